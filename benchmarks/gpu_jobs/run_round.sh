@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs GPU jobs back to back on the lent device, one tarball of results per job under $OUT.
+#
+#   bash benchmarks/gpu_jobs/run_round.sh JOB [JOB ...]
+#
+# Each job is benchmarks/gpu_jobs/JOB.sh. It runs from the repo root with OUT set to its own
+# folder, and must finish within the budget (seconds) on its "# budget: N" line (default 60; the
+# wrapper kills it past that). Wheels in .whl/ (carried) are installed into /tmp/site first.
+set -u
+ROOT=$(pwd)
+FINAL_OUT=${OUT:?OUT must be set}
+if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+fi
+export PYTHONPATH=$ROOT/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader || true
+for job in "$@"; do
+  script=benchmarks/gpu_jobs/$job.sh
+  budget=$(grep -m1 -oP '^# budget:\s*\K[0-9]+' "$script" 2>/dev/null || echo 60)
+  work=/tmp/jobout/$job
+  rm -rf "$work"; mkdir -p "$work"
+  start=$(date +%s)
+  echo "=== $job (budget ${budget}s) ==="
+  OUT=$work timeout --kill-after=10 "$budget" bash "$script" >"$work/log.txt" 2>&1
+  rc=$?
+  echo "rc=$rc wall=$(( $(date +%s) - start ))s" | tee -a "$work/log.txt"
+  tail -n 15 "$work/log.txt"
+  tar -czf "$FINAL_OUT/$job.tgz" -C /tmp/jobout "$job"
+done

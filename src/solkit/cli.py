@@ -1,0 +1,69 @@
+"""The ``solkit`` command line.
+
+Each concern registers its own subcommands: a module listed in :data:`COMMAND_MODULES` exposes
+``register(subparsers)``, which adds parsers whose ``func`` attribute takes the parsed namespace and
+returns an exit code. Modules are imported only when the CLI starts, and a failure in one
+command's module never hides the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from solkit import __version__
+from solkit.errors import SolkitError
+
+COMMAND_MODULES = [
+    "solkit.hardware.cli",  # hw, calibrate
+    "solkit.sol.cli",  # sol, analyze
+    "solkit.harness.cli",  # eval, eval-suite
+    "solkit.bench.cli",  # bench, report
+    "solkit.tune.cli",  # tune
+    "solkit.profile.cli",  # profile
+    "solkit.train.cli",  # train-bench
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line with exit code 2 (argparse's own convention)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="solkit", description="Speed-of-light analysis, benchmarking and kernels for GPUs.")
+    parser.add_argument("--version", action="version", version=f"solkit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # this concern has no commands yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except SolkitError as exc:
+        sys.stderr.write(f"solkit: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("solkit: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,261 @@
+"""The timing protocol every solkit measurement uses.
+
+Rules (see docs/measurement.md):
+
+* warm-up first, so compilation, module load and handle creation stay out of the numbers;
+* on a GPU, CUDA events around each call, with the L2 cache flushed (a write over a buffer twice the
+  L2 size) between repetitions, and a rotating pool of argument sets so that repeated calls do not
+  hit data left in cache by the previous call;
+* a CUDA-graph mode for short calls (< ~100 µs), where launch overhead would otherwise dominate:
+  ``calls_per_graph`` calls (rotating arguments, each preceded by an L2 flush) are captured into one
+  graph; the graph of flushes alone is timed too and subtracted, so the result is per call, L2-cold,
+  without launch gaps;
+* the median of at least 50 repetitions over at least 3 trials, with quartiles, min/max and the
+  coefficient of variation; a warning flag when CV > 5 %;
+* on the CPU, host wall clock (``time.perf_counter``) per call.
+
+Nothing here allocates inside the timed region: argument sets are built by the caller beforehand.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import torch
+
+TimingMethod = Literal["auto", "events", "graph", "wall"]
+
+#: Calls shorter than this (median of a quick probe, in ms) are timed with CUDA graphs in "auto".
+GRAPH_THRESHOLD_MS = 0.1
+CV_WARN = 0.05
+
+
+@dataclass
+class TimingResult:
+    """Summary statistics of one timed callable, all times in milliseconds per call."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    q1_ms: float
+    q3_ms: float
+    iqr_ms: float
+    cv: float
+    method: str
+    reps: int
+    trials: int
+    l2_flushed: bool
+    rotating_buffers: int
+    calls_per_sample: int = 1
+    high_variance: bool = False
+    trial_medians_ms: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(samples_ms: Sequence[float], trial_medians: Sequence[float], **meta: Any) -> TimingResult:
+    """Turn raw per-call samples into a :class:`TimingResult`."""
+    if not samples_ms:
+        raise ValueError("no timing samples")
+    xs = sorted(samples_ms)
+    n = len(xs)
+    q = statistics.quantiles(xs, n=4, method="inclusive") if n >= 2 else [xs[0], xs[0], xs[0]]
+    mean = statistics.fmean(xs)
+    stdev = statistics.pstdev(xs) if n > 1 else 0.0
+    cv = stdev / mean if mean > 0 else 0.0
+    return TimingResult(
+        median_ms=statistics.median(xs),
+        mean_ms=mean,
+        min_ms=xs[0],
+        max_ms=xs[-1],
+        q1_ms=q[0],
+        q3_ms=q[2],
+        iqr_ms=q[2] - q[0],
+        cv=cv,
+        high_variance=cv > CV_WARN,
+        trial_medians_ms=list(trial_medians),
+        **meta,
+    )
+
+
+class L2Flusher:
+    """Evicts the L2 cache by writing a buffer twice its size (a memset kernel, ~tens of µs)."""
+
+    def __init__(self, device: torch.device) -> None:
+        props = torch.cuda.get_device_properties(device)
+        l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
+        self.buffer = torch.empty(max(2 * l2, 8 * 2**20) // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+def _call(fn: Callable[..., Any], pool: Sequence[tuple] | None, i: int) -> Any:
+    if pool:
+        return fn(*pool[i % len(pool)])
+    return fn()
+
+
+def benchmark(
+    fn: Callable[..., Any],
+    args_pool: Sequence[tuple] | None = None,
+    *,
+    method: TimingMethod = "auto",
+    reps: int = 50,
+    trials: int = 3,
+    warmup: int = 5,
+    flush_l2: bool = True,
+    calls_per_graph: int = 10,
+    device: torch.device | str | None = None,
+) -> TimingResult:
+    """Time ``fn`` (called as ``fn(*args_pool[i % len(args_pool)])``, or ``fn()`` with no pool).
+
+    ``method="auto"`` picks wall clock on the CPU, and on a GPU CUDA events, or CUDA graphs when a
+    quick probe says a call takes under :data:`GRAPH_THRESHOLD_MS`. Returns per-call milliseconds.
+    """
+    reps = max(int(reps), 1)
+    trials = max(int(trials), 1)
+    dev = torch.device(device) if device is not None else _guess_device(args_pool)
+    if dev.type != "cuda":
+        return _bench_wall(fn, args_pool, reps, trials, warmup)
+    torch.cuda.set_device(dev)
+    for i in range(warmup):
+        _call(fn, args_pool, i)
+    torch.cuda.synchronize(dev)
+    flusher = L2Flusher(dev) if flush_l2 else None
+    if method == "auto":
+        probe = _bench_events(fn, args_pool, 5, 1, flusher, dev)
+        method = "graph" if probe.median_ms < GRAPH_THRESHOLD_MS else "events"
+    if method == "graph":
+        try:
+            return _bench_graph(fn, args_pool, reps, trials, flusher, calls_per_graph, dev)
+        except Exception:  # noqa: BLE001 - uncapturable callables (host syncs, allocs) fall back to events
+            torch.cuda.synchronize(dev)
+            result = _bench_events(fn, args_pool, reps, trials, flusher, dev)
+            result.method = "events (graph capture failed)"
+            return result
+    if method == "events":
+        return _bench_events(fn, args_pool, reps, trials, flusher, dev)
+    if method == "wall":
+        return _bench_wall(fn, args_pool, reps, trials, warmup, sync=dev)
+    raise ValueError(f"unknown timing method {method!r}; allowed: auto, events, graph, wall")
+
+
+def _guess_device(args_pool: Sequence[tuple] | None) -> torch.device:
+    for args in args_pool or ():
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                return a.device
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _bench_wall(fn, pool, reps, trials, warmup, sync: torch.device | None = None) -> TimingResult:
+    for i in range(warmup):
+        _call(fn, pool, i)
+    samples: list[float] = []
+    medians: list[float] = []
+    k = 0
+    for _ in range(trials):
+        trial: list[float] = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            _call(fn, pool, k)
+            if sync is not None:
+                torch.cuda.synchronize(sync)
+            trial.append((time.perf_counter() - t0) * 1e3)
+            k += 1
+        samples += trial
+        medians.append(statistics.median(trial))
+    return summarize(
+        samples, medians, method="wall", reps=reps, trials=trials, l2_flushed=False,
+        rotating_buffers=len(pool or ()) or 1,
+    )  # fmt: skip
+
+
+def _bench_events(fn, pool, reps, trials, flusher, dev) -> TimingResult:
+    samples: list[float] = []
+    medians: list[float] = []
+    k = 0
+    for _ in range(trials):
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for r in range(reps):
+            if flusher is not None:
+                flusher()
+            starts[r].record()
+            _call(fn, pool, k)
+            ends[r].record()
+            k += 1
+        torch.cuda.synchronize(dev)
+        trial = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        samples += trial
+        medians.append(statistics.median(trial))
+    return summarize(
+        samples, medians, method="cuda_events", reps=reps, trials=trials, l2_flushed=flusher is not None,
+        rotating_buffers=len(pool or ()) or 1,
+    )  # fmt: skip
+
+
+def _capture(body: Callable[[], None], dev) -> torch.cuda.CUDAGraph:
+    stream = torch.cuda.Stream(dev)
+    stream.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(stream):
+        body()  # one eager pass on the side stream, as torch recommends before capture
+    torch.cuda.current_stream(dev).wait_stream(stream)
+    torch.cuda.synchronize(dev)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        body()
+    torch.cuda.synchronize(dev)
+    return graph
+
+
+def _time_graph(graph: torch.cuda.CUDAGraph, reps: int, dev) -> list[float]:
+    graph.replay()  # warm
+    torch.cuda.synchronize(dev)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for r in range(reps):
+        starts[r].record()
+        graph.replay()
+        ends[r].record()
+    torch.cuda.synchronize(dev)
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def _bench_graph(fn, pool, reps, trials, flusher, calls, dev) -> TimingResult:
+    calls = max(int(calls), 1)
+
+    def body() -> None:
+        for i in range(calls):
+            if flusher is not None:
+                flusher()
+            _call(fn, pool, i)
+
+    def flush_only() -> None:
+        for _ in range(calls):
+            flusher()
+
+    graph = _capture(body, dev)
+    flush_graph = _capture(flush_only, dev) if flusher is not None else None
+    samples: list[float] = []
+    medians: list[float] = []
+    for _ in range(trials):
+        total = _time_graph(graph, reps, dev)
+        if flush_graph is not None:
+            # The flush cost is subtracted as its median so one noisy flush replay doesn't skew a sample.
+            flush_ms = statistics.median(_time_graph(flush_graph, max(reps // 2, 5), dev))
+            total = [max(t - flush_ms, 0.0) for t in total]
+        trial = [t / calls for t in total]
+        samples += trial
+        medians.append(statistics.median(trial))
+    return summarize(
+        samples, medians, method="cuda_graph", reps=reps, trials=trials, l2_flushed=flusher is not None,
+        rotating_buffers=len(pool or ()) or 1, calls_per_sample=calls,
+    )  # fmt: skip

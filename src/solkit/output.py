@@ -1,0 +1,65 @@
+"""Output helpers shared by every command: JSON for machines, rich tables for people."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    """Print ``obj`` as strict JSON (NaN/Inf become null) on stdout."""
+    sys.stdout.write(json.dumps(_jsonable(obj), indent=2, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """Compact human formatting of numbers for tables."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+            return f"{value:.{digits}g}"
+        return f"{value:.{digits}f}".rstrip("0").rstrip(".") if "." in f"{value:.{digits}f}" else f"{value}"
+    return str(value)
+
+
+def table(
+    title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], caption: str | None = None
+) -> Table:
+    t = Table(title=title, caption=caption, header_style="bold")
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*[fmt(v) for v in r])
+    return t
+
+
+def warn(message: str) -> None:
+    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
