@@ -1,0 +1,412 @@
+"""Triton GEMM with a fused epilogue: ``y = act(x @ W.T + bias) * alpha + residual * beta``.
+
+Shapes: x [M, K], W [N, K] (nn.Linear layout), bias [N], residual [M, N], y [M, N]; fp32 accumulation.
+Bytes moved (the SOL count): (M*K + N*K + M*N) * itemsize, plus M*N * itemsize for the residual and
+N * itemsize for the bias. FLOPs: 2*M*N*K on the tensor cores (the epilogue's M*N work is noise).
+
+Fusing the residual into the epilogue saves the unfused version's extra write and two reads of the
+[M, N] product: the o_proj + residual case study (docs/kernels/gemm.md).
+
+Two kernels, one epilogue:
+
+* ``tma_persistent`` (Hopper, sm_90+): TMA tensor descriptors made on the device, one program per SM
+  walking tiles in grouped order (GROUP_M rows of tiles share the same W columns, for L2 reuse). With
+  ``FLATTEN`` the tile loop and the K loop are software-pipelined as one, so the loads of the next
+  tile are in flight during this tile's epilogue. TMA zero-fills out-of-range loads and clips
+  stores, so any M works; rows must be 16-byte aligned.
+* ``pointer`` (Ampere/Ada, decode-sized M, odd strides, the CPU interpreter): plain masked
+  ``tl.load`` blocks on a one-tile-per-program grid.
+
+The epilogue (bias, activation, alpha, residual, beta) is chosen at compile time (tl.constexpr), so
+the variant without it is a plain GEMM. Configs live in gemm_configs.yaml, per architecture family
+and per M regime, and are picked by ``triton.autotune`` keyed on M rounded up to a power of two.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import os
+from importlib import resources
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+import yaml
+
+from solkit.errors import SolkitError, choices_hint
+
+ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2}
+KERNELS = ("tma_persistent", "pointer")
+FAMILIES = ("hopper", "ampere", "interpreter")
+_GELU_2C = 2.0 * math.sqrt(2.0 / math.pi)  # gelu_tanh(z) = z * sigmoid(2c (z + 0.044715 z^3))
+
+#: What the last launch ran: path, family, regime and config (for benchmarks and reports).
+LAST_LAUNCH: dict[str, Any] = {}
+
+
+# --------------------------------------------------------------------------------------------- kernels
+@triton.jit
+def _epilogue(acc, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+              ACT: tl.constexpr):  # fmt: skip
+    """fp32 tile -> act(acc + bias) * alpha + res * beta (res already loaded, any float dtype)."""
+    if HAS_BIAS:
+        b = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
+        acc = acc + b[None, :]
+    if ACT == 1:
+        acc = acc * tl.sigmoid(acc)
+    elif ACT == 2:
+        acc = acc * tl.sigmoid(_GELU_2C * (acc + 0.044715 * acc * acc * acc))
+    acc = acc * alpha
+    if HAS_RESIDUAL:
+        acc = acc + res.to(tl.float32) * beta
+    return acc
+
+
+@triton.jit
+def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped order: GROUP_M tile-rows advance together along N, so W tiles are reused from L2."""
+    per_group = GROUP_M * num_pid_n
+    first_m = (tile // per_group) * GROUP_M
+    group_rows = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % group_rows
+    pid_n = (tile % per_group) // group_rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def _finish_tile(part, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS: tl.constexpr,
+                 HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr):  # fmt: skip
+    """Epilogue of one [BLOCK_M, width] piece of a tile: residual by TMA, math in fp32, TMA store."""
+    res = None
+    if HAS_RESIDUAL:
+        res = r_desc.load([off_m, off_n])
+    offs_n = off_n + tl.arange(0, part.shape[1])
+    out = _epilogue(part, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
+    y_desc.store([off_m, off_n], out.to(y_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _gemm_tma_persistent_kernel(
+    x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr,
+    M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, num_programs,
+    HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    EPI_SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr,
+):  # fmt: skip
+    """Persistent TMA GEMM + epilogue. Reads x, W once per tile row/column (L2 shares the rest)."""
+    SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
+    x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[stride_ym, 1], block_shape=[BLOCK_M, SUB_N])
+    r_desc = None
+    if HAS_RESIDUAL:
+        r_desc = tl.make_tensor_descriptor(res_ptr, shape=[M, N], strides=[stride_rm, 1], block_shape=[BLOCK_M, SUB_N])
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    start = tl.program_id(0)
+    # The epilogue keeps its own tile counter: sharing one value between the pipelined loads and the
+    # epilogue stops the flattened pipeline from overlapping them.
+    tile_epi = start - num_programs
+    for tile in tl.range(start, num_pid_m * num_pid_n, num_programs, flatten=FLATTEN, warp_specialize=WARP_SPEC):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kk in range(k_tiles):
+            a = x_desc.load([off_m, kk * BLOCK_K])
+            b = w_desc.load([off_n, kk * BLOCK_K])
+            acc = tl.dot(a, b.T, acc)
+
+        tile_epi += num_programs
+        pid_m, pid_n = _tile_coords(tile_epi, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        if EPI_SUBTILE == 2:
+            # Two [BLOCK_M, BLOCK_N/2] halves: half the epilogue's shared memory, left to the pipeline.
+            acc0, acc1 = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1)))
+            _finish_tile(
+                acc0, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT
+            )
+            _finish_tile(acc1, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                         HAS_RESIDUAL, ACT)  # fmt: skip
+        else:
+            _finish_tile(
+                acc, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT
+            )
+
+
+@triton.jit
+def _gemm_pointer_kernel(
+    x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr,
+    M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta,
+    HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    """One output tile per program, masked pointer loads (K contiguous in x and W)."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    # Out-of-range rows read row 0 instead of being masked: the K loop then needs only the K mask,
+    # and those rows are never stored.
+    rows_x = tl.where(offs_m < M, offs_m, 0)
+    rows_w = tl.where(offs_n < N, offs_n, 0)
+    x_ptrs = x_ptr + rows_x[:, None] * stride_xm + offs_k[None, :]
+    w_ptrs = w_ptr + rows_w[:, None] * stride_wn + offs_k[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kk in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - kk * BLOCK_K
+        a = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(w_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        acc = tl.dot(a, tl.trans(b), acc)
+        x_ptrs += BLOCK_K
+        w_ptrs += BLOCK_K
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    res = None
+    if HAS_RESIDUAL:
+        res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)
+    out = _epilogue(acc, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
+    tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :], out.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+_KERNEL_FNS = {"tma_persistent": _gemm_tma_persistent_kernel, "pointer": _gemm_pointer_kernel}
+_TUNING_KEY = ["M_BUCKET", "N", "K", "HAS_BIAS", "HAS_RESIDUAL", "ACT"]
+
+
+# --------------------------------------------------------------------------------------------- configs
+@functools.lru_cache(maxsize=1)
+def load_config_table() -> dict[str, Any]:
+    """The parsed gemm_configs.yaml (validated: families, regimes, kernel names, config keys)."""
+    text = resources.files("solkit.kernels").joinpath("gemm_configs.yaml").read_text()
+    table = yaml.safe_load(text)
+    for family in FAMILIES:
+        for regime in ("prefill", "decode"):
+            entry = table.get(family, {}).get(regime)
+            if not entry or entry.get("kernel") not in KERNELS or not entry.get("autotune"):
+                raise SolkitError(
+                    f"gemm_configs.yaml: {family}.{regime} needs kernel ({', '.join(KERNELS)}) and autotune"
+                )
+            for cfg in entry["autotune"] + entry.get("candidates", []):
+                if cfg.get("kernel", entry["kernel"]) not in KERNELS:
+                    raise SolkitError(
+                        f"gemm_configs.yaml: {family}.{regime}: kernel must be one of {', '.join(KERNELS)}"
+                    )
+            if any("kernel" in cfg and cfg["kernel"] != entry["kernel"] for cfg in entry["autotune"]):
+                raise SolkitError(
+                    f"gemm_configs.yaml: {family}.{regime}.autotune entries must all use {entry['kernel']}"
+                )
+    return table
+
+
+def to_triton_config(cfg: dict[str, Any]) -> triton.Config:
+    params = {k: v for k, v in cfg.items() if k not in ("kernel", "num_warps", "num_stages")}
+    return triton.Config(params, num_warps=int(cfg.get("num_warps", 4)), num_stages=int(cfg.get("num_stages", 3)))
+
+
+def m_bucket(m: int) -> int:
+    """M rounded up to a power of two, capped: the autotune key, so a new M reuses its bucket's winner."""
+    cap = int(load_config_table()["m_bucket_cap"])
+    return min(1 << max(int(m) - 1, 0).bit_length(), cap)
+
+
+def _prune_by_block_m(configs, named_args, **kwargs):
+    """Keep the configs with the smallest BLOCK_M that covers the M bucket (decode: 16, 32 or 64 rows)."""
+    bucket = int(named_args["M_BUCKET"])
+    sizes = sorted({c.kwargs["BLOCK_M"] for c in configs})
+    fitting = [s for s in sizes if s >= bucket]
+    target = fitting[0] if fitting else sizes[-1]
+    return [c for c in configs if c.kwargs["BLOCK_M"] == target]
+
+
+_AUTOTUNE_ACCEPTS_CACHE = "cache_results" in inspect.signature(triton.autotune).parameters
+
+
+@functools.lru_cache(maxsize=None)
+def _autotuner(family: str, regime: str):
+    entry = load_config_table()[family][regime]
+    extra = {"cache_results": True} if _AUTOTUNE_ACCEPTS_CACHE and family != "interpreter" else {}
+    prune = {"early_config_prune": _prune_by_block_m} if regime == "decode" else None
+    configs = [to_triton_config(c) for c in entry["autotune"]]
+    return triton.autotune(configs=configs, key=_TUNING_KEY, prune_configs_by=prune, **extra)(
+        _KERNEL_FNS[entry["kernel"]]
+    )
+
+
+# --------------------------------------------------------------------------------------------- dispatch
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def arch_family(device: torch.device) -> str:
+    """hopper for sm_90 and newer (TMA), ampere for sm_80/sm_89, interpreter on the CPU."""
+    if device.type != "cuda":
+        return "interpreter"
+    major, _minor = torch.cuda.get_device_capability(device)
+    if major >= 9:
+        return "hopper"
+    if major >= 8:
+        return "ampere"
+    raise SolkitError(f"solkit gemm needs compute capability >= 8.0 (bf16 tensor cores); device has {major}.x")
+
+
+def _tma_ok(*tensors: torch.Tensor) -> bool:
+    """TMA needs unit inner stride, 16-byte-aligned base addresses and 16-byte row pitches."""
+    for t in tensors:
+        es = t.element_size()
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or (t.stride(0) * es) % 16:
+            return False
+    return True
+
+
+def _tma_alloc(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    # Scratch for device-side tensor descriptors (128 bytes each); the torch caching allocator serves it.
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def select(M: int, device: torch.device, tma_ok: bool) -> tuple[str, str, str]:
+    """(family, regime, kernel) for an M on a device: the path ``gemm`` takes."""
+    family = arch_family(device)
+    table = load_config_table()
+    regime = "decode" if M <= int(table["decode_max_m"]) else "prefill"
+    if table[family][regime]["kernel"] == "tma_persistent" and not tma_ok:
+        # Unaligned or fp32 operands: the portable kernel with the Ampere configs (which fit sm_90 too).
+        family = "ampere"
+    return family, regime, table[family][regime]["kernel"]
+
+
+# --------------------------------------------------------------------------------------------- launcher
+def _check(x, weight, bias, residual, activation) -> None:
+    if activation not in ACTIVATIONS:
+        raise SolkitError(choices_hint(activation, list(ACTIVATIONS), "activation"))
+    if weight.dim() != 2 or x.shape[-1] != weight.shape[1]:
+        raise SolkitError(
+            f"gemm: x [..., K] and weight [N, K] disagree: x {tuple(x.shape)}, weight {tuple(weight.shape)}"
+        )
+    if x.dtype not in (torch.bfloat16, torch.float16, torch.float32) or weight.dtype != x.dtype:
+        raise SolkitError(f"gemm: x and weight must share one dtype of bf16, fp16, fp32; got {x.dtype}, {weight.dtype}")
+    if x.device != weight.device:
+        raise SolkitError(f"gemm: x on {x.device}, weight on {weight.device}")
+    if bias is not None and (bias.shape != (weight.shape[0],) or bias.device != x.device):
+        raise SolkitError(f"gemm: bias must be [N]={weight.shape[0]} on {x.device}; got {tuple(bias.shape)}")
+    if residual is not None:
+        expect = (*x.shape[:-1], weight.shape[0])
+        if tuple(residual.shape) != expect or residual.dtype != x.dtype or residual.device != x.device:
+            raise SolkitError(
+                f"gemm: residual must be {expect} {x.dtype} on {x.device}; got {tuple(residual.shape)} {residual.dtype}"
+            )
+    if x.device.type != "cuda" and not interpreting():
+        raise SolkitError("gemm: tensors on the CPU need TRITON_INTERPRET=1 (Triton's interpreter)")
+
+
+def gemm(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    activation: str = "none",
+    config: dict[str, Any] | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``act(x @ weight.T + bias) * alpha + residual * beta`` in one Triton kernel.
+
+    x is [..., K], weight [N, K], bias [N], residual [..., N] (same dtype as x); returns [..., N] in
+    x's dtype. ``config`` (a gemm_configs.yaml entry, optionally with ``kernel``) bypasses autotuning.
+    """
+    _check(x, weight, bias, residual, activation)
+    lead = x.shape[:-1]
+    K = x.shape[-1]
+    N = weight.shape[0]
+    x2 = x.reshape(-1, K)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    w = weight if weight.stride(-1) == 1 else weight.contiguous()
+    M = x2.shape[0]
+    r2 = None
+    if residual is not None:
+        r2 = residual.reshape(M, N)
+        if r2.stride(-1) != 1:
+            r2 = r2.contiguous()
+    y = out.reshape(M, N) if out is not None else torch.empty((M, N), dtype=x.dtype, device=x.device)
+    if M == 0 or N == 0:
+        return y.reshape(*lead, N)
+    if K == 0:  # no products: the epilogue on a zero accumulator, in torch
+        z = torch.zeros((M, N), dtype=torch.float32, device=x.device)
+        return y.copy_(_torch_epilogue(z, bias, r2, alpha, beta, activation)).reshape(*lead, N)
+
+    tensors = [t for t in (x2, w, y, r2) if t is not None]
+    family, regime, kernel = select(M, x.device, _tma_ok(*tensors) and x.dtype != torch.float32)
+    if config is not None:
+        kernel = config.get("kernel", load_config_table()[family][regime]["kernel"])
+        if kernel == "tma_persistent" and not _tma_ok(*tensors):
+            raise SolkitError("gemm: config asks for tma_persistent but the tensors are not TMA-aligned")
+    args = dict(
+        M=M, N=N, K=K, M_BUCKET=m_bucket(M), stride_xm=x2.stride(0), stride_wn=w.stride(0), stride_ym=y.stride(0),
+        stride_rm=r2.stride(0) if r2 is not None else 0, alpha=float(alpha), beta=float(beta),
+        HAS_BIAS=bias is not None, HAS_RESIDUAL=r2 is not None, ACT=ACTIVATIONS[activation],
+    )  # fmt: skip
+    if kernel == "tma_persistent":
+        triton.set_allocator(_tma_alloc)
+        if x.device.type == "cuda":
+            n_prog = _num_sms(x.device.index if x.device.index is not None else torch.cuda.current_device())
+        else:  # the interpreter: a few programs, so each walks several tiles as on a GPU
+            n_prog = 3
+        args["num_programs"] = n_prog
+
+        def grid(meta):
+            tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+            return (min(n_prog, tiles),)
+
+    else:
+
+        def grid(meta):
+            return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    ptrs = (x2, w, y, bias, r2)
+    if config is not None:
+        tc = to_triton_config(config)
+        fn = _KERNEL_FNS[kernel]
+        fn[grid](*ptrs, **args, **tc.kwargs, num_warps=tc.num_warps, num_stages=tc.num_stages)
+        chosen = dict(config)
+    else:
+        tuner = _autotuner(family, regime)
+        tuner[grid](*ptrs, **args)
+        best = tuner.best_config
+        chosen = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
+    LAST_LAUNCH.clear()
+    LAST_LAUNCH.update(family=family, regime=regime, kernel=kernel, m_bucket=args["M_BUCKET"], config=chosen)
+    return y.reshape(*lead, N)
+
+
+def _torch_epilogue(z, bias, residual, alpha, beta, activation) -> torch.Tensor:
+    """The epilogue in torch (fp32), for K == 0 and as the reference in tests."""
+    if bias is not None:
+        z = z + bias.float()
+    if activation == "silu":
+        z = torch.nn.functional.silu(z)
+    elif activation == "gelu_tanh":
+        z = torch.nn.functional.gelu(z, approximate="tanh")
+    z = z * alpha
+    if residual is not None:
+        z = z + residual.float() * beta
+    return z
+
+
+def reference(x, weight, bias=None, residual=None, *, alpha=1.0, beta=1.0, activation="none") -> torch.Tensor:
+    """The same function in fp32 torch (inputs upcast), for checks."""
+    z = x.float().reshape(-1, x.shape[-1]) @ weight.float().T
+    z = _torch_epilogue(z, bias, None if residual is None else residual.reshape(z.shape), alpha, beta, activation)
+    return z.reshape(*x.shape[:-1], weight.shape[0])
