@@ -1,0 +1,332 @@
+"""Training variants: which kernels replace which modules of :mod:`solkit.train.model`, and compile.
+
+A swap replaces one kind of module everywhere in the model by a :class:`Swapped` wrapper that keeps
+the original module (so the parameters, their initial values and the optimizer's view of them stay
+identical) and calls a fused kernel instead of the module's PyTorch code. Before a swap is applied
+its kernel is probed on small random inputs against the original module; a kernel module that is
+missing, has another API, or computes something else leaves that swap *unavailable*, with the
+reason, and the variant reports it: nothing is silently skipped. After swapping, the number of
+replaced modules is asserted against the number the model has.
+
+Kernel modules are imported lazily, inside the swap, so a broken or absent kernel file never stops
+the other variants from running.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from solkit.errors import SolkitError, choices_hint
+from solkit.train.model import LinearResidual, LlamaModel, LMHeadLoss, RMSNorm, Rotary, SiluMul
+
+# kind -> (model class it replaces, what it fuses)
+SWAP_KINDS: dict[str, tuple[type[nn.Module], str]] = {
+    "rmsnorm": (RMSNorm, "RMSNorm forward/backward"),
+    "rope": (Rotary, "RoPE on q and k"),
+    "swiglu": (SiluMul, "silu(gate) * up"),
+    "linear_residual": (LinearResidual, "o_proj / down_proj GEMM with the residual add in the epilogue"),
+    "fused_linear_ce": (LMHeadLoss, "LM head GEMM + cross-entropy without materialised logits"),
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    backend: str | None = None  # "solkit" or "liger": where the swapped kernels come from
+    swaps: tuple[str, ...] = ()
+    compile: bool = False
+
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant("eager", "PyTorch eager (SDPA attention, fp32-upcast cross-entropy)"),
+        Variant("compile", "torch.compile per decoder layer, final norm and LM head+loss", compile=True),
+        Variant("solkit", "eager with solkit's fused kernels swapped in", "solkit", tuple(SWAP_KINDS)),
+        Variant("compile+solkit", "solkit kernels swapped in, then torch.compile", "solkit", tuple(SWAP_KINDS), True),
+        Variant("flce", "eager with only solkit's fused linear cross-entropy (memory attribution)", "solkit",
+                ("fused_linear_ce",)),  # fmt: skip
+        Variant("liger", "eager with Liger-Kernel's RMSNorm, RoPE, SwiGLU and fused linear CE", "liger",
+                ("rmsnorm", "rope", "swiglu", "fused_linear_ce")),  # fmt: skip
+    )
+}
+
+
+def get_variant(name: str) -> Variant:
+    if name not in VARIANTS:
+        raise SolkitError(choices_hint(name, list(VARIANTS), "variant"))
+    return VARIANTS[name]
+
+
+class Swapped(nn.Module):
+    """Wraps the original module; ``forward`` calls ``fn(original, *args)`` (a fused kernel)."""
+
+    def __init__(self, kind: str, orig: nn.Module, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.kind = kind
+        self.orig = orig
+        self._fn = fn
+        self.calls = 0  # counted in eager mode only, to assert the kernel actually ran
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if not torch.compiler.is_compiling():
+            self.calls += 1
+        return self._fn(self.orig, *args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return f"kind={self.kind!r}"
+
+
+# ---- kernel adapters: each returns fn(orig_module, *forward_args) or raises with a reason ----------
+
+
+def _attr(module_name: str, *names: str) -> Callable[..., Any]:
+    mod = importlib.import_module(module_name)
+    for n in names:
+        if callable(getattr(mod, n, None)):
+            return getattr(mod, n)
+    raise AttributeError(f"{module_name} has none of {', '.join(names)}")
+
+
+def _solkit_rmsnorm() -> Callable[..., Any]:
+    rmsnorm = _attr("solkit.kernels.rmsnorm", "rmsnorm")
+    return lambda m, x: rmsnorm(x, m.weight, m.eps, 0.0, "llama")
+
+
+def _solkit_rope() -> Callable[..., Any]:
+    apply_rope = _attr("solkit.kernels.rope", "apply_rope")
+    return lambda m, q, k, cos, sin: apply_rope(q, k, cos, sin, layout="bshd")
+
+
+def _solkit_swiglu() -> Callable[..., Any]:
+    swiglu = _attr("solkit.kernels.swiglu", "swiglu")
+    return lambda m, gate, up: swiglu(gate, up)
+
+
+def _solkit_linear_residual() -> Callable[..., Any]:
+    fused_linear = _attr("solkit.kernels.linear_residual", "fused_linear")
+
+    def call(m: nn.Module, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        if residual is None:  # nothing to fuse: keep the plain GEMM
+            return F.linear(x, m.weight)
+        return fused_linear(x, m.weight, None, residual)
+
+    return call
+
+
+def _solkit_flce() -> Callable[..., Any]:
+    fn = _attr("solkit.kernels.fused_linear_ce", "fused_linear_cross_entropy", "fused_linear_ce")
+
+    def call(m: nn.Module, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return fn(h.reshape(-1, h.shape[-1]), m.weight, labels.reshape(-1))
+
+    return call
+
+
+def _liger_fn(name: str) -> Callable[..., Any]:
+    return _attr("liger_kernel.transformers.functional", name)
+
+
+def _liger_rmsnorm() -> Callable[..., Any]:
+    fn = _liger_fn("liger_rms_norm")
+    # in_place=False: the in-place backward overwrites dY, which is unsafe when dY is shared.
+    return lambda m, x: fn(x, m.weight, m.eps, 0.0, "llama", False)
+
+
+def _liger_rope() -> Callable[..., Any]:
+    fn = _liger_fn("liger_rope")
+
+    def call(m: nn.Module, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        # Liger takes (B, H, T, D) and (1, T, D) tables; our q/k are (B, T, H, D): pass transposed views.
+        qo, ko = fn(q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None])
+        return qo.transpose(1, 2), ko.transpose(1, 2)
+
+    return call
+
+
+def _liger_swiglu() -> Callable[..., Any]:
+    fn = _liger_fn("liger_swiglu")
+    return lambda m, gate, up: fn(gate, up)
+
+
+def _liger_flce() -> Callable[..., Any]:
+    fn = _liger_fn("liger_fused_linear_cross_entropy")
+    return lambda m, h, labels: fn(h.reshape(-1, h.shape[-1]), m.weight, labels.reshape(-1))
+
+
+ADAPTERS: dict[str, dict[str, Callable[[], Callable[..., Any]]]] = {
+    "solkit": {
+        "rmsnorm": _solkit_rmsnorm,
+        "rope": _solkit_rope,
+        "swiglu": _solkit_swiglu,
+        "linear_residual": _solkit_linear_residual,
+        "fused_linear_ce": _solkit_flce,
+    },
+    "liger": {
+        "rmsnorm": _liger_rmsnorm,
+        "rope": _liger_rope,
+        "swiglu": _liger_swiglu,
+        "fused_linear_ce": _liger_flce,
+    },
+}
+
+
+# ---- probes: the kernel must compute what the module computes, on the model's real parameters ------
+
+
+def _probe_args(kind: str, module: nn.Module, model: LlamaModel) -> tuple[Any, ...]:
+    cfg = model.cfg
+    p = next(model.parameters())
+    dev, dt = p.device, p.dtype
+    gen = torch.Generator(device=dev).manual_seed(1234)
+
+    def rnd(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, device=dev, dtype=torch.float32, generator=gen).to(dt)
+
+    b, t = 2, 16
+    if kind == "rmsnorm":
+        return (rnd(b, t, cfg.hidden),)
+    if kind == "rope":
+        cos, sin = model.rope_cos[:t], model.rope_sin[:t]
+        return rnd(b, t, cfg.heads, cfg.head_dim), rnd(b, t, cfg.kv_heads, cfg.head_dim), cos, sin
+    if kind == "swiglu":
+        return rnd(b, t, cfg.intermediate), rnd(b, t, cfg.intermediate)
+    if kind == "linear_residual":
+        w = module.weight
+        return rnd(b, t, w.shape[1]), rnd(b, t, w.shape[0])
+    if kind == "fused_linear_ce":
+        labels = torch.randint(cfg.vocab, (b, t), device=dev, generator=gen)
+        return rnd(b, t, cfg.hidden), labels
+    raise AssertionError(kind)
+
+
+def _rel_err(a: Any, b: Any) -> float:
+    if isinstance(a, tuple):
+        return max(_rel_err(x, y) for x, y in zip(a, b, strict=True))
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+PROBE_TOLERANCE = {torch.float32: 2e-3, torch.float16: 5e-3, torch.bfloat16: 2e-2}
+
+
+def _probe(kind: str, fn: Callable[..., Any], module: nn.Module, model: LlamaModel) -> float:
+    args = _probe_args(kind, module, model)
+    with torch.no_grad():
+        want = module(*args) if kind != "linear_residual" else module(args[0], residual=args[1])
+        got = fn(module, *args) if kind != "linear_residual" else fn(module, args[0], residual=args[1])
+    err = _rel_err(got, want)
+    tol = PROBE_TOLERANCE.get(next(model.parameters()).dtype, 2e-2)
+    if not err <= tol:  # NaN fails too
+        raise ValueError(f"probe mismatch: relative error {err:.3g} > {tol:g} against the PyTorch module")
+    return err
+
+
+@dataclass
+class SwapReport:
+    kind: str
+    status: str  # "ok", "unavailable"
+    expected: int
+    replaced: int = 0
+    probe_rel_err: float | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class PreparedVariant:
+    variant: Variant
+    swaps: list[SwapReport] = field(default_factory=list)
+    compiled: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return all(s.status == "ok" for s in self.swaps)
+
+    @property
+    def unavailable(self) -> list[str]:
+        return [s.kind for s in self.swaps if s.status != "ok"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant.name,
+            "description": self.variant.description,
+            "complete": self.complete,
+            "unavailable_swaps": self.unavailable,
+            "swaps": [s.to_dict() for s in self.swaps],
+            "compiled_modules": self.compiled,
+        }
+
+
+def _replace_all(model: nn.Module, target: type[nn.Module], kind: str, fn: Callable[..., Any]) -> int:
+    """Replace every ``target`` instance below ``model`` by a Swapped wrapper; returns the count."""
+    count = 0
+    for parent in list(model.modules()):
+        if isinstance(parent, Swapped):
+            continue
+        for name, child in list(parent.named_children()):
+            if isinstance(child, target) and not isinstance(child, Swapped):
+                setattr(parent, name, Swapped(kind, child, fn))
+                count += 1
+    return count
+
+
+def expected_count(kind: str, model: LlamaModel) -> int:
+    target = SWAP_KINDS[kind][0]
+    return sum(1 for m in model.modules() if isinstance(m, target) and not isinstance(m, Swapped))
+
+
+def apply_variant(model: LlamaModel, variant: Variant | str, probe: bool = True) -> PreparedVariant:
+    """Swap kernels into ``model`` (in place) and compile it, as ``variant`` says."""
+    variant = get_variant(variant) if isinstance(variant, str) else variant
+    prepared = PreparedVariant(variant)
+    for kind in variant.swaps:
+        target = SWAP_KINDS[kind][0]
+        expected = expected_count(kind, model)
+        report = SwapReport(kind, "unavailable", expected)
+        prepared.swaps.append(report)
+        try:
+            fn = ADAPTERS[variant.backend or ""][kind]()
+            sample = next(m for m in model.modules() if isinstance(m, target) and not isinstance(m, Swapped))
+            if probe:
+                report.probe_rel_err = _probe(kind, fn, sample, model)
+        except Exception as exc:  # noqa: BLE001 - any failure makes this one swap unavailable, with its reason
+            report.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            continue
+        report.replaced = _replace_all(model, target, kind, fn)
+        # The count is the assertion that the swap happened everywhere it should.
+        assert report.replaced == expected, f"{kind}: replaced {report.replaced} of {expected} modules"
+        report.status = "ok"
+    if variant.compile:
+        prepared.compiled = compile_model(model)
+    return prepared
+
+
+def compile_model(model: LlamaModel) -> list[str]:
+    """torch.compile each decoder layer (one graph reused by all layers), the final norm and the head."""
+    names = []
+    for i, layer in enumerate(model.layers):
+        layer.compile()
+        names.append(f"layers.{i}")
+    model.norm.compile()
+    model.head.compile()
+    return [*names, "norm", "head"]
+
+
+def swap_call_counts(model: nn.Module) -> dict[str, int]:
+    """Calls per swap kind since construction (eager mode only), to assert the kernels ran."""
+    counts: dict[str, int] = {}
+    for m in model.modules():
+        if isinstance(m, Swapped):
+            counts[m.kind] = counts.get(m.kind, 0) + m.calls
+    return counts
