@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -16,6 +17,8 @@ import torch
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA and "triton" not in sys.modules:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# Calibrations measured by tests go to a scratch cache, never the user's.
+os.environ.setdefault("SOLKIT_CACHE_DIR", tempfile.mkdtemp(prefix="solkit-test-cache-"))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -54,9 +54,13 @@ class TimingResult:
     calls_per_sample: int = 1
     high_variance: bool = False
     trial_medians_ms: list[float] = field(default_factory=list)
+    samples_ms: list[float] = field(default_factory=list, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self, samples: bool = False) -> dict[str, Any]:
+        d = asdict(self)
+        if not samples:
+            d.pop("samples_ms")
+        return d
 
 
 def summarize(samples_ms: Sequence[float], trial_medians: Sequence[float], **meta: Any) -> TimingResult:
@@ -80,6 +84,7 @@ def summarize(samples_ms: Sequence[float], trial_medians: Sequence[float], **met
         cv=cv,
         high_variance=cv > CV_WARN,
         trial_medians_ms=list(trial_medians),
+        samples_ms=list(samples_ms),
         **meta,
     )
 

@@ -1,0 +1,350 @@
+"""Calibration: measure the ceilings the present device really reaches.
+
+GPU:
+  * bandwidth: copy (``dst.copy_(src)``, bytes = read + written), read-only (a sum) and write-only
+    (``fill_``) on buffers at least 16x the L2 size, so the cache cannot serve them;
+  * GEMM throughput per dtype (bf16, fp16, tf32, fp32 SIMT, fp64, fp8 where supported) on random data,
+    never zeros (zeros switch fewer transistors and run faster), over a few large shapes. Three
+    figures each: ``median`` (short-run median, what a benchmark sees), ``burst`` (the best 10 % of
+    samples) and ``sustained`` (median over a continuous run of ~1 s, after power capping sets in);
+  * SM clock, power and throttle reasons sampled by NVML when present (solkit.hardware.telemetry).
+CPU: memory bandwidth (copy) and fp32/fp64 GEMM peaks through torch, wall clock.
+
+It never changes clocks or power limits. Results are cached per device (uuid or name, driver, CUDA,
+torch and triton versions) in the user cache directory; ``--recalibrate`` refreshes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, Field
+
+from solkit.hardware.detect import DeviceInfo, detect_device
+from solkit.harness.timing import benchmark
+
+GEMM_UNITS = {
+    "bf16": "bf16_tensor",
+    "fp16": "fp16_tensor",
+    "tf32": "tf32_tensor",
+    "fp32": "fp32_vector",
+    "fp64": "fp64_tensor",
+    "fp8": "fp8_tensor",
+}
+
+
+class Ceiling(BaseModel):
+    """One measured ceiling."""
+
+    value: float  # FLOP/s or bytes/s
+    unit: str  # "FLOP/s" or "B/s"
+    method: str
+    size: str
+    samples: int
+    burst: float | None = None
+    sustained: float | None = None
+    sustained_seconds: float | None = None
+    telemetry: dict[str, Any] | None = None
+
+
+class Calibration(BaseModel):
+    """Everything one calibration run measured, as cached on disk."""
+
+    device: dict[str, Any]
+    cache_key: str
+    timestamp: str
+    quick: bool
+    versions: dict[str, str]
+    bandwidth: dict[str, Ceiling] = Field(default_factory=dict)  # copy, read, write
+    gemm: dict[str, Ceiling] = Field(default_factory=dict)  # bf16, fp16, tf32, fp32, fp64, fp8
+    telemetry: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def copy_bandwidth(self) -> float:
+        return self.bandwidth["copy"].value
+
+    def flops_by_unit(self) -> dict[str, float]:
+        return {GEMM_UNITS[k]: c.value for k, c in self.gemm.items() if k in GEMM_UNITS}
+
+
+def versions() -> dict[str, str]:
+    v = {"torch": torch.__version__, "python": platform.python_version(), "cuda": str(torch.version.cuda)}
+    try:
+        import triton
+
+        v["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        v["triton"] = "none"
+    from solkit import __version__
+
+    v["solkit"] = __version__
+    return v
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("SOLKIT_CACHE_DIR")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("solkit"))
+
+
+def cache_path(info: DeviceInfo) -> Path:
+    digest = hashlib.sha1(info.cache_key.encode()).hexdigest()[:16]
+    return cache_dir() / "calibration" / f"{info.kind}-{digest}.json"
+
+
+def load_cached(info: DeviceInfo | None = None) -> Calibration | None:
+    info = info or detect_device()
+    path = cache_path(info)
+    if not path.exists():
+        return None
+    try:
+        return Calibration.model_validate_json(path.read_text())
+    except Exception:  # noqa: BLE001 - a stale or corrupt cache is simply re-measured
+        return None
+
+
+def get_calibration(recalibrate: bool = False, quick: bool = False, progress: Callable[[str], None] | None = None):
+    """The cached calibration of the present device, measuring it first when needed."""
+    info = detect_device()
+    if not recalibrate:
+        cached = load_cached(info)
+        if cached is not None and (quick or not cached.quick):
+            return cached
+    cal = run_calibration(info, quick=quick, progress=progress)
+    path = cache_path(info)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(cal.model_dump_json(indent=2))
+    return cal
+
+
+def _telemetry(index: int):
+    try:
+        from solkit.hardware.telemetry import TelemetrySampler
+
+        return TelemetrySampler(device_index=index)
+    except Exception:  # noqa: BLE001 - NVML optional
+        return contextlib.nullcontext()
+
+
+def _summary(sampler) -> dict[str, Any] | None:
+    try:
+        return sampler.summary()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def run_calibration(info: DeviceInfo, quick: bool = False, progress: Callable[[str], None] | None = None):
+    say = progress or (lambda _msg: None)
+    t0 = time.perf_counter()
+    cal = Calibration(
+        device=info.to_dict(),
+        cache_key=info.cache_key,
+        timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        quick=quick,
+        versions=versions(),
+    )
+    if info.kind == "cuda":
+        _calibrate_gpu(cal, info, quick, say)
+    else:
+        _calibrate_cpu(cal, quick, say)
+    cal.duration_s = time.perf_counter() - t0
+    return cal
+
+
+# ----------------------------------------------------------------------------------------------- GPU
+
+
+def _bandwidth_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None:
+    dev = torch.device("cuda", info.index)
+    l2 = info.l2_bytes or 64 * 2**20
+    nbytes = max(16 * l2, 2**28 if quick else 2**30)
+    n = nbytes // 2
+    src = torch.randn(n, device=dev, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    reps = 10 if quick else 30
+    cases = {
+        "copy": (lambda: dst.copy_(src), 2 * nbytes, "dst.copy_(src)"),
+        "read": (lambda: src.sum(dtype=torch.float32), nbytes, "src.sum(dtype=float32)"),
+        "write": (lambda: dst.fill_(1.0), nbytes, "dst.fill_(1.0)"),
+    }
+    for name, (fn, moved, method) in cases.items():
+        say(f"bandwidth: {name}")
+        r = benchmark(fn, method="events", reps=reps, trials=3, flush_l2=False, device=dev)
+        cal.bandwidth[name] = Ceiling(
+            value=moved / (r.median_ms * 1e-3),
+            burst=moved / (r.min_ms * 1e-3),
+            unit="B/s",
+            method=f"{method}, CUDA events, median",
+            size=f"{nbytes / 2**30:.2f} GiB per buffer (>= 16x L2)",
+            samples=r.reps * r.trials,
+        )
+    src = dst = None  # free 2x the buffer before the GEMMs
+    torch.cuda.empty_cache()
+
+
+def _gemm_operands(dtype_name: str, n: int, dev: torch.device):
+    if dtype_name == "fp8":
+        a = torch.randn(n, n, device=dev).clamp(-2, 2).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=dev).clamp(-2, 2).to(torch.float8_e4m3fn).t()  # column-major B
+        one = torch.ones((), device=dev)
+        return (lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)), (a, b)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}.get(
+        dtype_name, torch.float64
+    )
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
+    out = torch.empty(n, n, device=dev, dtype=dtype)
+    return (lambda: torch.mm(a, b, out=out)), (a, b, out)
+
+
+def _gemm_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None:
+    dev = torch.device("cuda", info.index)
+    major = int((info.compute_capability or "0.0").split(".")[0])
+    minor = int((info.compute_capability or "0.0").split(".")[1])
+    dtypes = ["bf16", "fp16", "tf32", "fp32", "fp64"]
+    if (major, minor) >= (8, 9) and hasattr(torch, "_scaled_mm"):
+        dtypes.append("fp8")
+    sizes = {"bf16": [4096, 8192], "fp16": [8192], "tf32": [8192], "fp32": [4096], "fp64": [4096], "fp8": [8192]}
+    sustain_s = 0.25 if quick else 1.0
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for name in dtypes:
+            torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+            best: tuple[float, int, Any] | None = None
+            for n in sizes[name][:1] if quick else sizes[name]:
+                say(f"gemm: {name} {n}^3")
+                try:
+                    fn, keep = _gemm_operands(name, n, dev)
+                    r = benchmark(fn, method="events", reps=10 if quick else 30, trials=3, flush_l2=True, device=dev)
+                except Exception as exc:  # noqa: BLE001 - a dtype the device/library lacks is skipped, noted
+                    cal.warnings.append(f"gemm {name} {n}: {type(exc).__name__}: {exc}".splitlines()[0])
+                    continue
+                flops = 2.0 * n**3
+                if best is None or flops / r.median_ms > best[0]:
+                    best = (flops / r.median_ms, n, (fn, keep, r))
+            if best is None:
+                continue
+            _, n, (fn, keep, r) = best
+            flops = 2.0 * n**3
+            samples = sorted(flops / (t * 1e-3) for t in _raw_samples(r))
+            sustained, telem = _sustain(fn, flops, sustain_s, info.index)
+            cal.gemm[name] = Ceiling(
+                value=flops / (r.median_ms * 1e-3),
+                burst=samples[int(0.9 * (len(samples) - 1))] if samples else None,
+                sustained=sustained,
+                sustained_seconds=sustain_s,
+                unit="FLOP/s",
+                method=("torch._scaled_mm, scales 1.0, bf16 out" if name == "fp8" else "torch.mm")
+                + ", random normal inputs, CUDA events, L2 flushed",
+                size=f"{n}x{n}x{n}",
+                samples=r.reps * r.trials,
+                telemetry=telem,
+            )
+            del keep
+            torch.cuda.empty_cache()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+
+
+def _raw_samples(r) -> list[float]:
+    return r.samples_ms or [r.median_ms]
+
+
+def _sustain(fn, flops: float, seconds: float, index: int) -> tuple[float, dict | None]:
+    """Run ``fn`` back to back for ``seconds``; median throughput over the second half."""
+    starts, ends = [], []
+    sampler = _telemetry(index)
+    with sampler:
+        t_end = time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            starts.append(s)
+            ends.append(e)
+            if len(starts) % 16 == 0:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    tail = times[len(times) // 2 :] or times
+    return flops / (statistics.median(tail) * 1e-3), _summary(sampler)
+
+
+def _calibrate_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None:
+    sampler = _telemetry(info.index)
+    with sampler:
+        _bandwidth_gpu(cal, info, quick, say)
+        _gemm_gpu(cal, info, quick, say)
+    cal.telemetry = _summary(sampler)
+    if cal.telemetry and cal.telemetry.get("throttled"):
+        cal.warnings.append(f"the GPU throttled during calibration: {cal.telemetry.get('throttle_reasons')}")
+
+
+# ----------------------------------------------------------------------------------------------- CPU
+
+
+def _calibrate_cpu(cal: Calibration, quick: bool, say) -> None:
+    nbytes = (64 if quick else 512) * 2**20
+    src = torch.randn(nbytes // 4)
+    dst = torch.empty_like(src)
+    reps = 5 if quick else 15
+    say("bandwidth: copy")
+    r = benchmark(lambda: dst.copy_(src), method="wall", reps=reps, trials=3, warmup=2, device="cpu")
+    cal.bandwidth["copy"] = Ceiling(
+        value=2 * nbytes / (r.median_ms * 1e-3),
+        burst=2 * nbytes / (r.min_ms * 1e-3),
+        unit="B/s",
+        method="dst.copy_(src), wall clock, median",
+        size=f"{nbytes / 2**20:.0f} MiB per buffer",
+        samples=r.reps * r.trials,
+    )
+    say("bandwidth: read")
+    r = benchmark(lambda: src.sum(), method="wall", reps=reps, trials=3, warmup=2, device="cpu")
+    cal.bandwidth["read"] = Ceiling(
+        value=nbytes / (r.median_ms * 1e-3), unit="B/s", method="src.sum(), wall clock, median",
+        size=f"{nbytes / 2**20:.0f} MiB", samples=r.reps * r.trials,
+    )  # fmt: skip
+    src = dst = None
+    for name, dtype in (("fp32", torch.float32), ("fp64", torch.float64)):
+        n = 512 if quick else 1536
+        say(f"gemm: {name} {n}^3")
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        out = torch.empty(n, n, dtype=dtype)
+        r = benchmark(
+            lambda a=a, b=b, out=out: torch.mm(a, b, out=out),
+            method="wall",
+            reps=reps,
+            trials=3,
+            warmup=2,
+            device="cpu",
+        )
+        flops = 2.0 * n**3
+        cal.gemm[name] = Ceiling(
+            value=flops / (r.median_ms * 1e-3),
+            burst=flops / (r.min_ms * 1e-3),
+            unit="FLOP/s",
+            method=f"torch.mm ({torch.get_num_threads()} threads), random inputs, wall clock",
+            size=f"{n}x{n}x{n}",
+            samples=r.reps * r.trials,
+        )
+
+
+def to_json(cal: Calibration) -> dict[str, Any]:
+    return json.loads(cal.model_dump_json())

@@ -1,0 +1,62 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from solkit.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_done_when_h100(capsys):
+    code, out, _ = run(capsys, "sol", "--flops", "1e12", "--bytes", "1e9", "--dtype", "bf16", "--arch", "h100-sxm",
+                       "--json")  # fmt: skip
+    assert code == 0
+    d = json.loads(out)
+    assert d["t_sol_ms"] == pytest.approx(1.011, abs=5e-4) and d["bound"] == "compute"
+
+
+def test_score_and_tier(capsys):
+    code, out, _ = run(capsys, "sol", "--bytes", "4.8e9", "--arch", "h200-sxm", "--time-ms", "2", "--json")
+    d = json.loads(out)
+    assert d["bound"] == "memory" and d["sol_fraction"] == pytest.approx(0.5)
+    assert d["tier"]["name"] == "fuse-and-fix-memory"
+
+
+def test_violation_flagged(capsys):
+    code, out, _ = run(capsys, "sol", "--bytes", "4.8e9", "--arch", "h200-sxm", "--time-ms", "0.5", "--json")
+    d = json.loads(out)
+    assert d["sol_violation"] is True and d["sol_fraction"] == 1.0
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["sol", "--flops", "1", "--arch", "nope"], "allowed: a100-pcie-80gb"),
+    (["sol", "--flops", "1", "--dtype", "int3", "--arch", "h100-sxm"], "allowed: bf16"),
+    (["sol", "--bytes", "-5", "--arch", "h100-sxm"], ">= 0"),
+    (["hw", "show", "nope"], "allowed:"),
+])  # fmt: skip
+def test_bad_input_one_line_exit_2(argv, needle):
+    p = subprocess.run([sys.executable, "-m", "solkit.cli", *argv], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert needle in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_hw_show_json_has_sources(capsys):
+    code, out, _ = run(capsys, "hw", "show", "a100-sxm4-80gb", "--json")
+    d = json.loads(out)
+    assert d["peaks_tflops"]["bf16_tensor"]["value"] == 312
+    assert d["memory_bandwidth_tbs"]["value"] == pytest.approx(2.039)
+    assert d["peaks_tflops"]["bf16_tensor"]["url"].startswith("https://")
+
+
+def test_hw_list_and_detect(capsys):
+    code, out, _ = run(capsys, "hw", "list", "--json")
+    assert code == 0 and len(json.loads(out)) >= 16
+    code, out, _ = run(capsys, "hw", "detect", "--json")
+    assert code == 0 and json.loads(out)["kind"] in ("cpu", "cuda")
