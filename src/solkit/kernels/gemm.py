@@ -227,7 +227,7 @@ def _prune_by_block_m(configs, named_args, **kwargs):
 _AUTOTUNE_ACCEPTS_CACHE = "cache_results" in inspect.signature(triton.autotune).parameters
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _autotuner(family: str, regime: str):
     entry = load_config_table()[family][regime]
     extra = {"cache_results": True} if _AUTOTUNE_ACCEPTS_CACHE and family != "interpreter" else {}
@@ -269,16 +269,16 @@ def _tma_alloc(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _num_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def select(M: int, device: torch.device, tma_ok: bool) -> tuple[str, str, str]:
-    """(family, regime, kernel) for an M on a device: the path ``gemm`` takes."""
+def select(rows: int, device: torch.device, tma_ok: bool) -> tuple[str, str, str]:
+    """(family, regime, kernel) for ``rows`` = M on a device: the path ``gemm`` takes."""
     family = arch_family(device)
     table = load_config_table()
-    regime = "decode" if M <= int(table["decode_max_m"]) else "prefill"
+    regime = "decode" if rows <= int(table["decode_max_m"]) else "prefill"
     if table[family][regime]["kernel"] == "tma_persistent" and not tma_ok:
         # Unaligned or fp32 operands: the portable kernel with the Ampere configs (which fit sm_90 too).
         family = "ampere"

@@ -1,0 +1,214 @@
+"""solkit.kernels.gemm and linear_residual: values and gradients against an fp32 reference.
+
+On the CPU both kernels (pointer and tma_persistent) run through Triton's interpreter in fp32/fp16 on
+small odd shapes; the bf16 and Hopper checks are marked gpu. Tolerance everywhere: the kernel's error
+against the fp32 reference is at most 2x torch's own error in the same dtype, plus a small atol.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from solkit.errors import SolkitError
+from solkit.kernels import gemm as G
+from solkit.kernels.linear_residual import FusedLinearResidual, fused_linear
+
+HAS_CUDA = torch.cuda.is_available()
+TMA_CPU_CONFIG = {
+    "kernel": "tma_persistent", "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2,
+    "EPI_SUBTILE": 2, "FLATTEN": True, "WARP_SPEC": False, "num_warps": 4, "num_stages": 1,
+}  # fmt: skip
+EPILOGUES = {
+    "plain": dict(bias=False, residual=False, alpha=1.0, beta=1.0, activation="none"),
+    "residual": dict(bias=False, residual=True, alpha=1.0, beta=1.0, activation="none"),
+    "bias_res_scaled": dict(bias=True, residual=True, alpha=0.5, beta=-2.0, activation="none"),
+    "silu": dict(bias=True, residual=True, alpha=1.0, beta=1.0, activation="silu"),
+    "gelu_tanh": dict(bias=True, residual=False, alpha=2.0, beta=1.0, activation="gelu_tanh"),
+}
+
+
+def _inputs(M, N, K, dtype, device, ep, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(M, K, generator=gen).to(device, dtype)
+    w = (torch.randn(N, K, generator=gen) / K**0.5).to(device, dtype)
+    b = torch.randn(N, generator=gen).to(device, dtype) if ep["bias"] else None
+    r = torch.randn(M, N, generator=gen).to(device, dtype) if ep["residual"] else None
+    return x, w, b, r
+
+
+def _torch_same_dtype(x, w, b, r, ep):
+    """torch's own answer in the input dtype (on the CPU, fp16 matmul), for the error budget."""
+    z = torch.nn.functional.linear(x, w, b)
+    if ep["activation"] == "silu":
+        z = torch.nn.functional.silu(z)
+    elif ep["activation"] == "gelu_tanh":
+        z = torch.nn.functional.gelu(z, approximate="tanh")
+    z = z * ep["alpha"]
+    return z if r is None else z + r * ep["beta"]
+
+
+def _assert_close(out, ref, torch_out, atol):
+    assert out.shape == ref.shape
+    assert torch.isfinite(out).all(), "non-finite output (unwritten or overflow)"
+    err = (out.float() - ref).abs().max().item()
+    budget = 2 * (torch_out.float() - ref).abs().max().item() + atol
+    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
+
+
+ATOL = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("M", [1, 17, 130])
+@pytest.mark.parametrize(("K", "N"), [(64, 48), (96, 96)])
+@pytest.mark.parametrize("kernel", ["pointer", "tma_persistent"])
+@pytest.mark.parametrize("epilogue", ["residual", "bias_res_scaled", "silu", "gelu_tanh"])
+def test_values_interpreter_and_gpu(dtype, M, K, N, kernel, epilogue, device):
+    ep = EPILOGUES[epilogue]
+    if device == "cuda" and dtype == torch.float32 and kernel == "tma_persistent":
+        pytest.skip("fp32 takes the pointer kernel on the GPU")
+    x, w, b, r = _inputs(M, N, K, dtype, device, ep, seed=M * 7 + K)
+    kw = dict(alpha=ep["alpha"], beta=ep["beta"], activation=ep["activation"])
+    config = TMA_CPU_CONFIG if kernel == "tma_persistent" else None
+    if kernel == "pointer" and device == "cuda":
+        config = {"kernel": "pointer", **G.load_config_table()["ampere"]["prefill"]["autotune"][-1]}
+    y = G.gemm(x, w, b, r, config=config, **kw)
+    assert G.LAST_LAUNCH["kernel"] == kernel
+    ref = G.reference(x, w, b, r, **kw)
+    _assert_close(y, ref, _torch_same_dtype(x, w, b, r, ep), ATOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_leading_dims_and_plain_gemm(dtype, device):
+    ep = EPILOGUES["plain"]
+    x = torch.randn(2, 9, 64).to(device, dtype)
+    w = torch.randn(48, 64).to(device, dtype) / 8
+    y = G.gemm(x, w)
+    assert y.shape == (2, 9, 48)
+    _assert_close(y, G.reference(x, w), _torch_same_dtype(x, w, None, None, ep), ATOL[dtype])
+
+
+def test_output_fully_written_and_strided_input(device):
+    """A poisoned ``out`` must be overwritten everywhere; a non-contiguous x is accepted."""
+    dtype = torch.float32
+    big = torch.randn(33, 128).to(device, dtype)
+    x = big[:, ::2]  # inner stride 2: copied to contiguous by the launcher
+    w = torch.randn(40, 64).to(device, dtype) / 8
+    r = torch.randn(33, 40).to(device, dtype)
+    out = torch.full((33, 40), float("nan"), device=device, dtype=dtype)
+    y = G.gemm(x, w, residual=r, out=out)
+    assert y.data_ptr() == out.data_ptr()
+    _assert_close(y, G.reference(x, w, residual=r), x @ w.T + r, ATOL[dtype])
+
+
+def test_bad_inputs_raise_solkit_error(device):
+    x = torch.randn(4, 16).to(device)
+    w = torch.randn(8, 16).to(device)
+    with pytest.raises(SolkitError, match="activation"):
+        G.gemm(x, w, activation="relu6")
+    with pytest.raises(SolkitError, match="disagree"):
+        G.gemm(x, torch.randn(8, 15).to(device))
+    with pytest.raises(SolkitError, match="residual"):
+        G.gemm(x, w, residual=torch.randn(4, 9).to(device))
+    with pytest.raises(SolkitError, match="dtype"):
+        G.gemm(x.to(torch.float64), w.to(torch.float64))
+
+
+def test_m_bucket_and_config_table():
+    assert [G.m_bucket(m) for m in (1, 2, 3, 16, 17, 64, 65, 4096, 5000)] == [1, 2, 4, 16, 32, 64, 128, 4096, 8192]
+    cap = G.load_config_table()["m_bucket_cap"]
+    assert G.m_bucket(10**6) == cap
+    table = G.load_config_table()
+    for family in G.FAMILIES:
+        for regime in ("prefill", "decode"):
+            for cfg in table[family][regime]["autotune"]:
+                tc = G.to_triton_config(cfg)
+                assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"} <= set(tc.kwargs)
+    assert table["hopper"]["prefill"]["kernel"] == "tma_persistent"
+    assert len(table["hopper"]["prefill"]["autotune"]) <= 6, "keep the autotune list short: each entry compiles"
+
+
+def test_decode_prune_picks_block_m_covering_bucket():
+    configs = [G.to_triton_config(c) for c in G.load_config_table()["hopper"]["decode"]["autotune"]]
+    for bucket, want in [(1, 16), (16, 16), (32, 64), (64, 64)]:
+        kept = G._prune_by_block_m(configs, {"M_BUCKET": bucket})
+        assert kept and all(c.kwargs["BLOCK_M"] == want for c in kept)
+
+
+def test_select_paths():
+    cpu = torch.device("cpu")
+    assert G.select(1, cpu, True)[:2] == ("interpreter", "decode")
+    assert G.select(65, cpu, True)[:2] == ("interpreter", "prefill")
+
+
+def _grad_case(dtype, device, ep, M=17, K=64, N=48):
+    x, w, b, r = _inputs(M, N, K, dtype, device, ep, seed=3)
+    leaves = [t.clone().requires_grad_(True) if t is not None else None for t in (x, w, b, r)]
+    ref_leaves = [t.detach().float().clone().requires_grad_(True) if t is not None else None for t in (x, w, b, r)]
+    kw = dict(alpha=ep["alpha"], beta=ep["beta"], activation=ep["activation"])
+    y = fused_linear(*leaves, **kw)
+    dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(5)).to(device, dtype)
+    y.backward(dy)
+    yr = _torch_same_dtype(*ref_leaves, ep)
+    yr.backward(dy.float())
+    for got, want, name in zip(leaves, ref_leaves, "xwbr"):
+        if got is None:
+            continue
+        assert got.grad is not None, f"no gradient for {name}"
+        scale = want.grad.abs().max().item() + 1e-6
+        err = (got.grad.float() - want.grad).abs().max().item() / scale
+        assert err < (1e-5 if dtype == torch.float32 else 1e-2), f"grad {name}: rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("epilogue", ["residual", "bias_res_scaled", "silu", "gelu_tanh"])
+def test_gradients(dtype, epilogue, device):
+    if device == "cpu" and dtype == torch.float16 and epilogue in ("silu", "gelu_tanh"):
+        pytest.skip("covered in fp32 on the CPU")
+    _grad_case(dtype, device, EPILOGUES[epilogue])
+
+
+def test_module_drop_in(device):
+    torch.manual_seed(0)
+    layer = FusedLinearResidual(64, 48, device=device)
+    assert layer.bias is None and layer.weight.shape == (48, 64)
+    x = torch.randn(3, 5, 64, device=device)
+    r = torch.randn(3, 5, 48, device=device)
+    y = layer(x, r)
+    ref = torch.nn.functional.linear(x, layer.weight) + r
+    assert torch.allclose(y, ref, atol=1e-4, rtol=1e-4)
+    y.sum().backward()
+    assert layer.weight.grad is not None and layer.weight.grad.shape == (48, 64)
+
+
+# --------------------------------------------------------------------------------------------- GPU only
+@pytest.mark.gpu
+@pytest.mark.parametrize(("M", "N", "K"), [(1, 4096, 4096), (64, 1024, 512), (300, 512, 256), (1000, 1024, 2048)])
+def test_bf16_autotuned_paths(M, N, K):
+    """bf16 through autotune: decode (M<=64) and the Hopper TMA persistent path, M not a tile multiple."""
+    ep = EPILOGUES["residual"]
+    x, w, b, r = _inputs(M, N, K, torch.bfloat16, "cuda", ep, seed=M)
+    y = G.gemm(x, w, b, r)
+    expect_kernel = "tma_persistent" if M > 64 and torch.cuda.get_device_capability()[0] >= 9 else "pointer"
+    assert G.LAST_LAUNCH["kernel"] == expect_kernel
+    ref = G.reference(x, w, b, r)
+    _assert_close(y, ref, torch.addmm(r, x, w.T), ATOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("epilogue", ["bias_res_scaled", "silu", "gelu_tanh"])
+def test_bf16_epilogues_hopper(epilogue):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("Hopper path")
+    ep = EPILOGUES[epilogue]
+    x, w, b, r = _inputs(257, 384, 320, torch.bfloat16, "cuda", ep, seed=11)
+    kw = dict(alpha=ep["alpha"], beta=ep["beta"], activation=ep["activation"])
+    cfg = {"kernel": "tma_persistent", **G.load_config_table()["hopper"]["prefill"]["autotune"][0]}
+    y = G.gemm(x, w, b, r, config=cfg, **kw)
+    _assert_close(y, G.reference(x, w, b, r, **kw), _torch_same_dtype(x, w, b, r, ep), ATOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+def test_bf16_gradients():
+    _grad_case(torch.bfloat16, "cuda", EPILOGUES["bias_res_scaled"], M=130, K=256, N=192)
