@@ -1,0 +1,310 @@
+"""Cross-entropy over large vocabularies with the gradient written in the forward, in place.
+
+Math, per row with logits ``x`` (length ``V``), target ``y``, all in fp32:
+
+* optional softcap: ``z = cap * tanh(x / cap)`` (else ``z = x``);
+* online softmax in one sweep: running max ``m`` and running sum ``s = sum exp(z - m)``, rescaled by
+  ``exp(m_old - m_new)`` when the max grows; ``lse = m + log(s)``, ``p_j = exp(z_j - lse)``;
+* loss ``= (1 - eps) (lse - z_y) + eps (lse - mean_j z_j) + lam * lse^2``
+  (label smoothing ``eps`` as ``F.cross_entropy(label_smoothing=eps)``; z-loss ``lam``);
+* gradient ``dL/dz_j = p_j (1 + 2 lam lse) - eps / V - (1 - eps) [j == y]``, times
+  ``dz/dx = 1 - (z / cap)^2`` with softcap; rows whose target is ``ignore_index`` get loss 0, grad 0;
+* reduction ``mean`` divides by the number of non-ignored rows (read from device memory, so no host
+  sync), ``sum`` by 1, ``none`` keeps per-row losses.
+
+The forward writes ``dL/dx`` (already divided by the mean's count) straight into the logits buffer
+(``inplace_grad=True``, the default, when the logits require grad): **the logits are overwritten**.
+The backward then only multiplies by the incoming gradient, and skips even that (one scalar load per
+row) when it equals 1, as for ``loss.backward()``.
+
+Bytes per call, ``T`` rows x ``V`` classes, ``b`` bytes per logit:
+
+* SOL (forward + backward): one read of the logits and one write of the gradient, ``2·b·T·V``, plus
+  ``8·T`` of targets and ``4·T`` of per-row loss. This kernel reads each row twice (the second sweep,
+  run in reverse, is meant to hit L2 while the row is still cached), so DRAM traffic is between
+  ``2·b·T·V`` and ``3·b·T·V`` depending on the L2 hit rate.
+* forward only (no grad): one read, ``b·T·V``.
+* backward with ``grad_output == 1``: ~0 bytes; otherwise ``2·b·T·V`` (a read and write of the grad).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from solkit.errors import SolkitError
+
+_REDUCTIONS = ("mean", "sum", "none")
+_LOG2E = 1.4426950408889634
+_LN2 = 0.6931471805599453
+
+
+@triton.jit
+def _softcapped(x, softcap, HAS_SOFTCAP: tl.constexpr):
+    if HAS_SOFTCAP:
+        x = softcap * (2.0 * tl.sigmoid(2.0 * x / softcap) - 1.0)
+    return x
+
+
+@triton.jit
+def _ce_fwd_kernel(
+    logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr,
+    n_rows, n_cols, logits_row_stride, grad_row_stride,
+    ignore_index, label_smoothing, z_loss_scale, softcap,
+    MEAN: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
+    WRITE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    n_blocks = tl.cdiv(n_cols, BLOCK)
+    if MEAN:
+        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
+    else:
+        grad_scale = 1.0
+    for row in range(pid, n_rows, n_programs):
+        row64 = tl.cast(row, tl.int64)
+        x_row = logits_ptr + row64 * logits_row_stride
+        g_row = grad_ptr + row64 * grad_row_stride
+        target = tl.load(targets_ptr + row64).to(tl.int32)
+        if target == ignore_index:
+            tl.store(loss_ptr + row64, 0.0)
+            tl.store(lse_ptr + row64, 0.0)
+            if WRITE_GRAD:
+                for blk in range(0, n_blocks):
+                    cols = blk * BLOCK + offs
+                    tl.store(g_row + cols, tl.zeros([BLOCK], dtype=grad_ptr.dtype.element_ty), mask=cols < n_cols)
+        else:
+            # Sweep 1: online softmax in base 2. The max is reduced per block (one scalar); the sum
+            # stays per lane and is reduced once at the end, so each element costs one exp2.
+            m2 = -float("inf")
+            lane_sum = tl.zeros([BLOCK], dtype=tl.float32)
+            lane_z = tl.zeros([BLOCK], dtype=tl.float32)
+            for blk in range(0, n_blocks):
+                cols = blk * BLOCK + offs
+                mask = cols < n_cols
+                z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
+                z2 = tl.where(mask, z * 1.4426950408889634, -float("inf"))
+                m2_new = tl.maximum(m2, tl.max(z2, axis=0))
+                lane_sum = lane_sum * tl.exp2(m2 - m2_new) + tl.exp2(z2 - m2_new)
+                if HAS_SMOOTHING:
+                    lane_z += tl.where(mask, z, 0.0)
+                m2 = m2_new
+            lse2 = m2 + tl.log2(tl.sum(lane_sum, axis=0))
+            lse = lse2 * 0.6931471805599453
+            in_range = (target >= 0) & (target < n_cols)
+            z_t = tl.load(x_row + tl.where(in_range, target, 0)).to(tl.float32)
+            z_t = _softcapped(z_t, softcap, HAS_SOFTCAP)
+            loss = lse - z_t
+            if HAS_SMOOTHING:
+                smooth = lse - tl.sum(lane_z, axis=0) / n_cols
+                loss = (1.0 - label_smoothing) * loss + label_smoothing * smooth
+            loss += z_loss_scale * lse * lse
+            tl.store(loss_ptr + row64, loss)
+            tl.store(lse_ptr + row64, lse)
+            if WRITE_GRAD:
+                # Sweep 2, last block first: the blocks read most recently are the likeliest in L2.
+                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
+                uniform = label_smoothing / n_cols * grad_scale
+                hit = (1.0 - label_smoothing) * grad_scale
+                for i in range(0, n_blocks):
+                    cols = (n_blocks - 1 - i) * BLOCK + offs
+                    mask = cols < n_cols
+                    z = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+                    z = _softcapped(z, softcap, HAS_SOFTCAP)
+                    g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
+                    g = tl.where(cols == target, g - hit, g)
+                    if HAS_SOFTCAP:
+                        g = g * (1.0 - (z / softcap) * (z / softcap))
+                    tl.store(g_row + cols, g.to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _scale_rows_kernel(
+    grad_ptr, n_rows, n_cols, row_stride, scale_ptr, scale_stride, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """grad[row] *= scale[row * scale_stride]; rows whose scale is exactly 1 are left untouched."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    for row in range(pid, n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)
+        scale = tl.load(scale_ptr + row64 * scale_stride).to(tl.float32)
+        if scale != 1.0:
+            g_row = grad_ptr + row64 * row_stride
+            for start in range(0, n_cols, BLOCK):
+                cols = start + offs
+                mask = cols < n_cols
+                g = tl.load(g_row + cols, mask=mask, other=0.0).to(tl.float32)
+                tl.store(g_row + cols, (g * scale).to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+#: Launch settings (block, warps, stages, programs per SM; 0 programs = one program per row).
+CE_CONFIG = {"block": 8192, "num_warps": 16, "num_stages": 2, "programs_per_sm": 0}
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def _grid(n_rows: int, device: torch.device, programs_per_sm: int) -> int:
+    if programs_per_sm <= 0:
+        return max(n_rows, 1)
+    return max(1, min(n_rows, programs_per_sm * _num_sms(device)))
+
+
+def _check(logits: torch.Tensor, targets: torch.Tensor, reduction: str, label_smoothing: float,
+           softcap: float | None) -> None:  # fmt: skip
+    if logits.dim() != 2:
+        raise SolkitError(f"cross_entropy: logits must be [tokens, vocab], got shape {tuple(logits.shape)}")
+    if logits.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise SolkitError(f"cross_entropy: logits dtype must be fp16, bf16 or fp32, got {logits.dtype}")
+    if targets.shape != logits.shape[:1] or targets.dtype not in (torch.int64, torch.int32):
+        raise SolkitError(
+            f"cross_entropy: targets must be int32/int64 of shape [{logits.shape[0]}], "
+            f"got {targets.dtype} {tuple(targets.shape)}"
+        )
+    if reduction not in _REDUCTIONS:
+        raise SolkitError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise SolkitError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if softcap is not None and softcap <= 0:
+        raise SolkitError(f"cross_entropy: softcap must be positive or None, got {softcap}")
+
+
+def launch_cross_entropy_rows(
+    logits: torch.Tensor, targets: torch.Tensor, losses: torch.Tensor, lse: torch.Tensor, n_valid: torch.Tensor,
+    *, grad: torch.Tensor | None, mean: bool, ignore_index: int, label_smoothing: float, z_loss_scale: float,
+    softcap: float | None, config: dict | None = None,
+) -> None:  # fmt: skip
+    """Low-level launch: per-row loss and lse into ``losses``/``lse`` (fp32, [T]); with ``grad``, the
+    gradient of ``sum(losses) / n_valid`` (``mean``) or ``sum(losses)`` into it. ``n_valid`` is a
+    device scalar, so callers (e.g. chunked fused linear CE) can pass a count over all chunks."""
+    cfg = {**CE_CONFIG, **(config or {})}
+    n_rows, n_cols = logits.shape
+    if not (n_rows and n_cols):
+        return
+    block = min(cfg["block"], triton.next_power_of_2(max(n_cols, 16)))
+    _ce_fwd_kernel[(_grid(n_rows, logits.device, cfg["programs_per_sm"]),)](
+        logits, grad if grad is not None else logits, targets, losses, lse, n_valid,
+        n_rows, n_cols, logits.stride(0), grad.stride(0) if grad is not None else 0,
+        ignore_index, float(label_smoothing), float(z_loss_scale), float(softcap or 1.0),
+        MEAN=mean, HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=label_smoothing > 0,
+        WRITE_GRAD=grad is not None, BLOCK=block, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+    )  # fmt: skip
+
+
+def cross_entropy_forward(
+    logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: int = -100, label_smoothing: float = 0.0,
+    z_loss_scale: float = 0.0, softcap: float | None = None, reduction: str = "mean",
+    grad: torch.Tensor | None = None, config: dict | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Loss, z-loss (same reduction) and the per-row lse; with ``grad`` given ([T, V], may be ``logits``
+    itself), also writes ``d loss / d logits`` (for a unit incoming gradient) into it."""
+    _check(logits, targets, reduction, label_smoothing, softcap)
+    if logits.stride(-1) != 1:
+        logits = logits.contiguous()
+    n_rows = logits.shape[0]
+    targets = targets.contiguous()
+    losses = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+    lse = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+    valid = targets != ignore_index
+    n_valid = valid.sum()
+    launch_cross_entropy_rows(
+        logits, targets, losses, lse, n_valid, grad=grad, mean=reduction == "mean", ignore_index=ignore_index,
+        label_smoothing=label_smoothing, z_loss_scale=z_loss_scale, softcap=softcap, config=config,
+    )  # fmt: skip
+    z_losses = torch.where(valid, z_loss_scale * lse * lse, 0.0)
+    if reduction == "none":
+        return losses, z_losses, lse
+    if reduction == "sum":
+        return losses.sum(), z_losses.sum(), lse
+    return losses.sum() / n_valid, z_losses.sum() / n_valid, lse
+
+
+def scale_grad_rows_(grad: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """In place ``grad *= scale`` (scalar, or one value per row of a 2-D grad); no-op rows where scale == 1."""
+    grad2 = grad.view(grad.shape[0], -1) if grad.dim() != 2 else grad
+    if grad2.stride(-1) != 1:
+        raise SolkitError("cross_entropy: gradient buffer must have a contiguous last dimension")
+    scale = scale.to(device=grad.device).reshape(-1)
+    n_rows, n_cols = grad2.shape
+    if scale.numel() not in (1, n_rows):
+        raise SolkitError(f"cross_entropy: grad scale must be a scalar or [{n_rows}], got {scale.numel()} values")
+    if n_rows and n_cols:
+        block = min(8192, triton.next_power_of_2(max(n_cols, 16)))
+        _scale_rows_kernel[(_grid(n_rows, grad.device, 4),)](
+            grad2, n_rows, n_cols, grad2.stride(0), scale, 0 if scale.numel() == 1 else scale.stride(0),
+            BLOCK=block, num_warps=16 if block >= 8192 else 4,
+        )  # fmt: skip
+    return grad
+
+
+class CrossEntropyFunction(torch.autograd.Function):
+    """Autograd wrapper; the forward computes the gradient (in place into logits when allowed)."""
+
+    @staticmethod
+    def forward(ctx, logits, targets, ignore_index, label_smoothing, z_loss_scale, softcap, reduction, inplace_grad,
+                config=None):  # fmt: skip
+        needs_grad = ctx.needs_input_grad[0]
+        grad = None
+        if needs_grad:
+            grad = logits if (inplace_grad and logits.stride(-1) == 1) else torch.empty_like(logits)
+        loss, z_loss, _ = cross_entropy_forward(
+            logits, targets, ignore_index=ignore_index, label_smoothing=label_smoothing,
+            z_loss_scale=z_loss_scale, softcap=softcap, reduction=reduction, grad=grad, config=config,
+        )  # fmt: skip
+        if needs_grad:
+            ctx.save_for_backward(grad)
+        ctx.mark_non_differentiable(z_loss)
+        return loss, z_loss
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_z_loss):
+        (grad,) = ctx.saved_tensors
+        scale_grad_rows_(grad, grad_loss)
+        return grad, None, None, None, None, None, None, None, None
+
+
+def cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: int = -100, label_smoothing: float = 0.0,
+    z_loss_scale: float = 0.0, softcap: float | None = None, reduction: str = "mean",
+    inplace_grad: bool = True, return_z_loss: bool = False, config: dict | None = None,
+):  # fmt: skip
+    """Cross-entropy loss (see the module docstring); ``logits`` are overwritten by their gradient when
+    they require grad and ``inplace_grad`` is true. With ``return_z_loss``, returns ``(loss, z_loss)``.
+    ``config`` overrides :data:`CE_CONFIG` launch settings (block, num_warps, num_stages, programs_per_sm)."""
+    loss, z_loss = CrossEntropyFunction.apply(
+        logits, targets, ignore_index, label_smoothing, z_loss_scale, softcap, reduction, inplace_grad, config
+    )
+    return (loss, z_loss) if return_z_loss else loss
+
+
+class CrossEntropyLoss(torch.nn.Module):
+    """nn.Module form of :func:`cross_entropy` (takes ``[..., V]`` logits and ``[...]`` targets)."""
+
+    def __init__(self, ignore_index: int = -100, label_smoothing: float = 0.0, z_loss_scale: float = 0.0,
+                 softcap: float | None = None, reduction: str = "mean", inplace_grad: bool = True,
+                 return_z_loss: bool = False) -> None:  # fmt: skip
+        super().__init__()
+        if reduction not in _REDUCTIONS:
+            raise SolkitError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        self.ignore_index, self.label_smoothing, self.z_loss_scale = ignore_index, label_smoothing, z_loss_scale
+        self.softcap, self.reduction, self.inplace_grad = softcap, reduction, inplace_grad
+        self.return_z_loss = return_z_loss
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor):
+        out = cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing, z_loss_scale=self.z_loss_scale, softcap=self.softcap,
+            reduction=self.reduction, inplace_grad=self.inplace_grad, return_z_loss=self.return_z_loss,
+        )  # fmt: skip
+        return out
+
+
+def cross_entropy_bytes(rows: int, vocab: int, dtype: torch.dtype, backward: bool = True) -> int:
+    """SOL bytes: one read of the logits (+ one write of the gradient when ``backward``) + targets/loss."""
+    elem = torch.empty((), dtype=dtype).element_size()
+    return elem * rows * vocab * (2 if backward else 1) + 12 * rows
