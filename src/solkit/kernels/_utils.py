@@ -1,0 +1,123 @@
+"""Shared helpers for solkit's row-wise Triton kernels (norms, softmax, gates, losses).
+
+Kept small and stable: other kernel modules import from here.
+
+* :func:`check_rows` validates a floating tensor and flattens it to ``[rows, cols]`` with unit stride
+  along the last dimension (the layout every row kernel expects);
+* :func:`row_config` and :func:`warps_for` pick the tile (``BLOCK_M`` rows by ``BLOCK_N`` columns)
+  and warps so each thread holds about 32 bytes of every streamed tensor: enough independent 16-byte
+  loads in flight per SM to cover HBM latency, few enough registers for several programs per SM;
+* :func:`sum_partials` reduces the ``[programs, K]`` fp32 buffer of per-program partial sums that
+  the backward kernels write (dW, dB): a two-stage reduction instead of an atomics storm.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from solkit.errors import SolkitError
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+#: Widest row (elements) a single-block norm or softmax keeps on chip.
+MAX_BLOCK_COLS = 65536
+
+
+def interpreting() -> bool:
+    """True when Triton kernels run through the CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def sm_count(t: torch.Tensor) -> int:
+    """Multiprocessors of ``t``'s device (4 on the CPU, so interpreter runs still use several programs)."""
+    if t.is_cuda:
+        return _sm_count(t.device.index if t.device.index is not None else torch.cuda.current_device())
+    return 4
+
+
+def warps_for(tile_elems: int, elem_bytes: int, *, bytes_per_thread: int = 32) -> int:
+    """Warps (a power of two in [1, 32]) so each thread holds about ``bytes_per_thread`` of the tile."""
+    warps = max(tile_elems * elem_bytes // (32 * bytes_per_thread), 1)
+    return int(min(triton.next_power_of_2(warps), 32))
+
+
+def row_config(n_cols: int, elem_bytes: int, *, min_tile: int = 2048) -> tuple[int, int, int]:
+    """``(BLOCK_M, BLOCK_N, num_warps)`` for a kernel that keeps whole rows in registers.
+
+    Narrow rows are stacked ``BLOCK_M`` to a program so that one program still streams at least
+    ``min_tile`` elements per tensor.
+    """
+    block_n = triton.next_power_of_2(n_cols)
+    block_m = int(min(max(min_tile // block_n, 1), 64))
+    return block_m, block_n, max(warps_for(block_m * block_n, elem_bytes), 4)
+
+
+def check_rows(x: torch.Tensor, name: str, *, max_cols: int | None = MAX_BLOCK_COLS) -> torch.Tensor:
+    """Check a float tensor with at least one dimension and return it as a 2-D ``[rows, cols]`` view/copy."""
+    if not isinstance(x, torch.Tensor):
+        raise SolkitError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise SolkitError(f"{name}: dtype {x.dtype} not supported; allowed: float32, float16, bfloat16")
+    if x.dim() == 0 or x.shape[-1] == 0:
+        raise SolkitError(f"{name}: needs at least one dimension with a non-zero last size, got shape {tuple(x.shape)}")
+    if max_cols is not None and x.shape[-1] > max_cols:
+        raise SolkitError(f"{name}: last dimension {x.shape[-1]} exceeds the supported maximum {max_cols}")
+    x2 = x.reshape(-1, x.shape[-1])
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    return x2
+
+
+def check_weight(w: torch.Tensor | None, n_cols: int, name: str, device: torch.device) -> None:
+    """A per-column parameter must be 1-D of length ``n_cols``, float, on the activations' device."""
+    if w is None:
+        return
+    if w.dim() != 1 or w.shape[0] != n_cols:
+        raise SolkitError(f"{name}: expected shape ({n_cols},), got {tuple(w.shape)}")
+    if w.dtype not in FLOAT_DTYPES:
+        raise SolkitError(f"{name}: dtype {w.dtype} not supported; allowed: float32, float16, bfloat16")
+    if w.device != device:
+        raise SolkitError(f"{name}: on {w.device}, but the activations are on {device}")
+
+
+def backward_programs(n_row_blocks: int, t: torch.Tensor, per_sm: int = 2) -> int:
+    """Programs of a persistent backward kernel: a few per SM, never more than there are row blocks."""
+    return max(min(n_row_blocks, per_sm * sm_count(t)), 1)
+
+
+@triton.jit
+def _sum_partials_kernel(
+    partial_ptr, out_ptr, n_partials, n_cols, row_stride, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr
+):  # fmt: skip
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_mask = cols < n_cols
+    acc = tl.zeros([BLOCK_P, BLOCK_C], dtype=tl.float32)
+    for p0 in range(0, n_partials, BLOCK_P):
+        rows = p0 + tl.arange(0, BLOCK_P)
+        mask = (rows < n_partials)[:, None] & col_mask[None, :]
+        acc += tl.load(partial_ptr + rows[:, None] * row_stride + cols[None, :], mask=mask, other=0.0)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_mask)
+
+
+def sum_partials(partial: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """Column sums of an fp32 ``[P, K]`` buffer (unit column stride), accumulated in fp32, as ``out_dtype``."""
+    n_partials, n_cols = partial.shape
+    if partial.stride(1) != 1:
+        partial = partial.contiguous()
+    out = torch.empty(n_cols, dtype=out_dtype, device=partial.device)
+    block_c = 32 if n_cols <= 8192 else 64
+    grid = (triton.cdiv(n_cols, block_c),)
+    _sum_partials_kernel[grid](
+        partial, out, n_partials, n_cols, partial.stride(0), BLOCK_P=32, BLOCK_C=block_c, num_warps=4
+    )
+    return out

@@ -1,0 +1,208 @@
+"""LayerNorm over the last dimension: Triton kernels, forward and backward.
+
+Math, per row ``x`` of ``N`` elements, fp32 arithmetic, one rounding of the output:
+
+    mean = sum(x) / N
+    rstd = 1 / sqrt(sum((x - mean)^2) / N + eps)
+    xhat = (x - mean) * rstd
+    y    = xhat * w + b
+
+    backward (g = dy * w):
+    dx   = rstd * (g - mean(g) - xhat * mean(g * xhat))
+    dw   = sum_rows(dy * xhat)
+    db   = sum_rows(dy)
+
+dW and dB are reduced in two stages: each persistent backward program accumulates fp32 partial sums
+over a strided set of row blocks and writes them to a ``[programs, 2, N]`` fp32 buffer, summed once
+by a small kernel (no atomics).
+
+Bytes per call, ``M x N`` activations of ``e`` bytes, weight and bias of ``e_w`` bytes, mean and
+rstd (fp32) saved only when a backward will follow (the partial buffer is extra, not counted):
+
+    fwd: read M*N*e + 2*N*e_w                  write M*N*e (+ 8*M mean, rstd)
+    bwd: read 2*M*N*e + N*e_w + 8*M            write M*N*e + 2*N*e_w
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from solkit.errors import SolkitError
+from solkit.kernels._utils import backward_programs, check_rows, check_weight, row_config, sum_partials, warps_for
+
+
+@triton.jit
+def _layernorm_fwd_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, x_stride, y_stride, eps,
+    HAS_BIAS: tl.constexpr, STORE_STATS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows64 = rows.to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    mask = (rows < n_rows)[:, None] & col_mask[None, :]
+    x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=1) / n_cols
+    xc = tl.where(mask, x - mean[:, None], 0.0)
+    rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
+    if STORE_STATS:
+        tl.store(mean_ptr + rows, mean, mask=rows < n_rows)
+        tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
+    y = xc * rstd[:, None] * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+    if HAS_BIAS:
+        y += tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+    tl.store(y_ptr + rows64[:, None] * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _layernorm_bwd_kernel(
+    dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, partial_ptr,
+    n_rows, n_cols, dy_stride, x_stride, dx_stride,
+    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+        rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        rows64 = rows.to(tl.int64)
+        row_mask = rows < n_rows
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows64[:, None] * dy_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
+        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
+        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        dw_acc += dy * xhat
+        if HAS_BIAS:
+            db_acc += dy
+        g = dy * w[None, :]
+        c1 = tl.sum(g * xhat, axis=1) / n_cols
+        c2 = tl.sum(g, axis=1) / n_cols
+        dx = (g - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
+        tl.store(dx_ptr + rows64[:, None] * dx_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    tl.store(partial_ptr + pid * 2 * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+    if HAS_BIAS:
+        tl.store(partial_ptr + pid * 2 * n_cols + n_cols + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+
+
+def layernorm_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    eps: float = 1e-5,
+    *,
+    save_stats: bool = True,
+    block_m: int | None = None,
+    num_warps: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Launch the forward. Returns ``(y, mean, rstd)``; the statistics only when ``save_stats``."""
+    x2 = check_rows(x, "layernorm input")
+    n_rows, n_cols = x2.shape
+    check_weight(weight, n_cols, "layernorm weight", x.device)
+    check_weight(bias, n_cols, "layernorm bias", x.device)
+    y2 = torch.empty_like(x2)
+    stats = torch.empty(2, n_rows, dtype=torch.float32, device=x.device) if save_stats else None
+    bm, bn, nw = row_config(n_cols, x2.element_size())
+    if block_m:
+        bm, nw = block_m, max(warps_for(block_m * bn, x2.element_size()), 4)
+    nw = num_warps or nw
+    _layernorm_fwd_kernel[(triton.cdiv(n_rows, bm),)](
+        x2, weight, bias if bias is not None else weight, y2,
+        stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
+        n_rows, n_cols, x2.stride(0), y2.stride(0), eps,
+        HAS_BIAS=bias is not None, STORE_STATS=save_stats, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+    )  # fmt: skip
+    if stats is None:
+        return y2.view(x.shape), None, None
+    return y2.view(x.shape), stats[0], stats[1]
+
+
+def layernorm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    *,
+    has_bias: bool = True,
+    bias_dtype: torch.dtype | None = None,
+    block_m: int | None = None,
+    num_warps: int | None = None,
+    programs_per_sm: int = 2,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias)."""
+    x2 = check_rows(x, "layernorm saved input")
+    dy2 = check_rows(dy, "layernorm grad_output")
+    n_rows, n_cols = x2.shape
+    dx2 = torch.empty_like(x2)
+    bm, bn, nw = row_config(n_cols, x2.element_size())
+    if block_m:
+        bm, nw = block_m, max(warps_for(block_m * bn, x2.element_size()), 4)
+    nw = num_warps or nw
+    programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
+    partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)
+    _layernorm_bwd_kernel[(programs,)](
+        dy2, x2, weight, mean, rstd, dx2, partial, n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0),
+        HAS_BIAS=has_bias, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+    )  # fmt: skip
+    if not has_bias:
+        return dx2.view(x.shape), sum_partials(partial[:, :n_cols], weight.dtype), None
+    sums = sum_partials(partial, weight.dtype)
+    db = sums[n_cols:] if (bias_dtype or weight.dtype) == weight.dtype else sums[n_cols:].to(bias_dtype)
+    return dx2.view(x.shape), sums[:n_cols], db
+
+
+class LayerNormFunction(torch.autograd.Function):
+    """Autograd wrapper of :func:`layernorm_forward` / :func:`layernorm_backward`."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps=1e-5):
+        needs_grad = any(ctx.needs_input_grad[:3])
+        y, mean, rstd = layernorm_forward(x, weight, bias, eps, save_stats=needs_grad)
+        if needs_grad:
+            ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        ctx.bias_dtype = bias.dtype if bias is not None else None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, rstd = ctx.saved_tensors
+        dx, dw, db = layernorm_backward(dy, x, weight, mean, rstd, has_bias=ctx.has_bias, bias_dtype=ctx.bias_dtype)
+        return dx, dw, db, None
+
+
+def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, eps: float = 1e-5):
+    """LayerNorm over the last dimension (differentiable)."""
+    return LayerNormFunction.apply(x, weight, bias, eps)
+
+
+class LayerNorm(torch.nn.Module):
+    """Drop-in replacement for ``torch.nn.LayerNorm(hidden_size)`` over the last dimension."""
+
+    def __init__(
+        self,
+        hidden_size: int,
+        eps: float = 1e-5,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if hidden_size <= 0:
+            raise SolkitError(f"LayerNorm hidden_size: must be positive, got {hidden_size}")
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+        self.bias = torch.nn.Parameter(torch.zeros(hidden_size, device=device, dtype=dtype)) if bias else None
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layernorm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}, bias={self.bias is not None}"

@@ -1,0 +1,280 @@
+"""RMSNorm and fused residual-add + RMSNorm: Triton kernels, forward and backward.
+
+Math, per row ``x`` of ``N`` elements (all arithmetic in fp32; ``w' = w + offset``, offset 0 for
+Llama, 1 for Gemma's ``(1 + w)``):
+
+    rstd  = 1 / sqrt(mean(x^2) + eps)
+    xhat  = x * rstd
+    y     = w' * cast(xhat)          casting="llama": xhat is rounded to the input dtype first (HF Llama)
+    y     = w' * xhat                casting="gemma": fp32 throughout, one rounding at the end (HF Gemma)
+
+    backward (g = dy * w', the cast treated as identity for dx):
+    dx    = rstd * (g - xhat * mean(g * xhat))
+    dw    = sum_rows(dy * cast(xhat))
+
+Fused add: ``s = x + residual`` (rounded to the input dtype, as the eager ``residual + hidden`` is),
+then ``y = rmsnorm(s)``; both ``s`` and ``y`` are returned. Backward: ``dx = dresidual =
+rmsnorm_dx(dy) + ds``.
+
+dW is reduced in two stages: each backward program walks a strided set of row blocks and keeps an
+fp32 partial sum in registers, writes it to a ``[programs, N]`` fp32 buffer, and one small kernel
+sums the buffer (no atomics).
+
+Bytes per call, ``M x N`` activations of ``e`` bytes, weight of ``e_w`` bytes, rstd fp32 saved only
+when a backward will follow (the minimum the benchmark scores against; the ``programs x N x 4``
+partial buffer is extra and not counted):
+
+    rmsnorm      fwd: read  M*N*e + N*e_w                 write M*N*e (+ 4*M rstd)
+                 bwd: read  2*M*N*e + N*e_w + 4*M         write M*N*e + N*e_w
+    add+rmsnorm  fwd: read  2*M*N*e + N*e_w               write 2*M*N*e (+ 4*M rstd)
+                 bwd: read  3*M*N*e + N*e_w + 4*M (2*M*N*e when ds is absent)   write M*N*e + N*e_w
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import triton
+import triton.language as tl
+
+from solkit.errors import SolkitError
+from solkit.kernels._utils import backward_programs, check_rows, check_weight, row_config, sum_partials, warps_for
+
+Casting = Literal["llama", "gemma"]
+CASTINGS = ("llama", "gemma")
+
+
+@triton.jit
+def _rmsnorm_fwd_kernel(
+    x_ptr, res_ptr, w_ptr, y_ptr, s_ptr, rstd_ptr,
+    n_rows, n_cols, x_stride, res_stride, y_stride, s_stride, eps, offset,
+    HAS_RESIDUAL: tl.constexpr, STORE_RSTD: tl.constexpr, GEMMA: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows64 = rows.to(tl.int64)  # row * stride overflows int32 beyond 2^31 elements
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    mask = (rows < n_rows)[:, None] & col_mask[None, :]
+    x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    if HAS_RESIDUAL:
+        x += tl.load(res_ptr + rows64[:, None] * res_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        s = x.to(s_ptr.dtype.element_ty)
+        tl.store(s_ptr + rows64[:, None] * s_stride + cols[None, :], s, mask=mask)
+        x = s.to(tl.float32)  # normalise the rounded sum, exactly what the next layer sees
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    if STORE_RSTD:
+        tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
+    xhat = x * rstd[:, None]
+    if not GEMMA:
+        xhat = xhat.to(y_ptr.dtype.element_ty).to(tl.float32)
+    y = (xhat * w[None, :]).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + rows64[:, None] * y_stride + cols[None, :], y, mask=mask)
+
+
+@triton.jit
+def _rmsnorm_bwd_kernel(
+    dy_ptr, ds_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_partial_ptr,
+    n_rows, n_cols, dy_stride, ds_stride, x_stride, dx_stride, offset,
+    HAS_DS: tl.constexpr, GEMMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    # Persistent: program p handles row blocks p, p + P, p + 2P, ... so the partial buffer has P rows.
+    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+        rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        rows64 = rows.to(tl.int64)
+        mask = (rows < n_rows)[:, None] & col_mask[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows64[:, None] * dy_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+        xhat = x * rstd[:, None]
+        if GEMMA:
+            dw_acc += dy * xhat
+        else:
+            dw_acc += dy * xhat.to(x_ptr.dtype.element_ty).to(tl.float32)
+        g = dy * w[None, :]
+        c = tl.sum(g * xhat, axis=1) / n_cols
+        dx = (g - xhat * c[:, None]) * rstd[:, None]
+        if HAS_DS:
+            dx += tl.load(ds_ptr + rows64[:, None] * ds_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + rows64[:, None] * dx_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    tl.store(dw_partial_ptr + pid * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+
+
+def _check_casting(casting: str) -> None:
+    if casting not in CASTINGS:
+        raise SolkitError(f"rmsnorm casting: {casting!r} not supported; allowed: {', '.join(CASTINGS)}")
+
+
+def rmsnorm_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    residual: torch.Tensor | None = None,
+    offset: float = 0.0,
+    casting: Casting = "llama",
+    save_rstd: bool = True,
+    block_m: int | None = None,
+    num_warps: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Launch the forward. Returns ``(y, s, rstd)``: ``s`` only with a residual, ``rstd`` only if saved."""
+    _check_casting(casting)
+    x2 = check_rows(x, "rmsnorm input")
+    n_rows, n_cols = x2.shape
+    check_weight(weight, n_cols, "rmsnorm weight", x.device)
+    res2 = s2 = None
+    if residual is not None:
+        if residual.shape != x.shape or residual.dtype != x.dtype:
+            raise SolkitError(f"rmsnorm residual: expected shape {tuple(x.shape)} and dtype {x.dtype}")
+        res2 = check_rows(residual, "rmsnorm residual")
+        s2 = torch.empty_like(x2)
+    y2 = torch.empty_like(x2)
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if save_rstd else None
+    bm, bn, nw = row_config(n_cols, x2.element_size())
+    if block_m:
+        bm, nw = block_m, max(warps_for(block_m * bn, x2.element_size()), 4)
+    nw = num_warps or nw
+    _rmsnorm_fwd_kernel[(triton.cdiv(n_rows, bm),)](
+        x2, res2 if res2 is not None else x2, weight, y2, s2 if s2 is not None else y2, rstd if save_rstd else x2,
+        n_rows, n_cols, x2.stride(0), res2.stride(0) if res2 is not None else 0, y2.stride(0),
+        s2.stride(0) if s2 is not None else 0, eps, offset,
+        HAS_RESIDUAL=res2 is not None, STORE_RSTD=save_rstd, GEMMA=casting == "gemma",
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+    )  # fmt: skip
+    s = s2.view(x.shape) if s2 is not None else None
+    return y2.view(x.shape), s, rstd
+
+
+def rmsnorm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    rstd: torch.Tensor,
+    *,
+    ds: torch.Tensor | None = None,
+    offset: float = 0.0,
+    casting: Casting = "llama",
+    block_m: int | None = None,
+    num_warps: int | None = None,
+    programs_per_sm: int = 2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch the backward. ``x`` is the normalised input (the sum ``s`` for add+RMSNorm); ``ds`` is the
+    gradient reaching the sum output, added to dx. Returns ``(dx, dweight)``."""
+    x2 = check_rows(x, "rmsnorm saved input")
+    dy2 = check_rows(dy, "rmsnorm grad_output")
+    ds2 = check_rows(ds, "rmsnorm grad of sum") if ds is not None else None
+    n_rows, n_cols = x2.shape
+    dx2 = torch.empty_like(x2)
+    bm, bn, nw = row_config(n_cols, x2.element_size())
+    if block_m:
+        bm, nw = block_m, max(warps_for(block_m * bn, x2.element_size()), 4)
+    nw = num_warps or nw
+    programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
+    partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
+    _rmsnorm_bwd_kernel[(programs,)](
+        dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial,
+        n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,
+        HAS_DS=ds2 is not None, GEMMA=casting == "gemma", BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+    )  # fmt: skip
+    return dx2.view(x.shape), sum_partials(partial, weight.dtype)
+
+
+class RMSNormFunction(torch.autograd.Function):
+    """Autograd wrapper of :func:`rmsnorm_forward` / :func:`rmsnorm_backward`."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps=1e-6, offset=0.0, casting="llama"):
+        needs_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        y, _, rstd = rmsnorm_forward(x, weight, eps, offset=offset, casting=casting, save_rstd=needs_grad)
+        if needs_grad:
+            ctx.save_for_backward(x, weight, rstd)
+        ctx.offset, ctx.casting = offset, casting
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, dw = rmsnorm_backward(dy, x, weight, rstd, offset=ctx.offset, casting=ctx.casting)
+        return dx, dw, None, None, None
+
+
+class AddRMSNormFunction(torch.autograd.Function):
+    """Autograd wrapper of the fused residual-add + RMSNorm; returns ``(sum, normed)``."""
+
+    @staticmethod
+    def forward(ctx, x, residual, weight, eps=1e-6, offset=0.0, casting="llama"):
+        needs_grad = any(ctx.needs_input_grad[:3])
+        ctx.set_materialize_grads(False)  # an unused sum output must not cost a read of zeros
+        y, s, rstd = rmsnorm_forward(
+            x, weight, eps, residual=residual, offset=offset, casting=casting, save_rstd=needs_grad
+        )
+        if needs_grad:
+            ctx.save_for_backward(s, weight, rstd)
+        ctx.offset, ctx.casting = offset, casting
+        return s, y
+
+    @staticmethod
+    def backward(ctx, ds, dy):
+        s, weight, rstd = ctx.saved_tensors
+        if dy is None:  # only the sum is used downstream: the norm contributes nothing
+            return ds, ds, None, None, None, None
+        dx, dw = rmsnorm_backward(dy, s, weight, rstd, ds=ds, offset=ctx.offset, casting=ctx.casting)
+        return dx, dx, dw, None, None, None
+
+
+def rmsnorm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, offset: float = 0.0, casting: Casting = "llama"
+) -> torch.Tensor:
+    """RMSNorm over the last dimension (differentiable)."""
+    return RMSNormFunction.apply(x, weight, eps, offset, casting)
+
+
+def add_rmsnorm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    offset: float = 0.0,
+    casting: Casting = "llama",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``s = x + residual; return s, rmsnorm(s)`` in one pass (differentiable)."""
+    return AddRMSNormFunction.apply(x, residual, weight, eps, offset, casting)
+
+
+class RMSNorm(torch.nn.Module):
+    """Drop-in RMSNorm module. ``offset=1.0, casting="gemma"`` with zero-initialised weight is Gemma's."""
+
+    def __init__(
+        self,
+        hidden_size: int,
+        eps: float = 1e-6,
+        offset: float = 0.0,
+        casting: Casting = "llama",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        _check_casting(casting)
+        init = torch.zeros if offset else torch.ones
+        self.weight = torch.nn.Parameter(init(hidden_size, device=device, dtype=dtype))
+        self.eps, self.offset, self.casting = eps, offset, casting
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rmsnorm(x, self.weight, self.eps, self.offset, self.casting)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}, offset={self.offset}, casting={self.casting!r}"
+
+
+class AddRMSNorm(RMSNorm):
+    """Fused ``residual + x`` followed by RMSNorm; ``forward(x, residual) -> (sum, normed)``."""
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        return add_rmsnorm(x, residual, self.weight, self.eps, self.offset, self.casting)
