@@ -41,10 +41,10 @@ def _softmax_fwd_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK_
     rows64 = rows.to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
-    m = tl.max(x, axis=1)
-    m = tl.where(m == -float("inf"), 0.0, m)  # rows past the end (all masked) must not compute inf - inf
-    e = tl.exp(x - m[:, None])
+    x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    # Padding columns get -inf (probability 0); rows past the end stay 0 so they never compute inf - inf.
+    x = tl.where((cols < n_cols)[None, :], x, -float("inf"))
+    e = tl.exp(x - tl.max(x, axis=1)[:, None])
     y = e * (1.0 / tl.sum(e, axis=1))[:, None]
     tl.store(y_ptr + rows64[:, None] * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 

@@ -1,0 +1,124 @@
+"""solkit.kernels.layernorm: values and gradients (dx, dw, db) against a float64 reference.
+
+Budget: the kernel's max error is at most 2x torch's own ``F.layer_norm`` error in the input dtype,
+plus a small atol. CPU runs use Triton's interpreter in fp32/fp16 on small odd shapes; bf16, large
+shapes and the >2^31-element case are marked gpu.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from solkit.errors import SolkitError
+from solkit.kernels.layernorm import LayerNorm, layernorm, layernorm_backward, layernorm_forward
+
+ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
+
+
+def _assert_close(out, ref, torch_out, atol):
+    assert out.shape == ref.shape and out.dtype == torch_out.dtype
+    assert torch.isfinite(out).all(), "non-finite output (unwritten element or overflow)"
+    err = (out.double() - ref).abs().max().item()
+    budget = 2 * (torch_out.double() - ref).abs().max().item() + atol * max(ref.abs().max().item(), 1.0)
+    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
+
+
+def _check(x, w, b, device, eps=1e-5):
+    dtype = x.dtype
+    tensors = [x, w] + ([b] if b is not None else [])
+    leaves = [t.to(device).requires_grad_() for t in tensors]
+    ref_leaves = [t.detach().double().requires_grad_() for t in leaves]
+    eager_leaves = [t.detach().clone().requires_grad_() for t in leaves]
+
+    def torch_ln(ls):
+        return F.layer_norm(ls[0], (ls[0].shape[-1],), ls[1], ls[2] if len(ls) > 2 else None, eps)
+
+    out = layernorm(*leaves, eps=eps) if b is not None else layernorm(leaves[0], leaves[1], None, eps)
+    ref, eager = torch_ln(ref_leaves), torch_ln(eager_leaves)
+    _assert_close(out, ref, eager, ATOL[dtype])
+    dy = torch.randn_like(out)
+    got = torch.autograd.grad(out, leaves, dy)
+    want = torch.autograd.grad(ref, ref_leaves, dy.double())
+    eager_g = torch.autograd.grad(eager, eager_leaves, dy)
+    for g, r, e in zip(got, want, eager_g):
+        _assert_close(g, r, e, ATOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("shape", [(1, 257), (37, 1031), (2, 3, 96)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_layernorm_values_and_grads(dtype, shape, bias, device):
+    gen = torch.Generator().manual_seed(sum(shape) + bias)
+    x = (torch.randn(*shape, generator=gen) * 3 + 1.0).to(dtype)  # a non-zero mean exercises centring
+    w = (torch.rand(shape[-1], generator=gen) + 0.5).to(dtype)
+    b = torch.randn(shape[-1], generator=gen).to(dtype) if bias else None
+    _check(x, w, b, device)
+
+
+def test_stats_and_partial_blocks(device):
+    x = torch.randn(45, 40, device=device) + 2
+    w, b = torch.randn(40, device=device), torch.randn(40, device=device)
+    y, mean, rstd = layernorm_forward(x, w, b)
+    torch.testing.assert_close(mean, x.mean(-1))
+    torch.testing.assert_close(rstd, torch.rsqrt(x.var(-1, unbiased=False) + 1e-5))
+    assert layernorm_forward(x, w, b, save_stats=False)[1] is None
+    dy = torch.randn_like(x)
+    xhat = (x - mean[:, None]) * rstd[:, None]
+    for block_m in (1, 4, 16):
+        _, dw, db = layernorm_backward(dy, x, w, mean, rstd, block_m=block_m, programs_per_sm=1)
+        torch.testing.assert_close(dw, (dy * xhat).sum(0), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(db, dy.sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_module_matches_torch(device):
+    ours = LayerNorm(72, device=device)
+    ref = torch.nn.LayerNorm(72, device=device)
+    with torch.no_grad():
+        ours.weight.uniform_(0.5, 1.5)
+        ours.bias.normal_()
+        ref.weight.copy_(ours.weight)
+        ref.bias.copy_(ours.bias)
+    x = torch.randn(3, 4, 72, device=device)
+    torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5)
+    assert LayerNorm(8, bias=False).bias is None
+
+
+def test_bad_inputs(device):
+    x = torch.randn(4, 16, device=device)
+    with pytest.raises(SolkitError, match="bias"):
+        layernorm(x, torch.ones(16, device=device), torch.ones(3, device=device))
+    with pytest.raises(SolkitError, match="maximum"):
+        layernorm(torch.randn(1, 70000, device=device), torch.ones(70000, device=device))
+    with pytest.raises(SolkitError, match="hidden_size"):
+        LayerNorm(0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 4096), (1000, 5120), (3, 8192)])
+def test_layernorm_bf16_gpu(shape):
+    x = torch.randn(*shape, dtype=torch.bfloat16) + 1
+    _check(x, (torch.rand(shape[-1]) + 0.5).to(torch.bfloat16), torch.randn(shape[-1]).to(torch.bfloat16), "cuda")
+
+
+@pytest.mark.gpu
+def test_layernorm_beyond_int32_elements_gpu():
+    n_cols = 4096
+    n_rows = 2**31 // n_cols + 64
+    if torch.cuda.mem_get_info()[0] < 6 * n_rows * n_cols * 2:
+        pytest.skip("not enough free GPU memory for a >2^31-element LayerNorm")
+    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16)
+    w = (torch.rand(n_cols, device="cuda") + 0.5).to(torch.bfloat16)
+    b = torch.randn(n_cols, device="cuda").to(torch.bfloat16)
+    y, mean, rstd = layernorm_forward(x, w, b)
+    tail = slice(n_rows - 80, n_rows)
+    ref = F.layer_norm(x[tail].double(), (n_cols,), w.double(), b.double())
+    _assert_close(y[tail], ref, F.layer_norm(x[tail], (n_cols,), w, b), ATOL[torch.bfloat16])
+    del y
+    dy = torch.randn_like(x)
+    dx, dw, db = layernorm_backward(dy, x, w, mean, rstd)
+    xt = x[tail].double().requires_grad_()
+    (gx,) = torch.autograd.grad(F.layer_norm(xt, (n_cols,), w.double(), b.double()), xt, dy[tail].double())
+    torch.testing.assert_close(dx[tail].double(), gx, rtol=2e-2, atol=2e-2)
+    assert torch.isfinite(dw).all() and torch.isfinite(db).all()

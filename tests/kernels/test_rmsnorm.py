@@ -1,0 +1,172 @@
+"""solkit.kernels.rmsnorm: RMSNorm (Llama and Gemma casting) and fused add+RMSNorm, values and gradients.
+
+Reference: the same formula in float64. Budget: the kernel's max error is at most 2x the error of
+torch's own eager implementation in the input dtype (HF-style code), plus a small atol. On the CPU
+the kernels run through Triton's interpreter in fp32/fp16 on small odd shapes; bf16, large shapes
+and the >2^31-element case are marked gpu.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from solkit.errors import SolkitError
+from solkit.kernels.rmsnorm import AddRMSNorm, RMSNorm, add_rmsnorm, rmsnorm, rmsnorm_backward, rmsnorm_forward
+
+ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
+SHAPES = [(1, 257), (37, 1031), (2, 3, 96)]
+
+
+def eager_rmsnorm(x, w, eps=1e-6, offset=0.0, casting="llama"):
+    """HF-style eager RMSNorm in x's dtype: Llama rounds xhat before the weight, Gemma at the end."""
+    xf = x.float() if x.dtype != torch.float64 else x
+    xhat = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if casting == "gemma":
+        return (xhat * (offset + w.to(xf.dtype))).to(x.dtype)
+    return (offset + w) * xhat.to(x.dtype)
+
+
+def _assert_close(out, ref, torch_out, atol):
+    assert out.shape == ref.shape and out.dtype == torch_out.dtype
+    assert torch.isfinite(out).all(), "non-finite output (unwritten element or overflow)"
+    err = (out.double() - ref).abs().max().item()
+    budget = 2 * (torch_out.double() - ref).abs().max().item() + atol * max(ref.abs().max().item(), 1.0)
+    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
+
+
+def _check(x, w, casting, offset, device, residual=None):
+    """Forward and gradients of (add+)RMSNorm against float64, with torch's same-dtype error as budget."""
+    dtype = x.dtype
+    leaves = [t.clone().to(device).requires_grad_() for t in ([x, residual, w] if residual is not None else [x, w])]
+    ref_leaves = [t.detach().double().requires_grad_() for t in leaves]
+    eager_leaves = [t.detach().clone().requires_grad_() for t in leaves]
+    if residual is not None:
+        s, y = add_rmsnorm(*leaves, 1e-6, offset, casting)
+        s_ref = ref_leaves[0] + ref_leaves[1]
+        y_ref = eager_rmsnorm(s_ref, ref_leaves[2], 1e-6, offset, casting)
+        s_eg = eager_leaves[0] + eager_leaves[1]
+        y_eg = eager_rmsnorm(s_eg, eager_leaves[2], 1e-6, offset, casting)
+        outs, refs, egs = (s, y), (s_ref, y_ref), (s_eg, y_eg)
+    else:
+        outs = (rmsnorm(*leaves, 1e-6, offset, casting),)
+        refs = (eager_rmsnorm(*ref_leaves, 1e-6, offset, casting),)
+        egs = (eager_rmsnorm(*eager_leaves, 1e-6, offset, casting),)
+    for out, ref, eg in zip(outs, refs, egs):
+        _assert_close(out, ref, eg, ATOL[dtype])
+    grads_out = [torch.randn_like(o) for o in outs]
+    got = torch.autograd.grad(outs, leaves, grads_out)
+    want = torch.autograd.grad(refs, ref_leaves, [g.double() for g in grads_out])
+    eager = torch.autograd.grad(egs, eager_leaves, grads_out)
+    for g, r, e in zip(got, want, eager):
+        _assert_close(g, r, e, ATOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("casting,offset", [("llama", 0.0), ("gemma", 1.0)])
+def test_rmsnorm_values_and_grads(dtype, shape, casting, offset, device):
+    gen = torch.Generator().manual_seed(sum(shape) + len(casting))
+    x = (torch.randn(*shape, generator=gen) * 2 + 0.5).to(dtype)
+    w = (torch.rand(shape[-1], generator=gen) + 0.5).to(dtype)
+    _check(x, w, casting, offset, device)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("shape", [(1, 257), (19, 1031)])
+def test_add_rmsnorm_values_and_grads(dtype, shape, device):
+    gen = torch.Generator().manual_seed(7)
+    x, r = (torch.randn(*shape, generator=gen).to(dtype) for _ in range(2))
+    w = (torch.randn(shape[-1], generator=gen)).to(dtype)
+    _check(x, w, "llama", 0.0, device, residual=r)
+
+
+def test_add_rmsnorm_sum_only_gradient(device):
+    """When only the sum is used downstream, both inputs get its gradient and the norm adds nothing."""
+    x, r = (torch.randn(3, 65, device=device, requires_grad=True) for _ in range(2))
+    w = torch.randn(65, device=device, requires_grad=True)
+    s, _ = add_rmsnorm(x, r, w)
+    gs = torch.randn_like(s)
+    s.backward(gs)
+    torch.testing.assert_close(x.grad, gs)
+    torch.testing.assert_close(r.grad, gs)
+    assert w.grad is None
+
+
+def test_rstd_saved_only_for_training(device):
+    x = torch.randn(4, 100, device=device)
+    w = torch.ones(100, device=device)
+    y, s, rstd = rmsnorm_forward(x, w, save_rstd=False)
+    assert s is None and rstd is None
+    _, _, rstd = rmsnorm_forward(x, w)
+    torch.testing.assert_close(rstd, torch.rsqrt(x.pow(2).mean(-1) + 1e-6))
+
+
+def test_backward_partial_blocks(device):
+    """More rows than programs, and row blocks of several rows: every row contributes to dW exactly once."""
+    x = torch.randn(45, 40, device=device)
+    w = torch.randn(40, device=device)
+    _, _, rstd = rmsnorm_forward(x, w)
+    dy = torch.randn_like(x)
+    for block_m in (1, 4, 8):
+        dx, dw = rmsnorm_backward(dy, x, w, rstd, block_m=block_m, programs_per_sm=1)
+        torch.testing.assert_close(dw, (dy * x * rstd[:, None]).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_modules(device):
+    norm = RMSNorm(48, eps=1e-5, device=device)
+    gemma = RMSNorm(48, offset=1.0, casting="gemma", device=device)
+    assert torch.equal(gemma.weight, torch.zeros(48, device=device))
+    x = torch.randn(2, 5, 48, device=device)
+    torch.testing.assert_close(norm(x), eager_rmsnorm(x, norm.weight, 1e-5), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gemma(x), norm(x), rtol=1e-5, atol=1e-5)  # zeros + offset 1 == ones
+    s, y = AddRMSNorm(48, device=device)(x, x)
+    torch.testing.assert_close(s, 2 * x)
+
+
+def test_bad_inputs(device):
+    x = torch.randn(4, 16, device=device)
+    with pytest.raises(SolkitError, match="weight"):
+        rmsnorm(x, torch.ones(15, device=device))
+    with pytest.raises(SolkitError, match="casting"):
+        rmsnorm(x, torch.ones(16, device=device), casting="qwen")
+    with pytest.raises(SolkitError, match="dtype"):
+        rmsnorm(x.to(torch.int32), torch.ones(16, device=device))
+    with pytest.raises(SolkitError, match="residual"):
+        add_rmsnorm(x, torch.randn(4, 17, device=device), torch.ones(16, device=device))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 4096), (1000, 5120), (3, 8192)])
+@pytest.mark.parametrize("casting,offset", [("llama", 0.0), ("gemma", 1.0)])
+def test_rmsnorm_bf16_gpu(shape, casting, offset):
+    x = torch.randn(*shape, dtype=torch.bfloat16)
+    w = (torch.rand(shape[-1]) + 0.5).to(torch.bfloat16)
+    _check(x, w, casting, offset, "cuda")
+
+
+@pytest.mark.gpu
+def test_add_rmsnorm_bf16_gpu():
+    x, r = (torch.randn(2048, 4096, dtype=torch.bfloat16) for _ in range(2))
+    _check(x, torch.randn(4096, dtype=torch.bfloat16), "llama", 0.0, "cuda", residual=r)
+
+
+@pytest.mark.gpu
+def test_rmsnorm_beyond_int32_elements_gpu():
+    """More than 2^31 elements: rows past the int32 offset limit are normalised and differentiated correctly."""
+    n_cols = 4096
+    n_rows = 2**31 // n_cols + 64
+    if torch.cuda.mem_get_info()[0] < 6 * n_rows * n_cols * 2:
+        pytest.skip("not enough free GPU memory for a >2^31-element RMSNorm")
+    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16)
+    w = (torch.rand(n_cols, device="cuda") + 0.5).to(torch.bfloat16)
+    y, _, rstd = rmsnorm_forward(x, w)
+    tail = slice(n_rows - 80, n_rows)
+    _assert_close(y[tail], eager_rmsnorm(x[tail].double(), w.double()), eager_rmsnorm(x[tail], w), ATOL[torch.bfloat16])
+    dy = torch.randn_like(x)
+    dx, dw = rmsnorm_backward(dy, x, w, rstd)
+    del y
+    xt = x[tail].double().requires_grad_()
+    (gx,) = torch.autograd.grad(eager_rmsnorm(xt, w.double()), xt, dy[tail].double())
+    torch.testing.assert_close(dx[tail].double(), gx, rtol=2e-2, atol=2e-2)
+    assert torch.isfinite(dw).all()

@@ -1,0 +1,103 @@
+"""solkit.kernels.softmax: single-block and looped (online) paths, values and gradients.
+
+Budget: the kernel's max error is at most 2x torch's own ``torch.softmax`` error in the input dtype,
+plus a small atol, against float64. On the CPU (Triton interpreter) the looped path is forced with a
+small single-block limit and chunk, so it runs on small odd widths; bf16, vocab-wide rows, 256k rows
+and the >2^31-element case are marked gpu.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from solkit.errors import SolkitError
+from solkit.kernels.softmax import Softmax, softmax, softmax_backward, softmax_forward
+
+ATOL = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}
+PATHS = {"single": {}, "looped": {"max_single_block": 128, "loop_block": 128}}
+
+
+def _assert_close(out, ref, torch_out, atol):
+    assert out.shape == ref.shape and out.dtype == torch_out.dtype
+    assert torch.isfinite(out).all(), "non-finite output (unwritten element or overflow)"
+    err = (out.double() - ref).abs().max().item()
+    budget = 2 * (torch_out.double() - ref).abs().max().item() + atol
+    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
+
+
+def _check(x, path, device):
+    x = x.to(device)
+    y = softmax_forward(x, **PATHS[path])
+    xr = x.double().requires_grad_()
+    y_ref = torch.softmax(xr, -1)
+    _assert_close(y, y_ref, torch.softmax(x, -1), ATOL[x.dtype])
+    dy = torch.randn_like(y)
+    dx = softmax_backward(dy, y, **PATHS[path])
+    (dx_ref,) = torch.autograd.grad(y_ref, xr, dy.double())
+    xe = x.clone().requires_grad_()
+    (dx_eager,) = torch.autograd.grad(torch.softmax(xe, -1), xe, dy)
+    _assert_close(dx, dx_ref, dx_eager, ATOL[x.dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("shape", [(1, 257), (23, 1031), (4, 5, 96), (3, 127)])
+@pytest.mark.parametrize("path", ["single", "looped"])
+def test_softmax_values_and_grads(dtype, shape, path, device):
+    gen = torch.Generator().manual_seed(sum(shape))
+    x = (torch.randn(*shape, generator=gen) * 4).to(dtype)  # spread wide enough that the max matters
+    _check(x, path, device)
+
+
+@pytest.mark.parametrize("path", ["single", "looped"])
+def test_masked_rows(path, device):
+    """-inf entries (attention masks) get probability 0; a row whose first chunks are all -inf stays finite."""
+    x = torch.randn(3, 300, device=device)
+    x[0, :250] = -float("inf")
+    x[1, 7] = -float("inf")
+    y = softmax_forward(x, **PATHS[path])
+    torch.testing.assert_close(y, torch.softmax(x, -1), rtol=1e-6, atol=1e-7)
+    assert torch.equal(y[0, :250], torch.zeros(250, device=device))
+
+
+def test_autograd_module_and_dim(device):
+    x = torch.randn(4, 6, 33, device=device, requires_grad=True)
+    y = Softmax(dim=1)(x)
+    torch.testing.assert_close(y, torch.softmax(x, 1))
+    g = torch.randn_like(y)
+    (gx,) = torch.autograd.grad(y, x, g)
+    xr = x.detach().requires_grad_()
+    (gr,) = torch.autograd.grad(torch.softmax(xr, 1), xr, g)
+    torch.testing.assert_close(gx, gr)
+    torch.testing.assert_close(softmax(x), torch.softmax(x, -1))
+
+
+def test_bad_inputs(device):
+    with pytest.raises(SolkitError, match="dtype"):
+        softmax(torch.ones(3, 4, dtype=torch.int64, device=device))
+    with pytest.raises(SolkitError, match="dimension"):
+        softmax(torch.ones(3, 0, device=device))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 4096), (64, 128256), (4, 262144), (1000, 20000)])
+def test_softmax_bf16_gpu(shape):
+    x = torch.randn(*shape, dtype=torch.bfloat16) * 4
+    _check(x, "single", "cuda")
+
+
+@pytest.mark.gpu
+def test_softmax_beyond_int32_elements_gpu():
+    n_cols = 128256
+    n_rows = 2**31 // n_cols + 8
+    if torch.cuda.mem_get_info()[0] < 5 * n_rows * n_cols * 2:
+        pytest.skip("not enough free GPU memory for a >2^31-element softmax")
+    x = torch.randn(n_rows, n_cols, device="cuda", dtype=torch.bfloat16) * 4
+    y = softmax_forward(x)
+    tail = slice(n_rows - 4, n_rows)
+    y_ref = torch.softmax(x[tail].double(), -1)
+    _assert_close(y[tail], y_ref, torch.softmax(x[tail], -1), ATOL[torch.bfloat16])
+    dy = torch.randn_like(x)
+    dx = softmax_backward(dy, y)
+    dx_ref = y_ref * (dy[tail].double() - (y_ref * dy[tail].double()).sum(-1, keepdim=True))
+    torch.testing.assert_close(dx[tail].double(), dx_ref, rtol=2e-2, atol=1e-4)
