@@ -88,7 +88,8 @@ def _finish_tile(part, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, 
     y_desc.store([off_m, off_n], out.to(y_ptr.dtype.element_ty))
 
 
-@triton.jit
+# M is not specialised (by value or divisibility): every M shares one compiled kernel per config.
+@triton.jit(do_not_specialize=["M", "M_BUCKET"])
 def _gemm_tma_persistent_kernel(
     x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr,
     M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, num_programs,
@@ -139,7 +140,7 @@ def _gemm_tma_persistent_kernel(
             )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "M_BUCKET"])
 def _gemm_pointer_kernel(
     x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr,
     M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta,
