@@ -1,1 +1,8 @@
-"""solkit.profile"""
+"""Nsight Compute + NVML profiling and the optimisation advisor (``solkit profile``).
+
+* :mod:`solkit.profile.ncu` — ncu command line, subprocess run, CSV / ncu_report parsing;
+* :mod:`solkit.profile.driver` — the program profiled (one measured call per target);
+* :mod:`solkit.profile.diagnose` — counters -> roof, tier, findings;
+* :mod:`solkit.profile.runner` — the pipeline and graceful degradation; ``diagnose_for_bench``;
+* :mod:`solkit.profile.report` — Markdown, HTML and JSON.
+"""

@@ -1,0 +1,47 @@
+# budget: 100
+# Issue 9: `solkit profile` (ncu --clock-control none + NVML) on the four example problems, then the
+# raw ncu CSV in its other layouts as parser fixtures, then an NVML sampler probe if time is left.
+set -u
+echo "--- probe"; date -u
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+echo "ncu=$NCU"; [ -n "$NCU" ] && "$NCU" --version | tee "$OUT/ncu_version.txt"
+python3 -c "import pynvml; print('pynvml', pynvml.__file__)" || echo "no pynvml"
+echo "--- solkit profile (4 problems x reference+solution)"; date -u
+timeout 80 python3 -m solkit.cli profile benchmarks/profile_problems/rmsnorm benchmarks/profile_problems/softmax \
+  benchmarks/profile_problems/gemm benchmarks/profile_problems/o_proj --out "$OUT/profile" --timeout 40
+echo "rc=$?"; date -u
+ls -la "$OUT/profile"
+tail -n 30 "$OUT/profile/ncu_output.txt" 2>/dev/null
+tail -n 20 "$OUT/profile/time_log.txt" 2>/dev/null
+head -c 2000 "$OUT/profile/ncu_raw.csv" 2>/dev/null; echo
+REP="$OUT/profile/profile.ncu-rep"
+if [ -f "$REP" ]; then
+  echo "--- other CSV layouts of the same report"
+  timeout 10 "$NCU" -i "$REP" --csv > "$OUT/ncu_details.csv" 2>&1
+  timeout 10 "$NCU" -i "$REP" --csv --page raw > "$OUT/ncu_raw_autounits.csv" 2>&1
+  timeout 10 "$NCU" -i "$REP" --csv --page raw --print-units base --print-nvtx-rename kernel > "$OUT/ncu_raw_nvtxrename.csv" 2>&1
+  timeout 20 python3 - <<'PY' > "$OUT/ncu_report_check.json" 2>&1
+import json, os
+from solkit.profile.ncu import parse_csv, load_with_ncu_report, find_ncu
+out = os.environ["OUT"]
+ks = parse_csv(open(f"{out}/profile/ncu_raw.csv").read())
+rep = load_with_ncu_report(f"{out}/profile/profile.ncu-rep", find_ncu())
+print(json.dumps({"csv": [k.to_dict() for k in ks], "ncu_report": [k.to_dict() for k in rep]}, indent=1, default=str))
+PY
+  head -c 600 "$OUT/ncu_report_check.json"; echo
+fi
+echo "--- NVML sampler during a sustained GEMM"; date -u
+timeout 15 python3 - <<'PY' > "$OUT/telemetry_probe.json" 2>&1
+import json
+import torch
+from solkit.hardware.telemetry import TelemetrySampler, snapshot
+snap = snapshot(0)
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+with TelemetrySampler(0, keep_samples=True) as t:
+    for _ in range(1500):
+        a @ a
+    torch.cuda.synchronize()
+print(json.dumps({"snapshot_idle": snap, "gemm_8192_x1500": t.summary()}, indent=1, default=str))
+PY
+tail -c 700 "$OUT/telemetry_probe.json"; echo
+du -sh "$OUT"; date -u

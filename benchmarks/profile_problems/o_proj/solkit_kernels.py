@@ -1,0 +1,8 @@
+import torch
+
+from solkit.kernels.gemm import gemm
+
+
+@torch.no_grad()
+def run(hidden_states, o_weight, residual):
+    return gemm(hidden_states, o_weight, residual=residual)

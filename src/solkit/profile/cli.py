@@ -1,0 +1,65 @@
+"""``solkit profile PROBLEM_DIR...``: counters, diagnosis and advice for a problem's kernels."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import sys
+from pathlib import Path
+
+from solkit.output import console, print_json, table
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "profile",
+        help="profile a problem's reference/solution under Nsight Compute and explain the gap to SOL",
+        description=(
+            "Times each target (reference, and the solution when given or present as solution.json), then runs "
+            "it once under ncu (--clock-control none) and diagnoses every kernel: roof, DRAM bytes vs the "
+            "fused-bytes model, occupancy, registers, tensor pipe, tier and advice. Without ncu, GPU or counter "
+            "permission it reports what still works and exits 0."
+        ),
+    )
+    p.add_argument("problem_dirs", nargs="+", metavar="PROBLEM_DIR", help="SOL-ExecBench problem directory")
+    p.add_argument("--solution", help="solution.json or a .py defining run() (one PROBLEM_DIR only)")
+    p.add_argument("--workload", help="workload uuid (or a prefix); default: the first in workload.jsonl")
+    p.add_argument("--out", help="directory for profile.{md,html,json} and raw ncu output")
+    p.add_argument("--no-ncu", action="store_true", help="skip the ncu pass (timing, telemetry, kernel list only)")
+    p.add_argument("--timeout", type=float, default=900, help="seconds per subprocess (default 900)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from solkit.profile.report import TARGET_COLUMNS, target_rows, write_reports
+    from solkit.profile.runner import profile
+
+    if args.timeout <= 0:
+        from solkit.errors import SolkitError
+
+        raise SolkitError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("solkit-results") / "profile" / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    )
+    report = profile(
+        args.problem_dirs,
+        solution=args.solution,
+        workload=args.workload,
+        out_dir=out,
+        use_ncu=not args.no_ncu,
+        timeout_s=args.timeout,
+    )
+    paths = write_reports(report, out)
+    report["report_files"] = paths
+    for message in report["degraded"]:  # one line each, never wrapped, on stderr
+        sys.stderr.write(f"solkit profile: degraded: {message}\n")
+    if args.json:
+        print_json(report)
+    else:
+        console.print(table("solkit profile", TARGET_COLUMNS, target_rows(report)))
+        console.print(f"reports: {paths['markdown']}, {paths['html']}, {paths['json']}")
+    failed = [t for t in report["targets"] if not t.get("ok")]
+    return 1 if failed and report["gpu"].get("available") else 0

@@ -1,0 +1,527 @@
+"""Nsight Compute (ncu) as a subprocess: the command line, the run, and robust parsing of its output.
+
+ncu replays each kernel several times to read its counters, with caches flushed and (by default)
+clocks locked to base. Its durations are therefore *profiler* durations: solkit keeps the harness's
+time as T_measured and uses ncu only to explain it. We always pass ``--clock-control none`` (never
+touch the clocks; the kernel runs at whatever the card gives it, which we record).
+
+The profiled program starts with profiling off (``--profile-from-start off``); the driver turns it
+on with ``cudaProfilerStart`` around the measured calls only, after warm-up, and names each target
+with an NVTX range ``solkit:<label>`` so kernels can be attributed (``--nvtx``).
+
+Output is written to a ``.ncu-rep`` file and exported with ``ncu -i FILE --csv --page raw
+--print-units base``: one row per kernel, one column per metric, a units row under the header.
+:func:`parse_csv` follows the rules in docs/profile.md (csv.reader, columns by name, thousands
+separators, ``n/a``, ``==PROF==`` lines, several kernels, the long "details" layout too).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The fixed metric list: short name -> ncu metric. Unknown metrics are silently dropped by ncu on
+#: some chips, so the parser records which ones came back.
+METRICS: dict[str, str] = {
+    # ncu's "GPU Speed Of Light Throughput" section figures
+    "duration_ns": "gpu__time_duration.sum",
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_throughput_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "l1_throughput_pct": "l1tex__throughput.avg.pct_of_peak_sustained_active",
+    "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm_clock_hz": "sm__cycles_elapsed.avg.per_second",
+    "dram_clock_hz": "dram__cycles_elapsed.avg.per_second",
+    "elapsed_cycles": "gpc__cycles_elapsed.max",
+    # memory traffic
+    "dram_bytes_read": "dram__bytes_read.sum",
+    "dram_bytes_write": "dram__bytes_write.sum",
+    "l2_bytes": "lts__t_bytes.sum",
+    "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
+    "l1_hit_rate_pct": "l1tex__t_sector_hit_rate.pct",
+    "local_load_sectors": "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",
+    "local_store_sectors": "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",
+    "global_load_bytes_per_sector_pct": "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
+    # occupancy and pipes
+    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "tensor_pipe_pct": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    # executed math (instruction counts, per thread)
+    "fp32_fadd": "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    "fp32_fmul": "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    "fp32_ffma": "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "fp16_hadd": "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum",
+    "fp16_hmul": "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum",
+    "fp16_hfma": "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum",
+    "tensor_ops_bf16": "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "tensor_ops_fp16": "sm__ops_path_tensor_src_fp16.sum",
+    "tensor_ops_tf32": "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+    "tensor_ops_fp8": "sm__ops_path_tensor_src_fp8.sum",
+    # launch configuration (no replay needed)
+    "registers_per_thread": "launch__registers_per_thread",
+    "smem_static_bytes": "launch__shared_mem_per_block_static",
+    "smem_dynamic_bytes": "launch__shared_mem_per_block_dynamic",
+    "block_size": "launch__block_size",
+    "grid_size": "launch__grid_size",
+    "waves_per_sm": "launch__waves_per_multiprocessor",
+    "occupancy_limit_registers": "launch__occupancy_limit_registers",
+    "occupancy_limit_shared_mem": "launch__occupancy_limit_shared_mem",
+    "occupancy_limit_warps": "launch__occupancy_limit_warps",
+    "occupancy_limit_blocks": "launch__occupancy_limit_blocks",
+}
+#: Metrics whose absence makes a kernel row useless for diagnosis.
+CORE_METRICS = ("duration_ns", "sm_throughput_pct", "dram_throughput_pct", "dram_bytes_read", "dram_bytes_write")
+
+#: Leading, non-metric columns of the raw page (ncu 2023-2025).
+ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Device", "CC")
+
+NVTX_PREFIX = "solkit:"
+
+
+@dataclass
+class NcuError:
+    """Why ncu gave no counters, in one line, with the kind for programmatic checks."""
+
+    kind: str  # no_ncu | no_permission | profiler_unavailable | no_kernels | timeout | app_error | ncu_error
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass
+class KernelMetrics:
+    """One profiled kernel launch: identification, metric values (by short name) and units."""
+
+    id: int
+    name: str
+    metrics: dict[str, float | None]
+    units: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)  # every other column, verbatim (NVTX, grid, ...)
+    target: str | None = None  # the solkit:<label> NVTX range it ran in, when known
+
+    def get(self, key: str) -> float | None:
+        return self.metrics.get(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("raw")
+        d["missing"] = [k for k, v in self.metrics.items() if v is None]
+        return d
+
+
+# --------------------------------------------------------------------------- finding and running ncu
+
+
+def find_ncu() -> str | None:
+    """The ncu executable: $SOLKIT_NCU, then PATH, then the usual install folders."""
+    env = os.environ.get("SOLKIT_NCU")
+    if env:
+        return env if (os.path.isfile(env) and os.access(env, os.X_OK)) else None
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for pattern in (
+        "/opt/nvidia/nsight-compute/*/ncu",
+        "/usr/local/cuda*/bin/ncu",
+        "/usr/local/cuda/nsight-compute*/ncu",
+    ):
+        hits = sorted(Path("/").glob(pattern.lstrip("/")), reverse=True)
+        for hit in hits:
+            if os.access(hit, os.X_OK):
+                return str(hit)
+    return None
+
+
+def ncu_version(ncu: str, timeout: float = 30) -> str | None:
+    try:
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"Version\s+([\w.\-() ]+)", out.stdout)
+    return m.group(1).strip() if m else (out.stdout.strip().splitlines() or [None])[-1]
+
+
+def build_command(
+    ncu: str,
+    target_argv: list[str],
+    report_path: str | Path,
+    metrics: dict[str, str] | None = None,
+    *,
+    profile_from_start: bool = False,
+    nvtx: bool = True,
+    launch_skip: int | None = None,
+    launch_count: int | None = None,
+    kernel_regex: str | None = None,
+) -> list[str]:
+    """The ncu command line. Always ``--clock-control none``; profiling starts at cudaProfilerStart."""
+    metric_names = list(dict.fromkeys((metrics or METRICS).values()))
+    cmd = [
+        ncu,
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
+        "--metrics",
+        ",".join(metric_names),
+        "--export",
+        str(report_path),
+        "--force-overwrite",
+    ]
+    if not profile_from_start:
+        cmd += ["--profile-from-start", "off"]
+    if nvtx:
+        cmd += ["--nvtx"]
+    if kernel_regex:
+        cmd += ["--kernel-name", f"regex:{kernel_regex}"]
+    if launch_skip:
+        cmd += ["--launch-skip", str(launch_skip)]
+    if launch_count:
+        cmd += ["--launch-count", str(launch_count)]
+    return cmd + list(target_argv)
+
+
+def export_command(ncu: str, report_path: str | Path) -> list[str]:
+    """Re-export a saved report as the raw CSV page with base units (no GPU needed)."""
+    return [ncu, "--import", str(report_path), "--csv", "--page", "raw", "--print-units", "base"]
+
+
+def classify_error(text: str, returncode: int | None = None) -> NcuError | None:
+    """Recognise ncu's failure modes in its combined output; None when nothing is wrong."""
+    t = text or ""
+    if "ERR_NVGPUCTRPERM" in t:
+        return NcuError(
+            "no_permission",
+            "ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run as root or with "
+            "CAP_PERFMON/CAP_SYS_ADMIN, or load the driver with NVreg_RestrictProfilingToAdminUsers=0",
+        )
+    if "LibraryNotLoaded" in t or "Failed to initialize the profiler" in t or "Failed to load" in t:
+        return NcuError(
+            "profiler_unavailable",
+            "the Nsight Compute profiler library did not load (LibraryNotLoaded; typical in gVisor-like "
+            "sandboxes): hardware counters unavailable here",
+        )
+    if re.search(r"No kernels were profiled", t):
+        return NcuError("no_kernels", "ncu ran but profiled no kernel (the target launched none in the range)")
+    if re.search(r"==ERROR==\s+The application returned an error code", t):
+        line = next((ln for ln in t.splitlines() if "Traceback" in ln or "Error" in ln), "")
+        return NcuError("app_error", f"the profiled program failed under ncu: {line.strip()[:200]}")
+    err = next((ln for ln in t.splitlines() if ln.startswith("==ERROR==")), None)
+    if err:
+        return NcuError("ncu_error", err.replace("==ERROR==", "ncu error:").strip()[:300])
+    if returncode not in (None, 0):
+        return NcuError("ncu_error", f"ncu exited with code {returncode}")
+    return None
+
+
+@dataclass
+class NcuRun:
+    command: list[str]
+    returncode: int | None
+    output: str  # stdout + stderr of the profiled run
+    csv_text: str | None
+    kernels: list[KernelMetrics]
+    error: NcuError | None
+    version: str | None
+    parser: str = "csv"
+    missing_metrics: list[str] = field(default_factory=list)
+
+
+def run_ncu(
+    target_argv: list[str],
+    workdir: str | Path,
+    *,
+    metrics: dict[str, str] | None = None,
+    timeout_s: float = 900,
+    env: dict[str, str] | None = None,
+    ncu: str | None = None,
+    **command_options: Any,
+) -> NcuRun:
+    """Profile ``target_argv`` under ncu; parse the kernels; never raise for ncu's own failures."""
+    ncu = ncu or find_ncu()
+    if not ncu:
+        return NcuRun([], None, "", None, [], NcuError("no_ncu", "ncu not found (PATH, $SOLKIT_NCU)"), None)
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    report = workdir / "profile.ncu-rep"
+    cmd = build_command(ncu, target_argv, report, metrics, **command_options)
+    version = ncu_version(ncu)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        output, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"") + (exc.stderr or b"")
+        output = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
+        (workdir / "ncu_output.txt").write_text(output)
+        return NcuRun(
+            cmd, None, output, None, [], NcuError("timeout", f"ncu timed out after {timeout_s:.0f} s"), version
+        )
+    (workdir / "ncu_output.txt").write_text(output)
+    error = classify_error(output, None)  # ncu's exit code mirrors the app's; look at the text first
+    csv_text = None
+    kernels: list[KernelMetrics] = []
+    parser = "csv"
+    if report.exists():
+        exp = subprocess.run(export_command(ncu, report), capture_output=True, text=True, timeout=300)
+        csv_text = exp.stdout
+        (workdir / "ncu_raw.csv").write_text(csv_text)
+        try:
+            kernels = parse_csv(csv_text, metrics)
+        except NcuParseError as exc:
+            kernels, parser = load_with_ncu_report(report, ncu, metrics), "ncu_report"
+            if not kernels:
+                error = error or NcuError("ncu_error", f"could not parse ncu's CSV: {exc}")
+    if kernels and error and error.kind in ("app_error", "ncu_error"):
+        error = None if rc == 0 else error  # kernels came back: a late app error must not hide them
+    if not kernels and error is None:
+        error = classify_error(output, rc) or NcuError("no_kernels", "ncu returned no kernel rows")
+    missing = sorted({k for km in kernels for k, v in km.metrics.items() if v is None})
+    return NcuRun(cmd, rc, output, csv_text, kernels, error, version, parser, missing)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+class NcuParseError(ValueError):
+    pass
+
+
+def parse_number(text: str | None) -> float | None:
+    """'1,073,755,904' -> 1073755904.0; '' / 'n/a' / '--' -> None; '(!) 12.5' -> 12.5."""
+    if text is None:
+        return None
+    t = text.strip().replace(",", "").replace("\u202f", "").replace("(!)", "").strip()
+    if t in ("", "n/a", "N/A", "--", "-", "nan", "NaN"):
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+#: Scale factors for the units ncu prints when base units were not requested.
+_UNIT_SCALE = {
+    "nsecond": 1.0,
+    "usecond": 1e3,
+    "msecond": 1e6,
+    "second": 1e9,
+    "byte": 1.0,
+    "kbyte": 1e3,
+    "mbyte": 1e6,
+    "gbyte": 1e9,
+    "tbyte": 1e12,
+    "kibyte": 1024.0,
+    "mibyte": 1024.0**2,
+    "gibyte": 1024.0**3,
+    "hz": 1.0,
+    "khz": 1e3,
+    "mhz": 1e6,
+    "ghz": 1e9,
+    "cycle/nsecond": 1e9,
+    "cycle/usecond": 1e6,
+    "cycle/second": 1.0,
+}
+#: The base unit each short metric is reported in after normalisation.
+_BASE_UNIT = {"duration_ns": "nsecond", "sm_clock_hz": "hz", "dram_clock_hz": "hz"}
+
+
+def _normalise(short: str, value: float | None, unit: str) -> tuple[float | None, str]:
+    if value is None:
+        return None, unit
+    u = unit.strip().lower()
+    if short == "duration_ns" and u in _UNIT_SCALE:
+        return value * _UNIT_SCALE[u], "nsecond"
+    if short.endswith("_hz") and u in _UNIT_SCALE:
+        return value * _UNIT_SCALE[u], "hz"
+    if ("bytes" in short or short.endswith("_bytes")) and u in _UNIT_SCALE and "byte" in u:
+        return value * _UNIT_SCALE[u], "byte"
+    return value, unit
+
+
+def _clean_lines(text: str) -> list[str]:
+    """Drop ncu's ==PROF==/==WARNING== lines and anything before the header row."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("==")]
+    for i, ln in enumerate(lines):
+        if ln.startswith('"ID"') or ln.startswith("ID,"):
+            return lines[i:]
+    raise NcuParseError("no CSV header row starting with ID")
+
+
+def parse_csv(text: str, metrics: dict[str, str] | None = None) -> list[KernelMetrics]:
+    """Parse ncu CSV (raw page, or the long details page) into one KernelMetrics per kernel launch."""
+    metrics = metrics or METRICS
+    rows = list(csv.reader(io.StringIO("\n".join(_clean_lines(text)))))
+    header = rows[0]
+    if "Metric Name" in header and "Metric Value" in header:
+        return _parse_details(header, rows[1:], metrics)
+    col = {name: i for i, name in enumerate(header)}
+    if "Kernel Name" not in col:
+        raise NcuParseError("CSV header has no 'Kernel Name' column")
+    body = rows[1:]
+    units: list[str] = [""] * len(header)
+    # The units row has an empty ID; real kernel rows always have a numeric ID.
+    if body and not body[0][0].strip().isdigit():
+        units = body[0] + [""] * (len(header) - len(body[0]))
+        body = body[1:]
+    kernels: list[KernelMetrics] = []
+    for r in body:
+        if not r or not r[0].strip().isdigit():
+            continue
+        r = r + [""] * (len(header) - len(r))
+        values: dict[str, float | None] = {}
+        unit_of: dict[str, str] = {}
+        for short, name in metrics.items():
+            i = col.get(name)
+            if i is None:
+                values[short] = None
+                continue
+            v, u = _normalise(short, parse_number(r[i]), units[i])
+            values[short] = v
+            if u:
+                unit_of[short] = u
+        metric_cols = set(metrics.values())
+        raw = {h: r[i] for i, h in enumerate(header) if h not in metric_cols}
+        kernels.append(
+            KernelMetrics(
+                id=int(r[col["ID"]]) if "ID" in col else len(kernels),
+                name=r[col["Kernel Name"]],
+                metrics=values,
+                units=unit_of,
+                raw=raw,
+                target=_target_from_raw(raw),
+            )
+        )
+    return kernels
+
+
+def _parse_details(header: list[str], body: list[list[str]], metrics: dict[str, str]) -> list[KernelMetrics]:
+    """The default (details) page: one row per (kernel, section, metric). Only metrics we know by
+    their ncu name or by the SOL section's display names are mapped."""
+    col = {name: i for i, name in enumerate(header)}
+    by_name = {v: k for k, v in metrics.items()}
+    display = {
+        "Duration": "duration_ns",
+        "Compute (SM) Throughput": "sm_throughput_pct",
+        "Memory Throughput": "memory_throughput_pct",
+        "DRAM Throughput": "dram_throughput_pct",
+        "L1/TEX Cache Throughput": "l1_throughput_pct",
+        "L2 Cache Throughput": "l2_throughput_pct",
+        "Achieved Occupancy": "achieved_occupancy_pct",
+        "Theoretical Occupancy": "theoretical_occupancy_pct",
+        "Registers Per Thread": "registers_per_thread",
+        "L2 Hit Rate": "l2_hit_rate_pct",
+        "L1/TEX Hit Rate": "l1_hit_rate_pct",
+        "Waves Per SM": "waves_per_sm",
+    }
+    kernels: dict[int, KernelMetrics] = {}
+    for r in body:
+        if not r or not r[0].strip().isdigit():
+            continue
+        kid = int(r[col["ID"]])
+        km = kernels.get(kid)
+        if km is None:
+            raw = {h: r[i] for i, h in enumerate(header) if h not in ("Metric Name", "Metric Unit", "Metric Value")}
+            km = kernels[kid] = KernelMetrics(kid, r[col["Kernel Name"]], dict.fromkeys(metrics), {}, raw)
+            km.target = _target_from_raw(raw)
+        mname = r[col["Metric Name"]]
+        short = by_name.get(mname) or display.get(mname)
+        if short is None or short not in metrics:
+            continue
+        v, u = _normalise(short, parse_number(r[col["Metric Value"]]), r[col.get("Metric Unit", 0)])
+        if short == "duration_ns" and v is not None and u != "nsecond":
+            continue
+        km.metrics[short] = v
+        km.units[short] = u
+    return [kernels[k] for k in sorted(kernels)]
+
+
+def _target_from_raw(raw: dict[str, str]) -> str | None:
+    """The innermost ``solkit:<label>`` NVTX range named anywhere in the row's text columns."""
+    for value in raw.values():
+        if NVTX_PREFIX in value:
+            m = re.findall(re.escape(NVTX_PREFIX) + r"([A-Za-z0-9_.\-]+)", value)
+            if m:
+                return m[-1]
+    return None
+
+
+def attribute_by_order(kernels: list[KernelMetrics], counts: list[tuple[str, int]]) -> bool:
+    """Assign targets to kernels in launch order from per-target kernel counts (a timing pre-run's
+    torch.profiler list). Used only when NVTX names are missing; returns False if counts disagree."""
+    if any(k.target for k in kernels) or sum(n for _, n in counts) != len(kernels):
+        return False
+    i = 0
+    for label, n in counts:
+        for k in kernels[i : i + n]:
+            k.target = label
+        i += n
+    return True
+
+
+# --------------------------------------------------------------------------- ncu_report (optional)
+
+
+def _import_ncu_report(ncu: str | None):
+    try:
+        import ncu_report  # type: ignore[import-not-found]
+
+        return ncu_report
+    except ImportError:
+        pass
+    if ncu:
+        base = Path(os.path.realpath(ncu)).parent
+        for cand in (base / "extras" / "python", base.parent / "extras" / "python"):
+            if (cand / "ncu_report.py").exists():
+                sys.path.insert(0, str(cand))
+                try:
+                    import ncu_report  # type: ignore[import-not-found]
+
+                    return ncu_report
+                except ImportError:
+                    return None
+    return None
+
+
+def load_with_ncu_report(report: str | Path, ncu: str | None, metrics: dict[str, str] | None = None):
+    """Read a .ncu-rep through NVIDIA's ``ncu_report`` module when importable; [] otherwise."""
+    metrics = metrics or METRICS
+    mod = _import_ncu_report(ncu)
+    if mod is None:
+        return []
+    try:
+        ctx = mod.load_report(str(report))
+        kernels: list[KernelMetrics] = []
+        for ri in range(ctx.num_ranges()):
+            rng = ctx.range_by_idx(ri)
+            for ai in range(rng.num_actions()):
+                act = rng.action_by_idx(ai)
+                values: dict[str, float | None] = {}
+                for short, name in metrics.items():
+                    m = act.metric_by_name(name)
+                    values[short] = float(m.as_double()) if m is not None else None
+                km = KernelMetrics(len(kernels), act.name(), values)
+                km.target = _nvtx_target(act)
+                kernels.append(km)
+        return kernels
+    except Exception:  # an API drift in ncu_report must not lose the CSV path's answer
+        return []
+
+
+def _nvtx_target(action: Any) -> str | None:
+    try:
+        state = action.nvtx_state()
+        for dom_id in state.domains():
+            for rng in state.domain_by_id(dom_id).push_pop_ranges():
+                if str(rng).startswith(NVTX_PREFIX):
+                    return str(rng)[len(NVTX_PREFIX) :]
+    except Exception:
+        return None
+    return None

@@ -1,0 +1,234 @@
+"""Profile problems end to end: timing run, ncu run, attribution, diagnosis, one report dict.
+
+Two subprocesses run :mod:`solkit.profile.driver`: first plainly (harness timing = T_measured,
+NVML telemetry, torch.profiler kernel list), then under ncu (counters for exactly one call per
+target). Whatever cannot run degrades to a one-line reason in ``report["degraded"]`` while the
+rest is still reported: no GPU, no ncu, no counter permission, a profiler library that does not
+load, a target that crashes (recorded, the others kept).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import solkit
+from solkit.errors import SolkitError
+from solkit.profile import ncu as ncu_mod
+from solkit.profile.diagnose import diagnose_target
+
+SCHEMA_VERSION = 1
+AFTER_DEGRADE = "per-kernel counters skipped; timing, NVML telemetry and torch.profiler's kernel list still reported"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "_", text)[:80]
+
+
+def plan_targets(problem_dirs: list[str | Path], solution: str | Path | None, workload: str | None) -> list[dict]:
+    """The reference of every problem, plus ``--solution`` or else every ``solution*.json`` beside it."""
+    if solution is not None and len(problem_dirs) != 1:
+        raise SolkitError("--solution needs exactly one PROBLEM_DIR")
+    targets: list[dict] = []
+    from solkit.profile.target import read_problem
+
+    for d in problem_dirs:
+        definition, _ = read_problem(d)
+        name = _slug(definition["name"])
+        targets.append({"label": f"{name}.reference", "problem_dir": str(d), "workload": workload, "solution": None})
+        if solution is not None:
+            if not Path(solution).exists():
+                raise SolkitError(f"--solution {solution}: file not found")
+            sols = [Path(solution)]
+        else:
+            sols = sorted(Path(d).glob("solution*.json"), key=lambda p: (p.name != "solution.json", p.name))
+        for sol in sols:
+            targets.append(
+                {
+                    "label": f"{name}.{_solution_tag(sol, name)}",
+                    "problem_dir": str(d),
+                    "workload": workload,
+                    "solution": str(sol),
+                }
+            )
+    return targets
+
+
+def _solution_tag(path: Path, definition_name: str) -> str:
+    """A short label for a solution: its JSON name without the definition's prefix, or the file stem."""
+    tag = path.stem
+    if path.suffix == ".json":
+        with contextlib.suppress(OSError, json.JSONDecodeError):
+            tag = json.loads(path.read_text()).get("name") or tag
+    if tag.startswith(definition_name):
+        tag = tag[len(definition_name) :].lstrip("_.-") or "solution"
+    return _slug(tag)
+
+
+def _subprocess_env(cpu: bool = False) -> dict[str, str]:
+    env = dict(os.environ)
+    if cpu:  # Triton solutions can still run, slowly, through Triton's interpreter
+        env.setdefault("TRITON_INTERPRET", "1")
+    src = str(Path(solkit.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTORCH_ALLOC_CONF", "expandable_segments:True")
+    return env
+
+
+def _run_driver(spec: dict, workdir: Path, name: str, timeout_s: float) -> tuple[dict | None, str]:
+    spec_path, result_path = workdir / f"{name}_spec.json", workdir / f"{name}_result.json"
+    spec_path.write_text(json.dumps(spec))
+    argv = [sys.executable, "-m", "solkit.profile.driver", str(spec_path), str(result_path)]
+    try:
+        env = _subprocess_env(cpu=spec.get("device") == "cpu")
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
+        log = proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        return None, f"the {name} run timed out after {timeout_s:.0f} s"
+    (workdir / f"{name}_log.txt").write_text(log)
+    if result_path.exists():
+        return json.loads(result_path.read_text()), log
+    tail = log.strip().splitlines()[-1:] or ["no output"]
+    return None, f"the {name} run failed: {tail[0][:200]}"
+
+
+def _gpu_info() -> dict[str, Any]:
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return {"available": False}
+        p = torch.cuda.get_device_properties(0)
+        return {
+            "available": True,
+            "name": p.name,
+            "sm_count": p.multi_processor_count,
+            "l2_bytes": getattr(p, "L2_cache_size", None),
+            "cuda": torch.version.cuda,
+            "torch": torch.__version__,
+        }
+    except Exception as exc:
+        return {"available": False, "error": str(exc)}
+
+
+def _ceilings() -> tuple[Any | None, str | None]:
+    try:
+        from solkit.sol.ceilings import get_ceilings
+
+        return get_ceilings(basis="spec"), None
+    except Exception as exc:
+        return None, f"no ceilings for this device ({type(exc).__name__}: {exc}); SOL fractions skipped"
+
+
+def profile(
+    problem_dirs: list[str | Path],
+    *,
+    solution: str | Path | None = None,
+    workload: str | None = None,
+    out_dir: str | Path | None = None,
+    use_ncu: bool = True,
+    timeout_s: float = 900,
+    targets: list[dict] | None = None,
+) -> dict[str, Any]:
+    """Run the whole pipeline; returns the report dict (see docs/profile.md)."""
+    targets = targets or plan_targets(problem_dirs, solution, workload)
+    work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="solkit_profile_"))
+    work.mkdir(parents=True, exist_ok=True)
+    gpu = _gpu_info()
+    degraded: list[str] = []
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "solkit_version": solkit.__version__,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": gpu,
+        "work_dir": str(work),
+        "degraded": degraded,
+    }
+    device = "cuda" if gpu.get("available") else "cpu"
+    if device == "cpu":
+        degraded.append(
+            "no CUDA GPU: hardware counters, NVML telemetry and GPU timing need an NVIDIA GPU; "
+            "showing the work model and a CPU op list for small workloads"
+        )
+
+    timed, log = _run_driver({"mode": "time", "device": device, "targets": targets}, work, "time", timeout_s)
+    if timed is None:
+        degraded.append(log)
+        timed = {"targets": [{"label": t["label"], "ok": False, "error": log} for t in targets]}
+    report["versions"] = timed.get("versions", {})
+
+    kernels: list[ncu_mod.KernelMetrics] = []
+    ncu_info: dict[str, Any] = {"used": False}
+    if use_ncu and device == "cuda":
+        exe = ncu_mod.find_ncu()
+        if exe is None:
+            degraded.append(f"ncu not found (PATH, $SOLKIT_NCU): {AFTER_DEGRADE}")
+        else:
+            spec = {"mode": "ncu", "device": device, "warmup": 3, "targets": targets}
+            spec_path, result_path = work / "ncu_spec.json", work / "ncu_result.json"
+            spec_path.write_text(json.dumps(spec))
+            argv = [sys.executable, "-m", "solkit.profile.driver", str(spec_path), str(result_path)]
+            run = ncu_mod.run_ncu(argv, work, timeout_s=timeout_s, env=_subprocess_env(), ncu=exe)
+            kernels = run.kernels
+            ncu_info = {
+                "used": True,
+                "version": run.version,
+                "command": " ".join(run.command),
+                "parser": run.parser,
+                "n_kernels": len(kernels),
+                "missing_metrics": run.missing_metrics,
+                "error": run.error.to_dict() if run.error else None,
+            }
+            if run.error and not kernels:
+                degraded.append(f"{run.error.message}: {AFTER_DEGRADE}")
+            if kernels and not any(k.target for k in kernels):
+                counts = []
+                for t in timed["targets"]:
+                    n = sum(round(r["count_per_call"]) for r in t.get("kernels", []) if not _is_copy(r["name"]))
+                    counts.append((t["label"], int(n)))
+                if not ncu_mod.attribute_by_order(kernels, counts) and len(targets) == 1:
+                    for k in kernels:
+                        k.target = targets[0]["label"]
+    elif use_ncu:
+        ncu_info["reason"] = "no GPU"
+    report["ncu"] = ncu_info
+
+    ceilings, why = _ceilings() if device == "cuda" else (None, None)
+    if why:
+        degraded.append(why)
+    report["ceilings"] = ceilings.to_dict() if ceilings is not None else None
+    report["targets"] = []
+    for t_spec, t in zip(targets, timed["targets"]):
+        mine = [k for k in kernels if k.target == t_spec["label"]]
+        timing = t.get("timing") or {}
+        t_meas = timing.get("median_ms")
+        entry = {k: t.get(k) for k in ("label", "problem", "workload", "kind", "solution", "ok", "error", "notes")}
+        entry["timing"] = timing or None
+        entry["telemetry"] = t.get("telemetry")
+        entry["torch_kernels"] = t.get("kernels", [])
+        entry["diagnosis"] = diagnose_target(
+            mine,
+            model_bytes=t.get("model_bytes"),
+            model_flops=t.get("model_flops"),
+            t_measured_s=t_meas / 1e3 if (t_meas and device == "cuda") else None,
+            ceilings=ceilings,
+            sm_count=gpu.get("sm_count"),
+            telemetry=t.get("telemetry"),
+        )
+        report["targets"].append(entry)
+    unattributed = [k.name for k in kernels if k.target is None]
+    if unattributed:
+        report["unattributed_kernels"] = unattributed
+    return report
+
+
+def _is_copy(name: str) -> bool:
+    return name.lower().startswith(("memcpy", "memset"))
