@@ -1,0 +1,421 @@
+"""Automatic speed-of-light analysis of a PyTorch reference.
+
+``analyze(fn, *inputs)`` traces ``fn`` on meta tensors (no storage is allocated, see
+:mod:`solkit.sol.trace`), counts each op's FLOPs by math unit and its bytes
+(:mod:`solkit.sol.counting`), and sums them:
+
+* ``flops``: unit -> FLOPs over all ops; ``flops_total`` their sum;
+* ``fused_bytes``: every distinct tensor input of ``fn`` read once plus every distinct output
+  written once, each at its own dtype (Python scalars count nothing): the "total fused bytes" of
+  a kernel that does the whole reference in one pass;
+* ``unfused_bytes``: the sum over ops of the bytes each reads and writes (views move nothing):
+  what an op-by-op execution moves;
+* ``uncounted``: names of ops no rule knows (their FLOPs are unknown, never silently zero).
+
+T_SOL = max over units of FLOPs/peak, and fused_bytes/bandwidth (:func:`solkit.sol.model.t_sol`).
+
+``analyze_problem(problem)`` does this for every workload of a SOL-ExecBench problem. A
+definition may declare its own work in a ``"solkit"`` key, evaluated per workload over its axes
+(and scalar inputs) with the safe expression evaluator of :mod:`solkit.problems.expr`::
+
+    "solkit": {"flops": {"bf16_tensor": "2*M*N*K"}, "bytes": "2*(M*K + K*N + M*N)"}
+
+Declared values win; the traced ones are kept, and both are reported when they differ by > 1 %.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+from solkit.errors import SolkitError
+from solkit.sol.counting import OpCount, count_ops, default_allow_tf32
+from solkit.sol.model import Ceilings, SolResult, t_sol
+from solkit.sol.trace import TensorMeta, trace
+
+#: Relative difference above which declared and traced counts are both reported.
+DISAGREEMENT = 0.01
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor described by shape and dtype only (never allocated)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    requires_grad: bool = False
+
+    def to_meta(self) -> torch.Tensor:
+        t = torch.empty(tuple(int(s) for s in self.shape), dtype=self.dtype, device="meta")
+        return t.requires_grad_(True) if self.requires_grad else t
+
+
+def _is_shape(x: Any) -> bool:
+    return isinstance(x, (tuple, list, torch.Size)) and all(isinstance(s, int) and not isinstance(s, bool) for s in x)
+
+
+def _is_spec(x: Any) -> bool:
+    if isinstance(x, TensorSpec):
+        return True
+    return isinstance(x, tuple) and len(x) == 2 and _is_shape(x[0]) and isinstance(x[1], torch.dtype)
+
+
+def as_meta_input(x: Any) -> Any:
+    """An example input -> what the traced function receives.
+
+    ``TensorSpec`` and ``(shape, dtype)`` pairs become meta tensors; tensors on any device become
+    meta tensors of the same shape, dtype and strides; anything else is passed unchanged.
+    """
+    if isinstance(x, TensorSpec):
+        return x.to_meta()
+    if _is_spec(x):
+        return TensorSpec(tuple(x[0]), x[1]).to_meta()
+    return x
+
+
+@dataclass
+class OpSummary:
+    """All calls of one op (with one dominant unit) added up."""
+
+    op: str
+    count: int
+    flops: int
+    flops_by_unit: dict[str, int]
+    bytes: int
+    unit: str
+    counted: bool
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "count": self.count,
+            "flops": self.flops,
+            "flops_by_unit": dict(self.flops_by_unit),
+            "bytes": self.bytes,
+            "unit": self.unit,
+            "counted": self.counted,
+            "note": self.note,
+        }
+
+
+def summarize(calls: Iterable[OpCount]) -> list[OpSummary]:
+    """Group op calls by (op, unit), in order of first appearance."""
+    groups: dict[tuple[str, str, bool], OpSummary] = {}
+    for c in calls:
+        key = (c.op, c.unit, c.counted)
+        s = groups.get(key)
+        if s is None:
+            groups[key] = OpSummary(c.op, 1, c.flops_total, dict(c.flops), c.bytes, c.unit, c.counted, c.note)
+            continue
+        s.count += 1
+        s.flops += c.flops_total
+        s.bytes += c.bytes
+        for u, f in c.flops.items():
+            s.flops_by_unit[u] = s.flops_by_unit.get(u, 0) + f
+        if s.note != c.note:
+            s.note = s.note if s.note.endswith("(first call)") else f"{s.note} (first call)"
+    return list(groups.values())
+
+
+@dataclass
+class Analysis:
+    """FLOPs by unit, fused and unfused bytes, and the per-op breakdown of one traced call."""
+
+    ops: list[OpSummary]
+    calls: list[OpCount]
+    flops: dict[str, int]
+    fused_bytes: int
+    unfused_bytes: int
+    uncounted: list[str]
+    inputs: list[TensorMeta]
+    outputs: list[TensorMeta]
+    allow_tf32: bool
+    traced_flops: dict[str, int] = field(default_factory=dict)
+    traced_fused_bytes: int = 0
+    declared: dict[str, Any] = field(default_factory=dict)  # {"flops": {...}, "bytes": int} when overridden
+    disagreements: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sol: SolResult | None = None
+
+    @property
+    def flops_total(self) -> int:
+        return sum(self.flops.values())
+
+    def t_sol(self, ceilings: Ceilings) -> SolResult:
+        """T_SOL of this work (FLOPs by unit, fused bytes) on ``ceilings``."""
+        return t_sol(self.flops, self.fused_bytes, ceilings)
+
+    def sol_for(self, arch: str | None = None, basis: str = "spec") -> SolResult:
+        """T_SOL on ``arch`` (default: the present device) and ``basis`` ("spec" or "calibrated")."""
+        from solkit.sol.ceilings import get_ceilings
+
+        return self.t_sol(get_ceilings(arch, basis))
+
+    def per_arch(self, archs: Iterable[str] | None = None) -> dict[str, SolResult]:
+        """T_SOL on the datasheet basis of every arch in the hardware database (or ``archs``).
+
+        An arch without a unit this work needs (fp8 on an A100) is left out.
+        """
+        from solkit.hardware.specs import list_specs
+        from solkit.sol.ceilings import spec_ceilings
+
+        ids = list(archs) if archs is not None else [s.id for s in list_specs()]
+        out: dict[str, SolResult] = {}
+        for arch in ids:
+            c = spec_ceilings(arch)
+            if all(c.flops.get(u) for u, f in self.flops.items() if f):
+                out[arch] = self.t_sol(c)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "flops_total": self.flops_total,
+            "flops": dict(self.flops),
+            "fused_bytes": self.fused_bytes,
+            "unfused_bytes": self.unfused_bytes,
+            "uncounted": list(self.uncounted),
+            "allow_tf32": self.allow_tf32,
+            "inputs": [_tensor_dict(t) for t in self.inputs],
+            "outputs": [_tensor_dict(t) for t in self.outputs],
+            "ops": [s.to_dict() for s in self.ops],
+        }
+        if self.declared:
+            d["declared"] = dict(self.declared)
+            d["traced"] = {"flops": dict(self.traced_flops), "fused_bytes": self.traced_fused_bytes}
+        if self.disagreements:
+            d["disagreements"] = list(self.disagreements)
+        if self.notes:
+            d["notes"] = list(self.notes)
+        if self.sol is not None:
+            d.update(_sol_dict(self.sol))
+        return d
+
+
+def _tensor_dict(t: TensorMeta) -> dict[str, Any]:
+    return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "bytes": t.nbytes}
+
+
+def _sol_dict(r: SolResult) -> dict[str, Any]:
+    return {
+        "t_sol_ms": r.t_sol_ms,
+        "t_compute_ms": r.t_compute_s * 1e3,
+        "t_memory_ms": r.t_memory_s * 1e3,
+        "bound": r.bound,
+        "arch": r.arch,
+        "basis": r.basis,
+        "arithmetic_intensity": r.arithmetic_intensity,
+    }
+
+
+def _analysis_from_trace(tr, allow_tf32: bool) -> Analysis:
+    calls = count_ops(tr.records, allow_tf32)
+    flops: dict[str, int] = {}
+    for c in calls:
+        for u, f in c.flops.items():
+            if f:
+                flops[u] = flops.get(u, 0) + f
+    uncounted: list[str] = []
+    for c in calls:
+        if not c.counted and c.op not in uncounted:
+            uncounted.append(c.op)
+    fused = sum(t.nbytes for t in tr.inputs) + sum(t.nbytes for t in tr.outputs)
+    return Analysis(
+        ops=summarize(calls),
+        calls=calls,
+        flops=flops,
+        fused_bytes=fused,
+        unfused_bytes=sum(c.bytes for c in calls),
+        uncounted=uncounted,
+        inputs=list(tr.inputs),
+        outputs=list(tr.outputs),
+        allow_tf32=allow_tf32,
+        traced_flops=dict(flops),
+        traced_fused_bytes=fused,
+    )
+
+
+def analyze(
+    fn: Callable[..., Any],
+    *example_inputs: Any,
+    arch: str | None = None,
+    basis: str = "spec",
+    allow_tf32: bool | None = None,
+    ceilings: Ceilings | None = None,
+    **kwargs: Any,
+) -> Analysis:
+    """Trace ``fn(*example_inputs, **kwargs)`` without allocating tensors and count its work.
+
+    Inputs may be tensors (any device; only their metadata is used), :class:`TensorSpec` objects,
+    ``(shape, dtype)`` pairs, or plain Python values passed through unchanged. Tensors that require
+    grad let ``fn`` run a backward pass (``torch.autograd.grad`` works on meta tensors).
+    ``allow_tf32`` (default: ``torch.backends.cuda.matmul.allow_tf32``) decides whether fp32 matrix
+    products go to ``tf32_tensor`` or ``fp32_vector``. With ``ceilings`` or ``arch``, ``.sol`` holds
+    T_SOL on that arch and basis.
+    """
+    tf32 = default_allow_tf32() if allow_tf32 is None else bool(allow_tf32)
+    args, kw = tree_map(as_meta_input, (example_inputs, kwargs), is_leaf=_is_spec)
+    a = _analysis_from_trace(trace(fn, *args, **kw), tf32)
+    if ceilings is not None:
+        a.sol = a.t_sol(ceilings)
+    elif arch is not None:
+        a.sol = a.sol_for(arch, basis)
+    return a
+
+
+def apply_declared(
+    a: Analysis, flops: Mapping[str, int | float] | None = None, fused_bytes: int | float | None = None
+) -> Analysis:
+    """Let declared counts win over traced ones; note each disagreement above 1 %."""
+    if flops:
+        declared = {u: int(round(v)) for u, v in flops.items()}
+        traced_total, declared_total = sum(a.traced_flops.values()), sum(declared.values())
+        if _differs(declared_total, traced_total):
+            pct = _pct(declared_total, traced_total)
+            a.disagreements.append(f"flops: declared {declared_total:.4g} vs traced {traced_total:.4g} ({pct})")
+        a.flops = declared
+        a.declared["flops"] = dict(declared)
+    if fused_bytes is not None:
+        b = int(round(fused_bytes))
+        if _differs(b, a.traced_fused_bytes):
+            a.disagreements.append(
+                f"bytes: declared {b:.4g} vs traced {a.traced_fused_bytes:.4g} ({_pct(b, a.traced_fused_bytes)})"
+            )
+        a.fused_bytes = b
+        a.declared["bytes"] = b
+    return a
+
+
+def _differs(x: float, y: float) -> bool:
+    return abs(x - y) > DISAGREEMENT * max(abs(x), abs(y)) if (x or y) else False
+
+
+def _pct(declared: float, traced: float) -> str:
+    return f"{(declared - traced) / traced * 100:+.1f}% vs traced" if traced else "traced is 0"
+
+
+# ----------------------------------------------------------------------------------------------
+# SOL-ExecBench problems
+
+
+@dataclass
+class WorkloadAnalysis:
+    """The analysis of one workload of a problem."""
+
+    uuid: str
+    axes: dict[str, int]
+    analysis: Analysis
+    problem: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.analysis
+        d: dict[str, Any] = {"problem": self.problem, "uuid": self.uuid, "axes": dict(self.axes)}
+        body = a.to_dict()
+        for key in ("flops_total", "flops", "fused_bytes", "unfused_bytes"):
+            d[key] = body.pop(key)
+        if a.sol is not None:
+            for key in ("t_sol_ms", "bound", "arch", "basis"):
+                d[key] = body.pop(key)
+        d["uncounted"] = body.pop("uncounted")
+        d.update(body)
+        return d
+
+
+def _scalar_default(dtype: torch.dtype) -> bool | int | float:
+    if dtype == torch.bool:
+        return False
+    return 1.0 if dtype.is_floating_point else 1
+
+
+def workload_inputs(problem, workload) -> list[Any]:
+    """The reference's positional inputs for ``workload``: TensorSpecs and Python scalars."""
+    shapes = problem.input_shapes(workload)
+    dtypes = problem.input_dtypes()
+    scalars = problem.scalar_values(workload)
+    out: list[Any] = []
+    for name in problem.definition.inputs:
+        shape = shapes[name]
+        if shape is None:
+            out.append(scalars.get(name, _scalar_default(dtypes[name])))
+        else:
+            out.append(TensorSpec(tuple(shape), dtypes[name]))
+    return out
+
+
+def _declared_counts(problem, workload, env: dict[str, Any]) -> tuple[dict[str, float] | None, float | None]:
+    hints = getattr(problem.definition, "solkit", None)
+    if hints is None:
+        return None, None
+    from solkit.hardware.specs import UNITS
+    from solkit.problems.expr import ExprError, evaluate
+
+    where = problem.definition_path or "definition.json"
+    flops: dict[str, float] = {}
+    for unit, expr in (hints.flops or {}).items():
+        if unit not in UNITS:
+            raise SolkitError(f"{where}: solkit.flops: unknown math unit {unit!r}; allowed: {', '.join(UNITS)}")
+        try:
+            flops[unit] = float(evaluate(expr, env))
+        except ExprError as exc:
+            raise SolkitError(f"{where}: solkit.flops.{unit} {expr!r}: {exc}") from None
+    nbytes = None
+    if hints.bytes:
+        try:
+            nbytes = float(evaluate(hints.bytes, env))
+        except ExprError as exc:
+            raise SolkitError(f"{where}: solkit.bytes {hints.bytes!r}: {exc}") from None
+    return flops or None, nbytes
+
+
+def _check_outputs(problem, workload, a: Analysis) -> None:
+    declared = [
+        (tuple(s), dt)
+        for s, dt in zip(problem.output_shapes(workload).values(), problem.output_dtypes().values())
+        if s is not None
+    ]
+    traced = [(t.shape, t.dtype) for t in a.outputs]
+    if declared != traced:
+        a.notes.append(f"the reference returned {_describe(traced)}, the definition declares {_describe(declared)}")
+
+
+def _describe(items: list[tuple[tuple[int, ...], torch.dtype]]) -> str:
+    return ", ".join(f"{str(d).removeprefix('torch.')}{list(s)}" for s, d in items) or "no tensors"
+
+
+def analyze_problem(
+    problem: Any,
+    arch: str | None = None,
+    basis: str = "spec",
+    allow_tf32: bool | None = None,
+    ceilings: Ceilings | None = None,
+) -> list[WorkloadAnalysis]:
+    """Analyse every workload of a SOL-ExecBench problem (a directory, a definition.json or a Problem).
+
+    T_SOL is computed on ``ceilings`` if given, else on ``arch``/``basis`` (``arch=None``: the
+    present device); pass ``arch=None`` and no ceilings on a machine without a GPU to skip it.
+    """
+    from solkit.problems.loader import load_problem
+
+    if isinstance(problem, (str, Path)):
+        problem = load_problem(problem)
+    if not problem.workloads:
+        raise SolkitError(f"{problem.workload_path or problem.root or problem.name}: no workloads to analyse")
+    fn = problem.reference_fn()
+    results: list[WorkloadAnalysis] = []
+    for w in problem.workloads:
+        axes = problem.resolve_axes(w)
+        a = analyze(fn, *workload_inputs(problem, w), allow_tf32=allow_tf32)
+        _check_outputs(problem, w, a)
+        flops, nbytes = _declared_counts(problem, w, {**axes, **problem.scalar_values(w)})
+        apply_declared(a, flops, nbytes)
+        if ceilings is not None:
+            a.sol = a.t_sol(ceilings)
+        elif arch is not None:
+            a.sol = a.sol_for(arch, basis)
+        results.append(WorkloadAnalysis(uuid=w.uuid, axes=axes, analysis=a, problem=problem.name))
+    return results
