@@ -346,39 +346,15 @@ def diagnose_target(
                 )
             )
 
-    sol: dict[str, Any] | None = None
-    if ceilings is not None and t_measured_s and (model_bytes or model_total):
-        from solkit.sol.model import sol_fraction, t_sol
-
-        try:
-            res = t_sol(model_flops, model_bytes or 0.0, ceilings)
-            score = sol_fraction(res.t_sol_s, t_measured_s)
-            sol = {
-                "basis": ceilings.basis,
-                "arch": ceilings.arch,
-                "t_sol_ms": res.t_sol_ms,
-                "bound": res.bound,
-                "t_measured_ms": t_measured_s * 1e3,
-                "sol_fraction": score.sol_fraction,
-                "violation": score.violation,
-                "achieved_bandwidth_tbs": (model_bytes or 0.0) / t_measured_s / 1e12,
-                "achieved_tflops": model_total / t_measured_s / 1e12 if model_total else None,
-            }
-            from solkit.sol.tiers import tier_for
-
-            tier = tier_for(score.sol_fraction, res.bound)
-            sol["tier"] = {"name": tier.name, "label": tier.label, "advice": tier.advice}
-            if score.violation:
-                findings.append(
-                    Finding(
-                        "sol_violation",
-                        "high",
-                        f"measured {t_measured_s * 1e3:.4f} ms is below T_SOL {res.t_sol_ms:.4f} ms: "
-                        "a model or timer bug",
-                    )
-                )
-        except Exception as exc:  # a model the ceilings cannot price (e.g. an unknown unit) is reported, not fatal
-            sol = {"error": f"{type(exc).__name__}: {exc}"}
+    sol = sol_block(model_flops, model_bytes, t_measured_s, ceilings)
+    if sol and sol.get("violation"):
+        findings.append(
+            Finding(
+                "sol_violation",
+                "high",
+                f"measured {sol['t_measured_ms']:.4f} ms is below T_SOL {sol['t_sol_ms']:.4f} ms: a model or timer bug",
+            )
+        )
     out["sol"] = sol
     if telemetry and telemetry.get("throttled"):
         findings.append(Finding("throttled", "medium", telemetry.get("warning") or "GPU throttled during timing"))
@@ -394,6 +370,38 @@ def diagnose_target(
     out["kernels"] = per_kernel
     out["summary"] = summary_line(out)
     return out
+
+
+def sol_block(
+    model_flops: dict[str, float] | None, model_bytes: float | None, t_measured_s: float | None, ceilings: Any | None
+) -> dict[str, Any] | None:
+    """T_SOL, SOL fraction and tier of the harness's time on one basis of ceilings (None if unknown)."""
+    model_flops = {u: f for u, f in (model_flops or {}).items() if f}
+    model_total = sum(model_flops.values())
+    if ceilings is None or not t_measured_s or not (model_bytes or model_total):
+        return None
+    from solkit.sol.model import sol_fraction, t_sol
+    from solkit.sol.tiers import tier_for
+
+    try:
+        res = t_sol(model_flops, model_bytes or 0.0, ceilings)
+        score = sol_fraction(res.t_sol_s, t_measured_s)
+        tier = tier_for(score.sol_fraction, res.bound)
+    except Exception as exc:  # a model the ceilings cannot price (e.g. an unknown unit) is reported, not fatal
+        return {"basis": getattr(ceilings, "basis", "?"), "error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "basis": ceilings.basis,
+        "arch": ceilings.arch,
+        "t_sol_ms": res.t_sol_ms,
+        "bound": res.bound,
+        "t_measured_ms": t_measured_s * 1e3,
+        "sol_fraction": score.sol_fraction,
+        "raw_fraction": score.raw_fraction,
+        "violation": score.violation,
+        "achieved_bandwidth_tbs": (model_bytes or 0.0) / t_measured_s / 1e12,
+        "achieved_tflops": model_total / t_measured_s / 1e12 if model_total else None,
+        "tier": {"name": tier.name, "label": tier.label, "advice": tier.advice},
+    }
 
 
 def summary_line(diag: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import solkit
 from solkit.errors import SolkitError
 from solkit.profile import ncu as ncu_mod
-from solkit.profile.diagnose import diagnose_target
+from solkit.profile.diagnose import diagnose_target, sol_block
 
 SCHEMA_VERSION = 1
 AFTER_DEGRADE = "per-kernel counters skipped; timing, NVML telemetry and torch.profiler's kernel list still reported"
@@ -38,10 +38,11 @@ def plan_targets(problem_dirs: list[str | Path], solution: str | Path | None, wo
     if solution is not None and len(problem_dirs) != 1:
         raise SolkitError("--solution needs exactly one PROBLEM_DIR")
     targets: list[dict] = []
-    from solkit.profile.target import read_problem
+    from solkit.profile.target import pick_workload, read_problem
 
     for d in problem_dirs:
-        definition, _ = read_problem(d)
+        definition, workloads = read_problem(d)
+        pick_workload(workloads, workload, str(d))  # a bad --workload fails here, before any subprocess
         name = _slug(definition["name"])
         targets.append({"label": f"{name}.reference", "problem_dir": str(d), "workload": workload, "solution": None})
         if solution is not None:
@@ -119,13 +120,25 @@ def _gpu_info() -> dict[str, Any]:
         return {"available": False, "error": str(exc)}
 
 
-def _ceilings() -> tuple[Any | None, str | None]:
+def _ceilings() -> tuple[Any | None, Any | None, str | None]:
+    """(spec, calibrated-or-None, why-no-spec). Calibrated only from the cache: never calibrate here."""
     try:
         from solkit.sol.ceilings import get_ceilings
 
-        return get_ceilings(basis="spec"), None
+        spec = get_ceilings(basis="spec")
     except Exception as exc:
-        return None, f"no ceilings for this device ({type(exc).__name__}: {exc}); SOL fractions skipped"
+        return None, None, f"no ceilings for this device ({type(exc).__name__}: {exc}); SOL fractions skipped"
+    calibrated = None
+    try:
+        from solkit.hardware.calibrate import load_cached
+
+        if load_cached() is not None:
+            from solkit.sol.ceilings import calibrated_ceilings
+
+            calibrated = calibrated_ceilings(quick=True)
+    except Exception:  # no cache, or an older cache format: the spec basis alone is still correct
+        calibrated = None
+    return spec, calibrated, None
 
 
 def profile(
@@ -199,12 +212,15 @@ def profile(
                         k.target = targets[0]["label"]
     elif use_ncu:
         ncu_info["reason"] = "no GPU"
+        if ncu_mod.find_ncu() is None:
+            degraded.append("ncu not found (PATH, $SOLKIT_NCU): per-kernel counters skipped")
     report["ncu"] = ncu_info
 
-    ceilings, why = _ceilings() if device == "cuda" else (None, None)
+    ceilings, calibrated, why = _ceilings() if device == "cuda" else (None, None, None)
     if why:
         degraded.append(why)
     report["ceilings"] = ceilings.to_dict() if ceilings is not None else None
+    report["ceilings_calibrated"] = calibrated.to_dict() if calibrated is not None else None
     report["targets"] = []
     for t_spec, t in zip(targets, timed["targets"]):
         mine = [k for k in kernels if k.target == t_spec["label"]]
@@ -223,6 +239,10 @@ def profile(
             sm_count=gpu.get("sm_count"),
             telemetry=t.get("telemetry"),
         )
+        if calibrated is not None:
+            entry["diagnosis"]["sol_calibrated"] = sol_block(
+                t.get("model_flops"), t.get("model_bytes"), t_meas / 1e3 if t_meas else None, calibrated
+            )
         report["targets"].append(entry)
     unattributed = [k.name for k in kernels if k.target is None]
     if unattributed:
