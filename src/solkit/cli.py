@@ -17,7 +17,8 @@ from solkit.errors import SolkitError
 
 COMMAND_MODULES = [
     "solkit.hardware.cli",  # hw, calibrate
-    "solkit.sol.cli",  # sol, analyze
+    "solkit.sol.cli",  # sol
+    "solkit.sol.analyze_cli",  # analyze
     "solkit.harness.cli",  # eval, eval-suite
     "solkit.bench.cli",  # bench, report
     "solkit.tune.cli",  # tune

@@ -130,8 +130,8 @@ def _bytes_default(rec: OpRecord) -> int:
 
 
 def _self_arg(rec: OpRecord) -> TensorMeta | None:
-    a = rec.args.get("self", rec.args.get("input"))
-    return a if isinstance(a, TensorMeta) else None
+    """The first tensor argument: the source of a gather (``self``; ``weight`` of ``embedding``)."""
+    return next((v for v in rec.args.values() if isinstance(v, TensorMeta)), None)
 
 
 def _others(rec: OpRecord) -> list[TensorMeta]:

@@ -1,0 +1,136 @@
+"""``solkit analyze PROBLEM_DIR``: automatic SOL analysis of every workload of a problem."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from solkit.errors import SolkitError
+from solkit.output import console, fmt, print_json, table, warn
+
+#: Arch used when none is given and no GPU is present (the project's reference device).
+FALLBACK_ARCH = "h200-sxm"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "analyze",
+        help="derive FLOPs (by math unit), fused/unfused bytes and T_SOL of a problem's reference, per workload",
+        description="Trace the reference `run` of a SOL-ExecBench problem on meta tensors (no memory is allocated), "
+        "count FLOPs per math unit and bytes per op, and compute T_SOL = max(FLOPs/peak, fused bytes/bandwidth) "
+        "for every workload.",
+    )
+    p.add_argument("problem", metavar="PROBLEM_DIR", help="problem directory (definition.json + workload.jsonl)")
+    p.add_argument(
+        "--arch", default=None, help="arch id (default: the present GPU, else h200-sxm); see `solkit hw list`"
+    )
+    p.add_argument("--basis", default="spec", choices=["spec", "calibrated"], help="datasheet or measured ceilings")
+    p.add_argument(
+        "--tf32",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="charge fp32 matmuls to the TF32 tensor unit (on), the fp32 vector unit (off), or follow "
+        "torch.backends.cuda.matmul.allow_tf32 (auto)",
+    )
+    p.add_argument(
+        "--ops",
+        default="all",
+        choices=["all", "largest", "none"],
+        help="per-op breakdown for every workload, only the largest one, or none (table output only)",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON array, one object per workload")
+    p.set_defaults(func=cmd_analyze)
+
+
+def _ceilings(arch: str | None, basis: str):
+    import torch
+
+    from solkit.sol.ceilings import get_ceilings
+
+    if arch is None and not torch.cuda.is_available():
+        if basis == "calibrated":
+            raise SolkitError("--basis calibrated needs a GPU on this machine; use --basis spec with --arch")
+        warn(f"no GPU present and no --arch given: T_SOL is for {FALLBACK_ARCH} (datasheet)")
+        arch = FALLBACK_ARCH
+    return get_ceilings(arch, basis)
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1e3:.3f} µs" if value < 1 else f"{value:.3f} ms"
+
+
+def _axes_text(axes: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in axes.items())
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from solkit.problems.loader import load_problem
+    from solkit.sol.analysis import analyze_problem
+
+    problem = load_problem(args.problem)
+    ceilings = _ceilings(args.arch, args.basis)
+    tf32 = {"auto": None, "on": True, "off": False}[args.tf32]
+    results = analyze_problem(problem, allow_tf32=tf32, ceilings=ceilings)
+
+    uncounted = sorted({op for r in results for op in r.analysis.uncounted})
+    if uncounted:
+        warn(f"{problem.name}: no FLOP rule for {', '.join(uncounted)}: their FLOPs are unknown (not counted as zero)")
+    for r in results:
+        for msg in r.analysis.disagreements:
+            warn(f"{problem.name} {r.uuid}: {msg}; the declared value is used")
+        for msg in r.analysis.notes:
+            warn(f"{problem.name} {r.uuid}: {msg}")
+    for note in ceilings.notes:
+        warn(note)
+
+    if args.json:
+        print_json([r.to_dict() for r in results])
+        return 0
+    _print_tables(problem.name, results, ceilings, args.ops)
+    return 0
+
+
+def _print_tables(name: str, results: list[Any], ceilings, ops_mode: str) -> None:
+    rows = []
+    for r in results:
+        a = r.analysis
+        units = ", ".join(f"{u} {fmt(float(f))}" for u, f in sorted(a.flops.items(), key=lambda kv: -kv[1]))
+        rows.append(
+            [
+                r.uuid[:13],
+                _axes_text(r.axes),
+                float(a.flops_total),
+                units or "-",
+                float(a.fused_bytes),
+                float(a.unfused_bytes),
+                _ms(a.sol.t_sol_ms) if a.sol else "-",
+                a.sol.bound if a.sol else "-",
+                ", ".join(a.uncounted) or "-",
+            ]
+        )
+    cols = ["workload", "axes", "FLOPs", "FLOPs by unit", "fused B", "unfused B", "T_SOL", "bound", "uncounted"]
+    console.print(table(f"{name}: speed of light on {ceilings.arch} ({ceilings.basis})", cols, rows))
+    if ops_mode == "none":
+        return
+    chosen = results
+    if ops_mode == "largest":
+        chosen = [max(results, key=lambda r: (r.analysis.flops_total, r.analysis.fused_bytes))]
+    for r in chosen:
+        a = r.analysis
+        op_rows = [
+            [
+                s.op,
+                s.count,
+                float(s.flops),
+                s.unit or "-",
+                float(s.bytes),
+                s.note if s.counted else "UNCOUNTED: " + s.note,
+            ]
+            for s in a.ops
+            if s.flops or s.bytes or not s.counted
+        ]
+        title = f"per-op breakdown, workload {r.uuid[:13]} ({_axes_text(r.axes)})"
+        caption = "views move nothing and are omitted"
+        console.print(table(title, ["op", "calls", "FLOPs", "unit", "bytes", "note"], op_rows, caption=caption))
