@@ -7,8 +7,8 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -
 echo "ncu=$NCU"; [ -n "$NCU" ] && "$NCU" --version | tee "$OUT/ncu_version.txt"
 python3 -c "import pynvml; print('pynvml', pynvml.__file__)" || echo "no pynvml"
 echo "--- solkit profile (4 problems x reference+solution)"; date -u
-timeout 80 python3 -m solkit.cli profile benchmarks/profile_problems/rmsnorm benchmarks/profile_problems/softmax \
-  benchmarks/profile_problems/gemm benchmarks/profile_problems/o_proj --out "$OUT/profile" --timeout 40
+timeout 92 python3 -m solkit.cli profile benchmarks/profile_problems/rmsnorm benchmarks/profile_problems/softmax \
+  benchmarks/profile_problems/gemm benchmarks/profile_problems/o_proj --out "$OUT/profile" --timeout 60
 echo "rc=$?"; date -u
 ls -la "$OUT/profile"
 tail -n 30 "$OUT/profile/ncu_output.txt" 2>/dev/null

@@ -23,6 +23,9 @@ if args == ["--version"]:
 if "--import" in args:
     sys.stdout.write(open(os.environ["FAKE_NCU_CSV"]).read())
     sys.exit(0)
+if mode == "badmetric" and "launch__registers_per_thread" in args[args.index("--metrics") + 1]:
+    print("==ERROR== Failed to find metric launch__registers_per_thread")
+    sys.exit(1)
 if mode == "hang":
     import time; time.sleep(30)
 if mode in ("perm", "lib", "none"):
@@ -86,3 +89,12 @@ def test_find_ncu_env(fake_ncu, monkeypatch):
     monkeypatch.delenv("SOLKIT_NCU")
     monkeypatch.setenv("PATH", str(Path(fake_ncu).parent) + os.pathsep + os.environ.get("PATH", ""))
     assert find_ncu() == fake_ncu
+
+
+def test_rejected_metric_retries_with_core_set(fake_ncu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MODE", "badmetric")
+    run = run_ncu(["python3", "x.py"], tmp_path / "w", ncu=fake_ncu)
+    assert run.error is None and len(run.kernels) == 3
+    assert "launch__registers_per_thread" not in run.command[run.command.index("--metrics") + 1]
+    assert "retried with the core metric set" in run.output
+    assert "registers_per_thread" not in run.kernels[0].metrics

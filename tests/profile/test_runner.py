@@ -222,3 +222,14 @@ def test_plan_targets_errors(tmp_path):
         runner.plan_targets([tmp_path / "nope"], None, None)
     labels = [t["label"] for t in runner.plan_targets([PROBLEMS / "rmsnorm"], None, None)]
     assert labels == ["rmsnorm_bf16_h4096.reference", "rmsnorm_bf16_h4096.solkit", "rmsnorm_bf16_h4096.simple"]
+
+
+def test_diagnose_for_bench_one_line(simulated_gpu, tmp_path):
+    out = runner.diagnose_for_bench(
+        PROBLEMS / "gemm", solution=PROBLEMS / "gemm" / "solution_simple.json", out_dir=tmp_path / "b"
+    )
+    assert out["label"] == "gemm_bf16_4096.simple"
+    assert out["n_kernels"] == 1 and out["findings"][0]["severity"] == "high"
+    assert {f["code"] for f in out["findings"]} >= {"no_mma"}
+    assert "of SOL" in out["summary"] and "\n" not in out["summary"]
+    assert out["report"]["targets"][0]["diagnosis"]["sol"]["bound"] == "compute"

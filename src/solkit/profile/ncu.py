@@ -249,17 +249,40 @@ def run_ncu(
     ncu = ncu or find_ncu()
     if not ncu:
         return NcuRun([], None, "", None, [], NcuError("no_ncu", "ncu not found (PATH, $SOLKIT_NCU)"), None)
+    first = _run_ncu_once(target_argv, workdir, metrics, timeout_s, env, ncu, command_options)
+    if not first.kernels and first.error and first.error.kind == "ncu_error" and "metric" in first.output.lower():
+        # An ncu that rejects one of the metric names: retry once with the core Speed-of-Light set.
+        core = {k: v for k, v in (metrics or METRICS).items() if k in CORE_METRICS or k.endswith("_pct")}
+        retry = _run_ncu_once(target_argv, workdir, core, timeout_s, env, ncu, command_options)
+        retry.output = first.output + "\n--- retried with the core metric set ---\n" + retry.output
+        return retry
+    return first
+
+
+def _run_ncu_once(
+    target_argv: list[str],
+    workdir: str | Path,
+    metrics: dict[str, str] | None,
+    timeout_s: float,
+    env: dict[str, str] | None,
+    ncu: str,
+    command_options: dict[str, Any],
+) -> NcuRun:
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     report = workdir / "profile.ncu-rep"
+    report.unlink(missing_ok=True)  # never parse a previous run's report
     cmd = build_command(ncu, target_argv, report, metrics, **command_options)
     version = ncu_version(ncu)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
         output, rc = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"") + (exc.stderr or b"")
-        output = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
+        output = "".join(
+            part.decode(errors="replace") if isinstance(part, bytes) else str(part)
+            for part in (exc.stdout, exc.stderr)
+            if part
+        )
         (workdir / "ncu_output.txt").write_text(output)
         return NcuRun(
             cmd, None, output, None, [], NcuError("timeout", f"ncu timed out after {timeout_s:.0f} s"), version
@@ -279,6 +302,12 @@ def run_ncu(
             kernels, parser = load_with_ncu_report(report, ncu, metrics), "ncu_report"
             if not kernels:
                 error = error or NcuError("ncu_error", f"could not parse ncu's CSV: {exc}")
+    if kernels and not any(k.target for k in kernels):
+        # The CSV export had no NVTX columns: ncu_report (when importable) reads the ranges directly.
+        via_report = load_with_ncu_report(report, ncu, metrics)
+        if len(via_report) == len(kernels):
+            for k, r in zip(kernels, via_report):
+                k.target = r.target
     if kernels and error and error.kind in ("app_error", "ncu_error"):
         error = None if rc == 0 else error  # kernels came back: a late app error must not hide them
     if not kernels and error is None:

@@ -150,8 +150,14 @@ def profile(
     use_ncu: bool = True,
     timeout_s: float = 900,
     targets: list[dict] | None = None,
+    timing: bool = True,
+    t_measured_ms: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Run the whole pipeline; returns the report dict (see docs/profile.md)."""
+    """Run the whole pipeline; returns the report dict (see docs/profile.md).
+
+    ``timing=False`` skips the plain timing run (no torch.profiler list, no telemetry): the caller
+    supplies T_measured per target label in ``t_measured_ms`` (as ``solkit bench`` does).
+    """
     targets = targets or plan_targets(problem_dirs, solution, workload)
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="solkit_profile_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -172,11 +178,12 @@ def profile(
             "showing the work model and a CPU op list for small workloads"
         )
 
-    timed, log = _run_driver({"mode": "time", "device": device, "targets": targets}, work, "time", timeout_s)
-    if timed is None:
-        degraded.append(log)
-        timed = {"targets": [{"label": t["label"], "ok": False, "error": log} for t in targets]}
-    report["versions"] = timed.get("versions", {})
+    if timing:
+        timed, log = _run_driver({"mode": "time", "device": device, "targets": targets}, work, "time", timeout_s)
+        if timed is None:
+            degraded.append(log)
+    else:
+        timed = None
 
     kernels: list[ncu_mod.KernelMetrics] = []
     ncu_info: dict[str, Any] = {"used": False}
@@ -204,7 +211,7 @@ def profile(
                 degraded.append(f"{run.error.message}: {AFTER_DEGRADE}")
             if kernels and not any(k.target for k in kernels):
                 counts = []
-                for t in timed["targets"]:
+                for t in (timed or {}).get("targets", []):
                     n = sum(round(r["count_per_call"]) for r in t.get("kernels", []) if not _is_copy(r["name"]))
                     counts.append((t["label"], int(n)))
                 if not ncu_mod.attribute_by_order(kernels, counts) and len(targets) == 1:
@@ -215,6 +222,11 @@ def profile(
         if ncu_mod.find_ncu() is None:
             degraded.append("ncu not found (PATH, $SOLKIT_NCU): per-kernel counters skipped")
     report["ncu"] = ncu_info
+    under_ncu = _read_json(work / "ncu_result.json") if ncu_info.get("used") else None
+    if timed is None:  # no timing run (or it failed): the ncu run's driver result still has the models
+        timed = under_ncu or {"targets": [{"label": t["label"], "ok": False, "error": "not run"} for t in targets]}
+    report["versions"] = timed.get("versions", {})
+    ncu_errors = {t["label"]: t.get("error") for t in (under_ncu or {}).get("targets", []) if not t.get("ok")}
 
     ceilings, calibrated, why = _ceilings() if device == "cuda" else (None, None, None)
     if why:
@@ -225,8 +237,10 @@ def profile(
     for t_spec, t in zip(targets, timed["targets"]):
         mine = [k for k in kernels if k.target == t_spec["label"]]
         timing = t.get("timing") or {}
-        t_meas = timing.get("median_ms")
+        t_meas = (t_measured_ms or {}).get(t_spec["label"]) or timing.get("median_ms")
         entry = {k: t.get(k) for k in ("label", "problem", "workload", "kind", "solution", "ok", "error", "notes")}
+        if t_spec["label"] in ncu_errors:
+            entry["ncu_error"] = ncu_errors[t_spec["label"]]
         entry["timing"] = timing or None
         entry["telemetry"] = t.get("telemetry")
         entry["torch_kernels"] = t.get("kernels", [])
@@ -248,6 +262,74 @@ def profile(
     if unattributed:
         report["unattributed_kernels"] = unattributed
     return report
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def diagnose_for_bench(
+    problem_dir: str | Path,
+    *,
+    solution: str | Path | None = None,
+    workload: str | None = None,
+    t_measured_ms: float | None = None,
+    out_dir: str | Path | None = None,
+    timeout_s: float = 600,
+) -> dict[str, Any]:
+    """The diagnosis column for ``solkit bench --profile``: one target (the solution, or the reference
+    when ``solution`` is None) profiled under ncu in a subprocess, with the bench's own time as
+    T_measured. Never raises for profiler trouble: ``degraded`` says what was missing.
+
+    Returns ``{"label", "summary", "sol_fraction", "tier", "roof", "dram_vs_model", "n_kernels",
+    "findings", "degraded", "report"}``; ``summary`` is one line for a table cell.
+    """
+    targets = plan_targets([problem_dir], None, workload)
+    if solution is None:
+        targets = targets[:1]
+    else:
+        name = targets[0]["label"].rsplit(".", 1)[0]
+        targets = [
+            {
+                "label": f"{name}.{_solution_tag(Path(solution), name)}",
+                "problem_dir": str(problem_dir),
+                "workload": workload,
+                "solution": str(solution),
+            }
+        ]
+    label = targets[0]["label"]
+    report = profile(
+        [],
+        targets=targets,
+        out_dir=out_dir,
+        timeout_s=timeout_s,
+        timing=t_measured_ms is None,
+        t_measured_ms={label: t_measured_ms} if t_measured_ms is not None else None,
+    )
+    t = report["targets"][0]
+    d = t["diagnosis"]
+    sol = d.get("sol") or {}
+    findings = list(d["findings"]) + [f for k in d["kernels"] for f in k["findings"]]
+    rank = {"high": 0, "medium": 1, "info": 2}
+    findings.sort(key=lambda f: rank.get(f["severity"], 3))
+    summary = d["summary"] if t.get("ok") else f"failed: {t.get('error')}"
+    if report["degraded"] and not d["kernels"]:
+        summary = f"{summary}; {report['degraded'][0].split(':')[0]}"
+    return {
+        "label": label,
+        "summary": summary,
+        "sol_fraction": sol.get("sol_fraction"),
+        "tier": (sol.get("tier") or {}).get("label"),
+        "roof": (d.get("dominant_kernel") or {}).get("roof"),
+        "dram_vs_model": d.get("dram_vs_model"),
+        "n_kernels": d["n_kernels"],
+        "findings": findings[:5],
+        "degraded": report["degraded"],
+        "report": report,
+    }
 
 
 def _is_copy(name: str) -> bool:
