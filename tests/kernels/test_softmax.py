@@ -15,7 +15,7 @@ from solkit.errors import SolkitError
 from solkit.kernels.softmax import Softmax, softmax, softmax_backward, softmax_forward
 
 ATOL = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}
-PATHS = {"single": {}, "looped": {"max_single_block": 128, "loop_block": 128}}
+PATHS = {"default": {}, "looped": {"max_single_block": 128, "loop_block": 128}}
 
 
 def _assert_close(out, ref, torch_out, atol):
@@ -42,14 +42,14 @@ def _check(x, path, device):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("shape", [(1, 257), (23, 1031), (4, 5, 96), (3, 127)])
-@pytest.mark.parametrize("path", ["single", "looped"])
+@pytest.mark.parametrize("path", ["default", "looped"])
 def test_softmax_values_and_grads(dtype, shape, path, device):
     gen = torch.Generator().manual_seed(sum(shape))
     x = (torch.randn(*shape, generator=gen) * 4).to(dtype)  # spread wide enough that the max matters
     _check(x, path, device)
 
 
-@pytest.mark.parametrize("path", ["single", "looped"])
+@pytest.mark.parametrize("path", ["default", "looped"])
 def test_masked_rows(path, device):
     """-inf entries (attention masks) get probability 0; a row whose first chunks are all -inf stays finite."""
     x = torch.randn(3, 300, device=device)
@@ -83,7 +83,7 @@ def test_bad_inputs(device):
 @pytest.mark.parametrize("shape", [(4096, 4096), (64, 128256), (4, 262144), (1000, 20000)])
 def test_softmax_bf16_gpu(shape):
     x = torch.randn(*shape, dtype=torch.bfloat16) * 4
-    _check(x, "single", "cuda")
+    _check(x, "default", "cuda")
 
 
 @pytest.mark.gpu

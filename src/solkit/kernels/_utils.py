@@ -96,6 +96,13 @@ def backward_programs(n_row_blocks: int, t: torch.Tensor, per_sm: int = 2) -> in
 
 
 @triton.jit
+def load_tile_fp32(ptr, rows, stride, cols, n_rows, n_cols):
+    """A ``[BLOCK_M, BLOCK_N]`` tile of a row-major matrix as fp32, zero outside it; int64 row offsets."""
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    return tl.load(ptr + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
 def _sum_partials_kernel(
     partial_ptr, out_ptr, n_partials, n_cols, row_stride, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr
 ):  # fmt: skip

@@ -30,7 +30,15 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
-from solkit.kernels._utils import backward_programs, check_rows, check_weight, row_config, sum_partials, warps_for
+from solkit.kernels._utils import (
+    backward_programs,
+    check_rows,
+    check_weight,
+    load_tile_fp32,
+    row_config,
+    sum_partials,
+    warps_for,
+)
 
 
 @triton.jit
@@ -60,21 +68,31 @@ def _layernorm_fwd_kernel(
 def _layernorm_bwd_kernel(
     dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, partial_ptr,
     n_rows, n_cols, dy_stride, x_stride, dx_stride,
-    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_BIAS: tl.constexpr, PREFETCH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
+    step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+    # PREFETCH: load the next row block while this one is computed (register double buffer).
+    next_rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    x_next = load_tile_fp32(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
+    dy_next = load_tile_fp32(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
-        rows64 = rows.to(tl.int64)
+        if PREFETCH:
+            x, dy = x_next, dy_next
+            next_rows = rows + step * BLOCK_M
+            x_next = load_tile_fp32(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
+            dy_next = load_tile_fp32(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+        else:
+            x = load_tile_fp32(x_ptr, rows, x_stride, cols, n_rows, n_cols)
+            dy = load_tile_fp32(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
         row_mask = rows < n_rows
         mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + rows64[:, None] * dy_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
         rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
         xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
@@ -85,7 +103,8 @@ def _layernorm_bwd_kernel(
         c1 = tl.sum(g * xhat, axis=1) / n_cols
         c2 = tl.sum(g, axis=1) / n_cols
         dx = (g - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
-        tl.store(dx_ptr + rows64[:, None] * dx_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        dx_ptrs = dx_ptr + rows.to(tl.int64)[:, None] * dx_stride + cols[None, :]
+        tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
     tl.store(partial_ptr + pid * 2 * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
     if HAS_BIAS:
         tl.store(partial_ptr + pid * 2 * n_cols + n_cols + cols, tl.sum(db_acc, axis=0), mask=col_mask)
@@ -135,6 +154,7 @@ def layernorm_backward(
     block_m: int | None = None,
     num_warps: int | None = None,
     programs_per_sm: int = 2,
+    prefetch: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias)."""
     x2 = check_rows(x, "layernorm saved input")
@@ -149,7 +169,7 @@ def layernorm_backward(
     partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)
     _layernorm_bwd_kernel[(programs,)](
         dy2, x2, weight, mean, rstd, dx2, partial, n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0),
-        HAS_BIAS=has_bias, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+        HAS_BIAS=has_bias, PREFETCH=prefetch, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
     )  # fmt: skip
     if not has_bias:
         return dx2.view(x.shape), sum_partials(partial[:, :n_cols], weight.dtype), None

@@ -39,7 +39,15 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
-from solkit.kernels._utils import backward_programs, check_rows, check_weight, row_config, sum_partials, warps_for
+from solkit.kernels._utils import (
+    backward_programs,
+    check_rows,
+    check_weight,
+    load_tile_fp32,
+    row_config,
+    sum_partials,
+    warps_for,
+)
 
 Casting = Literal["llama", "gemma"]
 CASTINGS = ("llama", "gemma")
@@ -78,20 +86,31 @@ def _rmsnorm_fwd_kernel(
 def _rmsnorm_bwd_kernel(
     dy_ptr, ds_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_partial_ptr,
     n_rows, n_cols, dy_stride, ds_stride, x_stride, dx_stride, offset,
-    HAS_DS: tl.constexpr, GEMMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_DS: tl.constexpr, GEMMA: tl.constexpr, PREFETCH: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
+    step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    # PREFETCH: the next row block's x and dy are loaded before this one is computed, so each program
+    # keeps two blocks of loads in flight (a register double buffer) instead of stalling per row.
+    next_rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    x_next = load_tile_fp32(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
+    dy_next = load_tile_fp32(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
     # Persistent: program p handles row blocks p, p + P, p + 2P, ... so the partial buffer has P rows.
-    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
-        rows64 = rows.to(tl.int64)
-        mask = (rows < n_rows)[:, None] & col_mask[None, :]
-        x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + rows64[:, None] * dy_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        if PREFETCH:
+            x, dy = x_next, dy_next
+            next_rows = rows + step * BLOCK_M
+            x_next = load_tile_fp32(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
+            dy_next = load_tile_fp32(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+        else:
+            x = load_tile_fp32(x_ptr, rows, x_stride, cols, n_rows, n_cols)
+            dy = load_tile_fp32(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
         rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
         xhat = x * rstd[:, None]
         if GEMMA:
@@ -102,8 +121,10 @@ def _rmsnorm_bwd_kernel(
         c = tl.sum(g * xhat, axis=1) / n_cols
         dx = (g - xhat * c[:, None]) * rstd[:, None]
         if HAS_DS:
-            dx += tl.load(ds_ptr + rows64[:, None] * ds_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        tl.store(dx_ptr + rows64[:, None] * dx_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+            dx += load_tile_fp32(ds_ptr, rows, ds_stride, cols, n_rows, n_cols)
+        mask = (rows < n_rows)[:, None] & col_mask[None, :]
+        dx_ptrs = dx_ptr + rows.to(tl.int64)[:, None] * dx_stride + cols[None, :]
+        tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
     tl.store(dw_partial_ptr + pid * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
 
 
@@ -164,6 +185,7 @@ def rmsnorm_backward(
     block_m: int | None = None,
     num_warps: int | None = None,
     programs_per_sm: int = 2,
+    prefetch: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the backward. ``x`` is the normalised input (the sum ``s`` for add+RMSNorm); ``ds`` is the
     gradient reaching the sum output, added to dx. Returns ``(dx, dweight)``."""
@@ -181,7 +203,7 @@ def rmsnorm_backward(
     _rmsnorm_bwd_kernel[(programs,)](
         dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial,
         n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,
-        HAS_DS=ds2 is not None, GEMMA=casting == "gemma", BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+        HAS_DS=ds2 is not None, GEMMA=casting == "gemma", PREFETCH=prefetch, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
     )  # fmt: skip
     return dx2.view(x.shape), sum_partials(partial, weight.dtype)
 

@@ -1,0 +1,475 @@
+"""Benchmark solkit's RMSNorm, add+RMSNorm, LayerNorm and softmax kernels against torch and Liger.
+
+For each op x backend {solkit, torch (eager), compile (torch.compile), liger} x mode {fwd, fwd+bwd}:
+
+1. correctness first: fresh random inputs (never zeros), the allocator's free memory poisoned with
+   NaN before the run, outputs and gradients compared with an fp32 reference; pass when the max
+   error is at most 2x torch eager's own same-dtype error plus a small atol (a fraction of |ref|);
+2. timing with ``solkit.harness.timing.benchmark`` (CUDA graphs, L2 flushed, rotating inputs);
+3. bytes (the minimum of the kernel docstrings) and T_SOL on two bases: the copy bandwidth measured
+   in this run (a 2 GiB ``copy_`` timed the same way, "calibrated") and the 4.8 TB/s datasheet.
+
+A failing backend becomes a row with its error. The JSON is rewritten after every row, so a kill at
+the time budget keeps what was measured. torch.compile rows run last, each op compiled once per mode,
+and are skipped (with a row saying so) when the budget runs short.
+
+    python3 benchmarks/kernels_norm.py --out results.json [--sweep] [--no-compile] [--budget-s 100]
+    python3 benchmarks/kernels_norm.py --smoke   # CPU, Triton interpreter, tiny shapes: logic check only
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+
+if "--smoke" in sys.argv:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import triton  # noqa: E402
+
+from solkit.harness.timing import benchmark  # noqa: E402
+from solkit.kernels.layernorm import layernorm, layernorm_backward, layernorm_forward  # noqa: E402
+from solkit.kernels.rmsnorm import add_rmsnorm, rmsnorm, rmsnorm_backward, rmsnorm_forward  # noqa: E402
+from solkit.kernels.softmax import softmax, softmax_backward, softmax_forward  # noqa: E402
+from solkit.sol.model import Ceilings, sol_fraction, t_sol  # noqa: E402
+
+DATASHEET_BW = 4.8e12
+#: Backward sweep: (rows per block, warps, programs per SM, register prefetch of the next block).
+BWD_CONFIGS = ((1, 8, 2, True), (1, 16, 2, True), (1, 16, 2, False), (1, 8, 3, False), (1, 16, 1, True),
+               (2, 16, 2, True), (1, 32, 1, True))  # fmt: skip
+FWD_CONFIGS = ((1, 4), (1, 8), (1, 16), (2, 16))
+LOOP_CONFIGS = ((4096, 8), (8192, 8), (8192, 16), (16384, 16), (16384, 32))
+SHAPES = {"norm": (8192, 4096), "softmax": {"": (8192, 4096), "_vocab": (4096, 128256), "_256k": (1024, 262144)}}
+EPS = 1e-6
+T0 = time.perf_counter()
+
+
+def elapsed() -> float:
+    return time.perf_counter() - T0
+
+
+# ----------------------------------------------------------------------------------------------- ops
+def hf_rmsnorm(x, w, eps=EPS):
+    """HF Llama's RMSNorm, the eager baseline (and torch.compile's input)."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return w * h.to(x.dtype)
+
+
+def eager_add_rmsnorm(x, r, w):
+    s = x + r
+    return s, hf_rmsnorm(s, w)
+
+
+def _liger():
+    from liger_kernel.ops import (
+        LigerFusedAddRMSNormFunction,
+        LigerLayerNormFunction,
+        LigerRMSNormFunction,
+        LigerSoftmaxFunction,
+    )
+
+    return {
+        "rmsnorm": lambda x, w: LigerRMSNormFunction.apply(x, w, EPS, 0.0, "llama", False, None),
+        "add_rmsnorm": lambda x, r, w: LigerFusedAddRMSNormFunction.apply(x, r, w, EPS, 0.0, "llama", False)[::-1],
+        "layernorm": lambda x, w, b: LigerLayerNormFunction.apply(x, w, b, EPS),
+        "softmax": lambda x: LigerSoftmaxFunction.apply(x),
+    }
+
+
+@dataclass
+class Op:
+    """One benchmarked operation: ``fn(*acts, *params) -> output or tuple``; acts and params get grads."""
+
+    name: str
+    kind: str  # rmsnorm | add_rmsnorm | layernorm | softmax
+    shape: tuple[int, int]
+    n_acts: int
+    n_params: int
+    bytes_fwd: float
+    bytes_fwdbwd: float
+    reference: object  # fp32 function
+    impls: dict = field(default_factory=dict)
+
+
+def make_ops(shapes: dict, dtype: torch.dtype) -> list[Op]:
+    e = torch.tensor([], dtype=dtype).element_size()
+    ops = []
+    M, N = shapes["norm"]
+    MN = M * N
+    ops.append(Op(
+        "rmsnorm", "rmsnorm", (M, N), 1, 1,
+        bytes_fwd=2 * MN * e + N * e, bytes_fwdbwd=5 * MN * e + 3 * N * e + 8 * M,
+        reference=lambda x, w: hf_rmsnorm(x, w),
+        impls={"solkit": lambda x, w: rmsnorm(x, w, EPS), "torch": hf_rmsnorm,
+               "torch_F.rms_norm": lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS)},
+    ))  # fmt: skip
+    ops.append(Op(
+        "add_rmsnorm", "add_rmsnorm", (M, N), 2, 1,
+        bytes_fwd=4 * MN * e + N * e, bytes_fwdbwd=8 * MN * e + 3 * N * e + 8 * M,
+        reference=eager_add_rmsnorm,
+        impls={"solkit": lambda x, r, w: add_rmsnorm(x, r, w, EPS), "torch": eager_add_rmsnorm},
+    ))  # fmt: skip
+    ops.append(Op(
+        "layernorm", "layernorm", (M, N), 1, 2,
+        bytes_fwd=2 * MN * e + 2 * N * e, bytes_fwdbwd=5 * MN * e + 5 * N * e + 16 * M,
+        reference=lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS),
+        impls={"solkit": lambda x, w, b: layernorm(x, w, b, EPS),
+               "torch": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS)},
+    ))  # fmt: skip
+    for label, (m, n) in shapes["softmax"].items():
+        ops.append(Op(
+            f"softmax{label}", "softmax", (m, n), 1, 0,
+            bytes_fwd=2 * m * n * e, bytes_fwdbwd=5 * m * n * e,
+            reference=lambda x: torch.softmax(x, -1),
+            impls={"solkit": lambda x: softmax(x), "torch": lambda x: torch.softmax(x, -1)},
+        ))  # fmt: skip
+    return ops
+
+
+def make_inputs(op: Op, dtype, device, seed: int):
+    """Fresh random activations, params and output gradients (never zeros)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    M, N = op.shape
+    scale = 4.0 if op.kind == "softmax" else 1.0
+    acts = [torch.randn(M, N, device=device, dtype=dtype, generator=gen) * scale for _ in range(op.n_acts)]
+    params = [(torch.rand(N, device=device, generator=gen) + 0.5).to(dtype)]
+    if op.n_params == 2:
+        params.append(torch.randn(N, device=device, generator=gen).to(dtype))
+    params = params[: op.n_params]
+    n_out = 2 if op.kind == "add_rmsnorm" else 1
+    grads = [torch.randn(M, N, device=device, dtype=dtype, generator=gen) for _ in range(n_out)]
+    return acts, params, grads
+
+
+def as_tuple(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+# ------------------------------------------------------------------------------------- correctness
+def poison_free_memory(nbytes: int, device) -> None:
+    """Fill soon-to-be-reused allocator blocks with 0xFF bytes (NaN in fp16/bf16/fp32) so an unwritten
+    output element shows up as NaN instead of a plausible stale value."""
+    if device.type == "cuda" and nbytes > 0:
+        t = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        t.fill_(255)
+        del t
+
+
+def run_mode(fn, acts, params, grads, mode):
+    """Outputs (fwd) or outputs + gradients of acts and params (fwd+bwd)."""
+    if mode == "fwd":
+        with torch.no_grad():
+            return as_tuple(fn(*acts, *params))
+    leaves = [t.detach().requires_grad_() for t in acts + params]
+    outs = as_tuple(fn(*leaves))
+    return outs + tuple(torch.autograd.grad(outs, leaves, grads[: len(outs)]))
+
+
+def max_err(outs, refs):
+    return [float((o.float() - r.float()).abs().max()) for o, r in zip(outs, refs)]
+
+
+def check(fn, op, mode, data, ref_outs, torch_errs, device) -> dict:
+    acts, params, grads = data
+    poison_free_memory(8 * sum(t.numel() * t.element_size() for t in acts + grads), device)
+    outs = run_mode(fn, acts, params, grads, mode)
+    if len(outs) != len(ref_outs):
+        return {"ok": False, "error": f"{len(outs)} outputs, expected {len(ref_outs)}"}
+    errs = max_err(outs, ref_outs)
+    nan = any(not torch.isfinite(o).all() for o in outs)
+    atol = 4e-3 if outs[0].element_size() == 2 else 1e-5  # about half a bf16 ulp at the largest |ref|
+    budgets = [2 * te + atol * float(r.float().abs().max()) for te, r in zip(torch_errs, ref_outs)]
+    rel = [float((o.float() - r.float()).norm() / r.float().norm().clamp_min(1e-30)) for o, r in zip(outs, ref_outs)]
+    ok = not nan and all(e <= b for e, b in zip(errs, budgets))
+    return {"ok": ok, "nonfinite": nan, "max_abs_err": errs, "err_budget": budgets, "rel_l2_err": rel}
+
+
+def reference_outputs(op, data, mode):
+    acts, params, grads = data
+    up = ([t.float() for t in acts], [t.float() for t in params], [g.float() for g in grads])
+    return run_mode(op.reference, *up, mode)
+
+
+# ------------------------------------------------------------------------------------------ timing
+def timed_fn(fn, mode, n_acts, params, n_grads):
+    """A callable for benchmark(): args = acts (+ grads); params are closed over."""
+    if mode == "fwd":
+
+        def run_fwd(*acts):
+            with torch.no_grad():
+                return fn(*acts, *params)
+
+        return run_fwd
+
+    p_leaves = [p.detach().requires_grad_() for p in params]
+
+    def run_fwdbwd(*args):
+        acts, grads = args[:n_acts], args[n_acts:]
+        outs = as_tuple(fn(*acts, *p_leaves))
+        return torch.autograd.grad(outs, list(acts) + p_leaves, grads[: len(outs)])
+
+    return run_fwdbwd
+
+
+def pool_for(op, dtype, device, mode, n_sets, seed):
+    pool = []
+    for k in range(n_sets):
+        acts, _, grads = make_inputs(op, dtype, device, seed + 100 + k)
+        if mode == "fwd":
+            pool.append(tuple(acts))
+        else:
+            pool.append(tuple(a.requires_grad_() for a in acts) + tuple(grads))
+    return pool
+
+
+def calls_for(nbytes: float, timing_kw: dict) -> int:
+    """Calls per CUDA graph: ~10 for short calls, fewer for long ones (each graph replay stays ~0.3-1 ms)."""
+    return int(max(2, min(timing_kw.get("calls_per_graph", 10), round(0.5e-3 * 4e12 / max(nbytes, 1)))))
+
+
+def sol_cols(bytes_moved, median_ms, bw_cal):
+    out = {}
+    for basis, bw in (("calibrated", bw_cal), ("datasheet", DATASHEET_BW)):
+        if not bw:
+            continue
+        res = t_sol({}, bytes_moved, Ceilings("h200", basis, {}, bw))
+        score = sol_fraction(res.t_sol_s, median_ms * 1e-3)
+        out[f"t_sol_ms_{basis}"] = res.t_sol_ms
+        out[f"sol_{basis}"] = score.sol_fraction
+        out[f"violation_{basis}"] = score.violation
+    out["achieved_TBps"] = bytes_moved / (median_ms * 1e-3) / 1e12
+    return out
+
+
+# --------------------------------------------------------------------------------------------- main
+class Recorder:
+    def __init__(self, path, meta):
+        self.path, self.doc = path, {**meta, "rows": [], "sweep": []}
+
+    def add(self, key, row):
+        self.doc[key].append(row)
+        self.flush()
+
+    def flush(self):
+        self.doc["elapsed_s"] = round(elapsed(), 2)
+        if self.path:
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as fh:
+                json.dump(self.doc, fh, indent=1, default=str)
+            os.replace(tmp, self.path)
+
+
+def measure_copy_bandwidth(device, timing_kw) -> tuple[float, dict]:
+    n = 2**30  # bf16 elements: a 2 GiB tensor
+    src = torch.randn(n, device=device, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    res = benchmark(lambda: dst.copy_(src), **{**timing_kw, "calls_per_graph": 4})
+    return 2 * src.numel() * 2 / (res.median_ms * 1e-3), res.to_dict()
+
+
+def bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, seed):
+    row = {"op": op.name, "shape": list(op.shape), "dtype": str(dtype).replace("torch.", ""), "backend": backend,
+           "mode": mode, "bytes": op.bytes_fwd if mode == "fwd" else op.bytes_fwdbwd}  # fmt: skip
+    t_start = time.perf_counter()
+    try:
+        data = make_inputs(op, dtype, device, seed)
+        refs = reference_outputs(op, data, mode)
+        torch_outs = run_mode(op.impls["torch"], *data, mode)
+        row.update(check(fn, op, mode, data, refs, max_err(torch_outs, refs), device))
+        del data, refs, torch_outs
+        if row["ok"] or args.time_failures:
+            pool = pool_for(op, dtype, device, mode, args.pool, seed)
+            n_grads = 2 if op.kind == "add_rmsnorm" else 1
+            params = make_inputs(op, dtype, device, seed)[1]
+            res = benchmark(timed_fn(fn, mode, op.n_acts, params, n_grads), pool,
+                            **{**timing_kw, "calls_per_graph": calls_for(row["bytes"], timing_kw)})  # fmt: skip
+            row.update({"median_ms": res.median_ms, "q1_ms": res.q1_ms, "q3_ms": res.q3_ms, "cv": res.cv,
+                        "method": res.method, "high_variance": res.high_variance})  # fmt: skip
+            if device.type == "cuda":
+                row.update(sol_cols(row["bytes"], res.median_ms, bw))
+            del pool
+    except Exception as exc:  # noqa: BLE001 - a failing backend is a row, never a crash
+        row.update({"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+        traceback.print_exc(limit=2)
+    row["wall_s"] = round(time.perf_counter() - t_start, 2)
+    rec.add("rows", row)
+    print(f"[{elapsed():6.1f}s] {op.name:16s} {backend:16s} {mode:7s} ok={row.get('ok')} "
+          f"ms={row.get('median_ms', float('nan')):.4f} sol={row.get('sol_calibrated', float('nan')):.3f} "
+          f"{row.get('error', '')[:80]}", flush=True)  # fmt: skip
+
+
+def sweep_variants(op, dtype, device):
+    """``(fwd_variants, bwd_variants, fwd_bytes, bwd_bytes)`` of solkit launcher configs for one op."""
+    e = torch.tensor([], dtype=dtype).element_size()
+    M, N = op.shape
+    acts, params, grads = make_inputs(op, dtype, device, 7)
+    x, dy = acts[0], grads[0]
+    if op.kind in ("rmsnorm", "add_rmsnorm"):
+        res = acts[1] if op.kind == "add_rmsnorm" else None
+        ds = grads[1] if op.kind == "add_rmsnorm" else None
+        _, s, rstd = rmsnorm_forward(x, params[0], residual=res)
+        xs = s if s is not None else x
+        k = 2 if res is not None else 1
+        fwd_bytes, bwd_bytes = 2 * k * M * N * e + N * e + 4 * M, (3 + (ds is not None)) * M * N * e + 4 * M
+        fwd = [(dict(block_m=bm, num_warps=nw), lambda c: rmsnorm_forward(x, params[0], residual=res, **c))
+               for bm, nw in FWD_CONFIGS]  # fmt: skip
+        bwd = [(dict(block_m=bm, num_warps=nw, programs_per_sm=p, prefetch=pf),
+                lambda c: rmsnorm_backward(dy, xs, params[0], rstd, ds=ds, **c))
+               for bm, nw, p, pf in BWD_CONFIGS]  # fmt: skip
+    elif op.kind == "layernorm":
+        _, mean, rstd = layernorm_forward(x, *params)
+        fwd_bytes, bwd_bytes = 2 * M * N * e + 2 * N * e + 8 * M, 3 * M * N * e + 8 * M
+        fwd = [(dict(block_m=bm, num_warps=nw), lambda c: layernorm_forward(x, *params, **c)) for bm, nw in FWD_CONFIGS]
+        bwd = [(dict(block_m=bm, num_warps=nw, programs_per_sm=p, prefetch=pf),
+                lambda c: layernorm_backward(dy, x, params[0], mean, rstd, **c))
+               for bm, nw, p, pf in BWD_CONFIGS]  # fmt: skip
+    else:
+        y = softmax_forward(x)
+        fwd_bytes, bwd_bytes = 2 * M * N * e, 3 * M * N * e
+        if N <= 16384:
+            cfgs = [dict(block_m=bm, num_warps=nw) for bm, nw in FWD_CONFIGS]
+        else:
+            cfgs = [dict(loop_block=lb, num_warps=nw) for lb, nw in LOOP_CONFIGS]
+        fwd = [(c, lambda c: softmax_forward(x, **c)) for c in cfgs]
+        bwd = [(c, lambda c: softmax_backward(dy, y, **c)) for c in cfgs]
+    return fwd, bwd, fwd_bytes, bwd_bytes
+
+
+def sweep(rec, ops, dtype, device, timing_kw, bw, args):
+    """Time the solkit launchers alone over a few configs (fwd and bwd kernels separately)."""
+    for op in ops:
+        fwd, bwd, fwd_bytes, bwd_bytes = sweep_variants(op, dtype, device)
+        for kernel, variants, nbytes in (("fwd", fwd, fwd_bytes), ("bwd", bwd, bwd_bytes)):
+            for cfg, call in variants:
+                if elapsed() > args.sweep_budget_s:
+                    return
+                row = {"op": op.name, "shape": list(op.shape), "kernel": kernel, "config": cfg, "bytes": nbytes}
+                try:
+                    r = benchmark(
+                        lambda c=cfg, f=call: f(c), **{**timing_kw, "calls_per_graph": calls_for(nbytes, timing_kw)}
+                    )
+                    row.update({"median_ms": r.median_ms, "cv": r.cv, "method": r.method})
+                    if device.type == "cuda":
+                        row.update(sol_cols(nbytes, r.median_ms, bw))
+                except Exception as exc:  # noqa: BLE001
+                    row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+                rec.add("sweep", row)
+                print(f"[{elapsed():6.1f}s] sweep {op.name:14s} {kernel} {cfg} "
+                      f"ms={row.get('median_ms', float('nan')):.4f} sol={row.get('sol_calibrated', float('nan')):.3f}",
+                      flush=True)  # fmt: skip
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="", help="JSON path")
+    p.add_argument("--budget-s", type=float, default=100.0, help="stop starting new work after this many seconds")
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--sweep", action="store_true", help="also time solkit launchers over a few configs")
+    p.add_argument("--only-sweep", action="store_true")
+    p.add_argument("--sweep-budget-s", type=float, default=35.0, help="stop the sweep after this many seconds")
+    p.add_argument("--sweep-ops", default="rmsnorm,add_rmsnorm,layernorm,softmax,softmax_vocab")
+    p.add_argument("--ops", default="", help="comma list of op names to run (default: all)")
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--pool", type=int, default=2, help="rotating input sets per timing")
+    p.add_argument("--time-failures", action="store_true", help="time backends that failed the check too")
+    p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
+    args = p.parse_args()
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    if args.smoke:
+        shapes = {"norm": (8, 96), "softmax": {"": (8, 96), "_wide": (2, 20000)}}
+        timing_kw = dict(method="wall", reps=2, trials=1, warmup=1)
+    else:
+        shapes = SHAPES
+        timing_kw = dict(method="graph", reps=args.reps, trials=args.trials, warmup=3, calls_per_graph=10)
+    meta = {
+        "benchmark": "kernels_norm",
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "dtype": str(dtype).replace("torch.", ""),
+        "timing": {k: v for k, v in timing_kw.items()},
+        "criteria": "max|out-ref| <= 2*max|torch_eager-ref| + 4e-3*max|ref|, ref = fp32 math on upcast inputs",
+    }  # fmt: skip
+    try:
+        import liger_kernel
+
+        liger = _liger()
+        meta["liger"] = getattr(liger_kernel, "__version__", None) or "importable"
+    except Exception as exc:  # noqa: BLE001
+        liger, meta["liger"] = {}, f"unavailable: {type(exc).__name__}: {exc}"
+    rec = Recorder(args.out, meta)
+
+    bw = None
+    if device.type == "cuda":
+        bw, copy_timing = measure_copy_bandwidth(device, timing_kw)
+        rec.doc["bandwidth"] = {"copy_measured_Bps": bw, "copy_timing": copy_timing, "datasheet_Bps": DATASHEET_BW,
+                                "copy_bytes": 2 * 2**31, "note": "2 GiB bf16 copy_, read+write counted"}  # fmt: skip
+        print(f"copy bandwidth {bw / 1e12:.3f} TB/s ({copy_timing['method']})", flush=True)
+
+    ops = make_ops(shapes, dtype)
+    if args.ops:
+        wanted = set(args.ops.split(","))
+        ops = [o for o in ops if o.name in wanted]
+    for op in ops:
+        if op.kind in liger:
+            op.impls["liger"] = liger[op.kind]
+    if args.sweep or args.only_sweep:
+        sweep_ops = set(args.sweep_ops.split(",")) if not args.smoke else {o.name for o in ops}
+        sweep(rec, [o for o in ops if o.name in sweep_ops], dtype, device, timing_kw, bw, args)
+    if args.only_sweep:
+        rec.flush()
+        return 0
+
+    modes = ("fwd", "fwdbwd")
+    for i, op in enumerate(ops):
+        for backend, fn in op.impls.items():
+            for mode in modes:
+                if elapsed() > args.budget_s:
+                    rec.add("rows", {"op": op.name, "backend": backend, "mode": mode, "ok": None,
+                                     "error": "skipped: time budget"})  # fmt: skip
+                    continue
+                bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, seed=1000 * i)
+    if not args.no_compile and device.type == "cuda":
+        torch._dynamo.config.cache_size_limit = 64
+        for i, op in enumerate(ops):
+            for mode in modes:
+                # A compile costs ~5-20 s; start one only with room left for it.
+                if elapsed() > args.budget_s - 12:
+                    rec.add("rows", {"op": op.name, "backend": "compile", "mode": mode, "ok": None,
+                                     "error": "skipped: time budget"})  # fmt: skip
+                    continue
+                fn = torch.compile(op.impls["torch"], dynamic=False)
+                bench_row(rec, op, "compile", fn, mode, dtype, device, timing_kw, bw, args, seed=1000 * i)
+    rec.flush()
+    print_table(rec.doc)
+    return 0
+
+
+def print_table(doc) -> None:
+    rows = [r for r in doc["rows"] if "median_ms" in r or r.get("error")]
+    print(f"\n{doc['device']}  copy {doc.get('bandwidth', {}).get('copy_measured_Bps', 0) / 1e12:.3f} TB/s  "
+          f"torch {doc['torch']} triton {doc['triton']} liger {doc.get('liger')}")  # fmt: skip
+    print(f"{'op':16s} {'mode':7s} {'backend':16s} {'ok':5s} {'ms':>9s} {'SOL(cal)':>8s} {'SOL(4.8)':>8s} {'TB/s':>6s}")
+    for r in rows:
+        print(f"{r['op']:16s} {r['mode']:7s} {r['backend']:16s} {str(r.get('ok')):5s} "
+              f"{r.get('median_ms', float('nan')):9.4f} {r.get('sol_calibrated', float('nan')):8.3f} "
+              f"{r.get('sol_datasheet', float('nan')):8.3f} {r.get('achieved_TBps', float('nan')):6.2f} "
+              f"{r.get('error', '')[:60]}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
