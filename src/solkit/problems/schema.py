@@ -112,7 +112,7 @@ class TensorSpec(_FileModel):
 
 
 class SolHints(_FileModel):
-    """solkit extension (key ``"solkit"`` in a definition): analytic work for T_SOL.
+    """solkit extension (key ``"solkit"`` in a definition): analytic work for T_SOL, mutable inputs.
 
     ``flops`` maps a math-unit name (``bf16_tensor``, ``fp32_vector``, ...) to an expression over the
     axes; ``bytes`` is the fused byte count expression. SOL-ExecBench ignores this key.
@@ -120,6 +120,8 @@ class SolHints(_FileModel):
 
     flops: dict[str, str] = Field(default_factory=dict)
     bytes: str | None = None
+    mutated_inputs: list[str] = Field(default_factory=list)
+    """Inputs the kernel may modify in place (all others must come back unchanged)."""
 
 
 def _run_params(tree: ast.Module, fn_name: str) -> list[str] | None:

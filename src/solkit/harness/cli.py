@@ -1,0 +1,224 @@
+"""``solkit eval`` and ``solkit eval-suite``: evaluate SOL-ExecBench problems.
+
+* ``solkit eval PROBLEM_DIR [--solution FILE] [--device cuda:N|cpu] [--json] [-o traces.jsonl]`` —
+  without ``--solution`` the reference is evaluated against itself (a sanity run);
+* ``solkit eval-suite ROOT [--json] [-o DIR]`` — every problem directory under ROOT (a directory
+  with ``definition.json``), each solution ``solution*.json`` found there (or the reference), one
+  traces file per problem plus ``summary.json``; resumable (finished problems are skipped unless
+  ``--rerun``); failures are recorded and the suite goes on.
+
+Exit code: 0 only when every trace PASSED; 2 for bad input (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from solkit.errors import SolkitError
+from solkit.harness.evaluate import EvalOptions, evaluate, summarize, traces_to_jsonl
+from solkit.output import console, print_json, table, warn
+
+
+def _add_eval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", help="cpu, cuda or cuda:N (default: cuda:0 if present, else cpu)")
+    p.add_argument("--json", action="store_true", help="print the traces as a JSON array")
+    p.add_argument("--seed", type=int, default=200)
+    p.add_argument("--trials", type=int, default=3, help="correctness trials, fresh inputs each (default 3)")
+    p.add_argument("--reps", type=int, default=50, help="timed repetitions per timing trial (default 50)")
+    p.add_argument("--timing-trials", type=int, default=3, help="timing trials (default 3)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--method", choices=["auto", "events", "graph"], default="auto", help="GPU timing method")
+    p.add_argument("--matched-ratio", type=float, default=None,
+                   help="fraction of elements that must match (default: 1.0 unless the workload sets it)")  # fmt: skip
+    p.add_argument("--no-precision-check", action="store_true", help="skip the fp64 precision-downgrade check")
+    p.add_argument("--no-reference-timing", action="store_true", help="do not time the reference")
+    p.add_argument("--compile-timeout", type=float, default=120.0, help="seconds for import/build (default 120)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per workload (default 300)")
+    p.add_argument("--workload", action="append", default=None, metavar="UUID", help="only this workload (repeatable)")
+    p.add_argument("--max-workloads", type=int, default=None)
+    p.add_argument("--cpu-threads", type=int, default=None, help="torch threads in the worker on the CPU")
+    p.add_argument("--cpu-timing-budget", type=float, default=5.0, help="seconds of wall-clock timing per call on CPU")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="evaluate a solution (or the reference) on a SOL-ExecBench problem")
+    p.add_argument("problem_dir", metavar="PROBLEM_DIR")
+    p.add_argument("--solution", default=None, metavar="FILE", help="solution.json (default: the reference itself)")
+    p.add_argument("-o", "--output", default=None, metavar="traces.jsonl", help="write the traces as JSONL")
+    _add_eval_options(p)
+    p.set_defaults(func=cmd_eval)
+    s = sub.add_parser("eval-suite", help="evaluate every problem under a directory (resumable)")
+    s.add_argument("root", metavar="ROOT")
+    s.add_argument("-o", "--output", default=None, metavar="DIR", help="traces directory (default ROOT/solkit-traces)")
+    s.add_argument("--solution-glob", default="solution*.json", help="solutions to evaluate in each problem dir")
+    s.add_argument("--reference", action="store_true", help="evaluate the reference only, ignoring solutions")
+    s.add_argument("--rerun", action="store_true", help="re-evaluate problems that already have traces")
+    _add_eval_options(s)
+    s.set_defaults(func=cmd_eval_suite)
+
+
+def _options(args: argparse.Namespace) -> EvalOptions:
+    if args.matched_ratio is not None and not 0.0 <= args.matched_ratio <= 1.0:
+        raise SolkitError(f"--matched-ratio {args.matched_ratio}: must be between 0 and 1")
+    return EvalOptions(
+        device=args.device,
+        seed=args.seed,
+        trials=args.trials,
+        reps=args.reps,
+        timing_trials=args.timing_trials,
+        warmup=args.warmup,
+        method=args.method,
+        matched_ratio=args.matched_ratio,
+        precision_check=not args.no_precision_check,
+        benchmark_reference=not args.no_reference_timing,
+        compile_timeout=args.compile_timeout,
+        run_timeout=args.timeout,
+        workloads=args.workload,
+        max_workloads=args.max_workloads,
+        cpu_threads=args.cpu_threads,
+        cpu_timing_budget_s=args.cpu_timing_budget,
+    )
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0][:160] if (text or "").strip() else ""
+
+
+def _sol_cell(p) -> str | None:
+    if p is None or p.sol_fraction is None:
+        return None
+    return f"{p.sol_fraction:.1%}" + (" (<T_SOL!)" if p.sol_violation else "")
+
+
+def _rows(traces) -> list[list[Any]]:
+    rows = []
+    for t in traces:
+        e = t.evaluation
+        p, c = e.performance, e.correctness
+        rows.append([
+            t.workload.uuid[:13],
+            ",".join(f"{k}={v}" for k, v in t.workload.axes.items()),
+            e.status.value,
+            p.latency_ms if p else None,
+            p.reference_latency_ms if p else None,
+            p.speedup_factor if p else None,
+            p.t_sol_ms if p else None,
+            _sol_cell(p),
+            c.max_absolute_error if c else None,
+            e.environment.timing_method,
+            _first_line(e.log),
+        ])  # fmt: skip
+    return rows
+
+
+COLUMNS = ["workload", "axes", "status", "ms", "ref ms", "speedup", "T_SOL ms", "SOL", "max |Δ|", "timing", "log"]
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    traces = evaluate(args.problem_dir, args.solution, _options(args))
+    if args.output:
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(traces_to_jsonl(traces))
+    summary = summarize(traces)
+    if args.json:
+        print_json([t.model_dump(mode="json") for t in traces])
+    else:
+        title = f"{traces[0].definition} · {traces[0].solution} · {traces[0].evaluation.environment.hardware}"
+        console.print(table(title, COLUMNS, _rows(traces)))
+        console.print(f"{summary['by_status']}" + (f" → {args.output}" if args.output else ""))
+        for t in traces:
+            note = (t.evaluation.solkit or {}).get("warning")
+            if note:
+                warn(f"{t.workload.uuid}: {note}")
+    return 0 if summary["all_passed"] else 1
+
+
+def _problem_dirs(root: Path) -> list[Path]:
+    if (root / "definition.json").is_file():
+        return [root]
+    return sorted(p.parent for p in root.rglob("definition.json"))
+
+
+def _trace_file(out_dir: Path, root: Path, problem: Path) -> Path:
+    rel = problem.relative_to(root).as_posix() if problem != root else problem.name
+    return out_dir / (rel.replace("/", "__") + ".traces.jsonl")
+
+
+def cmd_eval_suite(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    root = Path(args.root)
+    if not root.is_dir():
+        raise SolkitError(f"{root}: not a directory")
+    problems = _problem_dirs(root)
+    if not problems:
+        raise SolkitError(f"{root}: no problem directories (none contains definition.json)")
+    out_dir = Path(args.output) if args.output else root / "solkit-traces"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    options = _options(args)
+    summary: dict[str, Any] = {"root": str(root), "problems": {}, "started": time.time()}
+    all_passed = True
+    bar_console = type(console)(stderr=True) if args.json else None  # keep stdout pure JSON
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=bar_console) as progress:
+        task = progress.add_task("problems", total=len(problems))
+        for problem in problems:
+            key = problem.relative_to(root).as_posix() if problem != root else problem.name
+            progress.update(task, description=key[-50:])
+            dest = _trace_file(out_dir, root, problem)
+            solutions = [] if args.reference else sorted(problem.glob(args.solution_glob))
+            entry: dict[str, Any] = {
+                "traces_file": str(dest),
+                "solutions": [s.name for s in solutions] or ["reference"],
+            }
+            if dest.is_file() and not args.rerun:
+                entry.update(_summarize_file(dest))
+                entry["resumed"] = True
+            else:
+                traces, errors = [], []
+                for sol in solutions or [None]:
+                    try:
+                        traces += evaluate(problem, sol, options)
+                    except SolkitError as exc:
+                        errors.append(str(exc))
+                    except Exception as exc:  # noqa: BLE001 - one broken problem never stops the suite
+                        errors.append(f"{type(exc).__name__}: {exc}")
+                tmp = dest.with_suffix(".tmp")
+                tmp.write_text(traces_to_jsonl(traces))
+                tmp.replace(dest)
+                entry.update(summarize(traces))
+                if errors:
+                    entry["errors"] = errors
+                    entry["all_passed"] = False
+            all_passed = all_passed and bool(entry.get("all_passed"))
+            summary["problems"][key] = entry
+            (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+            progress.advance(task)
+    summary["all_passed"] = all_passed
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    if args.json:
+        print_json(summary)
+    else:
+        rows = [[k, v.get("traces", 0), json.dumps(v.get("by_status", {})), "yes" if v.get("resumed") else "",
+                 "; ".join(v.get("errors", []))[:120]] for k, v in summary["problems"].items()]  # fmt: skip
+        console.print(table(f"eval-suite {root}", ["problem", "traces", "statuses", "resumed", "errors"], rows))
+        console.print(f"traces and summary.json in {out_dir}")
+    return 0 if all_passed else 1
+
+
+def _summarize_file(path: Path) -> dict[str, Any]:
+    from solkit.problems.schema import Trace
+
+    traces = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            try:
+                traces.append(Trace.model_validate_json(line))
+            except Exception:  # noqa: BLE001 - a corrupt file is reported as not passed
+                return {"traces": len(traces), "by_status": {"UNREADABLE": 1}, "all_passed": False}
+    return summarize(traces)

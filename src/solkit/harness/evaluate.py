@@ -1,0 +1,298 @@
+"""Evaluate a solution (or the reference itself) on a problem's workloads and produce Traces.
+
+``evaluate(problem_dir, solution_path=None, options)`` → list of
+:class:`~solkit.problems.schema.Trace`, one per workload, always (failures included). The work runs
+in a subprocess (:mod:`.runner` / :mod:`.worker`); this module adds what needs no device:
+
+* the environment block (device, versions, seed, timing method, clocks and power before/after the
+  timing from :mod:`solkit.hardware.telemetry` when available);
+* SOL: T_SOL for the workload from :mod:`solkit.sol.analysis` when present, else from the
+  definition's own ``"solkit": {"flops": {...}, "bytes": "..."}`` formulas, else skipped with a note;
+  then the SOL fraction (capped at 1, a time below T_SOL flagged as ``sol_violation``) and the
+  anchored score against the reference's measured time.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from solkit.errors import SolkitError
+from solkit.harness.runner import RunnerOptions, run_solution
+from solkit.problems.expr import ExprError
+from solkit.problems.expr import evaluate as eval_expr
+from solkit.problems.loader import Problem, load_problem, load_solution
+from solkit.problems.schema import (
+    BuildSpec,
+    Correctness,
+    Environment,
+    Evaluation,
+    Performance,
+    Solution,
+    SourceFile,
+    Trace,
+    Workload,
+)
+
+
+@dataclass
+class EvalOptions:
+    """Knobs of one evaluation (defaults follow docs/format.md)."""
+
+    device: str = "auto"
+    seed: int = 200
+    trials: int = 3  # correctness trials, each with fresh inputs
+    reps: int = 50  # timed repetitions per timing trial
+    timing_trials: int = 3
+    warmup: int = 5
+    method: str = "auto"  # solkit.harness.timing.benchmark method on a GPU
+    pool: int = 3  # rotating input sets during timing
+    matched_ratio: float | None = None  # override of required_matched_ratio
+    precision_check: bool = True
+    benchmark_reference: bool = True
+    compile_timeout: float = 120.0
+    run_timeout: float = 300.0
+    cpu_timing_budget_s: float = 5.0  # CPU wall-clock timing is cut to fit this (reps recorded)
+    gpu_timing_budget_s: float = 60.0
+    min_reps: int = 5
+    sol_basis: str = "spec"
+    workloads: list[str] | None = None  # subset of uuids
+    max_workloads: int | None = None
+    work_dir: str | None = None
+    cpu_threads: int | None = None  # torch intra-op threads in the worker (None: torch's default)
+    use_fork_server: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def resolved_device(self) -> str:
+        if self.device in ("auto", "", None):
+            return "cuda:0" if torch.cuda.is_available() else "cpu"
+        dev = str(self.device)
+        if dev == "cuda":
+            dev = "cuda:0"
+        if not (dev == "cpu" or dev.startswith("cuda:") and dev[5:].isdigit()):
+            raise SolkitError(f"--device {dev!r}: allowed values are cpu, cuda, cuda:N")
+        if dev.startswith("cuda") and not torch.cuda.is_available():
+            raise SolkitError(f"--device {dev}: no CUDA device is available here; use --device cpu")
+        if dev.startswith("cuda:") and int(dev[5:]) >= torch.cuda.device_count():
+            raise SolkitError(f"--device {dev}: only {torch.cuda.device_count()} CUDA device(s)")
+        return dev
+
+
+def reference_solution(problem: Problem) -> Solution:
+    """The definition's reference wrapped as a (return-style, pytorch) solution, for sanity runs."""
+    return Solution(
+        name=f"{problem.name}__reference",
+        definition=problem.name,
+        author="solkit",
+        description="the definition's reference evaluated against itself",
+        spec=BuildSpec(languages=["pytorch"], entry_point="reference.py::run", destination_passing_style=False),
+        sources=[SourceFile(path="reference.py", content=problem.definition.reference)],
+    )
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+
+
+def _workloads(problem: Problem, options: EvalOptions) -> list[Workload]:
+    ws = problem.workloads
+    if options.workloads:
+        known = {w.uuid for w in ws}
+        bad = [u for u in options.workloads if u not in known]
+        if bad:
+            raise SolkitError(f"--workload {bad[0]!r}: not in {problem.workload_path}")
+        ws = [w for w in ws if w.uuid in set(options.workloads)]
+    if options.max_workloads is not None:
+        ws = ws[: max(options.max_workloads, 0)]
+    return ws
+
+
+def evaluate(problem_dir: str | Path, solution_path: str | Path | None = None, options: EvalOptions | None = None):
+    """Evaluate and return one Trace per workload (see module docstring)."""
+    options = options or EvalOptions()
+    problem = load_problem(problem_dir)
+    if not problem.workloads:
+        raise SolkitError(f"{problem_dir}: no workloads (workload.jsonl missing or empty)")
+    if solution_path is not None:
+        solution = load_solution(solution_path)
+        if solution.definition != problem.name:
+            raise SolkitError(
+                f"{solution_path}: definition {solution.definition!r} does not match the problem's {problem.name!r}"
+            )
+    else:
+        solution = reference_solution(problem)
+    return evaluate_loaded(problem, solution, options)
+
+
+def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) -> list[Trace]:
+    device = options.resolved_device()
+    workloads = _workloads(problem, options)
+    if options.trials < 1 or options.reps < 1 or options.timing_trials < 1:
+        raise SolkitError("--trials, --reps and --timing-trials must be at least 1")
+    work_dir = options.work_dir or tempfile.mkdtemp(prefix="solkit_eval_")
+    job = {
+        "problem": str(problem.definition_path),
+        "solution": solution.model_dump(mode="json"),
+        "device": device,
+        "seed": options.seed,
+        "trials": options.trials,
+        "reps": options.reps,
+        "timing_trials": options.timing_trials,
+        "warmup": options.warmup,
+        "method": options.method,
+        "pool": options.pool,
+        "matched_ratio": options.matched_ratio,
+        "precision_check": options.precision_check,
+        "benchmark_reference": options.benchmark_reference,
+        "cpu_timing_budget_s": options.cpu_timing_budget_s,
+        "gpu_timing_budget_s": options.gpu_timing_budget_s,
+        "min_reps": options.min_reps,
+        "workloads": [w.uuid for w in workloads],
+        "work_dir": work_dir,
+        "cpu_threads": options.cpu_threads,
+    }
+    runner = RunnerOptions(
+        compile_timeout=options.compile_timeout,
+        run_timeout=options.run_timeout,
+        use_fork_server=options.use_fork_server,
+    )
+    env, results = run_solution(job, runner)
+    return [build_trace(problem, solution, w, results[w.uuid], env, options, device) for w in workloads]
+
+
+def build_trace(problem, solution, workload, res: dict, env: dict, options: EvalOptions, device: str) -> Trace:
+    status = res.get("status", "RUNTIME_ERROR")
+    perf = dict(res.get("performance") or {})
+    timing = perf.get("timing") or {}
+    telemetry = timing.pop("telemetry", None) if isinstance(timing, dict) else None
+    environment = Environment(
+        hardware=env.get("hardware") or device,
+        libs={k: str(v) for k, v in (env.get("libs") or {}).items()},
+        device=env.get("device"),
+        telemetry=telemetry,
+        seed=options.seed,
+        timing_method=res.get("timing_method"),
+    )
+    notes: dict[str, Any] = {"device": device, "solkit_status_reason": res.get("log", "")[:500] or None}
+    correctness = performance = None
+    if status in ("PASSED", "INCORRECT_NUMERICAL"):
+        c = res.get("correctness") or {}
+        correctness = Correctness(
+            max_relative_error=c.get("max_relative_error") or 0.0,
+            max_absolute_error=c.get("max_absolute_error") or 0.0,
+            has_nan=bool(c.get("has_nan")),
+            has_inf=bool(c.get("has_inf")),
+            extra=c.get("extra") or {k: v for k, v in c.items() if k not in ("ok", "status", "reason")} or None,
+        )
+    if status == "PASSED":
+        performance = Performance(**perf)
+        sol, note = sol_for(problem, workload, env, options.sol_basis)
+        if sol is not None:
+            _attach_sol(performance, sol)
+        elif note:
+            notes["sol"] = note
+        if performance.sol_violation:
+            notes["warning"] = (
+                f"measured {performance.latency_ms:.4g} ms is below T_SOL {performance.t_sol_ms:.4g} ms: "
+                "a timing or model error; SOL fraction capped at 1"
+            )
+        if timing.get("high_variance"):
+            notes["timing_warning"] = f"coefficient of variation {timing.get('cv', 0):.1%} > 5%"
+    evaluation = Evaluation(
+        status=status,
+        environment=environment,
+        timestamp=_now(),
+        log=res.get("log", "") or "",
+        correctness=correctness,
+        performance=performance,
+        solkit={k: v for k, v in notes.items() if v is not None},
+    )
+    return Trace(definition=problem.name, workload=workload, solution=solution.name, evaluation=evaluation)
+
+
+def _attach_sol(perf: Performance, sol: dict[str, Any]) -> None:
+    from solkit.sol.model import anchored_score, sol_fraction
+
+    t_sol_s = sol["t_sol_s"]
+    perf.t_sol_ms = t_sol_s * 1e3
+    if perf.latency_ms > 0:
+        score = sol_fraction(t_sol_s, perf.latency_ms / 1e3)
+        perf.sol_fraction = score.sol_fraction
+        perf.sol_violation = score.violation
+        if perf.reference_latency_ms > 0:
+            s = anchored_score(perf.latency_ms / 1e3, perf.reference_latency_ms / 1e3, t_sol_s)
+            perf.anchored_score = s if s == s else None
+            sol["anchored_baseline"] = "reference, as measured in this run"
+    perf.sol = sol
+
+
+def sol_for(problem: Problem, workload: Workload, env: dict, basis: str) -> tuple[dict | None, str | None]:
+    """T_SOL for one workload: (dict with t_sol_s and its terms, None) or (None, why it was skipped)."""
+    arch = (env.get("device") or {}).get("arch_id")
+    if not arch:
+        return None, "SOL skipped: no datasheet record for this device (CPU or unknown GPU)"
+    work, source = None, None
+    try:
+        from solkit.sol import analysis  # written by the SOL-analysis work; optional here
+
+        fn = getattr(analysis, "analyze_workload", None)
+        if fn is not None:
+            work = fn(problem, workload)
+            source = "solkit.sol.analysis"
+    except Exception as exc:  # noqa: BLE001 - analysis is optional; fall back to declared formulas
+        source = f"analysis failed: {type(exc).__name__}: {str(exc)[:120]}"
+        work = None
+    flops = bytes_moved = None
+    if work is not None:
+        get = work.get if isinstance(work, dict) else lambda k, d=None: getattr(work, k, d)
+        flops, bytes_moved = get("flops"), get("bytes") if get("bytes") is not None else get("bytes_moved")
+    if (flops is None or bytes_moved is None) and problem.definition.solkit and problem.definition.solkit.bytes:
+        hints = problem.definition.solkit
+        env_vars = {**problem.resolve_axes(workload), **problem.scalar_values(workload)}
+        try:
+            flops = {u: float(eval_expr(e, env_vars)) for u, e in hints.flops.items()}
+            bytes_moved = float(eval_expr(hints.bytes, env_vars))
+            source = "definition formulas (solkit.flops / solkit.bytes)"
+        except ExprError as exc:
+            return None, f"SOL skipped: {problem.definition_path}: solkit formulas: {exc}"
+    if flops is None or bytes_moved is None:
+        return None, "SOL skipped: no analysis available and the definition declares no solkit.flops/bytes" + (
+            f" ({source})" if source else ""
+        )
+    try:
+        from solkit.sol.ceilings import get_ceilings
+        from solkit.sol.model import t_sol
+
+        ceilings = get_ceilings(arch, basis="spec") if basis == "spec" else get_ceilings(None, basis=basis)
+        res = t_sol(dict(flops), float(bytes_moved), ceilings)
+    except Exception as exc:  # noqa: BLE001 - a bad unit or missing ceiling is reported, not fatal
+        return None, f"SOL skipped: {type(exc).__name__}: {str(exc)[:160]}"
+    d = res.to_dict()
+    d["source"] = source
+    return d, None
+
+
+def traces_to_jsonl(traces: list[Trace]) -> str:
+    import json
+
+    return "".join(json.dumps(t.model_dump(mode="json"), allow_nan=False) + "\n" for t in traces)
+
+
+def summarize(traces: list[Trace]) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    for t in traces:
+        s = t.evaluation.status.value if t.evaluation else "NONE"
+        counts[s] = counts.get(s, 0) + 1
+    return {
+        "traces": len(traces),
+        "by_status": counts,
+        "all_passed": bool(traces) and counts.get("PASSED", 0) == len(traces),
+    }
+
+
+__all__ = ["EvalOptions", "evaluate", "evaluate_loaded", "reference_solution", "build_trace", "summarize", "asdict"]
