@@ -52,10 +52,18 @@ VARIANTS: dict[str, Variant] = {
         Variant("compile", "torch.compile per decoder layer, final norm and LM head+loss", compile=True),
         Variant("solkit", "eager with solkit's fused kernels swapped in", "solkit", tuple(SWAP_KINDS)),
         Variant("compile+solkit", "solkit kernels swapped in, then torch.compile", "solkit", tuple(SWAP_KINDS), True),
-        Variant("flce", "eager with only solkit's fused linear cross-entropy (memory attribution)", "solkit",
-                ("fused_linear_ce",)),  # fmt: skip
-        Variant("liger", "eager with Liger-Kernel's RMSNorm, RoPE, SwiGLU and fused linear CE", "liger",
-                ("rmsnorm", "rope", "swiglu", "fused_linear_ce")),  # fmt: skip
+        Variant(
+            "flce",
+            "eager with only solkit's fused linear cross-entropy (memory attribution)",
+            "solkit",
+            ("fused_linear_ce",),
+        ),  # fmt: skip
+        Variant(
+            "liger",
+            "eager with Liger-Kernel's RMSNorm, RoPE, SwiGLU and fused linear CE",
+            "liger",
+            ("rmsnorm", "rope", "swiglu", "fused_linear_ce"),
+        ),  # fmt: skip
     )
 }
 
@@ -248,6 +256,7 @@ class PreparedVariant:
     variant: Variant
     swaps: list[SwapReport] = field(default_factory=list)
     compiled: list[str] = field(default_factory=list)
+    compile_backend: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -265,6 +274,7 @@ class PreparedVariant:
             "unavailable_swaps": self.unavailable,
             "swaps": [s.to_dict() for s in self.swaps],
             "compiled_modules": self.compiled,
+            "compile_backend": self.compile_backend,
         }
 
 
@@ -286,7 +296,9 @@ def expected_count(kind: str, model: LlamaModel) -> int:
     return sum(1 for m in model.modules() if isinstance(m, target) and not isinstance(m, Swapped))
 
 
-def apply_variant(model: LlamaModel, variant: Variant | str, probe: bool = True) -> PreparedVariant:
+def apply_variant(
+    model: LlamaModel, variant: Variant | str, probe: bool = True, compile_backend: str = "inductor"
+) -> PreparedVariant:
     """Swap kernels into ``model`` (in place) and compile it, as ``variant`` says."""
     variant = get_variant(variant) if isinstance(variant, str) else variant
     prepared = PreparedVariant(variant)
@@ -308,18 +320,19 @@ def apply_variant(model: LlamaModel, variant: Variant | str, probe: bool = True)
         assert report.replaced == expected, f"{kind}: replaced {report.replaced} of {expected} modules"
         report.status = "ok"
     if variant.compile:
-        prepared.compiled = compile_model(model)
+        prepared.compiled = compile_model(model, compile_backend)
+        prepared.compile_backend = compile_backend
     return prepared
 
 
-def compile_model(model: LlamaModel) -> list[str]:
+def compile_model(model: LlamaModel, backend: str = "inductor") -> list[str]:
     """torch.compile each decoder layer (one graph reused by all layers), the final norm and the head."""
     names = []
     for i, layer in enumerate(model.layers):
-        layer.compile()
+        layer.compile(backend=backend)
         names.append(f"layers.{i}")
-    model.norm.compile()
-    model.head.compile()
+    model.norm.compile(backend=backend)
+    model.head.compile(backend=backend)
     return [*names, "norm", "head"]
 
 

@@ -1,0 +1,297 @@
+"""One training-benchmark run of one variant, in its own process (kernel patches are process-global).
+
+Invoked by :mod:`solkit.train.runner` as ``python -m solkit.train.worker SPEC.json`` (or under
+``torchrun`` for data-parallel runs); writes its result as JSON to ``spec["result_path"]``.
+
+What one timed step is: ``zero_grad(set_to_none=True)`` → forward + loss → backward →
+``clip_grad_norm_(1.0)`` → ``AdamW.step()``: the whole optimizer step. Each step is bracketed by CUDA
+events (host ``perf_counter`` plus a synchronise on the CPU), with one more event after the
+backward, so forward+backward and the optimizer's share are reported too. Losses and gradient norms
+stay on the device until the timed steps end (no host sync inside the loop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    idx = min(len(s) - 1, max(0, round(q * (len(s) - 1))))
+    return s[idx]
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    med = statistics.median(values)
+    return {
+        "median": med,
+        "mean": statistics.fmean(values),
+        "min": min(values),
+        "max": max(values),
+        "p10": _percentile(values, 0.1),
+        "p90": _percentile(values, 0.9),
+        "cv": (statistics.pstdev(values) / statistics.fmean(values)) if len(values) > 1 else 0.0,
+    }
+
+
+def _gemm_ceiling(torch: Any, device: Any, dtype: Any, n: int = 8192, reps: int = 30) -> float:
+    """Median bf16 cuBLAS throughput of an n³ matmul on random data (the calibrated GEMM ceiling)."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        a @ b
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    return 2 * n**3 / statistics.median(times)
+
+
+def _env(torch: Any, device: Any) -> dict[str, Any]:
+    env: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__}
+    with contextlib.suppress(Exception):
+        import triton
+
+        env["triton"] = triton.__version__
+    with contextlib.suppress(Exception):
+        from importlib.metadata import version
+
+        import liger_kernel  # noqa: F401
+
+        env["liger_kernel"] = version("liger_kernel")
+    if device.type == "cuda":
+        with contextlib.suppress(Exception):
+            from solkit.hardware.detect import detect_device
+
+            info = detect_device(device)
+            env.update(gpu=info.name, uuid=info.uuid, driver=info.driver, cuda=info.cuda_version, arch_id=info.arch_id)
+        env.setdefault("gpu", torch.cuda.get_device_name(device))
+    else:
+        env["cpu"] = platform.processor() or platform.machine()
+        env["triton_interpret"] = os.environ.get("TRITON_INTERPRET")
+    return env
+
+
+def _wrap_distributed(torch: Any, model: Any, mode: str, device: Any) -> Any:
+    if mode == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if mode == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+        return model
+    raise ValueError(f"unknown parallel mode {mode!r}")
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+
+    from solkit.train.config import get_config
+    from solkit.train.model import build_model, synthetic_batches
+    from solkit.train.variants import apply_variant, swap_call_counts
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    want_cuda = spec.get("device", "auto") in ("auto", "cuda") and torch.cuda.is_available()
+    device = torch.device("cuda", local_rank) if want_cuda else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world > 1:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+
+    cfg = get_config(spec["config"], batch=spec.get("batch"), seq=spec.get("seq"))
+    dtype = getattr(torch, DTYPES[spec.get("dtype", "bf16")])
+    steps, warmup = int(spec.get("steps", 8)), int(spec.get("warmup", 3))
+    seed = int(spec.get("seed", 0))
+    torch.manual_seed(seed)
+
+    t0 = time.perf_counter()
+    model = build_model(cfg, device, dtype, seed=seed, checkpoint_layers=bool(spec.get("checkpoint")))
+    prepared = apply_variant(
+        model, spec["variant"], probe=spec.get("probe", True), compile_backend=spec.get("compile_backend", "inductor")
+    )
+    if prepared.swaps and not any(sw.status == "ok" for sw in prepared.swaps):
+        return {
+            "status": "unavailable",
+            "error": "no swap of this variant is available: "
+            + "; ".join(f"{sw.kind}: {sw.reason}" for sw in prepared.swaps),
+            "variant": prepared.to_dict(),
+        }
+    train_model = _wrap_distributed(torch, model, spec["parallel"], device) if world > 1 else model
+    params = [p for p in train_model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(
+        params, lr=float(spec.get("lr", 3e-4)), betas=(0.9, 0.95), weight_decay=0.1, fused=device.type == "cuda"
+    )
+    # Rank-dependent data under data parallelism (each rank sees its own shard), else identical.
+    batches = synthetic_batches(cfg, cfg.batch, cfg.seq, 4, seed + 1000 * rank, device)
+    setup_s = time.perf_counter() - t0
+    clip = float(spec.get("clip", 1.0))
+    cuda = device.type == "cuda"
+
+    def step(i: int) -> tuple[Any, Any]:
+        x, y = batches[i % len(batches)]
+        opt.zero_grad(set_to_none=True)
+        loss = train_model(x, y)
+        loss.backward()
+        mid = None
+        if cuda:
+            mid = torch.cuda.Event(enable_timing=True)
+            mid.record()
+        gnorm = torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+        opt.step()
+        return (loss.detach(), gnorm.detach()), mid
+
+    losses, gnorms = [], []
+    t_warm = time.perf_counter()
+    for i in range(warmup):
+        (loss, gn), _ = step(i)
+        losses.append(loss)
+        gnorms.append(gn)
+        if i == 0:
+            # The kernels must actually have run (eager mode; compiled code does not count calls).
+            counts = swap_call_counts(model)
+            first_loss = float(loss)
+            if not prepared.variant.compile:
+                for s in prepared.swaps:
+                    assert s.status != "ok" or counts.get(s.kind, 0) >= s.replaced, f"{s.kind} never called"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    warmup_s = time.perf_counter() - t_warm
+
+    sampler = contextlib.nullcontext()
+    if cuda and spec.get("telemetry", True):
+        with contextlib.suppress(Exception):
+            from solkit.hardware.telemetry import TelemetrySampler
+
+            sampler = TelemetrySampler(device_index=device.index or 0, interval_s=0.25)
+    events = []
+    host = []
+    with sampler:
+        for i in range(warmup, warmup + steps):
+            h0 = time.perf_counter()
+            if cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+            (loss, gn), mid = step(i)
+            if cuda:
+                end.record()
+                events.append((start, mid, end))
+            else:
+                host.append(time.perf_counter() - h0)
+            losses.append(loss)
+            gnorms.append(gn)
+        if cuda:
+            torch.cuda.synchronize()
+    if cuda:
+        step_s = [s.elapsed_time(e) / 1e3 for s, _, e in events]
+        fwdbwd_s = [s.elapsed_time(m) / 1e3 for s, m, _ in events]
+    else:
+        step_s, fwdbwd_s = host, []
+    if world > 1:  # the slowest rank sets the pace: per-step max over ranks
+        t = torch.tensor(step_s, dtype=torch.float64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        step_s = t.tolist()
+
+    tokens_per_step = cfg.batch * cfg.seq  # per rank
+    result: dict[str, Any] = {
+        "status": "ok",
+        "variant": prepared.to_dict(),
+        "config": cfg.model_dump(),
+        "device": str(device),
+        "dtype": spec.get("dtype", "bf16"),
+        "precision": f"{spec.get('dtype', 'bf16')} parameters and gradients, AdamW states in the parameter dtype "
+        "(torch default), no fp32 master weights; kernels accumulate in fp32",
+        "world_size": world,
+        "parallel": spec.get("parallel") if world > 1 else None,
+        "activation_checkpointing": bool(spec.get("checkpoint")),
+        "steps": steps,
+        "warmup": warmup,
+        "tokens_per_step_per_rank": tokens_per_step,
+        "step_time_s": _stats(step_s),
+        "fwd_bwd_time_s": _stats(fwdbwd_s) if fwdbwd_s else None,
+        "step_times_s": step_s,
+        "tokens_per_s_per_rank": tokens_per_step / statistics.median(step_s),
+        "timed_region": "zero_grad + forward + loss + backward + clip_grad_norm_ + AdamW.step (whole step)",
+        "losses": [float(v) for v in losses],
+        "grad_norms": [float(v) for v in gnorms],
+        "first_loss": first_loss,
+        "swap_calls_first_step": counts,
+        "setup_s": setup_s,
+        "warmup_s": warmup_s,
+        "env": _env(torch, device),
+        "params": sum(p.numel() for p in model.parameters()),
+    }
+    if cuda:
+        result["memory"] = {
+            "max_allocated_bytes": torch.cuda.max_memory_allocated(device),
+            "max_reserved_bytes": torch.cuda.max_memory_reserved(device),
+            "num_alloc_retries": torch.cuda.memory_stats(device).get("num_alloc_retries", 0),
+        }
+        if hasattr(sampler, "summary"):
+            with contextlib.suppress(Exception):
+                result["telemetry"] = sampler.summary()
+        if spec.get("gemm_ceiling", True) and rank == 0:
+            with contextlib.suppress(Exception):
+                result["gemm_ceiling_flops"] = _gemm_ceiling(torch, device, dtype)
+    with contextlib.suppress(Exception):
+        from torch._dynamo.utils import counters
+
+        result["graph_breaks"] = sum(counters["graph_break"].values())
+    if world > 1:
+        dist.destroy_process_group()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec = json.loads(Path(argv[0]).read_text())
+    if spec.get("device") == "cpu" or not _has_cuda():
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        result = run(spec)
+    except Exception as exc:  # noqa: BLE001 - the runner records any failure and keeps the other variants
+        import torch
+
+        oom = isinstance(exc, torch.OutOfMemoryError)
+        result = {
+            "status": "oom" if oom else "failed",
+            "error": f"{type(exc).__name__}: {exc}"[:2000],
+            "traceback": traceback.format_exc()[-4000:],
+        }
+    if rank == 0:
+        Path(spec["result_path"]).write_text(json.dumps(result, indent=1, default=str))
+    return 0 if result["status"] == "ok" else 1
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
