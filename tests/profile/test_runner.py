@@ -186,11 +186,12 @@ def test_simulated_gpu_profile(simulated_gpu, tmp_path):
     assert fused["sol"]["sol_fraction"] == pytest.approx(268443648 / 4.8e12 / 62e-6, rel=1e-6)
     assert "register_pressure" in _codes(by["simple@rmsnorm"])
     cublas = by["reference@gemm"]
-    assert cublas["kernels"][0]["roof"] == "compute (at roof)"
+    assert cublas["kernels"][0]["roof"] == "compute roof"
     assert cublas["tensor_flops_vs_model"] == pytest.approx(1.39e11 / (2 * 4096**3))
     simple = by["simple@gemm"]
     assert {"no_mma", "no_tensor_cores"} <= _codes(simple)
     md, page, js = to_markdown(report), to_html(report), to_json(report)
+    (tmp_path / "sim.md").write_text(md)
     assert "excess" not in md or "DRAM traffic" in md
     assert "<script" not in page and "http" not in page.split("</style>")[1]
     assert '"schema_version": 1' in js

@@ -89,15 +89,17 @@ def dram_bytes(k: KernelMetrics) -> float | None:
 
 
 def classify_roof(sm_pct: float | None, mem_pct: float | None) -> str:
-    """ncu's SOLBottleneck rule on SM and memory throughput (% of peak)."""
+    """ncu's SOLBottleneck rule on SM and memory throughput (% of peak): ``compute roof`` /
+    ``memory roof`` (>= 80 %), ``latency-bound`` (both < 60 %), ``compute-bound`` / ``memory-bound``
+    (a gap of >= 10 points), else ``balanced``."""
     if sm_pct is None or mem_pct is None:
         return "unknown"
     if sm_pct >= AT_ROOF_PCT or mem_pct >= AT_ROOF_PCT:
-        return "compute (at roof)" if sm_pct >= mem_pct else "memory (at roof)"
+        return "compute roof" if sm_pct >= mem_pct else "memory roof"
     if sm_pct < LATENCY_PCT and mem_pct < LATENCY_PCT:
-        return "latency"
+        return "latency-bound"
     if abs(sm_pct - mem_pct) >= GAP_PCT:
-        return "compute" if sm_pct > mem_pct else "memory"
+        return "compute-bound" if sm_pct > mem_pct else "memory-bound"
     return "balanced"
 
 
@@ -115,7 +117,7 @@ def diagnose_kernel(k: KernelMetrics, sm_count: int | None = None, gemm_expected
     limits = {name: _v(k, f"occupancy_limit_{name}") for name in ("registers", "shared_mem", "warps", "blocks")}
     known_limits = {n: v for n, v in limits.items() if v is not None}
     limiter = min(known_limits, key=known_limits.get) if known_limits else None
-    if occ is not None and occ < LOW_OCCUPANCY_PCT and roof in ("latency", "balanced", "memory"):
+    if occ is not None and occ < LOW_OCCUPANCY_PCT and roof in ("latency-bound", "balanced", "memory-bound"):
         if regs is not None and (regs >= HIGH_REGISTERS or limiter == "registers"):
             findings.append(
                 Finding(
@@ -159,7 +161,7 @@ def diagnose_kernel(k: KernelMetrics, sm_count: int | None = None, gemm_expected
             )
         )
     sector = _v(k, "global_load_bytes_per_sector_pct")
-    if sector is not None and sector < POOR_SECTOR_USE_PCT and (dram or 0) > 20:
+    if sector and sector < POOR_SECTOR_USE_PCT and (dram or 0) > 20:  # 0/None: no LSU loads (TMA)
         findings.append(
             Finding(
                 "uncoalesced",
@@ -190,7 +192,7 @@ def diagnose_kernel(k: KernelMetrics, sm_count: int | None = None, gemm_expected
             )
         )
     waves = _v(k, "waves_per_sm")
-    if roof == "latency":
+    if roof == "latency-bound":
         if waves is not None and waves < 1.0:
             findings.append(
                 Finding(
@@ -219,7 +221,7 @@ def diagnose_kernel(k: KernelMetrics, sm_count: int | None = None, gemm_expected
                     "stalls dominate; more independent work in flight (ILP, async copies, more warps)",
                 )
             )
-    elif roof == "memory (at roof)" and (dram or 0) >= AT_ROOF_PCT:
+    elif roof == "memory roof" and (dram or 0) >= AT_ROOF_PCT:
         findings.append(
             Finding(
                 "at_dram_roof",
@@ -227,7 +229,7 @@ def diagnose_kernel(k: KernelMetrics, sm_count: int | None = None, gemm_expected
                 f"DRAM at {dram:.0f}% of peak: only moving fewer bytes helps (fusion, lower precision, reuse)",
             )
         )
-    elif roof == "memory" and dram is not None and mem_for_roof is not None and mem_for_roof - dram >= GAP_PCT:
+    elif roof == "memory-bound" and dram is not None and mem_for_roof is not None and mem_for_roof - dram >= GAP_PCT:
         findings.append(
             Finding(
                 "cache_bound",
@@ -412,7 +414,7 @@ def summary_line(diag: dict[str, Any]) -> str:
         parts.append(f"{sol['sol_fraction']:.0%} of SOL ({sol.get('tier', {}).get('label', '?')})")
     dom = diag.get("dominant_kernel")
     if dom:
-        parts.append(f"{dom['roof']}-bound")
+        parts.append(f"dominant kernel at {dom['roof']}" if dom["roof"].endswith("roof") else dom["roof"])
     all_findings = list(diag.get("findings", []))
     for kd in diag.get("kernels", []):
         all_findings += kd["findings"]

@@ -42,6 +42,9 @@ def target_rows(report: dict[str, Any]) -> list[list[str]]:
                 _f(timing.get("median_ms"), 4),
                 _f(sol.get("t_sol_ms"), 4),
                 "–" if sol.get("sol_fraction") is None else f"{sol['sol_fraction']:.0%}",
+                "–"
+                if not (d.get("sol_calibrated") or {}).get("sol_fraction")
+                else f"{d['sol_calibrated']['sol_fraction']:.0%}",
                 (sol.get("tier") or {}).get("label", "–"),
                 str(d.get("n_kernels", 0)),
                 "–" if d.get("dram_vs_model") is None else f"{d['dram_vs_model']:.2f}×",
@@ -51,7 +54,17 @@ def target_rows(report: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-TARGET_COLUMNS = ["target", "T_measured ms", "T_SOL ms", "SOL", "tier", "kernels", "DRAM/model", "diagnosis"]
+TARGET_COLUMNS = [
+    "target",
+    "T_measured ms",
+    "T_SOL ms",
+    "SOL (sheet)",
+    "SOL (calibrated)",
+    "tier",
+    "kernels",
+    "DRAM/model",
+    "diagnosis",
+]
 KERNEL_COLUMNS = [
     "kernel",
     "ncu µs",
@@ -127,7 +140,7 @@ def _header_lines(report: dict[str, Any]) -> list[str]:
 
 def _telemetry_line(t: dict[str, Any]) -> str | None:
     tele = t.get("telemetry") or {}
-    if not tele.get("available"):
+    if not tele.get("available") or not tele.get("sm_clock_mhz"):
         return None
     clk = tele.get("sm_clock_mhz") or {}
     pw = tele.get("power_w") or {}
@@ -159,6 +172,11 @@ def to_markdown(report: dict[str, Any]) -> str:
             out.append(
                 f"- T_SOL {sol['t_sol_ms']:.4f} ms ({sol['bound']}-bound), T_measured {sol['t_measured_ms']:.4f} ms, "
                 f"SOL {sol['sol_fraction']:.1%} → tier **{sol['tier']['label']}**: {sol['tier']['advice']}"
+            )
+        cal = d.get("sol_calibrated") or {}
+        if cal.get("t_sol_ms") is not None:
+            out.append(
+                f"- calibrated basis ({cal['arch']}): T_SOL {cal['t_sol_ms']:.4f} ms, SOL {cal['sol_fraction']:.1%}"
             )
         tl = _telemetry_line(t)
         if tl:
@@ -233,6 +251,9 @@ def to_html(report: dict[str, Any]) -> str:
                 f"T_SOL {sol['t_sol_ms']:.4f} ms ({sol['bound']}), T_measured {sol['t_measured_ms']:.4f} ms, "
                 f"SOL {sol['sol_fraction']:.1%}, tier {sol['tier']['label']}: {sol['tier']['advice']}"
             )
+        cal = d.get("sol_calibrated") or {}
+        if cal.get("t_sol_ms") is not None:
+            items.append(f"calibrated basis: T_SOL {cal['t_sol_ms']:.4f} ms, SOL {cal['sol_fraction']:.1%}")
         tl = _telemetry_line(t)
         if tl:
             items.append("telemetry: " + tl)
