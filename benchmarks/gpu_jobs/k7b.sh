@@ -1,0 +1,15 @@
+# budget: 120
+# Issue 7 (second half): gates, RoPE, cross-entropy, fused linear CE -- correctness + timing vs eager,
+# torch.compile and Liger (benchmarks/kernels_gates.py), then the bf16 GPU tests with the time left.
+set -u
+START=$(date +%s)
+python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
+python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s 92 \
+  --ce-sweep 8192:16:3:0,4096:8:3:0,8192:16:2:1,8192:16:3:2,4096:8:4:2 --flce-chunks 2048,8192
+LEFT=$(( 114 - ($(date +%s) - START) ))
+echo "benchmark done; ${LEFT}s left for GPU tests"
+if [ "$LEFT" -gt 8 ]; then
+  timeout "$LEFT" python3 -m pytest -q -x -m gpu -p no:cacheprovider \
+    tests/kernels/test_swiglu.py tests/kernels/test_rope.py tests/kernels/test_cross_entropy.py \
+    tests/kernels/test_fused_linear_ce.py 2>&1 | tail -n 25
+fi

@@ -1,0 +1,469 @@
+"""Benchmark: SwiGLU, GeGLU, RoPE, cross-entropy and fused linear CE vs eager, torch.compile and Liger.
+
+For each op x backend x {fwd, fwd+bwd}: a correctness check against an fp64 (fp32 for the large CE/FLCE
+GEMM paths) reference on fresh random inputs with the allocator poisoned with NaN, the error compared
+with eager PyTorch's same-dtype error (pass: err <= 2 x torch err + atol); then the timing through
+solkit.harness.timing.benchmark (CUDA graphs, L2 flushed, rotating inputs); bytes, T_SOL and SOL
+fraction against the copy bandwidth measured in the same run (2 GiB copy_) and the 4.8 TB/s datasheet
+value. Fused linear CE also reports peak memory. Every failure becomes a row with its error.
+
+    python3 benchmarks/kernels_gates.py --out results.json [--ops swiglu,rope] [--small] [--budget-s 110]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import math
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+from solkit.harness.timing import benchmark
+from solkit.kernels.cross_entropy import cross_entropy, cross_entropy_bytes
+from solkit.kernels.fused_linear_ce import fused_linear_ce_flops, fused_linear_cross_entropy
+from solkit.kernels.rope import apply_rope, rope_bytes
+from solkit.kernels.swiglu import gated_bytes, geglu, swiglu
+from solkit.sol.model import sol_fraction
+
+DATASHEET_BW = 4.8e12
+QUICK = False  # --small: few repetitions (CPU smoke test through the Triton interpreter)
+ATOL = 1e-4
+
+try:  # Liger-Kernel is optional: rows record the import error when it is missing.
+    from liger_kernel.transformers import functional as liger
+
+    LIGER_ERR = None
+except Exception as exc:  # noqa: BLE001
+    liger, LIGER_ERR = None, f"liger_kernel not importable: {exc!r}"[:200]
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out64, ref64 = out.detach().double(), ref.detach().double()
+    if not torch.isfinite(out64).all():
+        return math.inf
+    return ((out64 - ref64).norm() / ref64.norm().clamp_min(1e-30)).item()
+
+
+def poison_allocator(nbytes: int, device: str) -> None:
+    """Leave NaN in freed cache blocks so an output element the kernel never writes shows up as NaN."""
+    n = max(nbytes // 4, 1)
+    torch.empty(n, dtype=torch.float32, device=device).fill_(float("nan"))
+    torch.cuda.synchronize() if device == "cuda" else None
+
+
+# ----------------------------------------------------------------------------------------------- ops
+def hf_rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def eager_rope(q, k, cos, sin):
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return q * c + hf_rotate_half(q) * s, k * c + hf_rotate_half(k) * s
+
+
+def eager_rope_interleaved(q, k, cos, sin):
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+
+    def rot(x):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+    return q * c + rot(q) * s, k * c + rot(k) * s
+
+
+def liger_rope_bshd(q, k, cos, sin):
+    # Liger takes [B, H, S, D] and cos [1, S, D]; its kernel works in place on contiguous copies.
+    qo, ko = liger.liger_rope(q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None])
+    return qo.transpose(1, 2), ko.transpose(1, 2)
+
+
+def make_ops(small: bool):
+    """Each op: shape info, input factory, forward callables per backend, bytes, reference."""
+    M, N = (64, 1000) if small else (8192, 14336)
+    B, S, HQ, HK, D = (1, 64, 4, 2, 64) if small else (1, 8192, 32, 8, 128)
+    T, V = (64, 5000) if small else (8192, 128256)
+    FT, FH, FV = (256, 128, 5000) if small else (16384, 4096, 128256)
+
+    def gate_inputs(dev, dtype):
+        g = torch.randn(M, N, device=dev, dtype=dtype) * 2
+        u = torch.randn(M, N, device=dev, dtype=dtype)
+        return [g, u]
+
+    def rope_inputs(dev, dtype):
+        q = torch.randn(B, S, HQ, D, device=dev, dtype=dtype)
+        k = torch.randn(B, S, HK, D, device=dev, dtype=dtype)
+        inv = 1.0 / (500000.0 ** (torch.arange(0, D, 2, device=dev, dtype=torch.float32) / D))
+        ang = torch.arange(S, device=dev, dtype=torch.float32)[:, None] * inv[None]
+        ang = torch.cat((ang, ang), -1)
+        return [q, k, ang.cos().to(dtype), ang.sin().to(dtype)]
+
+    def rope_il_inputs(dev, dtype):
+        q, k, cos, sin = rope_inputs(dev, dtype)
+        h = D // 2
+        # interleaved tables: each frequency repeated on its (even, odd) pair
+        cos = torch.stack((cos[:, :h], cos[:, :h]), -1).flatten(-2).contiguous()
+        sin = torch.stack((sin[:, :h], sin[:, :h]), -1).flatten(-2).contiguous()
+        return [q, k, cos, sin]
+
+    def ce_inputs(dev, dtype):
+        x = torch.randn(T, V, device=dev, dtype=dtype) * 2
+        y = torch.randint(0, V, (T,), device=dev)
+        y[:: max(T // 16, 1)] = -100  # a few ignored rows
+        return [x, y]
+
+    def flce_inputs(dev, dtype):
+        h = torch.randn(FT, FH, device=dev, dtype=dtype)
+        w = torch.randn(FV, FH, device=dev, dtype=dtype) * (FH**-0.5)
+        y = torch.randint(0, FV, (FT,), device=dev)
+        y[:: max(FT // 16, 1)] = -100
+        return [h, w, y]
+
+    def ce_eager(x, y):
+        return F.cross_entropy(x, y, ignore_index=-100)
+
+    def flce_eager(h, w, y):
+        return F.cross_entropy(h @ w.t(), y, ignore_index=-100)
+
+    bf16 = torch.bfloat16
+    return {
+        "swiglu": dict(
+            shape=f"[{M}, {N}]", inputs=gate_inputs, n_grad=2,
+            fns={"solkit": swiglu, "eager": lambda g, u: F.silu(g) * u,
+                 "liger": (lambda g, u: liger.liger_swiglu(g, u)) if liger else None},
+            bytes_fwd=gated_bytes(M, N, bf16), bytes_fwdbwd=gated_bytes(M, N, bf16, backward=True),
+        ),
+        "geglu": dict(
+            shape=f"[{M}, {N}]", inputs=gate_inputs, n_grad=2,
+            fns={"solkit": geglu, "eager": lambda g, u: F.gelu(g, approximate="tanh") * u,
+                 "liger": (lambda g, u: liger.liger_geglu(g, u)) if liger else None},
+            bytes_fwd=gated_bytes(M, N, bf16), bytes_fwdbwd=gated_bytes(M, N, bf16, backward=True),
+        ),
+        "rope": dict(
+            shape=f"q [{B}, {S}, {HQ}, {D}], k [{B}, {S}, {HK}, {D}] bshd half-split", inputs=rope_inputs, n_grad=2,
+            fns={"solkit": apply_rope, "eager": eager_rope, "liger": liger_rope_bshd if liger else None},
+            bytes_fwd=rope_bytes(B, S, HQ, HK, D, bf16), bytes_fwdbwd=rope_bytes(B, S, HQ, HK, D, bf16, backward=True),
+        ),
+        "rope_interleaved": dict(
+            shape=f"q [{B}, {S}, {HQ}, {D}], k [{B}, {S}, {HK}, {D}] bshd interleaved", inputs=rope_il_inputs,
+            n_grad=2,
+            fns={"solkit": lambda q, k, c, s: apply_rope(q, k, c, s, interleaved=True),
+                 "eager": eager_rope_interleaved},
+            bytes_fwd=rope_bytes(B, S, HQ, HK, D, bf16), bytes_fwdbwd=rope_bytes(B, S, HQ, HK, D, bf16, backward=True),
+        ),
+        "cross_entropy": dict(
+            shape=f"[{T}, {V}]", inputs=ce_inputs, n_grad=1,
+            fns={"solkit": lambda x, y: cross_entropy(x, y), "eager": ce_eager,
+                 "liger": (lambda x, y: liger.liger_cross_entropy(x, y)) if liger else None},
+            bytes_fwd=cross_entropy_bytes(T, V, bf16, backward=False),
+            bytes_fwdbwd=cross_entropy_bytes(T, V, bf16, backward=True),
+        ),
+        "fused_linear_ce": dict(
+            shape=f"hidden [{FT}, {FH}], W [{FV}, {FH}]", inputs=flce_inputs, n_grad=2, fwdbwd_only=True,
+            fns={"solkit": lambda h, w, y: fused_linear_cross_entropy(h, w, y), "eager": flce_eager,
+                 "liger": (lambda h, w, y: liger.liger_fused_linear_cross_entropy(h, w, y)) if liger else None},
+            flops=fused_linear_ce_flops(FT, FH, FV), no_compile=True,
+        ),
+    }  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------- correctness
+def _outputs(res):
+    return list(res) if isinstance(res, (tuple, list)) else [res]
+
+
+def run_once(fn, inputs, n_grad, backward: bool, grad_outs=None):
+    """Run fn on clones of inputs (some backends work in place); returns (outputs, grads)."""
+    xs = [t.clone() for t in inputs]
+    if backward:
+        for t in xs[:n_grad]:
+            t.requires_grad_(True)
+    outs = _outputs(fn(*xs))
+    if not backward:
+        return [o.detach() for o in outs], []
+    # clones: some backends (Liger RoPE) rotate the incoming gradient in place
+    gos = [None if g is None else g.clone() for g in grad_outs] if grad_outs is not None else [None] * len(outs)
+    grads = torch.autograd.grad(outs, xs[:n_grad], [g if o.dim() else None for o, g in zip(outs, gos)])
+    return [o.detach() for o in outs], list(grads)
+
+
+def reference(fn_eager, inputs, n_grad, backward, grad_outs, dtype64):
+    ups = [t.to(dtype64) if t.is_floating_point() else t for t in inputs]
+    gos = [None if g is None else g.to(dtype64) for g in grad_outs] if grad_outs else None
+    return run_once(fn_eager, ups, n_grad, backward, gos)
+
+
+def max_ratio_check(got, ref, torch_same):
+    """Per-tensor errors; pass if every err <= 2 x torch's same-dtype err + ATOL."""
+    errs = [rel_err(a, r) for a, r in zip(got, ref)]
+    t_errs = [rel_err(a, r) for a, r in zip(torch_same, ref)]
+    ok = all(e <= 2 * te + ATOL for e, te in zip(errs, t_errs))
+    return ok, errs, t_errs
+
+
+# ------------------------------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="kernels_gates.json")
+    ap.add_argument("--ops", default="swiglu,geglu,rope,cross_entropy,fused_linear_ce,rope_interleaved")
+    ap.add_argument("--backends", default="solkit,eager,compile,liger")
+    ap.add_argument("--small", action="store_true", help="tiny shapes (CPU smoke test)")
+    ap.add_argument("--budget-s", type=float, default=110.0, help="stop starting new work after this many s")
+    ap.add_argument("--ce-sweep", default="", help="extra CE configs: block:warps:stages:progs_per_sm,...")
+    ap.add_argument("--flce-chunks", default="", help="extra fused linear CE chunk sizes, comma separated")
+    args = ap.parse_args(argv)
+    global QUICK
+    QUICK = args.small
+    t_start = time.time()
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    doc = {
+        "benchmark": "kernels_gates",
+        "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "triton": _triton_version(),
+        "liger": _liger_version(),
+        "command": " ".join(sys.argv),
+        "dtype": "bfloat16",
+        "timing": "solkit.harness.timing.benchmark, CUDA graphs (events for FLCE / uncapturable), L2 flushed",
+        "pass_rule": f"rel-L2 err <= 2 x eager same-dtype err + {ATOL}",
+        "rows": [],
+    }
+
+    def save():
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+
+    bw = measure_copy_bandwidth(dev)
+    doc["copy_bandwidth_Bps"] = bw
+    doc["datasheet_bandwidth_Bps"] = DATASHEET_BW
+    print(f"copy bandwidth {bw / 1e12:.3f} TB/s", flush=True)
+    save()
+    ops = make_ops(args.small)
+    backends = args.backends.split(",")
+    for op_name in args.ops.split(","):
+        if op_name not in ops:
+            doc["rows"].append({"op": op_name, "error": "unknown op"})
+            continue
+        run_op(doc, op_name, ops[op_name], backends, dev, bw, args, t_start)
+        save()
+        gc.collect()
+        torch.cuda.empty_cache() if dev == "cuda" else None
+    doc["wall_s"] = round(time.time() - t_start, 1)
+    save()
+    print_table(doc)
+    return 0
+
+
+def _triton_version():
+    try:
+        import triton
+
+        return triton.__version__
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _liger_version():
+    try:
+        from importlib.metadata import version
+
+        return version("liger_kernel")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def measure_copy_bandwidth(dev: str) -> float:
+    n = (2 * 2**30) // 2 if dev == "cuda" else 2**20
+    src = torch.randn(n, device=dev, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    t = benchmark(dst.copy_, [(src,)], method="events" if dev == "cuda" else "auto", reps=20, trials=2)
+    return 2 * src.numel() * src.element_size() / (t.median_ms * 1e-3)
+
+
+def run_op(doc, op_name, op, backends, dev, bw, args, t_start):
+    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
+    modes = ["fwd+bwd"] if op.get("fwdbwd_only") else ["fwd", "fwd+bwd"]
+    compiled = {}
+    for mode in modes:
+        backward = mode == "fwd+bwd"
+        base = op["inputs"](dev, dtype)
+        outs_probe = _outputs(op["fns"]["eager"](*[t.clone() for t in base]))
+        grad_outs = [torch.randn_like(o) if o.dim() else None for o in outs_probe] if backward else None
+        del outs_probe
+        dtype64 = torch.float64 if op_name not in ("fused_linear_ce",) else torch.float32
+        try:
+            ref_out, ref_grads = reference(op["fns"]["eager"], base, op["n_grad"], backward, grad_outs, dtype64)
+            torch_out, torch_grads = run_once(op["fns"]["eager"], base, op["n_grad"], backward, grad_outs)
+        except Exception as exc:  # noqa: BLE001
+            doc["rows"].append({"op": op_name, "mode": mode, "error": f"reference failed: {exc!r}"[:300]})
+            continue
+        for backend in backends:
+            if backend != "compile" and backend not in op["fns"]:
+                continue  # e.g. Liger has no interleaved RoPE
+            if backend == "compile" and op.get("no_compile"):
+                continue
+            row = {"op": op_name, "shape": op["shape"], "mode": mode, "backend": backend}
+            if time.time() - t_start > args.budget_s:
+                row["error"] = "skipped: time budget"
+                doc["rows"].append(row)
+                continue
+            try:
+                fn = _backend_fn(op, op_name, backend, backward, compiled)
+                if fn is None:
+                    row["error"] = LIGER_ERR if backend == "liger" and LIGER_ERR else "not available for this op"
+                    doc["rows"].append(row)
+                    continue
+                t0 = time.time()
+                poison_allocator(sum(t.numel() * t.element_size() for t in base), dev)
+                got_out, got_grads = run_once(fn, base, op["n_grad"], backward, grad_outs)
+                ok, errs, t_errs = max_ratio_check(got_out + got_grads, ref_out + ref_grads, torch_out + torch_grads)
+                row.update(correct=ok, rel_err=errs, torch_rel_err=t_errs, first_call_s=round(time.time() - t0, 2))
+                del got_out, got_grads
+                _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw)
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = f"{type(exc).__name__}: {exc}"[:400]
+                row["traceback"] = traceback.format_exc()[-1500:]
+            doc["rows"].append(row)
+            print(_row_line(row), flush=True)
+        if op_name == "cross_entropy" and backward and args.ce_sweep:
+            _ce_sweep(doc, op, base, dev, bw, args, t_start)
+        if op_name == "fused_linear_ce" and args.flce_chunks:
+            _flce_chunks(doc, op, base, dev, args, t_start)
+        del base, ref_out, ref_grads, torch_out, torch_grads
+
+
+def _backend_fn(op, op_name, backend, backward, compiled):
+    if backend == "compile":
+        if op.get("no_compile"):
+            return None
+        key = op_name
+        if key not in compiled:
+            compiled[key] = torch.compile(op["fns"]["eager"])  # one object per op (grad mode recompiles)
+        return compiled[key]
+    return op["fns"].get(backend)
+
+
+def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw):
+    n_grad = op["n_grad"]
+    is_flce = op_name == "fused_linear_ce"
+    pool = []
+    for _ in range(1 if is_flce else 2):
+        xs = [t.clone() for t in base]
+        if backward:
+            for t in xs[:n_grad]:
+                t.requires_grad_(True)
+        pool.append(tuple(xs))
+
+    if backward:
+
+        def call(*xs):
+            outs = _outputs(fn(*xs))
+            return torch.autograd.grad(outs, xs[:n_grad], [g if o.dim() else None for o, g in zip(outs, grad_outs)])
+    else:
+
+        def call(*xs):
+            with torch.no_grad():
+                return fn(*xs)
+
+    if is_flce:
+        torch.cuda.synchronize() if dev == "cuda" else None
+        torch.cuda.reset_peak_memory_stats() if dev == "cuda" else None
+        before = torch.cuda.memory_allocated() if dev == "cuda" else 0
+        call(*pool[0])
+        if dev == "cuda":
+            torch.cuda.synchronize()
+            inputs_bytes = sum(t.numel() * t.element_size() for t in pool[0])
+            row["peak_extra_mem_bytes"] = torch.cuda.max_memory_allocated() - before
+            row["peak_mem_bytes"] = row["peak_extra_mem_bytes"] + inputs_bytes  # inputs + everything the call adds
+        res = benchmark(call, pool, method="events", reps=2 if QUICK else 5, trials=2, warmup=1)
+    else:
+        graph_calls = 2 if op_name == "cross_entropy" else 5
+        reps, trials = (2, 1) if QUICK else (20, 2)
+        res = benchmark(call, pool, method="graph", reps=reps, trials=trials, warmup=1 if QUICK else 3,
+                        calls_per_graph=graph_calls)  # fmt: skip
+    row["timing"] = {k: res.to_dict()[k] for k in ("median_ms", "q1_ms", "q3_ms", "cv", "method", "reps", "trials")}
+    t_s = res.median_ms * 1e-3
+    row["median_ms"] = res.median_ms
+    if "flops" in op:
+        row["flops"] = op["flops"]
+        row["tflops_per_s"] = op["flops"] / t_s / 1e12
+        return
+    nbytes = op["bytes_fwdbwd"] if backward else op["bytes_fwd"]
+    row["bytes"] = nbytes
+    row["achieved_Bps"] = nbytes / t_s
+    for basis, b in (("calibrated", bw), ("datasheet", DATASHEET_BW)):
+        score = sol_fraction(nbytes / b, t_s)
+        row[f"t_sol_ms_{basis}"] = nbytes / b * 1e3
+        row[f"sol_{basis}"] = score.sol_fraction
+        row[f"sol_raw_{basis}"] = score.raw_fraction
+        if score.violation:
+            row[f"violation_{basis}"] = "measured time below T_SOL: timing or byte count bug"
+
+
+def _ce_sweep(doc, op, base, dev, bw, args, t_start):
+    x0, y = base
+    grad_out = None
+    for spec in args.ce_sweep.split(","):
+        if time.time() - t_start > args.budget_s:
+            break
+        block, warps, stages, pps = (int(v) for v in spec.split(":"))
+        cfg = {"block": block, "num_warps": warps, "num_stages": stages, "programs_per_sm": pps}
+        row = {"op": "cross_entropy", "mode": "fwd+bwd", "backend": f"solkit[{spec}]", "config": cfg}
+        try:
+            fn = lambda x, yy, cfg=cfg: cross_entropy(x, yy, config=cfg)  # noqa: E731
+            got, grads = run_once(fn, [x0, y], 1, True, [grad_out])
+            ref_loss = F.cross_entropy(x0.float(), y)
+            row["loss_abs_err_vs_fp32"] = (got[0].float() - ref_loss).abs().item()
+            op2 = dict(op)
+            _time_row(row, op2, "cross_entropy", fn, [x0, y], True, [None], dev, bw)
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = f"{type(exc).__name__}: {exc}"[:400]
+        doc["rows"].append(row)
+        print(_row_line(row), flush=True)
+
+
+def _flce_chunks(doc, op, base, dev, args, t_start):
+    for chunk in (int(c) for c in args.flce_chunks.split(",")):
+        if time.time() - t_start > args.budget_s:
+            break
+        row = {"op": "fused_linear_ce", "mode": "fwd+bwd", "backend": f"solkit[chunk={chunk}]"}
+        try:
+            fn = lambda h, w, y, c=chunk: fused_linear_cross_entropy(h, w, y, chunk_tokens=c)  # noqa: E731
+            _time_row(row, op, "fused_linear_ce", fn, base, True, [None], dev, 0.0)
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = f"{type(exc).__name__}: {exc}"[:400]
+        doc["rows"].append(row)
+        print(_row_line(row), flush=True)
+
+
+def _row_line(row) -> str:
+    if "error" in row and "median_ms" not in row:
+        return f"{row['op']:<17} {row.get('mode', ''):<8} {row.get('backend', ''):<22} ERROR {row['error'][:90]}"
+    extra = f"sol {row['sol_calibrated']:.3f}" if "sol_calibrated" in row else ""
+    if "tflops_per_s" in row:
+        extra = f"{row['tflops_per_s']:.0f} TFLOP/s peak {row.get('peak_mem_bytes', 0) / 2**30:.2f} GiB"
+    ok = row.get("correct")
+    return (
+        f"{row['op']:<17} {row['mode']:<8} {row['backend']:<22} {row['median_ms']:9.4f} ms  {extra:<32}"
+        f" {'ok' if ok else ('FAIL' if ok is False else '')}"
+    )
+
+
+def print_table(doc) -> None:
+    print(f"\n{doc['device']}  copy bw {doc['copy_bandwidth_Bps'] / 1e12:.3f} TB/s  torch {doc['torch']}")
+    for row in doc["rows"]:
+        if "op" in row and "mode" in row and "backend" in row:
+            print(_row_line(row))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

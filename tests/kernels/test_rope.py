@@ -1,0 +1,155 @@
+"""solkit.kernels.rope: RoPE on q and k (one launch), half-split and interleaved, values and gradients.
+
+Reference: HF-style ``x * cos + rotate(x) * sin`` in float64 (rotate_half for the half-split layout,
+pairwise rotation for the interleaved one). CPU runs use the Triton interpreter (fp32, fp16);
+bf16 and Llama-3-8B sizes are marked gpu.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from solkit.errors import SolkitError
+from solkit.kernels.rope import RoPE, apply_rope, rope_backward, rope_bytes, rope_forward
+
+ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
+
+
+def rotate(x, interleaved):
+    if interleaved:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((-x2, x1), dim=-1).flatten(-2)
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def ref_rope(x, cos, sin, interleaved):
+    """x [B, S, H, D]; cos/sin broadcastable as [B, S, 1, D]."""
+    return x * cos + rotate(x, interleaved) * sin
+
+
+def tables(seq, dim, interleaved, batch=None, theta=10000.0):
+    inv = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    pos = torch.arange(seq, dtype=torch.float64)[:, None] + (0 if batch is None else torch.arange(batch)[:, None, None])
+    ang = pos * inv
+    ang = torch.stack((ang, ang), -1).flatten(-2) if interleaved else torch.cat((ang, ang), -1)
+    return ang.cos(), ang.sin()
+
+
+def _assert_close(out, ref, torch_out, atol):
+    assert torch.isfinite(out).all()
+    err = (out.double() - ref).abs().max().item()
+    budget = 2 * (torch_out.double() - ref).abs().max().item() + atol * max(ref.abs().max().item(), 1.0)
+    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
+
+
+def _check(q, k, cos, sin, interleaved, cos_b=None, sin_b=None, layout="bshd", position_ids=None):
+    """cos_b/sin_b: the tables broadcast as [B or 1, S, 1, D] for the reference (bshd)."""
+    dtype = q.dtype
+    cos_b = cos if cos_b is None else cos_b
+    sin_b = sin if sin_b is None else sin_b
+    q, k = q.detach().requires_grad_(), k.detach().requires_grad_()
+    qo, ko = apply_rope(q, k, cos, sin, position_ids, interleaved=interleaved, layout=layout)
+    dq, dk = torch.randn_like(qo), torch.randn_like(ko)
+    gq, gk = torch.autograd.grad((qo, ko), (q, k), (dq, dk))
+
+    def to_bshd(t):
+        return t.transpose(1, 2) if layout == "bhsd" else t
+
+    results = []
+    for cast in (torch.float64, dtype):
+        q2 = to_bshd(q.detach()).to(cast).requires_grad_()
+        k2 = to_bshd(k.detach()).to(cast).requires_grad_()
+        c, s = cos_b.to(q.device, cast), sin_b.to(q.device, cast)
+        rq, rk = ref_rope(q2, c, s, interleaved), ref_rope(k2, c, s, interleaved)
+        rgq, rgk = torch.autograd.grad((rq, rk), (q2, k2), (to_bshd(dq).to(cast), to_bshd(dk).to(cast)))
+        results.append((rq.detach(), rk.detach(), rgq, rgk))
+    (rq, rk, rgq, rgk), (tq, tk, tgq, tgk) = results
+    for got, ref, tor in zip((qo, ko, gq, gk), (rq, rk, rgq, rgk), (tq, tk, tgq, tgk)):
+        assert got.dtype == dtype and got.shape == (q.shape if got.shape == q.shape else k.shape)
+        _assert_close(to_bshd(got), ref, tor, ATOL[dtype])
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("dims", [(1, 1, 1, 1, 2), (2, 5, 4, 2, 16), (1, 7, 3, 1, 64), (3, 2, 5, 5, 8)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_values_and_grads(interleaved, dims, dtype, device):
+    b, s, hq, hk, d = dims
+    torch.manual_seed(sum(dims))
+    q = torch.randn(b, s, hq, d).to(device, dtype)
+    k = torch.randn(b, s, hk, d).to(device, dtype)
+    cos, sin = tables(s, d, interleaved)
+    _check(q, k, cos.to(device, dtype), sin.to(device, dtype), interleaved, cos[None, :, None], sin[None, :, None])
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_bhsd_layout_and_per_batch_tables(interleaved, device):
+    b, s, hq, hk, d = 2, 6, 4, 2, 16
+    q = torch.randn(b, hq, s, d, device=device)
+    k = torch.randn(b, hk, s, d, device=device)
+    cos, sin = tables(s, d, interleaved, batch=b)  # [B, S, D], different positions per batch
+    hf_cos, hf_sin = cos[:, None].float().to(device), sin[:, None].float().to(device)  # HF: [B, 1, S, D]
+    _check(q, k, hf_cos, hf_sin, interleaved, cos[:, :, None], sin[:, :, None], layout="bhsd")
+
+
+def test_position_ids_and_strided_qkv_views(device):
+    """q/k as views of one fused qkv projection (strided heads), cos/sin a table indexed by positions."""
+    b, s, hq, hk, d = 2, 5, 4, 2, 32
+    qkv = torch.randn(b, s, (hq + 2 * hk) * d, device=device)
+    q = qkv[..., : hq * d].view(b, s, hq, d)
+    k = qkv[..., hq * d : (hq + hk) * d].view(b, s, hk, d)
+    assert not q.is_contiguous()
+    table_cos, table_sin = tables(64, d, False)
+    pos = torch.randint(0, 64, (b, s), device=device)
+    cos_b = table_cos.to(device)[pos][:, :, None]
+    sin_b = table_sin.to(device)[pos][:, :, None]
+    _check(q, k, table_cos.float().to(device), table_sin.float().to(device), False, cos_b, sin_b, position_ids=pos)
+
+
+def test_module_and_launchers(device):
+    q, k = torch.randn(1, 3, 2, 8, device=device), torch.randn(1, 3, 1, 8, device=device)
+    cos, sin = (t.float().to(device) for t in tables(3, 8, True))
+    mod = RoPE(interleaved=True)
+    assert "interleaved=True" in repr(mod)
+    qo, ko = mod(q, k, cos, sin)
+    fq, fk = rope_forward(q, k, cos, sin, interleaved=True)
+    torch.testing.assert_close(qo, fq)
+    bq, bk = rope_backward(fq, fk, cos, sin, interleaved=True)  # rotation by -theta undoes it
+    torch.testing.assert_close(bq, q, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(bk, k, atol=1e-5, rtol=1e-5)
+
+
+def test_bad_inputs_raise(device):
+    q, k = torch.randn(1, 3, 2, 8, device=device), torch.randn(1, 3, 1, 8, device=device)
+    cos, sin = (t.float().to(device) for t in tables(3, 8, False))
+    with pytest.raises(SolkitError, match="layout"):
+        apply_rope(q, k, cos, sin, layout="sbhd")
+    with pytest.raises(SolkitError, match="4-D"):
+        apply_rope(q[0], k, cos, sin)
+    with pytest.raises(SolkitError, match="head_dim"):
+        apply_rope(q, k, cos[:, :4], sin[:, :4])
+    with pytest.raises(SolkitError, match="disagree"):
+        apply_rope(q, torch.randn(1, 4, 1, 8, device=device), cos, sin)
+    with pytest.raises(SolkitError, match="power of two"):
+        apply_rope(
+            torch.randn(1, 3, 2, 6, device=device), torch.randn(1, 3, 1, 6, device=device), cos[:, :6], sin[:, :6]
+        )
+
+
+def test_byte_count():
+    qk = 2 * 2 * 8192 * 128 * (32 + 8)
+    assert rope_bytes(1, 8192, 32, 8, 128, torch.bfloat16) == qk + 2 * 2 * 8192 * 128
+    assert rope_bytes(1, 8192, 32, 8, 128, torch.bfloat16, backward=True) == 2 * (qk + 2 * 2 * 8192 * 128)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_gpu_llama3_8b(interleaved, dtype):
+    torch.manual_seed(0)
+    b, s, hq, hk, d = 1, 2048, 32, 8, 128
+    q = torch.randn(b, s, hq, d, device="cuda", dtype=dtype)
+    k = torch.randn(b, s, hk, d, device="cuda", dtype=dtype)
+    cos, sin = tables(s, d, interleaved, theta=500000.0)
+    _check(q, k, cos.cuda().to(dtype), sin.cuda().to(dtype), interleaved, cos[None, :, None], sin[None, :, None])
