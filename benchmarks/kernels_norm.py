@@ -47,7 +47,7 @@ DATASHEET_BW = 4.8e12
 BWD_CONFIGS = ((1, 8, 2, True), (1, 16, 2, True), (1, 16, 2, False), (1, 8, 3, False), (1, 16, 1, True),
                (2, 16, 2, True), (1, 32, 1, True))  # fmt: skip
 FWD_CONFIGS = ((1, 4), (1, 8), (1, 16), (2, 16))
-LOOP_CONFIGS = ((4096, 8), (8192, 8), (8192, 16), (16384, 16), (16384, 32))
+LOOP_CONFIGS = ((4096, 8), (8192, 8), (8192, 16), (16384, 16), (16384, 32), (32768, 32))
 SHAPES = {"norm": (8192, 4096), "softmax": {"": (8192, 4096), "_vocab": (4096, 128256), "_256k": (1024, 262144)}}
 EPS = 1e-6
 T0 = time.perf_counter()
@@ -377,7 +377,7 @@ def main() -> int:
     p.add_argument("--sweep", action="store_true", help="also time solkit launchers over a few configs")
     p.add_argument("--only-sweep", action="store_true")
     p.add_argument("--sweep-budget-s", type=float, default=35.0, help="stop the sweep after this many seconds")
-    p.add_argument("--sweep-ops", default="rmsnorm,add_rmsnorm,layernorm,softmax,softmax_vocab")
+    p.add_argument("--sweep-ops", default="rmsnorm,softmax_vocab,layernorm,softmax,add_rmsnorm", help="in order")
     p.add_argument("--ops", default="", help="comma list of op names to run (default: all)")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--trials", type=int, default=3)
@@ -428,8 +428,9 @@ def main() -> int:
         if op.kind in liger:
             op.impls["liger"] = liger[op.kind]
     if args.sweep or args.only_sweep:
-        sweep_ops = set(args.sweep_ops.split(",")) if not args.smoke else {o.name for o in ops}
-        sweep(rec, [o for o in ops if o.name in sweep_ops], dtype, device, timing_kw, bw, args)
+        by_name = {o.name: o for o in ops}
+        names = [o.name for o in ops] if args.smoke else args.sweep_ops.split(",")
+        sweep(rec, [by_name[n] for n in names if n in by_name], dtype, device, timing_kw, bw, args)
     if args.only_sweep:
         rec.flush()
         return 0

@@ -86,7 +86,7 @@ def _softmax_fwd_looped_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK_N
         mask = start + cols < n_cols
         x = tl.load(x_row + start + cols, mask=mask, other=-float("inf"), eviction_policy="evict_first")
         y = tl.exp(x.to(tl.float32) - m_run) * inv_s
-        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
 
 @triton.jit
@@ -111,7 +111,8 @@ def _softmax_bwd_looped_kernel(
         mask = start + cols < n_cols
         y = tl.load(y_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         dy = tl.load(dy_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        tl.store(dx_row + start + cols, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
+        dx = (y * (dy - dot)).to(dx_ptr.dtype.element_ty)
+        tl.store(dx_row + start + cols, dx, mask=mask, eviction_policy="evict_first")
 
 
 def _plan(n_cols: int, elem_bytes: int, max_single: int, loop_block: int, block_m, num_warps):
