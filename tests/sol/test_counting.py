@@ -322,6 +322,7 @@ def test_embedding_lookup():
     assert a.fused_bytes == 8 * b * s + 2 * vocab * d + 2 * b * s * d
     # the gather reads only the selected rows, not the whole table
     assert a.unfused_bytes == 8 * b * s + 2 * (2 * b * s * d)
+    assert len(a.notes) == 1 and "input 1" in a.notes[0] and f"{2 * b * s * d} B selected" in a.notes[0]
 
 
 def test_integer_arithmetic_is_not_flops():

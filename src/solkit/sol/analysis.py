@@ -225,6 +225,7 @@ def _analysis_from_trace(tr, allow_tf32: bool) -> Analysis:
         if not c.counted and c.op not in uncounted:
             uncounted.append(c.op)
     fused = sum(t.nbytes for t in tr.inputs) + sum(t.nbytes for t in tr.outputs)
+    notes = _gather_only_inputs(tr)
     return Analysis(
         ops=summarize(calls),
         calls=calls,
@@ -237,7 +238,34 @@ def _analysis_from_trace(tr, allow_tf32: bool) -> Analysis:
         allow_tf32=allow_tf32,
         traced_flops=dict(flops),
         traced_fused_bytes=fused,
+        notes=notes,
     )
+
+
+def _gather_only_inputs(tr) -> list[str]:
+    """Notes for inputs read only through gathers (an embedding table): fused_bytes charges all of them.
+
+    A kernel that gathers reads just the selected rows, so T_SOL from fused_bytes can then exceed
+    what such a kernel needs; the note gives the bytes actually selected.
+    """
+    from solkit.sol.counting import rule_table
+
+    ops = rule_table()["ops"]
+    notes = []
+    for i, (meta, ident) in enumerate(zip(tr.inputs, tr.input_ids)):
+        readers = [r for r in tr.records if ident in r.input_ids]
+        if not readers:
+            continue
+        gathers = [r for r in readers if ops.get(r.name, {}).get("kind") == "gather" and r.input_ids[0] == ident]
+        if len(gathers) != len(readers):
+            continue
+        selected = sum(t.nbytes for r in gathers for t in r.outputs)
+        if selected < meta.nbytes:
+            notes.append(
+                f"input {i} ({meta!r}, {meta.nbytes} B) is only gathered ({selected} B selected); fused_bytes charges "
+                "all of it, so T_SOL may exceed what a gathering kernel needs"
+            )
+    return notes
 
 
 def analyze(

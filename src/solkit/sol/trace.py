@@ -102,6 +102,7 @@ class OpRecord:
     outputs: list[TensorMeta]  # tensors written
     args: dict[str, Any]  # every schema argument by name, tensors replaced by TensorMeta
     is_view: bool = False
+    input_ids: list[int] = field(default_factory=list)  # id() of each tensor read, to follow external inputs
 
     @property
     def qualified_name(self) -> str:
@@ -122,6 +123,7 @@ class Trace:
     inputs: list[TensorMeta]
     outputs: list[TensorMeta]
     result: Any = field(default=None, repr=False)  # the meta output of the call
+    input_ids: list[int] = field(default_factory=list)  # id() of each external input, matching OpRecord.input_ids
 
 
 def _meta(x: Any) -> Any:
@@ -200,6 +202,7 @@ class _Recorder(TorchDispatchMode):
             namespace=func.namespace,
             overload=func._overloadname,
             inputs=[TensorMeta.of(t) for t in reads],
+            input_ids=[id(t) for t in reads],
             outputs=[TensorMeta.of(t) for t in writes],
             args=tree_map(_meta, named),
             is_view=is_view,
@@ -350,6 +353,7 @@ def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
         inputs=[TensorMeta.of(t) for t in inputs],
         outputs=[TensorMeta.of(t) for t in outputs],
         result=result,
+        input_ids=[id(t) for t in inputs],
     )
 
 
