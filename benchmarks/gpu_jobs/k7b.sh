@@ -5,7 +5,8 @@ set -u
 START=$(date +%s)
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s 92 \
-  --ce-sweep 8192:16:3:0,4096:8:3:0,8192:16:2:1,8192:16:3:2,4096:8:4:2 --flce-chunks 2048,8192
+  --ops cross_entropy,fused_linear_ce,swiglu,rope,geglu,rope_interleaved \
+  --ce-sweep 4096:8:3:0,8192:16:3:1,16384:16:3:1,8192:16:2:2,4096:8:4:2,4096:8:4:4 --flce-chunks 2048,8192
 LEFT=$(( 114 - ($(date +%s) - START) ))
 echo "benchmark done; ${LEFT}s left for GPU tests"
 if [ "$LEFT" -gt 8 ]; then
