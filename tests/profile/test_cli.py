@@ -56,10 +56,12 @@ def test_cli_without_ncu_exits_zero_with_degraded_report(tmp_path):
         (["/nonexistent/problem"], "not a problem directory"),
         ([str(TINY), "--workload", "nope"], "no workload"),
         ([str(TINY), "--timeout", "0"], "--timeout"),
+        ([str(TINY), str(TINY), "--solution", "x.py"], "exactly one"),
     ],
 )
-def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needle):
-    proc = _run(args + ["--out", str(tmp_path / "o")], tmp_path)
-    assert proc.returncode == 2
-    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in proc.stderr
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
+    from solkit.cli import main
+
+    assert main(["profile", *args, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1
