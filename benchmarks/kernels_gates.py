@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from solkit.harness.timing import benchmark
-from solkit.kernels.cross_entropy import cross_entropy, cross_entropy_bytes
-from solkit.kernels.fused_linear_ce import fused_linear_ce_flops, fused_linear_cross_entropy
+from solkit.kernels.cross_entropy import CE_CONFIG, cross_entropy, cross_entropy_bytes
+from solkit.kernels.fused_linear_ce import DEFAULT_CHUNK_TOKENS, fused_linear_ce_flops, fused_linear_cross_entropy
 from solkit.kernels.rope import apply_rope, rope_bytes
 from solkit.kernels.swiglu import gated_bytes, geglu, swiglu
 from solkit.sol.model import sol_fraction
@@ -235,6 +235,8 @@ def main(argv=None) -> int:
         "dtype": "bfloat16",
         "timing": "solkit.harness.timing.benchmark, CUDA graphs (events for FLCE / uncapturable), L2 flushed",
         "pass_rule": f"rel-L2 err <= 2 x eager same-dtype err + {ATOL}",
+        "solkit_ce_config": dict(CE_CONFIG),
+        "solkit_flce_chunk_tokens": DEFAULT_CHUNK_TOKENS,
         "rows": [],
     }
 

@@ -4,7 +4,7 @@
 set -u
 START=$(date +%s)
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
-python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s 92 \
+python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s 85 \
   --ops cross_entropy,fused_linear_ce,swiglu,rope,geglu,rope_interleaved \
   --ce-sweep 4096:8:3:0,8192:16:3:1,16384:16:3:1,8192:16:2:2,4096:8:4:2,4096:8:4:4 --flce-chunks 2048,8192
 LEFT=$(( 114 - ($(date +%s) - START) ))
