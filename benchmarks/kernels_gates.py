@@ -217,7 +217,12 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=110.0, help="stop starting new work after this many s")
     ap.add_argument("--ce-sweep", default="", help="extra CE configs: block:warps:stages:progs_per_sm,...")
     ap.add_argument("--flce-chunks", default="", help="extra fused linear CE chunk sizes, comma separated")
+    ap.add_argument("--markdown", metavar="JSON", help="print a markdown summary of a results file and exit")
     args = ap.parse_args(argv)
+    if args.markdown:
+        with open(args.markdown) as f:
+            print(markdown_summary(json.load(f)))
+        return 0
     global QUICK
     QUICK = args.small
     t_start = time.time()
@@ -465,6 +470,36 @@ def print_table(doc) -> None:
     for row in doc["rows"]:
         if "op" in row and "mode" in row and "backend" in row:
             print(_row_line(row))
+
+
+def markdown_summary(doc) -> str:
+    """One markdown table per results file: time, SOL fraction (both bases) and correctness per row."""
+    bw = doc["copy_bandwidth_Bps"]
+    lines = [
+        f"{doc['device']}, {doc['date_utc']}, torch {doc['torch']}, triton {doc['triton']}, liger {doc.get('liger')}; "
+        f"copy bandwidth measured {bw / 1e12:.2f} TB/s (calibrated basis), datasheet {DATASHEET_BW / 1e12:.1f} TB/s.",
+        "",
+        "| op | mode | backend | median ms | SOL (calibrated) | SOL (datasheet) | TFLOP/s | peak GiB | correct "
+        "| method |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        if "backend" not in r:
+            continue
+        if "median_ms" not in r:
+            err = r.get("error", "")[:80].replace("|", "/")
+            lines.append(f"| {r['op']} | {r.get('mode', '')} | {r['backend']} | error: {err} |||||||")
+            continue
+        sol_c = f"{r['sol_raw_calibrated']:.3f}" if "sol_raw_calibrated" in r else ""
+        sol_d = f"{r['sol_raw_datasheet']:.3f}" if "sol_raw_datasheet" in r else ""
+        tf = f"{r['tflops_per_s']:.0f}" if "tflops_per_s" in r else ""
+        mem = f"{r['peak_mem_bytes'] / 2**30:.2f}" if "peak_mem_bytes" in r else ""
+        ok = {True: "yes", False: "NO"}.get(r.get("correct"), "")
+        lines.append(
+            f"| {r['op']} | {r['mode']} | {r['backend']} | {r['median_ms']:.4f} | {sol_c} | {sol_d} | {tf} | {mem} "
+            f"| {ok} | {r['timing']['method']} |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
