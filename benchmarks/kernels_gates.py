@@ -184,9 +184,10 @@ def run_once(fn, inputs, n_grad, backward: bool, grad_outs=None):
     if backward:
         for t in xs[:n_grad]:
             t.requires_grad_(True)
-    outs = _outputs(fn(*xs))
     if not backward:
-        return [o.detach() for o in outs], []
+        with torch.no_grad():  # the same grad mode as the timed forward (one torch.compile graph)
+            return [o.detach() for o in _outputs(fn(*xs))], []
+    outs = _outputs(fn(*xs))
     # clones: some backends (Liger RoPE) rotate the incoming gradient in place
     gos = [None if g is None else g.clone() for g in grad_outs] if grad_outs is not None else [None] * len(outs)
     grads = torch.autograd.grad(outs, xs[:n_grad], [g if o.dim() else None for o, g in zip(outs, gos)])
