@@ -80,8 +80,8 @@ def eager_rope_interleaved(q, k, cos, sin):
 
 def liger_rope_bshd(q, k, cos, sin):
     # Liger takes [B, H, S, D] and cos [1, S, D]; its kernel works in place on contiguous copies.
-    qo, ko = liger.liger_rope(q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None])
-    return qo.transpose(1, 2), ko.transpose(1, 2)
+    out = liger.liger_rope(q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None])
+    return out[0].transpose(1, 2), out[1].transpose(1, 2)  # some versions also return cos, sin
 
 
 def make_ops(small: bool):
