@@ -47,7 +47,8 @@ DATASHEET_BW = 4.8e12
 BWD_CONFIGS = ((1, 8, 2, True), (1, 16, 2, True), (1, 16, 2, False), (1, 8, 3, False), (1, 16, 1, True),
                (2, 16, 2, True), (1, 32, 1, True))  # fmt: skip
 FWD_CONFIGS = ((1, 4), (1, 8), (1, 16), (2, 16))
-LOOP_CONFIGS = ((4096, 8), (8192, 8), (8192, 16), (16384, 16), (16384, 32), (32768, 32))
+LOOP_CONFIGS = ((8192, 16, True), (8192, 16, False), (16384, 32, True), (16384, 32, False), (32768, 32, True),
+                (4096, 8, True), (16384, 16, True))  # fmt: skip
 SHAPES = {"norm": (8192, 4096), "softmax": {"": (8192, 4096), "_vocab": (4096, 128256), "_256k": (1024, 262144)}}
 EPS = 1e-6
 T0 = time.perf_counter()
@@ -339,7 +340,7 @@ def sweep_variants(op, dtype, device):
         if N <= 16384:
             cfgs = [dict(block_m=bm, num_warps=nw) for bm, nw in FWD_CONFIGS]
         else:
-            cfgs = [dict(loop_block=lb, num_warps=nw) for lb, nw in LOOP_CONFIGS]
+            cfgs = [dict(loop_block=lb, num_warps=nw, prefetch=pf) for lb, nw, pf in LOOP_CONFIGS]
         fwd = [(c, lambda c: softmax_forward(x, **c)) for c in cfgs]
         bwd = [(c, lambda c: softmax_backward(dy, y, **c)) for c in cfgs]
     return fwd, bwd, fwd_bytes, bwd_bytes

@@ -15,7 +15,11 @@ from solkit.errors import SolkitError
 from solkit.kernels.softmax import Softmax, softmax, softmax_backward, softmax_forward
 
 ATOL = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}
-PATHS = {"default": {}, "looped": {"max_single_block": 128, "loop_block": 128}}
+PATHS = {
+    "default": {},
+    "looped": {"max_single_block": 128, "loop_block": 128},
+    "looped_noprefetch": {"max_single_block": 128, "loop_block": 64, "prefetch": False},
+}
 
 
 def _assert_close(out, ref, torch_out, atol):
@@ -42,7 +46,7 @@ def _check(x, path, device):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("shape", [(1, 257), (23, 1031), (4, 5, 96), (3, 127)])
-@pytest.mark.parametrize("path", ["default", "looped"])
+@pytest.mark.parametrize("path", list(PATHS))
 def test_softmax_values_and_grads(dtype, shape, path, device):
     gen = torch.Generator().manual_seed(sum(shape))
     x = (torch.randn(*shape, generator=gen) * 4).to(dtype)  # spread wide enough that the max matters

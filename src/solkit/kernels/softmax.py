@@ -9,11 +9,12 @@ Two paths:
 
 * **single block** (``N`` up to :data:`MAX_SINGLE_BLOCK_COLS`): the whole row (``BLOCK_M`` rows for
   narrow ones) sits in registers; one read, one write;
-* **looped** (wider rows): pass 1 streams the row in chunks keeping an online max and rescaled sum
-  (``s <- s * exp(m_old - m_new) + sum(exp(x - m_new))``, one exp per element); pass 2 walks the
-  chunks in *reverse* order and writes ``exp(x - m) / s``. Reversing makes the chunks read last in
-  pass 1 the first re-read in pass 2, so the re-read mostly hits L2 and the DRAM traffic stays near
-  one read. Backward does the same with ``sum(y * dy)``.
+* **looped** (wider rows): pass 1 streams the row in chunks keeping an online max (a scalar, one
+  block reduction per chunk) and per-lane sums rescaled by it (``s <- s * exp(m_old - m_new) +
+  exp(x - m_new)``, one exp per element); pass 2 walks the chunks in *reverse* order and writes
+  ``exp(x - m) / s``. Both passes load the next chunk before working on the current one.
+  Reversing makes the chunks read last in pass 1 the first re-read in pass 2, so the re-read mostly
+  hits L2 and the DRAM traffic stays near one read. Backward does the same with ``sum(y * dy)``.
 
 Bytes per call (the minimum the benchmark scores against), ``M x N`` of ``e`` bytes:
 
@@ -65,33 +66,54 @@ def _softmax_bwd_kernel(
 
 
 @triton.jit
-def _softmax_fwd_looped_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK_N: tl.constexpr):
+def _softmax_fwd_looped_kernel(
+    x_ptr, y_ptr, n_cols, x_stride, y_stride, PREFETCH: tl.constexpr, BLOCK_N: tl.constexpr
+):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * x_stride
     y_row = y_ptr + row * y_stride
     cols = tl.arange(0, BLOCK_N)
-    m_run = tl.max(tl.full([BLOCK_N], -float("inf"), tl.float32), axis=0)
-    s_run = tl.sum(tl.zeros([BLOCK_N], tl.float32), axis=0)
+    neg_inf = -float("inf")
+    # Pass 1: running max (a scalar, one block reduction per chunk) and per-lane sums rescaled by it.
+    m_run = tl.max(tl.full([BLOCK_N], neg_inf, tl.float32), axis=0)
+    s_vec = tl.zeros([BLOCK_N], tl.float32)
+    # PREFETCH: the next chunk's load is issued before this chunk's reduction (register double buffer).
+    x_next = tl.load(x_row + cols, mask=cols < n_cols, other=neg_inf, eviction_policy="evict_last")
     for start in range(0, n_cols, BLOCK_N):
-        x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=-float("inf"), eviction_policy="evict_last")
-        x = x.to(tl.float32)
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+            nxt = start + BLOCK_N + cols
+            x_next = tl.load(x_row + nxt, mask=nxt < n_cols, other=neg_inf, eviction_policy="evict_last")
+        else:
+            x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=neg_inf, eviction_policy="evict_last")
+            x = x.to(tl.float32)
         m_new = tl.maximum(m_run, tl.max(x, axis=0))
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # an all -inf prefix must not make NaN
-        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+        m_safe = tl.where(m_new == neg_inf, 0.0, m_new)  # an all -inf prefix must not make NaN
+        s_vec = s_vec * tl.exp(m_run - m_safe) + tl.exp(x - m_safe)
         m_run = m_new
-    inv_s = 1.0 / s_run
+    inv_s = 1.0 / tl.sum(s_vec, axis=0)
+    # Pass 2, in reverse: the chunks read last in pass 1 are the likeliest still in L2.
     n_chunks = tl.cdiv(n_cols, BLOCK_N)
+    last = (n_chunks - 1) * BLOCK_N
+    x_next = tl.load(x_row + last + cols, mask=last + cols < n_cols, other=neg_inf, eviction_policy="evict_first")
     for i in range(0, n_chunks):
-        start = (n_chunks - 1 - i) * BLOCK_N  # reverse: re-read the most recently cached chunks first
+        start = (n_chunks - 1 - i) * BLOCK_N
         mask = start + cols < n_cols
-        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+        if PREFETCH:
+            x = x_next
+            prv = start - BLOCK_N + cols
+            x_next = tl.load(
+                x_row + prv, mask=(prv >= 0) & (prv < n_cols), other=neg_inf, eviction_policy="evict_first"
+            )
+        else:
+            x = tl.load(x_row + start + cols, mask=mask, other=neg_inf, eviction_policy="evict_first")
         y = tl.exp(x.to(tl.float32) - m_run) * inv_s
         tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
 
 @triton.jit
 def _softmax_bwd_looped_kernel(
-    dy_ptr, y_ptr, dx_ptr, n_cols, dy_stride, y_stride, dx_stride, BLOCK_N: tl.constexpr
+    dy_ptr, y_ptr, dx_ptr, n_cols, dy_stride, y_stride, dx_stride, PREFETCH: tl.constexpr, BLOCK_N: tl.constexpr
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     dy_row = dy_ptr + row * dy_stride
@@ -106,11 +128,21 @@ def _softmax_bwd_looped_kernel(
         acc += y * dy
     dot = tl.sum(acc, axis=0)
     n_chunks = tl.cdiv(n_cols, BLOCK_N)
-    for i in range(0, n_chunks):
+    last = (n_chunks - 1) * BLOCK_N
+    y_next = tl.load(y_row + last + cols, mask=last + cols < n_cols, other=0.0, eviction_policy="evict_first")
+    dy_next = tl.load(dy_row + last + cols, mask=last + cols < n_cols, other=0.0, eviction_policy="evict_first")
+    for i in range(0, n_chunks):  # reverse, as in the forward
         start = (n_chunks - 1 - i) * BLOCK_N
         mask = start + cols < n_cols
-        y = tl.load(y_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        dy = tl.load(dy_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        if PREFETCH:
+            y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
+            prv = start - BLOCK_N + cols
+            pmask = (prv >= 0) & (prv < n_cols)
+            y_next = tl.load(y_row + prv, mask=pmask, other=0.0, eviction_policy="evict_first")
+            dy_next = tl.load(dy_row + prv, mask=pmask, other=0.0, eviction_policy="evict_first")
+        else:
+            y = tl.load(y_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            dy = tl.load(dy_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         dx = (y * (dy - dot)).to(dx_ptr.dtype.element_ty)
         tl.store(dx_row + start + cols, dx, mask=mask, eviction_policy="evict_first")
 
@@ -132,6 +164,7 @@ def softmax_forward(
     loop_block: int = LOOP_BLOCK,
     block_m: int | None = None,
     num_warps: int | None = None,
+    prefetch: bool = True,
 ) -> torch.Tensor:
     """Softmax over the last dimension of ``x`` (any leading shape)."""
     x2 = check_rows(x, "softmax input", max_cols=None)
@@ -139,7 +172,9 @@ def softmax_forward(
     y2 = torch.empty_like(x2)
     looped, bm, bn, nw = _plan(n_cols, x2.element_size(), max_single_block, loop_block, block_m, num_warps)
     if looped:
-        _softmax_fwd_looped_kernel[(n_rows,)](x2, y2, n_cols, x2.stride(0), y2.stride(0), BLOCK_N=bn, num_warps=nw)
+        _softmax_fwd_looped_kernel[(n_rows,)](
+            x2, y2, n_cols, x2.stride(0), y2.stride(0), PREFETCH=prefetch, BLOCK_N=bn, num_warps=nw
+        )
     else:
         _softmax_fwd_kernel[(triton.cdiv(n_rows, bm),)](
             x2, y2, n_rows, n_cols, x2.stride(0), y2.stride(0), BLOCK_M=bm, BLOCK_N=bn, num_warps=nw
@@ -155,6 +190,7 @@ def softmax_backward(
     loop_block: int = LOOP_BLOCK,
     block_m: int | None = None,
     num_warps: int | None = None,
+    prefetch: bool = True,
 ) -> torch.Tensor:
     """Gradient of softmax: ``dx = y * (dy - sum(y * dy))`` over the last dimension."""
     y2 = check_rows(y, "softmax saved output", max_cols=None)
@@ -164,7 +200,16 @@ def softmax_backward(
     looped, bm, bn, nw = _plan(n_cols, y2.element_size(), max_single_block, loop_block, block_m, num_warps)
     if looped:
         _softmax_bwd_looped_kernel[(n_rows,)](
-            dy2, y2, dx2, n_cols, dy2.stride(0), y2.stride(0), dx2.stride(0), BLOCK_N=bn, num_warps=nw
+            dy2,
+            y2,
+            dx2,
+            n_cols,
+            dy2.stride(0),
+            y2.stride(0),
+            dx2.stride(0),
+            PREFETCH=prefetch,
+            BLOCK_N=bn,
+            num_warps=nw,
         )
     else:
         _softmax_bwd_kernel[(triton.cdiv(n_rows, bm),)](
