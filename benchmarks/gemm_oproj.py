@@ -223,7 +223,7 @@ class Run:
                 row["traceback"] = traceback.format_exc()[-2000:]
             self.doc["rows"].append(row)
             ms = row.get("median_ms")
-            self.log(f"{M}x{N}x{K} {name:34s} {'%.4f ms' % ms if ms else row.get('error', '?')[:80]}")
+            self.log(f"{M}x{N}x{K} {name:34s} {f'{ms:.4f} ms' if ms else row.get('error', '?')[:80]}")
         del pool, ref_mm, ref_full
         self.save()
 
@@ -252,7 +252,9 @@ class Run:
                     row["first_call_s"] = time.time() - t_start
                     err = ((out.float() - ref_full).norm() / ref_full.norm()).item()
                     row.update(rel_err=err, correct=bool(torch.isfinite(out).all()) and err <= 2 * torch_err + 1e-3)
-                    timing = self.timed(lambda x, w, r: G.gemm(x, w, residual=r, config=cfg), pool, reps=20, trials=2)
+                    timing = self.timed(
+                        lambda x, w, r, cfg=cfg: G.gemm(x, w, residual=r, config=cfg), pool, reps=20, trials=2
+                    )
                     row["median_ms"] = timing["median_ms"]
                     row["iqr_ms"] = timing["iqr_ms"]
                     row.update(self.sol_columns(M, N, K, timing["median_ms"]))

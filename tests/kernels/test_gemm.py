@@ -60,8 +60,7 @@ ATOL = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("M", [1, 17, 130])
-@pytest.mark.parametrize(("K", "N"), [(64, 48), (96, 96)])
+@pytest.mark.parametrize(("M", "K", "N"), [(1, 64, 48), (17, 96, 96), (130, 96, 48)])
 @pytest.mark.parametrize("kernel", ["pointer", "tma_persistent"])
 @pytest.mark.parametrize("epilogue", ["residual", "bias_res_scaled", "silu", "gelu_tanh"])
 def test_values_interpreter_and_gpu(dtype, M, K, N, kernel, epilogue, device):
@@ -77,6 +76,22 @@ def test_values_interpreter_and_gpu(dtype, M, K, N, kernel, epilogue, device):
     assert G.LAST_LAUNCH["kernel"] == kernel
     ref = G.reference(x, w, b, r, **kw)
     _assert_close(y, ref, _torch_same_dtype(x, w, b, r, ep), ATOL[dtype])
+
+
+@pytest.mark.parametrize("subtile", [1, 4])
+def test_tma_epilogue_subtiles(subtile, device):
+    """The epilogue in 1 or 4 column pieces (2 is covered above), N not a multiple of the tile."""
+    if device == "cuda" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA path needs sm_90+")
+    ep = EPILOGUES["bias_res_scaled"]
+    dtype = torch.float16
+    x, w, b, r = _inputs(70, 80, 64, dtype, device, ep, seed=subtile)
+    kw = dict(alpha=ep["alpha"], beta=ep["beta"], activation=ep["activation"])
+    cfg = {**TMA_CPU_CONFIG, "BLOCK_N": 64, "EPI_SUBTILE": subtile}
+    if device == "cuda":
+        cfg.update(BLOCK_M=64, BLOCK_K=64, num_stages=3)
+    y = G.gemm(x, w, b, r, config=cfg, **kw)
+    _assert_close(y, G.reference(x, w, b, r, **kw), _torch_same_dtype(x, w, b, r, ep), ATOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -140,6 +155,45 @@ def test_select_paths():
     cpu = torch.device("cpu")
     assert G.select(1, cpu, True)[:2] == ("interpreter", "decode")
     assert G.select(65, cpu, True)[:2] == ("interpreter", "prefill")
+
+
+_AOT_SCRIPT = """
+import json, sys
+from solkit.kernels import gemm as G
+t = G.load_config_table()
+out = []
+for arch, family, regime in [(90, "hopper", "prefill"), (90, "hopper", "decode"), (80, "ampere", "prefill")]:
+    entry = t[family][regime]
+    for cfg in entry["autotune"][:int(sys.argv[1])]:
+        k = G.compile_for(arch, {"kernel": entry["kernel"], **cfg}, activation="gelu_tanh")
+        out.append([arch, family, regime, k.metadata.shared, "mma" in k.asm["ptx"]])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_configs_compile_for_sm90_and_sm80_without_gpu():
+    """Compile (Triton AOT, no GPU) the first Hopper prefill/decode and Ampere configs with every epilogue
+    flag on: catches code the interpreter accepts but the compiler rejects, and configs whose shared
+    memory does not fit (sm_90: 232448 bytes, sm_80: 166912)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton.backends.nvidia")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _AOT_SCRIPT, "1"], capture_output=True, text=True, env=env, timeout=300
+    )
+    if proc.returncode != 0 and "ptxas" in proc.stderr and "not found" in proc.stderr:
+        pytest.skip("no ptxas in this triton install")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(rows) == 3
+    for arch, family, regime, shared, has_mma in rows:
+        assert has_mma, f"{family}.{regime}: no tensor-core instructions"
+        assert shared <= (232448 if arch == 90 else 166912), f"{family}.{regime}: {shared} bytes of shared memory"
 
 
 def _grad_case(dtype, device, ep, M=17, K=64, N=48):

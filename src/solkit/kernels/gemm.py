@@ -41,7 +41,6 @@ from solkit.errors import SolkitError, choices_hint
 ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2}
 KERNELS = ("tma_persistent", "pointer")
 FAMILIES = ("hopper", "ampere", "interpreter")
-_GELU_2C = 2.0 * math.sqrt(2.0 / math.pi)  # gelu_tanh(z) = z * sigmoid(2c (z + 0.044715 z^3))
 
 #: What the last launch ran: path, family, regime and config (for benchmarks and reports).
 LAST_LAUNCH: dict[str, Any] = {}
@@ -58,7 +57,8 @@ def _epilogue(acc, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS: tl.constexpr
     if ACT == 1:
         acc = acc * tl.sigmoid(acc)
     elif ACT == 2:
-        acc = acc * tl.sigmoid(_GELU_2C * (acc + 0.044715 * acc * acc * acc))
+        # gelu_tanh(z) = z * sigmoid(2c (z + 0.044715 z^3)), c = sqrt(2/pi): 0.5 (1 + tanh u) = sigmoid(2u)
+        acc = acc * tl.sigmoid(1.5957691216057308 * (acc + 0.044715 * acc * acc * acc))
     acc = acc * alpha
     if HAS_RESIDUAL:
         acc = acc + res.to(tl.float32) * beta
@@ -86,6 +86,12 @@ def _finish_tile(part, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, 
     offs_n = off_n + tl.arange(0, part.shape[1])
     out = _epilogue(part, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
     y_desc.store([off_m, off_n], out.to(y_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _halves(acc, BLOCK_M: tl.constexpr, WIDTH: tl.constexpr):
+    """[BLOCK_M, WIDTH] -> its left and right [BLOCK_M, WIDTH/2] column halves."""
+    return tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, WIDTH // 2)), (0, 2, 1)))
 
 
 # M is not specialised (by value or divisibility): every M shares one compiled kernel per config.
@@ -126,18 +132,30 @@ def _gemm_tma_persistent_kernel(
         pid_m, pid_n = _tile_coords(tile_epi, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if EPI_SUBTILE == 2:
-            # Two [BLOCK_M, BLOCK_N/2] halves: half the epilogue's shared memory, left to the pipeline.
-            acc0, acc1 = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1)))
-            _finish_tile(
-                acc0, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT
-            )
-            _finish_tile(acc1, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                         HAS_RESIDUAL, ACT)  # fmt: skip
-        else:
+        # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
+        # shared memory, so smaller pieces leave more of it to the K pipeline.
+        if EPI_SUBTILE == 1:
             _finish_tile(
                 acc, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT
             )
+        else:
+            left, right = _halves(acc, BLOCK_M, BLOCK_N)
+            if EPI_SUBTILE == 2:
+                _finish_tile(left, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                             HAS_RESIDUAL, ACT)  # fmt: skip
+                _finish_tile(right, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                             HAS_RESIDUAL, ACT)  # fmt: skip
+            else:  # 4
+                q0, q1 = _halves(left, BLOCK_M, BLOCK_N // 2)
+                q2, q3 = _halves(right, BLOCK_M, BLOCK_N // 2)
+                _finish_tile(q0, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                             HAS_RESIDUAL, ACT)  # fmt: skip
+                _finish_tile(q1, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                             HAS_RESIDUAL, ACT)  # fmt: skip
+                _finish_tile(q2, off_m, off_n + 2 * SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                             HAS_RESIDUAL, ACT)  # fmt: skip
+                _finish_tile(q3, off_m, off_n + 3 * SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                             HAS_RESIDUAL, ACT)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
@@ -237,6 +255,51 @@ def _autotuner(family: str, regime: str):
     return triton.autotune(configs=configs, key=_TUNING_KEY, prune_configs_by=prune, **extra)(
         _KERNEL_FNS[entry["kernel"]]
     )
+
+
+def compile_for(
+    arch: int,
+    config: dict[str, Any],
+    *,
+    kernel: str | None = None,
+    dtype: str = "bf16",
+    has_bias: bool = True,
+    has_residual: bool = True,
+    activation: str = "none",
+):
+    """Compile one config for ``sm_<arch>`` without a GPU (Triton's AOT path); returns the compiled kernel.
+
+    Its ``metadata.shared`` (bytes of shared memory) tells whether a config fits before any GPU time
+    is spent; ``asm["ptx"]`` shows the instructions (wgmma on sm_90). Not available in interpreter mode.
+    """
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel = kernel or config.get("kernel", "tma_persistent")
+    fn = _KERNEL_FNS[kernel]
+    if not hasattr(fn, "cache_key"):
+        raise SolkitError("compile_for needs compiled Triton (unset TRITON_INTERPRET)")
+    sig = {name: "i32" for name in ("M", "N", "K", "M_BUCKET", "stride_xm", "stride_wn", "stride_ym", "stride_rm")}
+    sig.update({p: f"*{dtype}" for p in ("x_ptr", "w_ptr", "y_ptr", "bias_ptr", "res_ptr")})
+    sig.update(alpha="fp32", beta="fp32")
+    consts: dict[str, Any] = {k: v for k, v in config.items() if k not in ("kernel", "num_warps", "num_stages")}
+    if kernel == "tma_persistent":
+        sig["num_programs"] = "i32"
+    consts.update(HAS_BIAS=has_bias, HAS_RESIDUAL=has_residual, ACT=ACTIVATIONS[activation])
+    if not has_bias:
+        consts["bias_ptr"] = None
+    if not has_residual:
+        consts["res_ptr"] = None
+    sig.update({k: "constexpr" for k in consts})
+    tc = to_triton_config(config)
+    # What the JIT would know at a launch with aligned tensors and N, K, strides multiples of 16 (M is
+    # never specialised): without it, loads are not vectorised and cp.async pipelining is skipped.
+    aligned = {"x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym"}
+    aligned |= ({"bias_ptr"} if has_bias else set()) | ({"res_ptr", "stride_rm"} if has_residual else set())
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names) if name in aligned}
+    src = ASTSource(fn=fn, signature={k: sig[k] for k in fn.arg_names}, constexprs=consts, attrs=attrs)
+    options = {"num_warps": tc.num_warps, "num_stages": tc.num_stages}
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
 
 
 # --------------------------------------------------------------------------------------------- dispatch
