@@ -47,6 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd)
 
 
+def _command_line() -> str:
+    return "solkit train-bench " + shlex.join(a for a in sys.argv[1:] if a != "train-bench")
+
+
 def _cmd(args: argparse.Namespace) -> int:
     import torch
 
@@ -75,7 +79,7 @@ def _cmd(args: argparse.Namespace) -> int:
         dtype=dtype, device="cuda" if on_gpu else "cpu", nproc=args.nproc, parallel=args.parallel,
         checkpoint=args.checkpoint, seed=args.seed, lr=args.lr, timeout_s=args.timeout,
         peak_tflops=args.peak_tflops, max_batch=args.max_batch, compile_backend=args.compile_backend,
-        budget_s=args.budget, out_json=out / f"{stem}.json", command="solkit " + shlex.join(sys.argv[1:]), log=log,
+        budget_s=args.budget, out_json=out / f"{stem}.json", command=_command_line(), log=log,
     )  # fmt: skip
     (out / f"{stem}.md").write_text(report.markdown(summary))
     (out / f"{stem}.html").write_text(report.html_section(summary))

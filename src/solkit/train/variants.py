@@ -15,6 +15,7 @@ the other variants from running.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,14 +84,34 @@ class Swapped(nn.Module):
         self.orig = orig
         self._fn = fn
         self.calls = 0  # counted in eager mode only, to assert the kernel actually ran
+        # opaque: torch.compile graph-breaks around the kernel instead of tracing into it (needed under
+        # Triton's CPU interpreter, which Dynamo cannot trace, and as a fallback when tracing fails).
+        self.opaque = False
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not torch.compiler.is_compiling():
             self.calls += 1
+        if self.opaque:
+            return _run_outside_graph(self._fn, self.orig, *args, **kwargs)
         return self._fn(self.orig, *args, **kwargs)
 
     def extra_repr(self) -> str:
         return f"kind={self.kind!r}"
+
+
+@torch.compiler.disable
+def _run_outside_graph(fn: Callable[..., Any], orig: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    return fn(orig, *args, **kwargs)
+
+
+def set_opaque(model: nn.Module, opaque: bool = True) -> int:
+    """Make every swapped kernel opaque to torch.compile (a graph break around each); returns the count."""
+    n = 0
+    for m in model.modules():
+        if isinstance(m, Swapped):
+            m.opaque = opaque
+            n += 1
+    return n
 
 
 # ---- kernel adapters: each returns fn(orig_module, *forward_args) or raises with a reason ----------
@@ -257,6 +278,8 @@ class PreparedVariant:
     swaps: list[SwapReport] = field(default_factory=list)
     compiled: list[str] = field(default_factory=list)
     compile_backend: str | None = None
+    kernels_opaque_to_compile: bool = False
+    compile_retry_reason: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -275,6 +298,8 @@ class PreparedVariant:
             "swaps": [s.to_dict() for s in self.swaps],
             "compiled_modules": self.compiled,
             "compile_backend": self.compile_backend,
+            "kernels_opaque_to_compile": self.kernels_opaque_to_compile,
+            "compile_retry_reason": self.compile_retry_reason,
         }
 
 
@@ -320,6 +345,8 @@ def apply_variant(
         assert report.replaced == expected, f"{kind}: replaced {report.replaced} of {expected} modules"
         report.status = "ok"
     if variant.compile:
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            prepared.kernels_opaque_to_compile = set_opaque(model) > 0
         prepared.compiled = compile_model(model, compile_backend)
         prepared.compile_backend = compile_backend
     return prepared

@@ -165,7 +165,21 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     losses, gnorms = [], []
     t_warm = time.perf_counter()
     for i in range(warmup):
-        (loss, gn), _ = step(i)
+        try:
+            (loss, gn), _ = step(i)
+        except Exception as exc:
+            # torch.compile could not trace into a swapped kernel: retry once with every kernel behind a
+            # graph break (recorded in the result). Nothing was updated: the optimizer step comes last.
+            if i != 0 or not (prepared.variant.compile and prepared.swaps) or prepared.kernels_opaque_to_compile:
+                raise
+            import torch._dynamo
+
+            from solkit.train.variants import set_opaque
+
+            prepared.compile_retry_reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            torch._dynamo.reset()
+            prepared.kernels_opaque_to_compile = set_opaque(model) > 0
+            (loss, gn), _ = step(i)
         losses.append(loss)
         gnorms.append(gn)
         if i == 0:
