@@ -234,3 +234,12 @@ def test_diagnose_for_bench_one_line(simulated_gpu, tmp_path):
     assert {f["code"] for f in out["findings"]} >= {"no_mma"}
     assert "of SOL" in out["summary"] and "\n" not in out["summary"]
     assert out["report"]["targets"][0]["diagnosis"]["sol"]["bound"] == "compute"
+
+
+def test_diagnose_for_bench_on_cpu_degrades_but_keeps_the_model(tmp_path):
+    tiny = Path(__file__).parent / "problems" / "tiny_rmsnorm"
+    out = runner.diagnose_for_bench(tiny, t_measured_ms=0.01, out_dir=tmp_path / "b")
+    assert out["degraded"] and out["degraded"][0].startswith("no CUDA GPU")
+    assert out["n_kernels"] == 0 and "\n" not in out["summary"]
+    t = out["report"]["targets"][0]
+    assert t["ok"] and t["diagnosis"]["model_bytes"] == (5 * 64 * 2 + 64) * 4

@@ -56,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
     report["report_files"] = paths
     for message in report["degraded"]:  # one line each, never wrapped, on stderr
         sys.stderr.write(f"solkit profile: degraded: {message}\n")
+    for t in report["targets"]:
+        warning = (t.get("telemetry") or {}).get("warning")
+        if warning:
+            sys.stderr.write(f"solkit profile: warning: {t['label']}: {warning}\n")
     if args.json:
         print_json(report)
     else:

@@ -2,7 +2,7 @@
 
     python -m solkit.profile.driver SPEC.json RESULT.json
 
-SPEC = {"mode": "time" | "ncu", "device": "cuda", "warmup": 3, "targets": [{"label", "problem_dir",
+SPEC = {"mode": "time" | "ncu" | "model", "device": "cuda", "warmup": 3, "targets": [{"label", "problem_dir",
 "workload", "solution"}...]}.
 
 * ``time`` (no profiler attached): per target, the harness's timing (T_measured), NVML telemetry
@@ -45,9 +45,8 @@ def _kernel_list(target, device: str, calls: int = 3) -> list[dict[str, Any]]:
             continue
         if not want_device and (e.cpu_parent is not None or not e.name.startswith("aten::")):
             continue  # on a CPU: top-level aten ops only
-        t = getattr(e, "device_time", None) if want_device else None
-        if t is None:
-            t = getattr(e, "cuda_time", 0.0) if want_device else e.cpu_time_total
+        # A device event's own span is its kernel time (device_time_total can read 0 for it).
+        t = e.time_range.elapsed_us() if want_device else e.cpu_time_total
         agg[e.name]["count"] += 1
         agg[e.name]["time_us"] += float(t or 0.0)
     rows = [
@@ -132,6 +131,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             )
             if mode == "ncu":
                 entry.update(_profile_target(target, device, int(spec.get("warmup", 3))))
+            elif mode == "model":  # the work model only (the caller has its own timing)
+                pass
             else:
                 entry.update(_time_target(target, device))
             entry["ok"] = True

@@ -223,6 +223,8 @@ def profile(
             degraded.append("ncu not found (PATH, $SOLKIT_NCU): per-kernel counters skipped")
     report["ncu"] = ncu_info
     under_ncu = _read_json(work / "ncu_result.json") if ncu_info.get("used") else None
+    if timed is None and under_ncu is None and not timing:  # no ncu result: the work model alone
+        timed, _ = _run_driver({"mode": "model", "device": device, "targets": targets}, work, "model", timeout_s)
     if timed is None:  # no timing run (or it failed): the ncu run's driver result still has the models
         timed = under_ncu or {"targets": [{"label": t["label"], "ok": False, "error": "not run"} for t in targets]}
     report["versions"] = timed.get("versions", {})
