@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from solkit.harness.timing import benchmark
 from solkit.kernels.cross_entropy import CE_CONFIG, cross_entropy, cross_entropy_bytes
 from solkit.kernels.fused_linear_ce import DEFAULT_CHUNK_TOKENS, fused_linear_ce_flops, fused_linear_cross_entropy
-from solkit.kernels.rope import apply_rope, rope_bytes
-from solkit.kernels.swiglu import gated_bytes, geglu, swiglu
+from solkit.kernels.rope import ROPE_CONFIG, apply_rope, rope_bytes
+from solkit.kernels.swiglu import GATE_CONFIG, gated_bytes, geglu, swiglu
 from solkit.sol.model import sol_fraction
 
 DATASHEET_BW = 4.8e12
@@ -217,6 +217,8 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--budget-s", type=float, default=110.0, help="stop starting new work after this many s")
     ap.add_argument("--ce-sweep", default="", help="extra CE configs: block:warps:stages:progs_per_sm,...")
+    ap.add_argument("--gate-sweep", default="", help="extra SwiGLU configs: block:warps,...")
+    ap.add_argument("--rope-sweep", default="", help="extra RoPE configs: warps:max_tile,...")
     ap.add_argument("--flce-chunks", default="", help="extra fused linear CE chunk sizes, comma separated")
     ap.add_argument("--markdown", metavar="JSON", help="print a markdown summary of a results file and exit")
     args = ap.parse_args(argv)
@@ -344,6 +346,14 @@ def run_op(doc, op_name, op, backends, dev, bw, args, t_start):
             print(_row_line(row), flush=True)
         if op_name == "cross_entropy" and backward and args.ce_sweep:
             _ce_sweep(doc, op, base, dev, bw, args, t_start)
+        if op_name == "swiglu" and args.gate_sweep:
+            keys = ("block", "num_warps")
+            _config_sweep(doc, op, op_name, base, backward, grad_outs, GATE_CONFIG, keys, args.gate_sweep, dev, bw,
+                          args, t_start, (ref_out + ref_grads, torch_out + torch_grads))  # fmt: skip
+        if op_name == "rope" and args.rope_sweep:
+            keys = ("num_warps", "max_tile")
+            _config_sweep(doc, op, op_name, base, backward, grad_outs, ROPE_CONFIG, keys, args.rope_sweep, dev, bw,
+                          args, t_start, (ref_out + ref_grads, torch_out + torch_grads))  # fmt: skip
         if op_name == "fused_linear_ce" and args.flce_chunks:
             _flce_chunks(doc, op, base, dev, args, t_start)
         del base, ref_out, ref_grads, torch_out, torch_grads
@@ -437,6 +447,33 @@ def _ce_sweep(doc, op, base, dev, bw, args, t_start):
             row["error"] = f"{type(exc).__name__}: {exc}"[:400]
         doc["rows"].append(row)
         print(_row_line(row), flush=True)
+
+
+def _config_sweep(doc, op, op_name, base, backward, grad_outs, config, keys, spec_list, dev, bw, args, t_start, refs):
+    """Time the solkit kernel under other launch settings (the module's config dict, restored after)."""
+    saved = dict(config)
+    try:
+        for spec in spec_list.split(","):
+            if time.time() - t_start > args.budget_s:
+                break
+            cfg = dict(zip(keys, (int(v) for v in spec.split(":"))))
+            config.update(cfg)
+            row = {"op": op_name, "mode": "fwd+bwd" if backward else "fwd", "backend": f"solkit[{spec}]", "config": cfg}
+            try:
+                fn = op["fns"]["solkit"]
+                poison_allocator(sum(t.numel() * t.element_size() for t in base), dev)
+                got_out, got_grads = run_once(fn, base, op["n_grad"], backward, grad_outs)
+                ok, errs, _ = max_ratio_check(got_out + got_grads, refs[0], refs[1])
+                row.update(correct=ok, rel_err=errs)
+                del got_out, got_grads
+                _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw)
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = f"{type(exc).__name__}: {exc}"[:400]
+            doc["rows"].append(row)
+            print(_row_line(row), flush=True)
+    finally:
+        config.clear()
+        config.update(saved)
 
 
 def _flce_chunks(doc, op, base, dev, args, t_start):

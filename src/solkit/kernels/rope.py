@@ -42,6 +42,8 @@ import triton.language as tl
 from solkit.errors import SolkitError
 
 _LAYOUTS = ("bshd", "bhsd")
+#: Launch settings: warps per program (one program per token) and the most elements in one head tile.
+ROPE_CONFIG = {"num_warps": 4, "max_tile": 4096}
 
 
 @triton.jit
@@ -181,15 +183,16 @@ def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, b
     qo, ko = _to_bshd(q_out, layout, "q"), _to_bshd(k_out, layout, "k")
     if batch * seq:
         half = dim // 2
-        block_hq = max(1, min(triton.next_power_of_2(n_q), max(1, 4096 // dim)))
-        block_hk = max(1, min(triton.next_power_of_2(n_k), max(1, 4096 // dim)))
+        tile = ROPE_CONFIG["max_tile"]
+        block_hq = max(1, min(triton.next_power_of_2(n_q), max(1, tile // dim)))
+        block_hk = max(1, min(triton.next_power_of_2(n_k), max(1, tile // dim)))
         _rope_kernel[(batch * seq,)](
             qv, kv, qo, ko, cos_t, sin_t, pos, seq, n_q, n_k,
             qv.stride(0), qv.stride(1), qv.stride(2), kv.stride(0), kv.stride(1), kv.stride(2),
             qo.stride(0), qo.stride(1), qo.stride(2), ko.stride(0), ko.stride(1), ko.stride(2),
             cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
             HALF=half, BLOCK_HQ=block_hq, BLOCK_HK=block_hk,
-            INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, num_warps=4,
+            INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, num_warps=ROPE_CONFIG["num_warps"],
         )  # fmt: skip
     return q_out, k_out
 

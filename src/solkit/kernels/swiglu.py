@@ -110,9 +110,13 @@ def _check(gate: torch.Tensor, up: torch.Tensor, activation: str) -> None:
         raise SolkitError(f"swiglu: gate/up dtype must match and be fp16, bf16 or fp32, got {gate.dtype}/{up.dtype}")
 
 
+#: Launch settings: columns per program (capped by the row width) and warps per program.
+GATE_CONFIG = {"block": 4096, "num_warps": 8}
+
+
 def _launch_config(n_cols: int) -> tuple[int, int]:
-    block = min(4096, triton.next_power_of_2(max(n_cols, 16)))
-    return block, (8 if block >= 4096 else 4)
+    block = min(GATE_CONFIG["block"], triton.next_power_of_2(max(n_cols, 16)))
+    return block, (GATE_CONFIG["num_warps"] if block >= 1024 else 4)
 
 
 def gated_forward(gate: torch.Tensor, up: torch.Tensor, activation: str = "silu") -> torch.Tensor:
