@@ -47,7 +47,7 @@ def _check(x, w, b, device, eps=1e-5):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("shape", [(1, 257), (37, 1031), (2, 3, 96)])
+@pytest.mark.parametrize("shape", [(1, 257), (7, 1031), (2, 3, 96)])
 @pytest.mark.parametrize("bias", [True, False])
 def test_layernorm_values_and_grads(dtype, shape, bias, device):
     gen = torch.Generator().manual_seed(sum(shape) + bias)
@@ -58,7 +58,7 @@ def test_layernorm_values_and_grads(dtype, shape, bias, device):
 
 
 def test_stats_and_partial_blocks(device):
-    x = torch.randn(45, 40, device=device) + 2
+    x = torch.randn(29, 40, device=device) + 2
     w, b = torch.randn(40, device=device), torch.randn(40, device=device)
     y, mean, rstd = layernorm_forward(x, w, b)
     torch.testing.assert_close(mean, x.mean(-1))

@@ -15,7 +15,7 @@ from solkit.errors import SolkitError
 from solkit.kernels.rmsnorm import AddRMSNorm, RMSNorm, add_rmsnorm, rmsnorm, rmsnorm_backward, rmsnorm_forward
 
 ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
-SHAPES = [(1, 257), (37, 1031), (2, 3, 96)]
+SHAPES = [(1, 257), (7, 1031), (2, 3, 96)]
 
 
 def eager_rmsnorm(x, w, eps=1e-6, offset=0.0, casting="llama"):
@@ -73,7 +73,7 @@ def test_rmsnorm_values_and_grads(dtype, shape, casting, offset, device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("shape", [(1, 257), (19, 1031)])
+@pytest.mark.parametrize("shape", [(1, 257), (5, 1031)])
 def test_add_rmsnorm_values_and_grads(dtype, shape, device):
     gen = torch.Generator().manual_seed(7)
     x, r = (torch.randn(*shape, generator=gen).to(dtype) for _ in range(2))
@@ -104,7 +104,7 @@ def test_rstd_saved_only_for_training(device):
 
 def test_backward_partial_blocks(device):
     """More rows than programs, and row blocks of several rows: every row contributes to dW exactly once."""
-    x = torch.randn(45, 40, device=device)
+    x = torch.randn(29, 40, device=device)
     w = torch.randn(40, device=device)
     _, _, rstd = rmsnorm_forward(x, w)
     dy = torch.randn_like(x)

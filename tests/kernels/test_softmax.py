@@ -45,7 +45,7 @@ def _check(x, path, device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("shape", [(1, 257), (23, 1031), (4, 5, 96), (3, 127)])
+@pytest.mark.parametrize("shape", [(1, 257), (6, 1031), (4, 5, 96), (3, 127)])
 @pytest.mark.parametrize("path", list(PATHS))
 def test_softmax_values_and_grads(dtype, shape, path, device):
     gen = torch.Generator().manual_seed(sum(shape))
