@@ -187,7 +187,7 @@ class Run:
             ("after: solkit fused GEMM", fused, True),
             ("cuBLAS addmm (beta=1)", lambda x, w, r: torch.addmm(r, x, w.t()), True),
         ]
-        if self.args.with_plain:
+        if self.args.with_plain and not decode:
             rows.append(("solkit GEMM, no epilogue", lambda x, w, r: G.gemm(x, w), False))
         want_compile = not self.args.no_compile and self.device.type == "cuda"
         if want_compile and (self.args.compile_all or (M, N, K) == SEED_SHAPE):

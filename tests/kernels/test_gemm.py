@@ -147,8 +147,47 @@ def test_m_bucket_and_config_table():
 def test_decode_prune_picks_block_m_covering_bucket():
     configs = [G.to_triton_config(c) for c in G.load_config_table()["hopper"]["decode"]["autotune"]]
     for bucket, want in [(1, 16), (16, 16), (32, 64), (64, 64)]:
-        kept = G._prune_by_block_m(configs, {"M_BUCKET": bucket})
-        assert kept and all(c.kwargs["BLOCK_M"] == want for c in kept)
+        for kept in (
+            G._prune_by_block_m(configs, {"M_BUCKET": bucket}),
+            G._prune_by_block_m(configs, {}, M_BUCKET=bucket),
+        ):
+            assert kept and all(c.kwargs["BLOCK_M"] == want for c in kept)
+
+
+def test_autotuned_hopper_lists_in_interpreter(monkeypatch):
+    """The real triton.autotune plumbing (key, M bucket, decode pruning, LAST_LAUNCH) over the Hopper
+    lists, in the interpreter with a stand-in timer (the interpreter cannot time kernels)."""
+    if HAS_CUDA:
+        pytest.skip("interpreter-only check")
+    calls = []
+
+    def fake_bench(kernel_call, quantiles=None, **_):
+        kernel_call()
+        calls.append(1)
+        return [float(len(calls))] * 3  # first config "wins"
+
+    tuners = {}
+    make = G._autotuner.__wrapped__  # the uncached builder
+
+    def tuner(family, regime):
+        if (family, regime) not in tuners:
+            tuners[family, regime] = make(family, regime, fake_bench)
+        return tuners[family, regime]
+
+    monkeypatch.setattr(G, "arch_family", lambda device: "hopper")
+    monkeypatch.setattr(G, "_autotuner", tuner)
+    table = G.load_config_table()["hopper"]
+    ep = EPILOGUES["residual"]
+    for M, regime in [(17, "decode"), (130, "prefill")]:
+        x, w, b, r = _inputs(M, 48, 64, torch.float16, "cpu", ep, seed=M)
+        y = G.gemm(x, w, b, r)
+        launch = G.LAST_LAUNCH
+        assert launch["regime"] == regime and launch["kernel"] == table[regime]["kernel"]
+        assert launch["m_bucket"] == G.m_bucket(M)
+        want = table[regime]["autotune"][0] if regime == "prefill" else table[regime]["autotune"][3]
+        assert {k: launch["config"][k] for k in want} == want
+        _assert_close(y, G.reference(x, w, b, r), _torch_same_dtype(x, w, b, r, ep), ATOL[torch.float16])
+    assert len(calls) == 2 + len(table["prefill"]["autotune"])  # decode: the two BLOCK_M=64 configs
 
 
 def test_select_paths():

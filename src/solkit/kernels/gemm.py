@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import os
 from importlib import resources
 from typing import Any
@@ -236,7 +235,8 @@ def m_bucket(m: int) -> int:
 
 def _prune_by_block_m(configs, named_args, **kwargs):
     """Keep the configs with the smallest BLOCK_M that covers the M bucket (decode: 16, 32 or 64 rows)."""
-    bucket = int(named_args["M_BUCKET"])
+    # triton passes positional arguments in named_args and keyword arguments in kwargs
+    bucket = int(kwargs["M_BUCKET"] if "M_BUCKET" in kwargs else named_args["M_BUCKET"])
     sizes = sorted({c.kwargs["BLOCK_M"] for c in configs})
     fitting = [s for s in sizes if s >= bucket]
     target = fitting[0] if fitting else sizes[-1]
@@ -247,9 +247,12 @@ _AUTOTUNE_ACCEPTS_CACHE = "cache_results" in inspect.signature(triton.autotune).
 
 
 @functools.cache
-def _autotuner(family: str, regime: str):
+def _autotuner(family: str, regime: str, do_bench=None):
+    """triton.autotune over the family's list for the regime; timings persist on disk (cache_results)."""
     entry = load_config_table()[family][regime]
-    extra = {"cache_results": True} if _AUTOTUNE_ACCEPTS_CACHE and family != "interpreter" else {}
+    extra = {"cache_results": True} if _AUTOTUNE_ACCEPTS_CACHE and not interpreting() else {}
+    if do_bench is not None:
+        extra["do_bench"] = do_bench
     prune = {"early_config_prune": _prune_by_block_m} if regime == "decode" else None
     configs = [to_triton_config(c) for c in entry["autotune"]]
     return triton.autotune(configs=configs, key=_TUNING_KEY, prune_configs_by=prune, **extra)(
@@ -404,6 +407,8 @@ def gemm(
         r2 = residual.reshape(M, N)
         if r2.stride(-1) != 1:
             r2 = r2.contiguous()
+    if out is not None and (not out.is_contiguous() or out.shape != (*lead, N) or out.dtype != x.dtype):
+        raise SolkitError(f"gemm: out must be a contiguous {(*lead, N)} {x.dtype} tensor")
     y = out.reshape(M, N) if out is not None else torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0 or N == 0:
         return y.reshape(*lead, N)
