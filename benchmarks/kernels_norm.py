@@ -100,6 +100,7 @@ class Op:
     bytes_fwdbwd: float
     reference: object  # fp32 function
     impls: dict = field(default_factory=dict)
+    seed: int = 0
 
 
 def make_ops(shapes: dict, dtype: torch.dtype) -> list[Op]:
@@ -375,6 +376,9 @@ def main() -> int:
     p.add_argument("--out", default="", help="JSON path")
     p.add_argument("--budget-s", type=float, default=100.0, help="stop starting new work after this many seconds")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--compile-ops", default="", help="comma list of ops to torch.compile (default: all)")
+    p.add_argument("--compile-first", action="store_true", help="run the torch.compile rows before the rest")
+    p.add_argument("--compile-reserve-s", type=float, default=12.0, help="no compile starts this close to the budget")
     p.add_argument("--sweep", action="store_true", help="also time solkit launchers over a few configs")
     p.add_argument("--only-sweep", action="store_true")
     p.add_argument("--sweep-budget-s", type=float, default=35.0, help="stop the sweep after this many seconds")
@@ -422,12 +426,19 @@ def main() -> int:
         print(f"copy bandwidth {bw / 1e12:.3f} TB/s ({copy_timing['method']})", flush=True)
 
     ops = make_ops(shapes, dtype)
+    for i, op in enumerate(ops):
+        op.seed = 1000 * (i + 1)
     if args.ops:
         wanted = set(args.ops.split(","))
         ops = [o for o in ops if o.name in wanted]
     for op in ops:
         if op.kind in liger:
             op.impls["liger"] = liger[op.kind]
+    compile_ops = [o for o in ops if not args.compile_ops or o.name in args.compile_ops.split(",")]
+    run_compile = not args.no_compile and (device.type == "cuda" or os.environ.get("KN_SMOKE_COMPILE") == "1")
+    if run_compile and args.compile_first:
+        compile_rows(rec, compile_ops, dtype, device, timing_kw, bw, args)
+        compile_ops = []
     if args.sweep or args.only_sweep:
         by_name = {o.name: o for o in ops}
         names = [o.name for o in ops] if args.smoke else args.sweep_ops.split(",")
@@ -437,28 +448,35 @@ def main() -> int:
         return 0
 
     modes = ("fwd", "fwdbwd")
-    for i, op in enumerate(ops):
+    for op in ops:
         for backend, fn in op.impls.items():
             for mode in modes:
                 if elapsed() > args.budget_s:
                     rec.add("rows", {"op": op.name, "backend": backend, "mode": mode, "ok": None,
                                      "error": "skipped: time budget"})  # fmt: skip
                     continue
-                bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, seed=1000 * i)
-    if not args.no_compile and device.type == "cuda":
-        torch._dynamo.config.cache_size_limit = 64
-        for i, op in enumerate(ops):
-            for mode in modes:
-                # A compile costs ~5-20 s; start one only with room left for it.
-                if elapsed() > args.budget_s - 12:
-                    rec.add("rows", {"op": op.name, "backend": "compile", "mode": mode, "ok": None,
-                                     "error": "skipped: time budget"})  # fmt: skip
-                    continue
-                fn = torch.compile(op.impls["torch"], dynamic=False)
-                bench_row(rec, op, "compile", fn, mode, dtype, device, timing_kw, bw, args, seed=1000 * i)
+                bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, seed=op.seed)
+    if run_compile:
+        compile_rows(rec, compile_ops, dtype, device, timing_kw, bw, args)
     rec.flush()
     print_table(rec.doc)
     return 0
+
+
+def compile_rows(rec, ops, dtype, device, timing_kw, bw, args) -> None:
+    """torch.compile of the eager baseline, once per op and mode, while the budget allows."""
+    torch._dynamo.config.cache_size_limit = 64
+    for op in ops:
+        for mode in ("fwd", "fwdbwd"):
+            # A compile costs seconds; start one only with room left for it.
+            if elapsed() > args.budget_s - args.compile_reserve_s:
+                rec.add("rows", {"op": op.name, "backend": "compile", "mode": mode, "ok": None,
+                                 "error": "skipped: time budget"})  # fmt: skip
+                continue
+            t0 = time.perf_counter()
+            fn = torch.compile(op.impls["torch"], dynamic=False)
+            bench_row(rec, op, "compile", fn, mode, dtype, device, timing_kw, bw, args, seed=op.seed)
+            print(f"    compile+check+time {time.perf_counter() - t0:.1f}s", flush=True)
 
 
 def print_table(doc) -> None:
