@@ -1,8 +1,8 @@
 # budget: 110
-# Issue 7 (first half): RMSNorm, add+RMSNorm, LayerNorm, softmax. Round 1: the >2^31-element GPU tests,
-# then torch.compile rows for three ops first (to learn what a compile costs here), a short launcher
-# config sweep, then the backend table (solkit, eager torch, Liger). The JSON is rewritten after
-# every row, so a kill at the budget keeps what was measured.
+# Issue 7 (first half): RMSNorm, add+RMSNorm, LayerNorm, softmax. Round 1: the >2^31-element GPU
+# tests, a short launcher config sweep, the backend table (solkit, eager torch, Liger), then
+# torch.compile rows with the time left. The JSON is rewritten after every row, so a kill at the
+# budget keeps what was measured.
 set -u
 export TRITON_CACHE_DIR=/tmp/k7a_triton_cache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
