@@ -41,12 +41,14 @@ def test_json_has_one_object_per_workload(tmp_path, capsys):
     assert big["arch"] == "h200-sxm" and big["basis"] == "spec" and big["uncounted"] == []
     assert big["bound"] in ("compute", "memory") and big["t_sol_ms"] > 0
     assert big["ops"][0]["op"] == "aten.mm"
+    assert big["per_arch"]["h200-sxm"]["t_sol_ms"] == pytest.approx(big["t_sol_ms"])
+    assert big["per_arch"]["b200"]["t_sol_ms"] < big["t_sol_ms"]
 
 
 def test_table_output(tmp_path, capsys):
-    assert main(["analyze", str(write_problem(tmp_path)), "--arch", "b200"]) == 0
+    assert main(["analyze", str(write_problem(tmp_path)), "--arch", "b200", "--all-archs"]) == 0
     out = capsys.readouterr().out
-    assert "gemm_bf16" in out and "aten.mm" in out and "b200" in out
+    assert "gemm_bf16" in out and "aten.mm" in out and "b200" in out and "a100-sxm4-80gb" in out
 
 
 def test_fp32_policy_flag(tmp_path, capsys):

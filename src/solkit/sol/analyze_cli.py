@@ -38,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["all", "largest", "none"],
         help="per-op breakdown for every workload, only the largest one, or none (table output only)",
     )
+    p.add_argument(
+        "--all-archs",
+        action="store_true",
+        help="also tabulate T_SOL on every arch of the hardware database (datasheet basis; always in --json)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON array, one object per workload")
     p.set_defaults(func=cmd_analyze)
 
@@ -58,7 +63,21 @@ def _ceilings(arch: str | None, basis: str):
 def _ms(value: float | None) -> str:
     if value is None:
         return "-"
+    if value < 1e-3:
+        return f"{value * 1e6:.1f} ns"
     return f"{value * 1e3:.3f} µs" if value < 1 else f"{value:.3f} ms"
+
+
+def _per_arch(results: list[Any]) -> list[dict[str, Any]]:
+    """Each workload's JSON object with ``per_arch``: T_SOL and bound on every arch (datasheet basis)."""
+    out = []
+    for r in results:
+        d = r.to_dict()
+        d["per_arch"] = {
+            arch: {"t_sol_ms": res.t_sol_ms, "bound": res.bound} for arch, res in r.analysis.per_arch().items()
+        }
+        out.append(d)
+    return out
 
 
 def _axes_text(axes: dict[str, int]) -> str:
@@ -86,10 +105,21 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         warn(note)
 
     if args.json:
-        print_json([r.to_dict() for r in results])
+        print_json(_per_arch(results))
         return 0
     _print_tables(problem.name, results, ceilings, args.ops)
+    if args.all_archs:
+        _print_arch_table(problem.name, results)
     return 0
+
+
+def _print_arch_table(name: str, results: list[Any]) -> None:
+    per = [r.analysis.per_arch() for r in results]
+    archs = list(dict.fromkeys(a for p in per for a in p))
+    rows = [[arch] + [_ms(p[arch].t_sol_ms) + (" C" if p[arch].bound == "compute" else " M") if arch in p else "-"
+                      for p in per] for arch in archs]  # fmt: skip
+    cols = ["arch"] + [r.uuid[:13] for r in results]
+    console.print(table(f"{name}: T_SOL per arch (datasheet; C = compute-bound, M = memory-bound)", cols, rows))
 
 
 def _print_tables(name: str, results: list[Any], ceilings, ops_mode: str) -> None:
