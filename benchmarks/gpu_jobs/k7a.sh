@@ -7,10 +7,10 @@ set -u
 export TRITON_CACHE_DIR=/tmp/k7a_triton_cache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
 date -u
-timeout 16 python3 -m pytest -q -m gpu -p no:cacheprovider -k "beyond_int32" tests/kernels/test_rmsnorm.py \
+timeout 14 python3 -m pytest -q -m gpu -p no:cacheprovider -k "beyond_int32" tests/kernels/test_rmsnorm.py \
   tests/kernels/test_layernorm.py tests/kernels/test_softmax.py 2>&1 | tail -n 15 | tee "$OUT/pytest_gpu.txt"
 date -u
-python3 benchmarks/kernels_norm.py --sweep --sweep-budget-s 32 --budget-s 86 --compile-reserve-s 14 \
+python3 benchmarks/kernels_norm.py --sweep --sweep-budget-s 38 --budget-s 86 --compile-reserve-s 14 \
   --compile-ops rmsnorm,softmax,layernorm,add_rmsnorm,softmax_vocab,softmax_256k \
   --out "$OUT/kernels_norm_round1.json" 2>&1 | tee "$OUT/bench.txt"
 echo "bench rc=${PIPESTATUS[0]}"
