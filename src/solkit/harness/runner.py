@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import contextlib
 import json
 import os
 import select

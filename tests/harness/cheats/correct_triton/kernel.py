@@ -1,6 +1,5 @@
 """A correct Triton solution in destination-passing style (one program per row): must PASS."""
 
-import torch
 import triton
 import triton.language as tl
 

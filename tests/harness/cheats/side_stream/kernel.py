@@ -1,4 +1,6 @@
-"""Launches the work on a side stream (after a spin) and returns without joining it: events on the current stream see nothing."""
+"""Launches the work on a side stream (after a spin) and returns without joining it.
+
+Events on the current stream see nothing of it."""
 
 import torch
 

@@ -6,14 +6,14 @@ import triton.language as tl
 
 
 @triton.jit
-def _gelu_add(X, Y, O, n, BLOCK: tl.constexpr):
+def _gelu_add(X, Y, Out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     x = tl.load(X + offs, mask=m, other=0.0).to(tl.float32)
     y = tl.load(Y + offs, mask=m, other=0.0).to(tl.float32)
     inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     t = 2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0  # tanh(inner)
-    tl.store(O + offs, (0.5 * x * (1.0 + t) + y).to(tl.float16), mask=m)
+    tl.store(Out + offs, (0.5 * x * (1.0 + t) + y).to(tl.float16), mask=m)
 
 
 def run(x, y):

@@ -1,0 +1,110 @@
+import threading
+import time
+
+import pytest
+import torch
+
+from solkit.harness import anticheat as ac
+
+
+def test_identity_guard_sees_replaced_functions_and_code():
+    guard = ac.IdentityGuard()
+    assert len(guard) > 1000 and guard.changed() == []
+    original = torch.cuda.synchronize
+    try:
+        torch.cuda.synchronize = lambda *a, **k: None
+        assert "torch.cuda.synchronize" in guard.changed()
+    finally:
+        torch.cuda.synchronize = original
+    assert guard.changed() == []
+
+
+def test_identity_guard_covers_extra_modules_code_objects():
+    import solkit.harness.correctness as cc
+
+    guard = ac.IdentityGuard(extra_modules=(cc,))
+    fn = cc.is_constant
+    code = fn.__code__
+    try:
+        fn.__code__ = (lambda x: False).__code__
+        assert any(label.endswith("is_constant") for label in guard.changed())
+    finally:
+        fn.__code__ = code
+    assert ac.monkey_patch_reason(guard, "x") is None
+
+
+def test_output_objects_lazy_and_aliases():
+    x = torch.randn(8, 4)
+
+    class Lazy(torch.Tensor):
+        pass
+
+    assert "lazy output" in ac.output_objects({"y": x.as_subclass(Lazy)}, {"x": x}, False)
+    assert "shares memory" in ac.output_objects({"y": x[2:]}, {"x": x}, False)
+    assert ac.output_objects({"y": x[2:]}, {"x": x}, reference_aliases=True) is None
+    assert ac.output_objects({"y": x.clone(), "s": 3.0}, {"x": x}, False) is None
+
+
+def test_readiness_catches_deferred_writes_on_cpu():
+    y = torch.zeros(1000)
+
+    def late():
+        time.sleep(0.005)
+        y.fill_(1.0)
+
+    threading.Thread(target=late).start()
+    assert "changed after the call returned" in ac.readiness({"y": y}, torch.device("cpu"))
+    assert ac.readiness({"y": torch.ones(5)}, torch.device("cpu")) is None
+
+
+def test_thread_watch_only_flags_candidate_threads(tmp_path):
+    stop = threading.Event()
+    watch = ac.ThreadWatch(tmp_path)
+    t = threading.Thread(target=stop.wait, daemon=True)  # target defined outside the candidate dir
+    t.start()
+    assert watch.reason() is None
+    assert ac.ThreadWatch(None).candidate_threads() == []
+    stop.set()
+    t.join()
+
+
+def test_precision_check_flags_bf16_under_fp32_but_not_reordering():
+    x = torch.randn(64, 512, dtype=torch.float64)
+    w = torch.randn(512, 128, dtype=torch.float64)
+    ref64 = x @ w
+    ref = x.float() @ w.float()
+    reordered = sum(x[:, i : i + 64].float() @ w[i : i + 64].float() for i in range(0, 512, 64))
+    bf16 = (x.bfloat16() @ w.bfloat16()).float()
+    ok = ac.precision(ref, ref64, reordered, torch.float32)
+    bad = ac.precision(ref, ref64, bf16, torch.float32)
+    assert not ok["downgraded"] and bad["downgraded"]
+    assert bad["candidate_error"] > bad["limit"] > ok["candidate_error"]
+    assert ac.precision(ref, ref64, ref, torch.int32) is None
+
+
+def test_hidden_work_helpers():
+    assert ac.hidden_work(lambda: None, torch.device("cpu")) == {"checked": False}
+    info = {"checked": True, "hidden_ms": 0.9, "wall_sync_ms": 1.0, "events_ms": 0.01}
+    assert "invisible to events" in ac.hidden_work_reason(info)
+    assert ac.hidden_work_reason({**info, "hidden_ms": 0.02}) is None
+    assert (
+        ac.upcast_inputs({"a": torch.ones(2, dtype=torch.bfloat16), "i": torch.ones(2, dtype=torch.int64), "s": 1.0})[
+            "a"
+        ].dtype
+        == torch.float64
+    )
+
+
+@pytest.mark.gpu
+def test_hidden_work_sees_side_stream():
+    dev = torch.device("cuda")
+    s = torch.cuda.Stream()
+
+    def cheat():
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(2_000_000)
+
+    info = ac.hidden_work(cheat, dev)
+    assert ac.hidden_work_reason(info) is not None
+    a = torch.randn(2048, 2048, device=dev)
+    assert ac.hidden_work_reason(ac.hidden_work(lambda: a @ a, dev)) is None

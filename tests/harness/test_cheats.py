@@ -1,0 +1,35 @@
+"""The cheating-solution corpus: every case must end in a failing status, correct solutions PASS."""
+
+import json
+
+import pytest
+import torch
+from harness_helpers import CHEAT_PROBLEM, CHEATS, SMALL_CHEAT_WORKLOADS, fast_options
+
+from solkit.harness.evaluate import evaluate
+
+CASES = sorted(p.parent.name for p in CHEATS.glob("*/solution.json"))
+
+
+def test_corpus_covers_the_required_cases():
+    required = {"lazy_output", "stale_output", "inplace_input", "side_stream", "background_thread",
+                "monkey_patched_timer", "zeros", "bf16_compute", "cache_first_result"}  # fmt: skip
+    assert required <= set(CASES)
+    assert any(json.loads((CHEATS / c / "expect.json").read_text())["statuses"] == ["PASSED"] for c in CASES)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cheat_case(case):
+    expect = json.loads((CHEATS / case / "expect.json").read_text())
+    if expect["gpu_only"] and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    traces = evaluate(CHEAT_PROBLEM, CHEATS / case / "solution.json", fast_options(workloads=SMALL_CHEAT_WORKLOADS))
+    assert len(traces) == len(SMALL_CHEAT_WORKLOADS)
+    for t in traces:
+        status = t.evaluation.status.value
+        assert status in expect["statuses"], f"{case}: {status}: {t.evaluation.log[:300]}"
+        if expect["reason"] and status == expect["statuses"][0]:
+            assert any(r in t.evaluation.log for r in expect["reason"].split("|")), t.evaluation.log
+        if status != "PASSED":
+            assert t.evaluation.log, "a failing trace must say why"
+            assert t.evaluation.performance is None
