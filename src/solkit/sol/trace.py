@@ -178,7 +178,9 @@ class _Recorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         if self.paused or func.namespace in SKIPPED_NAMESPACES:
             return out
-        self.records.append(self.make_record(func, args, kwargs, out))
+        rec = self.make_record(func, args, kwargs, out)
+        if rec.outputs:  # no tensor written: a metadata query (sizes, is_same_size), no work
+            self.records.append(rec)
         return out
 
     @staticmethod
@@ -340,7 +342,7 @@ def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
             result = fn(*args, **kwargs)
     except SolkitError:
         raise
-    except (RuntimeError, NotImplementedError, TypeError, ValueError, AssertionError, IndexError) as exc:
+    except Exception as exc:  # the reference's own error, or an op meta tensors cannot run
         last = recorder.records[-1].qualified_name if recorder.records else "the start"
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         hint = ""
