@@ -11,8 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
-err_console = Console(stderr=True)
+# Wide tables stay readable when piped to a file or a CI log (rich would otherwise assume 80 columns).
+console = Console(width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
 def _jsonable(obj: Any) -> Any:

@@ -322,7 +322,7 @@ def _calibrate_cpu(cal: Calibration, quick: bool, say) -> None:
         size=f"{nbytes / 2**20:.0f} MiB", samples=r.reps * r.trials,
     )  # fmt: skip
     src = dst = None
-    for name, dtype in (("fp32", torch.float32), ("fp64", torch.float64)):
+    for name, dtype in (("fp32", torch.float32), ("fp64", torch.float64), ("bf16", torch.bfloat16)):
         n = 512 if quick else 1536
         say(f"gemm: {name} {n}^3")
         a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)

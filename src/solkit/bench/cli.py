@@ -1,0 +1,232 @@
+"""``solkit bench`` (the main job) and ``solkit report``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from solkit.errors import SolkitError
+from solkit.output import console, print_json, table, warn
+
+CPU_DEFAULT_BACKENDS = ("eager", "vendor")  # torch.compile costs ~10 s per problem on a 2-core CPU
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="the main job: the built-in suite on every backend, a SOL table and report")
+    p.add_argument("--size", default=None, help="size class s|m|l, comma-separated (default: s on CPU, l on GPU)")
+    p.add_argument("--ops", type=_csv, default=None, help="problems or op types, comma-separated")
+    p.add_argument("--backends", type=_csv, default=None, help="eager,compile,vendor,liger,solkit (default: all)")
+    p.add_argument("--mode", default=None, help="fwd | bwd | fwd_bwd (bwd runs the fwd_bwd problems)")
+    p.add_argument("--dtype", default=None, help="override the suite's floating dtype: bfloat16, float16, float32")
+    p.add_argument("--device", default=None, help="cuda:N or cpu (default: cuda if present)")
+    p.add_argument("--reps", type=int, default=None, help="timed repetitions per trial (default 50 GPU, 5 CPU)")
+    p.add_argument("--out", default=None, help="report directory (default ./solkit-results/<timestamp>)")
+    p.add_argument("--list-backends", action="store_true", help="show which backends are available and exit")
+    p.add_argument("--recalibrate", action="store_true", help="measure the device's ceilings again")
+    p.add_argument("--profile", action="store_true", help="add Nsight Compute diagnoses (GPU, needs ncu)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench)
+
+    r = sub.add_parser("report", help="rebuild a report from saved results, or compare two results files")
+    r.add_argument("results", help="results.json (or its directory)")
+    r.add_argument("other", nargs="?", default=None, help="a second results file to compare against")
+    r.add_argument("--out", default=None, help="directory for the rebuilt report (default: beside RESULTS)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_report)
+
+
+def _device(arg: str | None) -> str:
+    import torch
+
+    if arg is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if arg != "cpu" and not arg.startswith("cuda"):
+        raise SolkitError(f"unknown device {arg!r}; allowed: cpu, cuda, cuda:N")
+    if arg.startswith("cuda") and not torch.cuda.is_available():
+        raise SolkitError(f"--device {arg}: no CUDA device is available here; use --device cpu")
+    return arg
+
+
+def _validate(args: argparse.Namespace, device: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...] | None]:
+    from solkit.bench.backends import BACKENDS
+    from solkit.bench.runner import MODES, SIZES
+
+    sizes = _csv(args.size) if args.size else (("s",) if device == "cpu" else ("l",))
+    for s in sizes:
+        if s not in SIZES:
+            raise SolkitError(f"unknown size {s!r}; allowed: {', '.join(SIZES)}")
+    backends = args.backends or (CPU_DEFAULT_BACKENDS if device == "cpu" else tuple(BACKENDS))
+    for b in backends:
+        if b not in BACKENDS:
+            raise SolkitError(f"unknown backend {b!r}; allowed: {', '.join(BACKENDS)}")
+    modes = None
+    if args.mode:
+        modes = _csv(args.mode)
+        for m in modes:
+            if m not in MODES:
+                raise SolkitError(f"unknown mode {m!r}; allowed: {', '.join(MODES)}")
+    if args.dtype and args.dtype not in ("bfloat16", "float16", "float32"):
+        raise SolkitError(f"unknown dtype {args.dtype!r}; allowed: bfloat16, float16, float32")
+    return sizes, backends, modes
+
+
+def cmd_list_backends(device: str, as_json: bool) -> int:
+    from solkit.bench.backends import BACKENDS
+
+    rows = []
+    for b in BACKENDS.values():
+        ok, why = b.available(device)
+        rows.append({"backend": b.name, "available": ok, "reason": why, "problems": sorted(b.impls),
+                     "description": b.description})  # fmt: skip
+    if as_json:
+        print_json(rows)
+    else:
+        console.print(table(f"backends on {device}", ["backend", "available", "problems", "why / what"],
+                            [[r["backend"], r["available"], len(r["problems"]), r["reason"] if not r["available"]
+                              else r["description"]] for r in rows]))  # fmt: skip
+    return 0
+
+
+def _ceilings(device: str, recalibrate: bool, notes: list[str]):
+    from solkit.hardware.calibrate import get_calibration
+    from solkit.hardware.detect import detect_device
+    from solkit.sol.ceilings import calibrated_ceilings, spec_ceilings
+
+    info = detect_device(device)
+    out = {}
+    if info.arch_id:
+        out["spec"] = spec_ceilings(info.arch_id)
+    else:
+        notes.append(f"{info.name} is not in the hardware database: no datasheet (spec) basis")
+    cal = get_calibration(recalibrate=recalibrate, quick=device == "cpu")
+    out["calibrated"] = calibrated_ceilings(quick=device == "cpu")
+    notes.extend(out["calibrated"].notes)
+    return info, cal, out
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from solkit.bench.runner import BenchConfig, run_suite, select, suite_problems
+    from solkit.hardware.calibrate import versions
+    from solkit.report.render import write_report
+
+    device = _device(args.device)
+    if args.list_backends:
+        return cmd_list_backends(device, args.json)
+    sizes, backends, modes = _validate(args, device)
+    notes: list[str] = []
+    if device == "cpu" and not args.backends:
+        notes.append("CPU run: compile, liger and solkit backends are off by default (compile time; Triton "
+                     "kernels only run in the interpreter on a CPU); pass --backends to choose")  # fmt: skip
+    if args.mode and "bwd" in _csv(args.mode):
+        notes.append("bwd problems are timed as forward + backward (fwd_bwd)")
+    if args.profile and device == "cpu":
+        notes.append("--profile needs a GPU and Nsight Compute; skipped on the CPU")
+    info, cal, ceilings = _ceilings(device, args.recalibrate, notes)
+    cfg = BenchConfig(device=device, sizes=sizes, ops=args.ops, backends=backends, modes=modes, dtype=args.dtype,
+                      reps=args.reps)  # fmt: skip
+    chosen = select(suite_problems(), cfg)
+    if not chosen:
+        raise SolkitError("no suite problem matches --ops/--mode/--size; see src/solkit/problems/suite/")
+    if args.json:
+        rows = run_suite(cfg, ceilings)
+    else:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, transient=True) as prog:  # fmt: skip
+            task = prog.add_task("bench", total=len(chosen))
+            rows = run_suite(cfg, ceilings, progress=lambda m: prog.update(task, description=m),
+                             on_row=lambda i, n, new, s: prog.update(task, completed=i))  # fmt: skip
+    results: dict[str, Any] = {
+        "meta": {
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": "solkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            "device": info.to_dict(),
+            "arch": info.arch_id,
+            "versions": versions(),
+            "sizes": list(sizes),
+            "backends": list(backends),
+            "timing_policy": "median of reps x 3 trials after warm-up; GPU: CUDA events with L2 flushed between "
+            "reps and a rotating input pool, CUDA-graph replay (flush subtracted) for calls < 100 us; CPU: wall clock",
+            "ceilings": {k: c.to_dict() for k, c in ceilings.items()},
+            "calibration": {"timestamp": cal.timestamp, "quick": cal.quick},
+            "notes": notes,
+        },
+        "rows": [r.to_dict() for r in rows],
+    }
+    if args.profile and device != "cpu":
+        _add_diagnoses(results, notes)
+    out = Path(args.out or Path("solkit-results") / dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    paths = write_report(results, out)
+    if args.json:
+        print_json({"out": str(out), **{k: str(v) for k, v in paths.items()}, "rows": results["rows"]})
+    else:
+        print_table(results)
+        console.print(f"report: {paths['html']} (also {paths['markdown'].name}, results.json, results.csv)")
+    bad = [r for r in rows if r.status in ("incorrect", "error")]
+    for r in bad:
+        warn(f"{r.problem} [{r.size}/{r.model}] {r.backend}: {r.status}: {r.error}")
+    return 0
+
+
+def _add_diagnoses(results: dict[str, Any], notes: list[str]) -> None:
+    try:
+        from solkit.profile import diagnose_for_bench  # type: ignore[attr-defined]
+    except ImportError:
+        notes.append("--profile: solkit.profile.diagnose_for_bench is not available in this build")
+        return
+    try:
+        diagnose_for_bench(results)
+    except Exception as exc:  # noqa: BLE001 - profiling must never sink the bench
+        notes.append(f"--profile failed: {type(exc).__name__}: {exc}")
+
+
+def print_table(results: dict[str, Any]) -> None:
+    from solkit.report.render import COLUMNS
+
+    rows = []
+    for r in results["rows"]:
+        cells = [r.get(k) for k, _ in COLUMNS]
+        if r["status"] != "ok":
+            cells[4] = f"{r['status']}: {(r.get('error') or '')[:60]}"
+        rows.append(cells)
+    m = results["meta"]
+    console.print(table(f"solkit bench on {m['device'].get('name')} ({m.get('arch') or 'derived'})",
+                        [h for _, h in COLUMNS], rows,
+                        caption="SOL = T_SOL / T_measured; spec = datasheet, calib. = measured ceilings. "
+                        + f"Timing: {m['timing_policy']}"))  # fmt: skip
+    for n in m.get("notes", []):
+        console.print(f"note: {n}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from solkit.report.render import compare, load_results, write_report
+
+    a = load_results(args.results)
+    if args.other:
+        b = load_results(args.other)
+        rows = compare(a, b)
+        if args.json:
+            print_json(rows)
+        else:
+            console.print(table(f"{args.results} (a) vs {args.other} (b)",
+                                ["problem", "size", "model", "backend", "ms a", "ms b", "speedup b/a", "SOL a", "SOL b"],
+                                [list(r.values()) for r in rows]))  # fmt: skip
+        return 0
+    out = Path(args.out) if args.out else Path(args.results if Path(args.results).is_dir() else
+                                               Path(args.results).parent)  # fmt: skip
+    paths = write_report(a, out)
+    if args.json:
+        print_json({k: str(v) for k, v in paths.items()})
+    else:
+        print_table(a)
+        console.print(f"report: {paths['html']}")
+    return 0
