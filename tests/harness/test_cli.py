@@ -50,8 +50,8 @@ class _SolTrace(BaseModel):
 
 def test_eval_json_and_output_file(tmp_path, capsys):
     out = tmp_path / "traces.jsonl"
-    rc = main(["eval", str(EXAMPLES / "gather_rows"), "--solution", str(EXAMPLES / "gather_rows" / "solution_pytorch.json"),
-               "--json", "-o", str(out), *FAST])  # fmt: skip
+    d = EXAMPLES / "gather_rows"
+    rc = main(["eval", str(d), "--solution", str(d / "solution_pytorch.json"), "--json", "-o", str(out), *FAST])
     assert rc == 0
     printed = json.loads(capsys.readouterr().out)
     lines = out.read_text().splitlines()

@@ -78,9 +78,8 @@ def test_safetensors_inputs(tmp_path):
     d = json.loads((EXAMPLES / "rmsnorm" / "definition.json").read_text())
     d["axes"]["hidden_size"]["value"] = 16
     (tmp_path / "definition.json").write_text(json.dumps(d))
-    row = {"uuid": "st", "axes": {"batch_size": 2},
-           "inputs": {"hidden_states": {"type": "random"},
-                      "weight": {"type": "safetensors", "path": "data/blob/w.safetensors", "tensor_key": "w"}}}  # fmt: skip
+    st = {"type": "safetensors", "path": "data/blob/w.safetensors", "tensor_key": "w"}  # leading "data/" is stripped
+    row = {"uuid": "st", "axes": {"batch_size": 2}, "inputs": {"hidden_states": {"type": "random"}, "weight": st}}
     (tmp_path / "workload.jsonl").write_text(json.dumps(row) + "\n")
     p = load_problem(tmp_path)
     f = InputFactory(p, "cpu")
