@@ -32,6 +32,7 @@ from solkit.kernels.swiglu import GATE_CONFIG, gated_bytes, geglu, swiglu
 from solkit.sol.model import sol_fraction
 
 DATASHEET_BW = 4.8e12
+SAVE = None  # set by main(): rewrites the JSON file
 QUICK = False  # --small: few repetitions (CPU smoke test through the Triton interpreter)
 ATOL = 1e-4
 
@@ -251,6 +252,9 @@ def main(argv=None) -> int:
     def save():
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1, default=str)
+
+    global SAVE
+    SAVE = save  # rows are written as they come, so a job killed at its budget keeps them
 
     bw = measure_copy_bandwidth(dev)
     doc["copy_bandwidth_Bps"] = bw
@@ -491,6 +495,8 @@ def _flce_chunks(doc, op, base, dev, args, t_start):
 
 
 def _row_line(row) -> str:
+    if SAVE is not None:
+        SAVE()
     if "error" in row and "median_ms" not in row:
         return f"{row['op']:<17} {row.get('mode', ''):<8} {row.get('backend', ''):<22} ERROR {row['error'][:90]}"
     extra = f"sol {row['sol_calibrated']:.3f}" if "sol_calibrated" in row else ""

@@ -56,7 +56,8 @@ def test_cli_without_ncu_exits_zero_with_degraded_report(tmp_path):
         (["/nonexistent/problem"], "not a problem directory"),
         ([str(TINY), "--workload", "nope"], "no workload"),
         ([str(TINY), "--timeout", "0"], "--timeout"),
-        ([str(TINY), str(TINY), "--solution", "x.py"], "exactly one"),
+        ([str(TINY), str(TINY), "--solution", str(TINY / "solution_torch.py")], "exactly one PROBLEM_DIR"),
+        ([str(TINY), "--solution", str(TINY / "missing.json")], "file not found"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):

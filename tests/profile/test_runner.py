@@ -217,8 +217,21 @@ def test_simulated_no_permission(simulated_gpu, tmp_path, monkeypatch):
 def test_plan_targets_errors(tmp_path):
     from solkit.errors import SolkitError
 
-    with pytest.raises(SolkitError, match="exactly one"):
+    with pytest.raises(SolkitError, match="file not found"):
         runner.plan_targets([PROBLEMS / "gemm", PROBLEMS / "rmsnorm"], "x.json", None)
+    with pytest.raises(SolkitError, match="none of the problems"):
+        runner.plan_targets([PROBLEMS / "gemm"], [PROBLEMS / "rmsnorm" / "solution.json"], None)
+    both = runner.plan_targets(
+        [PROBLEMS / "gemm", PROBLEMS / "rmsnorm"],
+        [PROBLEMS / "rmsnorm" / "solution.json", PROBLEMS / "gemm" / "solution_simple.json"],
+        ["gemm-m4096", "rmsnorm-m7"],
+    )
+    assert [(t["label"], t["workload"]) for t in both] == [
+        ("gemm_bf16_4096.reference", "gemm-m4096"),
+        ("gemm_bf16_4096.simple", "gemm-m4096"),
+        ("rmsnorm_bf16_h4096.reference", "rmsnorm-m7"),
+        ("rmsnorm_bf16_h4096.solkit", "rmsnorm-m7"),
+    ]
     with pytest.raises(SolkitError, match="not a problem directory"):
         runner.plan_targets([tmp_path / "nope"], None, None)
     labels = [t["label"] for t in runner.plan_targets([PROBLEMS / "rmsnorm"], None, None)]

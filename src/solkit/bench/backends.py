@@ -141,8 +141,20 @@ def _compile_rope(ref: Callable) -> Callable:
 
 
 COMPILE = Backend("compile", "torch.compile (default mode) of the reference's forward")
-for _name in ("gemm_bf16", "o_proj_residual", "gate_up_swiglu", "rmsnorm", "add_rmsnorm", "layernorm", "swiglu",
-              "geglu", "softmax", "rope", "attention_causal", "embedding"):  # fmt: skip
+for _name in (
+    "gemm_bf16",
+    "o_proj_residual",
+    "gate_up_swiglu",
+    "rmsnorm",
+    "add_rmsnorm",
+    "layernorm",
+    "swiglu",
+    "geglu",
+    "softmax",
+    "rope",
+    "attention_causal",
+    "embedding",
+):
     COMPILE.impls[_name] = _compile_fwd
 for _name in FWD_HELPERS:
     COMPILE.impls[_name] = _compile_with_helper(_name)
@@ -168,21 +180,23 @@ def _rms_vendor(x, w):
 
 
 VENDOR = Backend("vendor", "the library call a framework makes (cuBLAS addmm, F.rms_norm, SDPA, ...)")
-VENDOR.impls.update({
-    "gemm_bf16": lambda ref: lambda x, w: F.linear(x, w),
-    "o_proj_residual": lambda ref: lambda x, w, r: torch.addmm(r, x, w.t()),
-    "rmsnorm": lambda ref: _rms_vendor,
-    "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_rms_vendor),
-    "add_rmsnorm": lambda ref: lambda x, r, w: (lambda s: (s, _rms_vendor(s, w)))(x + r),
-    "layernorm": lambda ref: lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, EPS),
-    "layernorm_bwd": lambda ref: _bwd_layernorm(lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, EPS)),
-    "softmax": lambda ref: lambda x: torch.softmax(x, dim=-1),
-    "softmax_bwd": lambda ref: _bwd_softmax(lambda x: torch.softmax(x, dim=-1)),
-    "attention_causal": lambda ref: _sdpa,
-    "attention_causal_bwd": lambda ref: _bwd_attn(_sdpa),
-    "cross_entropy": lambda ref: _bwd_ce(lambda z, t: F.cross_entropy(z, t).float()),  # bf16 math, fp32 loss
-    "embedding": lambda ref: lambda ids, w: F.embedding(ids, w),
-})  # fmt: skip
+VENDOR.impls.update(
+    {
+        "gemm_bf16": lambda ref: lambda x, w: F.linear(x, w),
+        "o_proj_residual": lambda ref: lambda x, w, r: torch.addmm(r, x, w.t()),
+        "rmsnorm": lambda ref: _rms_vendor,
+        "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_rms_vendor),
+        "add_rmsnorm": lambda ref: lambda x, r, w: (lambda s: (s, _rms_vendor(s, w)))(x + r),
+        "layernorm": lambda ref: lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, EPS),
+        "layernorm_bwd": lambda ref: _bwd_layernorm(lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, EPS)),
+        "softmax": lambda ref: lambda x: torch.softmax(x, dim=-1),
+        "softmax_bwd": lambda ref: _bwd_softmax(lambda x: torch.softmax(x, dim=-1)),
+        "attention_causal": lambda ref: _sdpa,
+        "attention_causal_bwd": lambda ref: _bwd_attn(_sdpa),
+        "cross_entropy": lambda ref: _bwd_ce(lambda z, t: F.cross_entropy(z, t).float()),  # bf16 math, fp32 loss
+        "embedding": lambda ref: lambda ids, w: F.embedding(ids, w),
+    }
+)
 
 
 # ----------------------------------------------------------------------------------------------- liger
@@ -230,22 +244,24 @@ def _liger_softmax(x):
 
 
 LIGER = Backend("liger", "Liger-Kernel's Triton kernels", requires_cuda=True, module="liger_kernel")
-LIGER.impls.update({
-    "rmsnorm": lambda ref: _liger_rms,
-    "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_liger_rms),
-    "add_rmsnorm": lambda ref: _liger_add_rms,
-    "layernorm": lambda ref: _liger_ln,
-    "layernorm_bwd": lambda ref: _bwd_layernorm(_liger_ln),
-    "swiglu": lambda ref: _liger_swiglu,
-    "swiglu_bwd": lambda ref: _bwd_gate(_liger_swiglu),
-    "geglu": lambda ref: _liger_geglu,
-    "softmax": lambda ref: _liger_softmax,
-    "softmax_bwd": lambda ref: _bwd_softmax(_liger_softmax),
-    "rope": lambda ref: _liger_rope,
-    "rope_bwd": lambda ref: _bwd_rope(_liger_rope),
-    "cross_entropy": lambda ref: _bwd_ce(_liger_ce),
-    "fused_linear_cross_entropy": lambda ref: _bwd_flce(_liger_flce),
-})  # fmt: skip
+LIGER.impls.update(
+    {
+        "rmsnorm": lambda ref: _liger_rms,
+        "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_liger_rms),
+        "add_rmsnorm": lambda ref: _liger_add_rms,
+        "layernorm": lambda ref: _liger_ln,
+        "layernorm_bwd": lambda ref: _bwd_layernorm(_liger_ln),
+        "swiglu": lambda ref: _liger_swiglu,
+        "swiglu_bwd": lambda ref: _bwd_gate(_liger_swiglu),
+        "geglu": lambda ref: _liger_geglu,
+        "softmax": lambda ref: _liger_softmax,
+        "softmax_bwd": lambda ref: _bwd_softmax(_liger_softmax),
+        "rope": lambda ref: _liger_rope,
+        "rope_bwd": lambda ref: _bwd_rope(_liger_rope),
+        "cross_entropy": lambda ref: _bwd_ce(_liger_ce),
+        "fused_linear_cross_entropy": lambda ref: _bwd_flce(_liger_flce),
+    }
+)
 
 
 # ---------------------------------------------------------------------------------------------- solkit
@@ -281,25 +297,27 @@ def _sk_gate_up_swiglu(x, w):
 
 
 SOLKIT = Backend("solkit", "solkit's Triton kernels", requires_cuda=True, module="triton")
-SOLKIT.impls.update({
-    "gemm_bf16": lambda ref: lambda x, w: _k("gemm").gemm(x, w),
-    "o_proj_residual": lambda ref: lambda x, w, r: _k("gemm").gemm(x, w, residual=r),
-    "gate_up_swiglu": lambda ref: _sk_gate_up_swiglu,
-    "rmsnorm": lambda ref: _sk_rms,
-    "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_sk_rms),
-    "add_rmsnorm": lambda ref: lambda x, r, w: _k("rmsnorm").add_rmsnorm(x, r, w, eps=EPS),
-    "layernorm": lambda ref: _sk_ln,
-    "layernorm_bwd": lambda ref: _bwd_layernorm(_sk_ln),
-    "swiglu": lambda ref: lambda g, u: _k("swiglu").swiglu(g, u),
-    "swiglu_bwd": lambda ref: _bwd_gate(lambda g, u: _k("swiglu").swiglu(g, u)),
-    "geglu": lambda ref: lambda g, u: _k("swiglu").geglu(g, u),
-    "softmax": lambda ref: lambda x: _k("softmax").softmax(x),
-    "softmax_bwd": lambda ref: _bwd_softmax(lambda x: _k("softmax").softmax(x)),
-    "rope": lambda ref: _sk_rope,
-    "rope_bwd": lambda ref: _bwd_rope(_sk_rope),
-    "cross_entropy": lambda ref: _bwd_ce(_sk_ce),
-    "fused_linear_cross_entropy": lambda ref: _bwd_flce(_sk_flce),
-})  # fmt: skip
+SOLKIT.impls.update(
+    {
+        "gemm_bf16": lambda ref: lambda x, w: _k("gemm").gemm(x, w),
+        "o_proj_residual": lambda ref: lambda x, w, r: _k("gemm").gemm(x, w, residual=r),
+        "gate_up_swiglu": lambda ref: _sk_gate_up_swiglu,
+        "rmsnorm": lambda ref: _sk_rms,
+        "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_sk_rms),
+        "add_rmsnorm": lambda ref: lambda x, r, w: _k("rmsnorm").add_rmsnorm(x, r, w, eps=EPS),
+        "layernorm": lambda ref: _sk_ln,
+        "layernorm_bwd": lambda ref: _bwd_layernorm(_sk_ln),
+        "swiglu": lambda ref: lambda g, u: _k("swiglu").swiglu(g, u),
+        "swiglu_bwd": lambda ref: _bwd_gate(lambda g, u: _k("swiglu").swiglu(g, u)),
+        "geglu": lambda ref: lambda g, u: _k("swiglu").geglu(g, u),
+        "softmax": lambda ref: lambda x: _k("softmax").softmax(x),
+        "softmax_bwd": lambda ref: _bwd_softmax(lambda x: _k("softmax").softmax(x)),
+        "rope": lambda ref: _sk_rope,
+        "rope_bwd": lambda ref: _bwd_rope(_sk_rope),
+        "cross_entropy": lambda ref: _bwd_ce(_sk_ce),
+        "fused_linear_cross_entropy": lambda ref: _bwd_flce(_sk_flce),
+    }
+)
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (EAGER, COMPILE, VENDOR, LIGER, SOLKIT)}
 #: Backends whose kernels overwrite an input buffer on purpose (the gradient of the logits is written

@@ -84,14 +84,33 @@ def cmd_list_backends(device: str, as_json: bool) -> int:
     rows = []
     for b in BACKENDS.values():
         ok, why = b.available(device)
-        rows.append({"backend": b.name, "available": ok, "reason": why, "problems": sorted(b.impls),
-                     "description": b.description})  # fmt: skip
+        rows.append(
+            {
+                "backend": b.name,
+                "available": ok,
+                "reason": why,
+                "problems": sorted(b.impls),
+                "description": b.description,
+            }
+        )
     if as_json:
         print_json(rows)
     else:
-        console.print(table(f"backends on {device}", ["backend", "available", "problems", "why / what"],
-                            [[r["backend"], r["available"], len(r["problems"]), r["reason"] if not r["available"]
-                              else r["description"]] for r in rows]))  # fmt: skip
+        console.print(
+            table(
+                f"backends on {device}",
+                ["backend", "available", "problems", "why / what"],
+                [
+                    [
+                        r["backend"],
+                        r["available"],
+                        len(r["problems"]),
+                        r["reason"] if not r["available"] else r["description"],
+                    ]
+                    for r in rows
+                ],
+            )
+        )
     return 0
 
 
@@ -125,26 +144,39 @@ def cmd_bench(args: argparse.Namespace) -> int:
     sizes, backends, modes = _validate(args, device)
     notes: list[str] = []
     if device == "cpu" and not args.backends:
-        notes.append("CPU run: compile, liger and solkit backends are off by default (compile time; Triton "
-                     "kernels only run in the interpreter on a CPU); pass --backends to choose")  # fmt: skip
+        notes.append(
+            "CPU run: compile, liger and solkit backends are off by default (compile time; Triton "
+            "kernels only run in the interpreter on a CPU); pass --backends to choose"
+        )
     if args.mode and "bwd" in _csv(args.mode):
         notes.append("bwd problems are timed as forward + backward (fwd_bwd)")
     if args.profile and device == "cpu":
         notes.append("--profile needs a GPU and Nsight Compute; skipped on the CPU")
     info, cal, ceilings = _ceilings(device, args.recalibrate, notes)
-    cfg = BenchConfig(device=device, sizes=sizes, ops=args.ops, backends=backends, modes=modes, dtype=args.dtype,
-                      reps=args.reps)  # fmt: skip
+    cfg = BenchConfig(
+        device=device, sizes=sizes, ops=args.ops, backends=backends, modes=modes, dtype=args.dtype, reps=args.reps
+    )
     chosen = select(suite_problems(), cfg)
     if not chosen:
         raise SolkitError("no suite problem matches --ops/--mode/--size; see src/solkit/problems/suite/")
     if args.json:
         rows = run_suite(cfg, ceilings)
     else:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console, transient=True) as prog:  # fmt: skip
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as prog:
             task = prog.add_task("bench", total=len(chosen))
-            rows = run_suite(cfg, ceilings, progress=lambda m: prog.update(task, description=m),
-                             on_row=lambda i, n, new, s: prog.update(task, completed=i))  # fmt: skip
+            rows = run_suite(
+                cfg,
+                ceilings,
+                progress=lambda m: prog.update(task, description=m),
+                on_row=lambda i, n, new, s: prog.update(task, completed=i),
+            )
     results: dict[str, Any] = {
         "meta": {
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -199,10 +231,15 @@ def print_table(results: dict[str, Any]) -> None:
             cells[4] = f"{r['status']}: {(r.get('error') or '')[:60]}"
         rows.append(cells)
     m = results["meta"]
-    console.print(table(f"solkit bench on {m['device'].get('name')} ({m.get('arch') or 'derived'})",
-                        [h for _, h in COLUMNS], rows,
-                        caption="SOL = T_SOL / T_measured; spec = datasheet, calib. = measured ceilings. "
-                        + f"Timing: {m['timing_policy']}"))  # fmt: skip
+    console.print(
+        table(
+            f"solkit bench on {m['device'].get('name')} ({m.get('arch') or 'derived'})",
+            [h for _, h in COLUMNS],
+            rows,
+            caption="SOL = T_SOL / T_measured; spec = datasheet, calib. = measured ceilings. "
+            + f"Timing: {m['timing_policy']}",
+        )
+    )
     for n in m.get("notes", []):
         console.print(f"note: {n}")
 
@@ -217,12 +254,17 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.json:
             print_json(rows)
         else:
-            console.print(table(f"{args.results} (a) vs {args.other} (b)",
-                                ["problem", "size", "model", "backend", "ms a", "ms b", "speedup b/a", "SOL a", "SOL b"],
-                                [list(r.values()) for r in rows]))  # fmt: skip
+            console.print(
+                table(
+                    f"{args.results} (a) vs {args.other} (b)",
+                    ["problem", "size", "model", "backend", "ms a", "ms b", "speedup b/a", "SOL a", "SOL b"],
+                    [list(r.values()) for r in rows],
+                )
+            )
         return 0
-    out = Path(args.out) if args.out else Path(args.results if Path(args.results).is_dir() else
-                                               Path(args.results).parent)  # fmt: skip
+    out = (
+        Path(args.out) if args.out else Path(args.results if Path(args.results).is_dir() else Path(args.results).parent)
+    )
     paths = write_report(a, out)
     if args.json:
         print_json({k: str(v) for k, v in paths.items()})

@@ -203,14 +203,26 @@ def _pool_size(inputs: dict[str, Any], device: str) -> int:
     return int(max(1, min(4, budget // max(nbytes, 1))))
 
 
-def run_workload(problem: Problem, workload, cfg: BenchConfig, ceilings: dict[str, Ceilings],
-                 progress: Callable[[str], None] | None = None) -> list[Row]:  # fmt: skip
+def run_workload(
+    problem: Problem,
+    workload,
+    cfg: BenchConfig,
+    ceilings: dict[str, Ceilings],
+    progress: Callable[[str], None] | None = None,
+) -> list[Row]:
     from solkit.harness.inputs import InputFactory
 
     d = problem.definition
     meta = workload_meta(workload)
-    base = dict(problem=d.name, op_type=d.op_type or "", mode=problem_mode(problem), workload=workload.uuid,
-                size=meta.get("size", ""), model=meta.get("model", ""), axes=problem.resolve_axes(workload))  # fmt: skip
+    base = dict(
+        problem=d.name,
+        op_type=d.op_type or "",
+        mode=problem_mode(problem),
+        workload=workload.uuid,
+        size=meta.get("size", ""),
+        model=meta.get("model", ""),
+        axes=problem.resolve_axes(workload),
+    )
     names = cfg.backends or tuple(BACKENDS)
     rows: list[Row] = []
     try:

@@ -93,6 +93,22 @@ def _halves(acc, BLOCK_M: tl.constexpr, WIDTH: tl.constexpr):
     return tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, WIDTH // 2)), (0, 2, 1)))
 
 
+@triton.jit
+def _prefetch_l2(ptr, off_m, off_n, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Ask L2 for a [BLOCK_M, BLOCK_N] tile, one prefetch per 128-byte line (evict_last: keep it).
+
+    Issued when a tile starts, so the residual is in L2, not HBM, when the epilogue loads it: the
+    epilogue's load latency is otherwise exposed once per tile (nothing else runs on the SM then).
+    """
+    LINE: tl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
+    rows = tl.minimum(off_m + tl.arange(0, BLOCK_M), M - 1)
+    cols = tl.minimum(off_n + tl.arange(0, BLOCK_N // LINE) * LINE, N - 1)
+    lines = ptr + rows[:, None] * stride_m + cols[None, :]
+    tl.inline_asm_elementwise(
+        "prefetch.global.L2::evict_last [$1];\n mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32, is_pure=False, pack=1
+    )
+
+
 # M is not specialised (by value or divisibility): every M shares one compiled kernel per config.
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
 def _gemm_tma_persistent_kernel(
@@ -100,7 +116,7 @@ def _gemm_tma_persistent_kernel(
     M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, num_programs,
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    EPI_SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr,
+    EPI_SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr, PREFETCH_RES: tl.constexpr,
 ):  # fmt: skip
     """Persistent TMA GEMM + epilogue. Reads x, W once per tile row/column (L2 shares the rest)."""
     SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
@@ -121,6 +137,8 @@ def _gemm_tma_persistent_kernel(
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
+        if HAS_RESIDUAL and PREFETCH_RES:
+            _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kk in range(k_tiles):
             a = x_desc.load([off_m, kk * BLOCK_K])
@@ -222,8 +240,16 @@ def load_config_table() -> dict[str, Any]:
     return table
 
 
-def to_triton_config(cfg: dict[str, Any]) -> triton.Config:
+#: tma_persistent keys a config may leave out.
+TMA_DEFAULTS = {"EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": False}
+
+
+def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.Config:
     params = {k: v for k, v in cfg.items() if k not in ("kernel", "num_warps", "num_stages")}
+    if cfg.get("kernel", kernel) == "tma_persistent":
+        params = {**TMA_DEFAULTS, **params}
+        if interpreting():
+            params["PREFETCH_RES"] = False  # inline PTX does not run in the interpreter
     return triton.Config(params, num_warps=int(cfg.get("num_warps", 4)), num_stages=int(cfg.get("num_stages", 3)))
 
 
@@ -254,7 +280,7 @@ def _autotuner(family: str, regime: str, do_bench=None):
     if do_bench is not None:
         extra["do_bench"] = do_bench
     prune = {"early_config_prune": _prune_by_block_m} if regime == "decode" else None
-    configs = [to_triton_config(c) for c in entry["autotune"]]
+    configs = [to_triton_config(c, entry["kernel"]) for c in entry["autotune"]]
     return triton.autotune(configs=configs, key=_TUNING_KEY, prune_configs_by=prune, **extra)(
         _KERNEL_FNS[entry["kernel"]]
     )
@@ -285,7 +311,8 @@ def compile_for(
     sig = {name: "i32" for name in ("M", "N", "K", "M_BUCKET", "stride_xm", "stride_wn", "stride_ym", "stride_rm")}
     sig.update({p: f"*{dtype}" for p in ("x_ptr", "w_ptr", "y_ptr", "bias_ptr", "res_ptr")})
     sig.update(alpha="fp32", beta="fp32")
-    consts: dict[str, Any] = {k: v for k, v in config.items() if k not in ("kernel", "num_warps", "num_stages")}
+    tc = to_triton_config(config, kernel)
+    consts: dict[str, Any] = dict(tc.kwargs)
     if kernel == "tma_persistent":
         sig["num_programs"] = "i32"
     consts.update(HAS_BIAS=has_bias, HAS_RESIDUAL=has_residual, ACT=ACTIVATIONS[activation])
@@ -294,7 +321,6 @@ def compile_for(
     if not has_residual:
         consts["res_ptr"] = None
     sig.update({k: "constexpr" for k in consts})
-    tc = to_triton_config(config)
     # What the JIT would know at a launch with aligned tensors and N, K, strides multiples of 16 (M is
     # never specialised): without it, loads are not vectorised and cp.async pipelining is skipped.
     aligned = {"x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym"}
@@ -446,7 +472,7 @@ def gemm(
 
     ptrs = (x2, w, y, bias, r2)
     if config is not None:
-        tc = to_triton_config(config)
+        tc = to_triton_config(config, kernel)
         fn = _KERNEL_FNS[kernel]
         fn[grid](*ptrs, **args, **tc.kwargs, num_warps=tc.num_warps, num_stages=tc.num_stages)
         chosen = dict(config)

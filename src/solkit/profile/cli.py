@@ -22,8 +22,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("problem_dirs", nargs="+", metavar="PROBLEM_DIR", help="SOL-ExecBench problem directory")
-    p.add_argument("--solution", help="solution.json or a .py defining run() (one PROBLEM_DIR only)")
-    p.add_argument("--workload", help="workload uuid (or a prefix); default: the first in workload.jsonl")
+    p.add_argument(
+        "--solution",
+        action="append",
+        help="solution.json (matched to its problem by its 'definition' field) or a .py defining run() "
+        "(one PROBLEM_DIR only); repeatable; default: every solution*.json inside each PROBLEM_DIR",
+    )
+    p.add_argument(
+        "--workload",
+        action="append",
+        help="workload uuid or prefix; repeatable (each problem takes the first that matches one of its "
+        "workloads); default: the first line of workload.jsonl",
+    )
     p.add_argument("--out", help="directory for profile.{md,html,json} and raw ncu output")
     p.add_argument("--no-ncu", action="store_true", help="skip the ncu pass (timing, telemetry, kernel list only)")
     p.add_argument("--timeout", type=float, default=900, help="seconds per subprocess (default 900)")

@@ -33,34 +33,78 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]+", "_", text)[:80]
 
 
-def plan_targets(problem_dirs: list[str | Path], solution: str | Path | None, workload: str | None) -> list[dict]:
-    """The reference of every problem, plus ``--solution`` or else every ``solution*.json`` beside it."""
-    if solution is not None and len(problem_dirs) != 1:
-        raise SolkitError("--solution needs exactly one PROBLEM_DIR")
-    targets: list[dict] = []
+def plan_targets(
+    problem_dirs: list[str | Path],
+    solution: str | Path | list[str | Path] | None,
+    workload: str | list[str] | None,
+) -> list[dict]:
+    """The reference of every problem plus its solutions, each on one workload.
+
+    ``solution``: one path or several. A ``solution.json`` goes with the problem whose definition
+    name its ``definition`` field names; a ``.py`` (no such field) needs exactly one PROBLEM_DIR.
+    Without ``solution``, every ``solution*.json`` inside each problem directory is used.
+    ``workload``: one uuid (prefix) or several; each problem takes the first that matches one of its
+    workloads (default: its first workload).
+    """
     from solkit.profile.target import pick_workload, read_problem
 
+    sols = [Path(p) for p in ([solution] if isinstance(solution, (str, Path)) else (solution or []))]
+    wanted = [workload] if isinstance(workload, str) else list(workload or [])
+    for sol in sols:
+        if not sol.exists():
+            raise SolkitError(f"--solution {sol}: file not found")
+    problems = []
     for d in problem_dirs:
         definition, workloads = read_problem(d)
-        pick_workload(workloads, workload, str(d))  # a bad --workload fails here, before any subprocess
+        problems.append((Path(d), definition, workloads))
+    names = [definition["name"] for _, definition, _ in problems]
+    by_problem: dict[str, list[Path]] = {n: [] for n in names}
+    for sol in sols:
+        owner = _solution_definition(sol)
+        if owner is None:
+            if len(problems) != 1:
+                raise SolkitError(f"--solution {sol}: a .py solution needs exactly one PROBLEM_DIR")
+            owner = names[0]
+        if owner not in by_problem:
+            raise SolkitError(
+                f"--solution {sol}: its definition {owner!r} is none of the problems given ({', '.join(names)})"
+            )
+        by_problem[owner].append(sol)
+    targets: list[dict] = []
+    for d, definition, workloads in problems:
+        uuid = None
+        if wanted:
+            matches = [w for w in wanted if any(str(x.get("uuid", "")).startswith(w) for x in workloads)]
+            if not matches:
+                raise SolkitError(f"{d}: no workload matches --workload {', '.join(wanted)}")
+            uuid = matches[0]
+        pick_workload(workloads, uuid, str(d))  # ambiguity and emptiness fail here, before any subprocess
         name = _slug(definition["name"])
-        targets.append({"label": f"{name}.reference", "problem_dir": str(d), "workload": workload, "solution": None})
-        if solution is not None:
-            if not Path(solution).exists():
-                raise SolkitError(f"--solution {solution}: file not found")
-            sols = [Path(solution)]
-        else:
-            sols = sorted(Path(d).glob("solution*.json"), key=lambda p: (p.name != "solution.json", p.name))
-        for sol in sols:
+        targets.append({"label": f"{name}.reference", "problem_dir": str(d), "workload": uuid, "solution": None})
+        mine = (
+            by_problem[definition["name"]]
+            if sols
+            else sorted(d.glob("solution*.json"), key=lambda p: (p.name != "solution.json", p.name))
+        )
+        for sol in mine:
             targets.append(
                 {
                     "label": f"{name}.{_solution_tag(sol, name)}",
                     "problem_dir": str(d),
-                    "workload": workload,
+                    "workload": uuid,
                     "solution": str(sol),
                 }
             )
     return targets
+
+
+def _solution_definition(path: Path) -> str | None:
+    if path.suffix != ".json":
+        return None
+    try:
+        return json.loads(path.read_text()).get("definition")
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SolkitError(f"--solution {path}: not a readable solution JSON ({exc})") from exc
 
 
 def _solution_tag(path: Path, definition_name: str) -> str:

@@ -1,8 +1,10 @@
 """What gets profiled: a problem's reference or a solution, on one workload, with inputs built.
 
-Loading uses :mod:`solkit.problems.loader` (definition, workloads, axes, shapes, reference) when it
-is importable, and otherwise a minimal reader of the SOL-ExecBench format, so the profiler works
-on any problem directory. The *model* of the work (fused bytes: inputs read once, outputs
+Loading uses :mod:`solkit.problems.loader` (definition, workloads, axes, reference) and
+:class:`solkit.harness.inputs.InputFactory` (the harness's inputs, trial 0, seed 200) when they are
+importable, and otherwise a minimal reader of the SOL-ExecBench format.
+
+The *model* of the work (fused bytes: inputs read once, outputs
 written once; FLOPs: counted on the reference by ``torch.utils.flop_counter`` for matmul-like ops)
 is what the measured counters are compared with.
 """
@@ -267,16 +269,26 @@ def load_target(
     solution: str | Path | None,
     device: str,
     label: str | None = None,
-    seed: int = 0,
+    seed: int = 200,
 ) -> Target:
     """Build a :class:`Target` (reference when ``solution`` is None)."""
     definition, workloads = read_problem(problem_dir)
     workload = pick_workload(workloads, workload_uuid, str(problem_dir))
-    axes = resolve_axes(definition, workload)
-    inputs = build_inputs(definition, workload, axes, device, seed)
-    ref_module = _exec_source(definition["reference"], f"solkit_ref_{abs(hash(str(problem_dir))) % 10**8}")
-    ref = ref_module.run
     notes: list[str] = []
+    try:  # the shared loader and input factory, so profiled inputs match the harness's
+        from solkit.harness.inputs import InputFactory
+        from solkit.problems.loader import load_problem
+
+        problem = load_problem(problem_dir)
+        shared_wl = next(w for w in problem.workloads if w.uuid == workload.get("uuid"))
+        axes = problem.resolve_axes(shared_wl)
+        inputs = list(InputFactory(problem, device, seed=seed).generate(shared_wl, 0).values())
+        ref = problem.reference_fn()
+    except ImportError:  # a tree without solkit.problems / solkit.harness.inputs: the minimal reader
+        axes = resolve_axes(definition, workload)
+        inputs = build_inputs(definition, workload, axes, device, seed)
+        ref = _exec_source(definition["reference"], f"solkit_ref_{abs(hash(str(problem_dir))) % 10**8}").run
+        notes.append("loaded with the profiler's minimal SOL-ExecBench reader")
     if solution is None:
         fn, args, kind, name = ref, tuple(inputs), "reference", "reference"
     else:

@@ -37,14 +37,26 @@ def roofline(results: dict[str, Any], path: Path) -> Path:
         for unit in ("bf16_tensor", "fp32_vector"):
             peak = c["flops"].get(unit)
             if peak:
-                ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], style, lw=1.2, color="black" if unit ==
-                        "bf16_tensor" else "gray", label=f"{basis}: {unit} {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s")  # fmt: skip
+                ax.plot(
+                    xs,
+                    [min(peak, bw * x) / 1e12 for x in xs],
+                    style,
+                    lw=1.2,
+                    color="black" if unit == "bf16_tensor" else "gray",
+                    label=f"{basis}: {unit} {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s",
+                )
     for r in _ok(results["rows"]):
         if not r.get("flops_total") or not r.get("fused_bytes"):
             continue
         ai = r["flops_total"] / r["fused_bytes"]
-        ax.scatter(ai, r["flops_total"] / (r["ms"] * 1e-3) / 1e12, s=22, alpha=0.8,
-                   color=BACKEND_COLORS.get(r["backend"], "purple"), edgecolors="none")  # fmt: skip
+        ax.scatter(
+            ai,
+            r["flops_total"] / (r["ms"] * 1e-3) / 1e12,
+            s=22,
+            alpha=0.8,
+            color=BACKEND_COLORS.get(r["backend"], "purple"),
+            edgecolors="none",
+        )
     for name, color in BACKEND_COLORS.items():
         ax.scatter([], [], color=color, label=name)
     ax.set_xscale("log")
@@ -72,8 +84,13 @@ def sol_histogram(results: dict[str, Any], path: Path) -> Path:
     bins = [i / 20 for i in range(21)]
     if by_backend:
         names = sorted(by_backend)
-        ax.hist([by_backend[n] for n in names], bins=bins, stacked=True, label=names,
-                color=[BACKEND_COLORS.get(n, "purple") for n in names])  # fmt: skip
+        ax.hist(
+            [by_backend[n] for n in names],
+            bins=bins,
+            stacked=True,
+            label=names,
+            color=[BACKEND_COLORS.get(n, "purple") for n in names],
+        )
         ax.legend(fontsize=8)
     for x in (0.6, 0.8):
         ax.axvline(x, color="black", lw=0.8, ls=":")

@@ -13,16 +13,51 @@ from solkit.errors import SolkitError
 from solkit.report.figures import all_figures
 
 COLUMNS = [
-    ("problem", "op"), ("size", "size"), ("model", "model"), ("backend", "backend"), ("status", "check"),
-    ("ms", "ms"), ("tflops", "TFLOP/s"), ("tbs", "TB/s"), ("sol_spec", "SOL spec"),
-    ("sol_calibrated", "SOL calib."), ("bound", "bound"), ("speedup_vs_eager", "vs eager"), ("tier", "tier"),
-]  # fmt: skip
+    ("problem", "op"),
+    ("size", "size"),
+    ("model", "model"),
+    ("backend", "backend"),
+    ("status", "check"),
+    ("ms", "ms"),
+    ("tflops", "TFLOP/s"),
+    ("tbs", "TB/s"),
+    ("sol_spec", "SOL spec"),
+    ("sol_calibrated", "SOL calib."),
+    ("bound", "bound"),
+    ("speedup_vs_eager", "vs eager"),
+    ("tier", "tier"),
+]
 CSV_FIELDS = [
-    "problem", "op_type", "mode", "size", "model", "workload", "backend", "status", "error", "ms", "tflops", "tbs",
-    "flops_total", "fused_bytes", "t_sol_ms_spec", "t_sol_ms_calibrated", "sol_spec", "sol_calibrated",
-    "sol_violation", "bound", "speedup_vs_eager", "tier", "advice", "max_abs_error", "eager_abs_error",
-    "peak_memory_mb", "timing_method", "cv", "diagnosis",
-]  # fmt: skip
+    "problem",
+    "op_type",
+    "mode",
+    "size",
+    "model",
+    "workload",
+    "backend",
+    "status",
+    "error",
+    "ms",
+    "tflops",
+    "tbs",
+    "flops_total",
+    "fused_bytes",
+    "t_sol_ms_spec",
+    "t_sol_ms_calibrated",
+    "sol_spec",
+    "sol_calibrated",
+    "sol_violation",
+    "bound",
+    "speedup_vs_eager",
+    "tier",
+    "advice",
+    "max_abs_error",
+    "eager_abs_error",
+    "peak_memory_mb",
+    "timing_method",
+    "cv",
+    "diagnosis",
+]
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
@@ -68,8 +103,10 @@ def markdown(results: dict[str, Any], figures: dict[str, Path] | None = None) ->
     ]
     for basis, c in (m.get("ceilings") or {}).items():
         bf = c["flops"].get("bf16_tensor")
-        lines.append(f"- {basis} ceilings: bandwidth {c['bandwidth'] / 1e12:.2f} TB/s"
-                     + (f", bf16 tensor {bf / 1e12:.0f} TFLOP/s" if bf else ""))  # fmt: skip
+        lines.append(
+            f"- {basis} ceilings: bandwidth {c['bandwidth'] / 1e12:.2f} TB/s"
+            + (f", bf16 tensor {bf / 1e12:.0f} TFLOP/s" if bf else "")
+        )
     for n in m.get("notes", []):
         lines.append(f"- note: {n}")
     lines += ["", "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
@@ -150,8 +187,13 @@ def write_report(results: dict[str, Any], out: str | Path) -> dict[str, Path]:
     figures = all_figures(results, out)
     (out / "report.md").write_text(markdown(results, figures))
     (out / "report.html").write_text(html_report(results, figures))
-    return {"json": out / "results.json", "csv": out / "results.csv", "markdown": out / "report.md",
-            "html": out / "report.html", **figures}  # fmt: skip
+    return {
+        "json": out / "results.json",
+        "csv": out / "results.csv",
+        "markdown": out / "report.md",
+        "html": out / "report.html",
+        **figures,
+    }
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
@@ -163,10 +205,17 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
         o = right.get(key(r))
         if o is None:
             continue
-        out.append({
-            "problem": r["problem"], "size": r.get("size"), "model": r.get("model"), "backend": r["backend"],
-            "ms_a": r.get("ms"), "ms_b": o.get("ms"),
-            "speedup_b_over_a": (r["ms"] / o["ms"]) if r.get("ms") and o.get("ms") else None,
-            "sol_a": r.get("sol_calibrated") or r.get("sol_spec"), "sol_b": o.get("sol_calibrated") or o.get("sol_spec"),
-        })  # fmt: skip
+        out.append(
+            {
+                "problem": r["problem"],
+                "size": r.get("size"),
+                "model": r.get("model"),
+                "backend": r["backend"],
+                "ms_a": r.get("ms"),
+                "ms_b": o.get("ms"),
+                "speedup_b_over_a": (r["ms"] / o["ms"]) if r.get("ms") and o.get("ms") else None,
+                "sol_a": r.get("sol_calibrated") or r.get("sol_spec"),
+                "sol_b": o.get("sol_calibrated") or o.get("sol_spec"),
+            }
+        )
     return out
