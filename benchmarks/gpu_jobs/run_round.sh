@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs GPU jobs back to back on the lent device, one tarball of results per job under $OUT.
 #
-#   bash benchmarks/gpu_jobs/run_round.sh JOB [JOB ...]
+#   bash benchmarks/gpu_jobs/run_round.sh JOB[:SECONDS] [JOB[:SECONDS] ...]
 #
 # Each job is benchmarks/gpu_jobs/JOB.sh. It runs from the repo root with OUT set to its own
 # folder, and must finish within the budget (seconds) on its "# budget: N" line (default 60; the
@@ -15,9 +15,12 @@ fi
 export PYTHONPATH=$ROOT/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader || true
-for job in "$@"; do
+for spec in "$@"; do
+  # JOB or JOB:SECONDS (a cap below the script's own budget, to fit the session's device time)
+  job=${spec%%:*}
   script=benchmarks/gpu_jobs/$job.sh
   budget=$(grep -m1 -oP '^# budget:\s*\K[0-9]+' "$script" 2>/dev/null || echo 60)
+  if [ "$spec" != "$job" ] && [ "${spec##*:}" -lt "$budget" ]; then budget=${spec##*:}; fi
   work=/tmp/jobout/$job
   rm -rf "$work"; mkdir -p "$work"
   start=$(date +%s)
