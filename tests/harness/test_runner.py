@@ -29,9 +29,9 @@ def statuses(tmp_path, code, **kw):
 
 
 def test_crash_on_one_workload_keeps_the_others(tmp_path):
-    code = (
-        GOOD
-        + "\n_run = run\n\ndef run(x, weight):\n    import os\n    if x.shape[1] == 1000:\n        os._exit(3)\n    return _run(x, weight)\n"
+    code = GOOD + (
+        "\n_run = run\n\ndef run(x, weight):\n    import os\n    if x.shape[1] == 1000:\n"
+        "        os._exit(3)\n    return _run(x, weight)\n"
     )
     got, traces = statuses(tmp_path, code)
     assert got == ["PASSED", "RUNTIME_ERROR"]
@@ -39,9 +39,9 @@ def test_crash_on_one_workload_keeps_the_others(tmp_path):
 
 
 def test_hang_is_a_timeout_and_the_next_workload_still_runs(tmp_path):
-    code = (
-        GOOD
-        + "\n_run = run\n\ndef run(x, weight):\n    import time\n    while x.shape[0] == 64:\n        time.sleep(0.1)\n    return _run(x, weight)\n"
+    code = GOOD + (
+        "\n_run = run\n\ndef run(x, weight):\n    import time\n    while x.shape[0] == 64:\n"
+        "        time.sleep(0.1)\n    return _run(x, weight)\n"
     )
     got, traces = statuses(tmp_path, code, opts={"run_timeout": 4})
     assert got == ["TIMEOUT", "PASSED"]
@@ -100,7 +100,8 @@ def test_other_language_reported_unsupported_when_its_package_is_missing(tmp_pat
 def test_invalid_reference(tmp_path):
     d = json.loads((CHEAT_PROBLEM / "definition.json").read_text())
     d["reference"] = (
-        "import torch\n\ndef run(x, weight):\n    if x.shape[0] == 33:\n        raise RuntimeError('ref broke')\n    return x * weight\n"
+        "import torch\n\ndef run(x, weight):\n    if x.shape[0] == 33:\n"
+        "        raise RuntimeError('ref broke')\n    return x * weight\n"
     )
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "definition.json").write_text(json.dumps(d))
