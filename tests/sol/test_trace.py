@@ -107,3 +107,18 @@ def test_large_shapes_allocate_no_storage():
     assert grown < 64 * 2**20, f"peak RSS grew by {grown / 2**20:.0f} MiB"
     assert tr1.result.is_meta and tr2.result.is_meta
     assert tr2.outputs[0].nbytes == 8192 * 28672 * 2  # 470 MB that were never allocated
+
+
+def test_tensor_to_keeps_dtype_and_layout_but_drops_devices():
+    def fn(x):
+        return (
+            x.to("cuda", torch.float16),
+            x.to(torch.device("cuda"), dtype=torch.bfloat16, non_blocking=True),
+            x.to(memory_format=torch.channels_last),
+            x.to("cuda"),
+        )
+
+    tr = trace(fn, meta(2, 3, 4, 5, dtype=torch.float32))
+    dtypes = [t.dtype for t in tr.result]
+    assert dtypes == [torch.float16, torch.bfloat16, torch.float32, torch.float32]
+    assert tr.result[2].stride() == (60, 1, 15, 3) and tr.result[3] is not None

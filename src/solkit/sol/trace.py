@@ -313,8 +313,8 @@ def _to_without_device(args: tuple, kwargs: dict) -> Any:
         if isinstance(a, torch.Tensor):  # .to(other): only its dtype matters here
             a = a.dtype
         kept.append(a)
-    if not kept and "dtype" not in kwargs:
-        return self
+    if not kept and not set(kwargs) - {"non_blocking", "copy"}:
+        return self.clone() if kwargs.get("copy") else self
     return self.to(*kept, **kwargs)
 
 
