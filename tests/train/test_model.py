@@ -97,3 +97,14 @@ def test_checkpointed_model_gives_same_loss_and_grads():
     ckpt(x, y).backward()
     for p, q in zip(plain.parameters(), ckpt.parameters()):
         assert torch.allclose(p.grad, q.grad)
+
+
+def test_repeated_kv_heads_equal_native_gqa():
+    from solkit.train.model import set_gqa_native
+
+    cfg = get_config("tiny", seq=16, heads=4, kv_heads=2)
+    model = build_model(cfg, "cpu", torch.float64, seed=2)
+    x, y = synthetic_batches(cfg, 1, 16, 1, 0, "cpu")[0]
+    native = model(x, y).item()
+    set_gqa_native(model, False)
+    assert model(x, y).item() == pytest.approx(native, rel=1e-12)

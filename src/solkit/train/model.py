@@ -83,6 +83,10 @@ class LMHeadLoss(nn.Module):
 
 
 class Attention(nn.Module):
+    # enable_gqa=True lets SDPA's flash kernel read the shared k/v heads directly; set False (see
+    # set_gqa_native) where no fused SDPA backend supports it, so attention never falls back to math.
+    gqa_native = True
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = cfg.heads, cfg.kv_heads, cfg.head_dim
@@ -98,8 +102,11 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim)
         v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim)
         q, k = self.rope(q, k, cos, sin)
+        if not self.gqa_native and self.kv_heads != self.heads:  # repeat k/v heads for SDPA (HF's repeat_kv)
+            k = k.repeat_interleave(self.heads // self.kv_heads, dim=2)
+            v = v.repeat_interleave(self.heads // self.kv_heads, dim=2)
         o = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=self.gqa_native
         )
         return self.o_proj(o.transpose(1, 2).reshape(b, t, -1), residual=residual)
 
@@ -178,6 +185,26 @@ class LlamaModel(nn.Module):
             else:
                 h = layer(h, cos, sin)
         return self.head(self.norm(h), labels)
+
+
+def set_gqa_native(model: nn.Module, native: bool) -> None:
+    for m in model.modules():
+        if isinstance(m, Attention):
+            m.gqa_native = native
+
+
+def fused_sdpa_supports_gqa(cfg: ModelConfig, device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether a fused (non-math) SDPA backend runs causal GQA at these head counts, forward and backward."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(1, cfg.heads, 128, cfg.head_dim, device=device, dtype=dtype, requires_grad=True)
+    kv = torch.randn(1, cfg.kv_heads, 128, cfg.head_dim, device=device, dtype=dtype)
+    try:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+            F.scaled_dot_product_attention(q, kv, kv, is_causal=True, enable_gqa=True).sum().backward()
+        return True
+    except RuntimeError:
+        return False
 
 
 def build_model(

@@ -175,7 +175,8 @@ def _liger_rope() -> Callable[..., Any]:
 
     def call(m: nn.Module, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         # Liger takes (B, H, T, D) and (1, T, D) tables; our q/k are (B, T, H, D): pass transposed views.
-        qo, ko = fn(q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None])
+        # Tables in q's dtype, as Hugging Face passes them.
+        qo, ko = fn(q.transpose(1, 2), k.transpose(1, 2), cos[None].to(q.dtype), sin[None].to(q.dtype))
         return qo.transpose(1, 2), ko.transpose(1, 2)
 
     return call
@@ -229,8 +230,9 @@ def _probe_args(kind: str, module: nn.Module, model: LlamaModel) -> tuple[Any, .
     if kind == "swiglu":
         return rnd(b, t, cfg.intermediate), rnd(b, t, cfg.intermediate)
     if kind == "linear_residual":
+        # Training-sized rows: the GEMM autotunes per M bucket, so the probe doubles as its warm-up.
         w = module.weight
-        return rnd(b, t, w.shape[1]), rnd(b, t, w.shape[0])
+        return rnd(cfg.batch, cfg.seq, w.shape[1]), rnd(cfg.batch, cfg.seq, w.shape[0])
     if kind == "fused_linear_ce":
         labels = torch.randint(cfg.vocab, (b, t), device=dev, generator=gen)
         return rnd(b, t, cfg.hidden), labels

@@ -128,6 +128,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     model = build_model(cfg, device, dtype, seed=seed, checkpoint_layers=bool(spec.get("checkpoint")))
+    gqa_native = True
+    if device.type == "cuda":
+        from solkit.train.model import fused_sdpa_supports_gqa, set_gqa_native
+
+        gqa_native = fused_sdpa_supports_gqa(cfg, device, dtype)
+        set_gqa_native(model, gqa_native)
     prepared = apply_variant(
         model, spec["variant"], probe=spec.get("probe", True), compile_backend=spec.get("compile_backend", "inductor")
     )
@@ -241,6 +247,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "world_size": world,
         "parallel": spec.get("parallel") if world > 1 else None,
         "activation_checkpointing": bool(spec.get("checkpoint")),
+        "attention": "SDPA is_causal, enable_gqa=True" if gqa_native else "SDPA is_causal, k/v heads repeated",
         "steps": steps,
         "warmup": warmup,
         "tokens_per_step_per_rank": tokens_per_step,
