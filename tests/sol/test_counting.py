@@ -400,3 +400,13 @@ def test_agrees_with_torch_flop_counter(case):
         fn(*ins)
     ours = analyze(fn, *ins, allow_tf32=True)
     assert ours.flops["tf32_tensor"] == counter.get_total_flops()
+
+
+def test_pooling_and_resampling():
+    n, c, h = 2, 3, 8
+    x = spec(n, c, h, h, dtype=F32)
+    assert analyze(lambda a: F.max_pool2d(a, 2), x).flops == {"fp32_vector": n * c * 4 * 4 * 4}
+    assert analyze(lambda a: F.avg_pool2d(a, 3, stride=1), x).flops == {"fp32_vector": n * c * 6 * 6 * (9 + 1)}
+    up = analyze(lambda a: F.interpolate(a, scale_factor=2, mode="bilinear"), x)
+    assert up.flops == {"fp32_vector": 7 * n * c * 16 * 16} and up.uncounted == []
+    assert analyze(lambda a: F.interpolate(a, scale_factor=2), x).flops == {}  # nearest: a copy

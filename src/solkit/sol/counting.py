@@ -403,6 +403,36 @@ def _rule_nll(rec: OpRecord, allow_tf32: bool) -> OpCount:
 
 
 # ----------------------------------------------------------------------------------------------
+# Pooling
+
+
+def _window(rec: OpRecord) -> int:
+    k = rec.args.get("kernel_size") or []
+    n = 1
+    for s in k if isinstance(k, (list, tuple)) else [k]:
+        n *= int(s)
+    dims = rec.name.rstrip("_").split("pool")[-1][:1]  # "max_pool2d..." -> "2"
+    if isinstance(k, int) and dims.isdigit():
+        n = int(k) ** int(dims)
+    return n
+
+
+def _rule_pool(rec: OpRecord, allow_tf32: bool) -> OpCount:
+    """Max pooling: one comparison per window element per output; average: one add each (+1 divide).
+
+    Backward: max scatters one value per grad_output element; average spreads each grad_output over its
+    window (one add per window element).
+    """
+    window = _window(rec)
+    backward = "backward" in rec.name
+    grad = _t(rec, "grad_output")
+    n = grad.numel if backward and grad is not None else max((t.numel for t in rec.outputs), default=0)
+    per = (1 if backward else window) if rec.name.startswith("max") else window + (0 if backward else 1)
+    note = f"window {window}: " + ("1 per grad_output element" if per == 1 else f"{per} per output element")
+    return OpCount(rec.qualified_name, _vector(rec, per, n), _bytes_default(rec), True, note)
+
+
+# ----------------------------------------------------------------------------------------------
 # Dispatch
 
 Rule = Callable[[OpRecord, bool], OpCount]
@@ -424,6 +454,10 @@ _CODE_RULES: dict[str, Rule] = {
     "_convolution": _rule_convolution,
     "convolution_backward": _rule_convolution_backward,
 }
+for _dims in ("1d", "2d", "3d"):
+    for _name in (f"max_pool{_dims}_with_indices", f"avg_pool{_dims}", f"max_pool{_dims}"):
+        _CODE_RULES[_name] = _rule_pool
+        _CODE_RULES[f"{_name}_backward"] = _rule_pool
 _ATTENTION_OPS = (
     "scaled_dot_product_attention",
     "_scaled_dot_product_flash_attention",
