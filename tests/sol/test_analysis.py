@@ -282,3 +282,17 @@ def test_scalar_inputs_count_nothing(tmp_path):
     assert r.analysis.fused_bytes == 2 * 4 * 1000
     assert r.analysis.flops == {"fp32_vector": 1000}
     assert r.analysis.sol is None  # no arch, no ceilings: counts only
+
+
+def test_analyze_workload_and_empty_problem(tmp_path):
+    from solkit.problems.loader import load_problem
+    from solkit.sol.analysis import analyze_workload
+
+    problem = load_problem(rmsnorm_problem(tmp_path / "p"))
+    r = analyze_workload(problem, problem.workloads[1], ceilings=CEIL)
+    assert r.uuid == "w8192" and r.analysis.sol.bound == "memory"
+    assert r.analysis.flops == {"fp32_vector": 4 * 8192 * 4096 + 2 * 8192}
+    empty = rmsnorm_problem(tmp_path / "q")
+    (empty / "workload.jsonl").write_text("")
+    with pytest.raises(SolkitError, match="no workloads"):
+        analyze_problem(empty)

@@ -415,6 +415,31 @@ def _describe(items: list[tuple[tuple[int, ...], torch.dtype]]) -> str:
     return ", ".join(f"{str(d).removeprefix('torch.')}{list(s)}" for s, d in items) or "no tensors"
 
 
+def analyze_workload(
+    problem: Any,
+    workload: Any,
+    arch: str | None = None,
+    basis: str = "spec",
+    allow_tf32: bool | None = None,
+    ceilings: Ceilings | None = None,
+) -> WorkloadAnalysis:
+    """Analyse one workload of a loaded :class:`~solkit.problems.loader.Problem`.
+
+    Declared ``"solkit"`` counts of the definition win over traced ones. T_SOL (``.analysis.sol``)
+    is computed on ``ceilings`` if given, else on ``arch``/``basis``; with neither, only the counts.
+    """
+    axes = problem.resolve_axes(workload)
+    a = analyze(problem.reference_fn(), *workload_inputs(problem, workload), allow_tf32=allow_tf32)
+    _check_outputs(problem, workload, a)
+    flops, nbytes = _declared_counts(problem, workload, {**axes, **problem.scalar_values(workload)})
+    apply_declared(a, flops, nbytes)
+    if ceilings is not None:
+        a.sol = a.t_sol(ceilings)
+    elif arch is not None:
+        a.sol = a.sol_for(arch, basis)
+    return WorkloadAnalysis(uuid=workload.uuid, axes=axes, analysis=a, problem=problem.name)
+
+
 def analyze_problem(
     problem: Any,
     arch: str | None = None,
@@ -424,8 +449,8 @@ def analyze_problem(
 ) -> list[WorkloadAnalysis]:
     """Analyse every workload of a SOL-ExecBench problem (a directory, a definition.json or a Problem).
 
-    T_SOL is computed on ``ceilings`` if given, else on ``arch``/``basis`` (``arch=None``: the
-    present device); pass ``arch=None`` and no ceilings on a machine without a GPU to skip it.
+    T_SOL is computed on ``ceilings`` if given, else on ``arch``/``basis``; with neither (e.g. on a
+    machine without a GPU) only the counts are returned and ``.analysis.sol`` is None.
     """
     from solkit.problems.loader import load_problem
 
@@ -433,17 +458,8 @@ def analyze_problem(
         problem = load_problem(problem)
     if not problem.workloads:
         raise SolkitError(f"{problem.workload_path or problem.root or problem.name}: no workloads to analyse")
-    fn = problem.reference_fn()
-    results: list[WorkloadAnalysis] = []
-    for w in problem.workloads:
-        axes = problem.resolve_axes(w)
-        a = analyze(fn, *workload_inputs(problem, w), allow_tf32=allow_tf32)
-        _check_outputs(problem, w, a)
-        flops, nbytes = _declared_counts(problem, w, {**axes, **problem.scalar_values(w)})
-        apply_declared(a, flops, nbytes)
-        if ceilings is not None:
-            a.sol = a.t_sol(ceilings)
-        elif arch is not None:
-            a.sol = a.sol_for(arch, basis)
-        results.append(WorkloadAnalysis(uuid=w.uuid, axes=axes, analysis=a, problem=problem.name))
-    return results
+    if ceilings is None and arch is not None:
+        from solkit.sol.ceilings import get_ceilings
+
+        ceilings = get_ceilings(arch, basis)  # once, not per workload
+    return [analyze_workload(problem, w, allow_tf32=allow_tf32, ceilings=ceilings) for w in problem.workloads]
