@@ -14,7 +14,6 @@ its pid. Every child is a separate process: a crash or hang of one candidate aff
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -40,6 +39,10 @@ def serve() -> None:
             req = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if torch.cuda.is_initialized():  # pragma: no cover - defensive: never fork a CUDA process
+            out.write(json.dumps({"error": "CUDA initialised in the fork server"}) + "\n")
+            out.flush()
+            return
         pid = os.fork()
         if pid == 0:  # child: become the worker
             rc = 1

@@ -1,0 +1,171 @@
+# budget: 120
+# Issue 4 (harness) on the H200:
+#  1. harness median vs Nsight Compute gpu__time_duration for a ~1 ms bf16 GEMM (7168^3, cuBLAS via torch)
+#     and a ~50 us bf16 RMSNorm (12288x4096, the Triton example solution);
+#  2. the cheating-solution corpus (incl. the side-stream case) on the GPU;
+#  3. SOL-ExecBench's public examples (pytorch + triton solutions), unedited, if the tarball travelled;
+#  4. solkit's own example problems, pytorch and triton solutions.
+# Everything is written under $OUT as it completes; each step is skipped when the budget runs short.
+set -u
+START=$(date +%s)
+echo "h4 start $(date -u +%FT%TZ)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader | tee "$OUT/nvidia_smi_before.txt"
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+echo "ncu: ${NCU:-none}"
+SXB=/tmp/h4_sxb
+rm -rf "$SXB"; mkdir -p "$SXB"
+if [ -f benchmarks/gpu_jobs/h4_sxb_examples.tar.gz ]; then tar -xzf benchmarks/gpu_jobs/h4_sxb_examples.tar.gz -C "$SXB"; fi
+ls "$SXB" || true
+
+cat > /tmp/h4_driver.py <<'PY'
+"""Evaluate problem/solution pairs on the GPU and write traces + a summary as each finishes."""
+import json, os, sys, time
+from pathlib import Path
+
+from solkit.harness.evaluate import EvalOptions, evaluate, traces_to_jsonl
+
+OUT = Path(os.environ["OUT"])
+DEADLINE = float(sys.argv[2])
+step = sys.argv[1]
+EX = Path("tests/harness/examples")
+CH = Path("tests/harness/cheats")
+SXB = Path("/tmp/h4_sxb/examples")
+
+
+def run(tag, problem, solution, **over):
+    if time.time() > DEADLINE:
+        print(f"SKIP {tag}: budget", flush=True)
+        return None
+    o = EvalOptions(device=os.environ.get("H4_DEVICE", "cuda:0"), run_timeout=60, compile_timeout=60)
+    for k, v in over.items():
+        setattr(o, k, v)
+    t0 = time.time()
+    try:
+        traces = evaluate(problem, solution, o)
+    except Exception as exc:  # noqa: BLE001
+        print(f"ERROR {tag}: {type(exc).__name__}: {exc}", flush=True)
+        return None
+    (OUT / "traces").mkdir(exist_ok=True)
+    (OUT / "traces" / f"{tag}.jsonl").write_text(traces_to_jsonl(traces))
+    rows = []
+    for t in traces:
+        e = t.evaluation
+        p = e.performance
+        rows.append({"uuid": t.workload.uuid, "status": e.status.value, "log": e.log[:300],
+                     "latency_ms": p.latency_ms if p else None, "reference_latency_ms": p.reference_latency_ms if p else None,
+                     "t_sol_ms": p.t_sol_ms if p else None, "sol_fraction": p.sol_fraction if p else None,
+                     "timing_method": e.environment.timing_method,
+                     "cv": (p.timing or {}).get("cv") if p else None})
+    print(f"{tag}: {[r['status'] for r in rows]} {time.time() - t0:.1f}s", flush=True)
+    for r in rows:
+        if r["status"] != "PASSED":
+            print("   ", r["uuid"], r["status"], r["log"][:200].replace("\n", " "), flush=True)
+    summary_path = OUT / f"summary_{step}.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    summary[tag] = {"seconds": round(time.time() - t0, 2), "traces": rows}
+    summary_path.write_text(json.dumps(summary, indent=1))
+    return traces
+
+
+if step == "bench":
+    g = run("bench_gemm_torch_7168", EX / "gemm", EX / "gemm" / "solution_pytorch.json", workloads=["gemm-bench-7168"])
+    r = run("bench_rmsnorm_triton_12288", EX / "rmsnorm", EX / "rmsnorm" / "solution_triton.json",
+            workloads=["rmsnorm-bench-b12288"])
+    out = {}
+    for name, traces in (("gemm", g), ("rmsnorm", r)):
+        if traces:
+            e = traces[0].evaluation
+            out[name] = {"status": e.status.value, "log": e.log[:500],
+                         "performance": e.performance.model_dump() if e.performance else None,
+                         "environment": e.environment.model_dump()}
+    (OUT / "harness_side.json").write_text(json.dumps(out, indent=1, default=str))
+elif step == "cheats":
+    small = ["cheat-rows64-h256", "cheat-rows33-h1000"]
+    for sol in sorted(CH.glob("*/solution.json")):
+        run(f"cheat_{sol.parent.name}", CH / "_problem", sol, workloads=small, reps=50)
+elif step == "sxb":
+    for prob, sol in [("pytorch/linear_backward", "solution_python.json"), ("pytorch/gemma3_swiglu", "solution_python.json"),
+                      ("triton/rmsnorm", "solution_triton.json"), ("triton/nemotron_rms_norm", "solution_triton.json"),
+                      ("triton/olmo3_post_norm", "solution_triton.json")]:
+        if (SXB / prob).is_dir():
+            run("sxb_" + prob.replace("/", "_"), SXB / prob, SXB / prob / sol, max_workloads=int(sys.argv[3]))
+elif step == "examples":
+    for prob in sorted(EX.iterdir()):
+        small = [json.loads(l)["uuid"] for l in (prob / "workload.jsonl").read_text().splitlines() if "bench" not in l]
+        for sol in sorted(prob.glob("solution*.json")):
+            run(f"example_{prob.name}_{sol.stem}", prob, sol, workloads=small)
+PY
+
+cat > /tmp/h4_ncu_target.py <<'PY'
+"""The same kernels the harness timed, launched for Nsight Compute (profiling on only around the timed calls)."""
+import sys
+import importlib.util
+import torch
+
+kind, n = sys.argv[1], int(sys.argv[2])
+torch.manual_seed(0)
+if kind == "gemm":
+    a = torch.randn(7168, 7168, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(7168, 7168, device="cuda", dtype=torch.bfloat16)
+    fn = lambda: a @ b
+else:
+    spec = importlib.util.spec_from_file_location("k", "tests/harness/examples/rmsnorm/kernel_triton.py")
+    k = importlib.util.module_from_spec(spec); spec.loader.exec_module(k)
+    x = torch.randn(12288, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    fn = lambda: k.run(x, w, y)
+for _ in range(5):
+    fn()
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+for _ in range(n):
+    fn()
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+PY
+
+cat > /tmp/h4_ncu_parse.py <<'PY'
+"""Median gpu__time_duration over the profiled launches (raw CSV page, base units = ns)."""
+import csv, io, json, statistics, sys
+text = open(sys.argv[1]).read()
+lines = [l for l in text.splitlines() if l.startswith('"')]
+rows = list(csv.reader(io.StringIO("\n".join(lines))))
+res = {"kernels": {}, "rows": max(len(rows) - 2, 0)}
+if len(rows) >= 3:
+    head = rows[0]
+    i_name, i_dur = head.index("Kernel Name"), head.index("gpu__time_duration.sum")
+    i_clk = head.index("sm__cycles_elapsed.avg.per_second") if "sm__cycles_elapsed.avg.per_second" in head else None
+    units = rows[1]
+    for r in rows[2:]:
+        d = res["kernels"].setdefault(r[i_name][:120], {"durations_ns": [], "sm_hz": []})
+        d["durations_ns"].append(float(r[i_dur].replace(",", "")))
+        if i_clk is not None and r[i_clk]:
+            d["sm_hz"].append(float(r[i_clk].replace(",", "")))
+    res["duration_unit"] = units[i_dur]
+    for d in res["kernels"].values():
+        d["median_ns"] = statistics.median(d["durations_ns"])
+        d["n"] = len(d["durations_ns"])
+        d["median_sm_hz"] = statistics.median(d["sm_hz"]) if d["sm_hz"] else None
+print(json.dumps(res))
+PY
+
+left() { echo $(( START + 112 - $(date +%s) )); }
+# 1. harness side of the comparison
+timeout $(( $(left) > 45 ? 45 : $(left) )) python3 /tmp/h4_driver.py bench $(( START + 60 )) || echo "bench step rc=$?"
+# 1b. ncu side
+for k in gemm rmsnorm; do
+  if [ -n "$NCU" ] && [ $(left) -gt 20 ]; then
+    timeout 25 "$NCU" --clock-control none --profile-from-start off --metrics gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second \
+      --csv --page raw --print-units base --log-file "$OUT/ncu_$k.log" python3 /tmp/h4_ncu_target.py $k 15 > "$OUT/ncu_$k.csv" 2>"$OUT/ncu_$k.err"
+    echo "ncu $k rc=$?"; tail -3 "$OUT/ncu_$k.log" 2>/dev/null
+    python3 /tmp/h4_ncu_parse.py "$OUT/ncu_$k.csv" > "$OUT/ncu_$k.json" && head -c 600 "$OUT/ncu_$k.json"; echo
+  fi
+done
+# 2-4. correctness/anti-cheat runs on the GPU
+[ $(left) -gt 15 ] && timeout $(( $(left) - 5 )) python3 /tmp/h4_driver.py cheats $(( START + 95 )) || echo "cheats rc=$?"
+[ $(left) -gt 15 ] && timeout $(( $(left) - 5 )) python3 /tmp/h4_driver.py sxb $(( START + 105 )) 2 || echo "sxb rc=$?"
+[ $(left) -gt 10 ] && timeout $(( $(left) - 3 )) python3 /tmp/h4_driver.py examples $(( START + 110 )) || echo "examples rc=$?"
+nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/nvidia_smi_after.txt"
+python3 -c "import torch, triton, json, platform; print(json.dumps({'torch': torch.__version__, 'triton': triton.__version__, 'cuda': torch.version.cuda, 'python': platform.python_version(), 'device': torch.cuda.get_device_name()}))" > "$OUT/versions.json"
+echo "h4 done in $(( $(date +%s) - START ))s"
