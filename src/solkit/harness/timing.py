@@ -129,6 +129,8 @@ def benchmark(
     dev = torch.device(device) if device is not None else _guess_device(args_pool)
     if dev.type != "cuda":
         return _bench_wall(fn, args_pool, reps, trials, warmup)
+    if dev.index is None:  # "cuda" means the current device; torch.cuda.set_device needs an index
+        dev = torch.device("cuda", torch.cuda.current_device())
     torch.cuda.set_device(dev)
     for i in range(warmup):
         _call(fn, args_pool, i)
