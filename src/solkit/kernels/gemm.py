@@ -189,17 +189,17 @@ def _gemm_pointer_kernel(
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    # Out-of-range rows read row 0 instead of being masked: the K loop then needs only the K mask,
-    # and those rows are never stored.
-    rows_x = tl.where(offs_m < M, offs_m, 0)
+    # Rows past M (decode: 15 of a 16-row tile when M = 1) are masked, so they cost no memory traffic;
+    # out-of-range W rows read row 0 instead (only edge tiles have them, and they are never stored).
+    row_ok = offs_m[:, None] < M
     rows_w = tl.where(offs_n < N, offs_n, 0)
-    x_ptrs = x_ptr + rows_x[:, None] * stride_xm + offs_k[None, :]
+    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
     w_ptrs = w_ptr + rows_w[:, None] * stride_wn + offs_k[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for kk in range(0, tl.cdiv(K, BLOCK_K)):
-        k_left = K - kk * BLOCK_K
-        a = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-        b = tl.load(w_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        k_ok = offs_k[None, :] < K - kk * BLOCK_K
+        a = tl.load(x_ptrs, mask=row_ok & k_ok, other=0.0)
+        b = tl.load(w_ptrs, mask=k_ok, other=0.0)
         acc = tl.dot(a, tl.trans(b), acc)
         x_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
