@@ -21,12 +21,14 @@ import sys
 
 
 def serve() -> None:
-    import torch  # noqa: F401 - the point of the server: import once
+    import torch  # the point of the server: import once
 
     import solkit.harness.worker as worker
 
-    with contextlib.suppress(Exception):  # triton is optional
-        import triton  # noqa: F401
+    # Triton is not imported here: a forked child must find CUDA untouched, and importing it is cheap
+    # next to torch. A CUDA context in this process would make every child fail, so refuse to serve.
+    if torch.cuda.is_initialized():
+        raise SystemExit("fork server: CUDA already initialised; use spawned workers")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")
