@@ -2,8 +2,8 @@
 # Issue 4 (harness) on the H200:
 #  1. harness median vs Nsight Compute gpu__time_duration for a ~1 ms bf16 GEMM (7168^3, cuBLAS via torch)
 #     and a ~50 us bf16 RMSNorm (12288x4096, the Triton example solution);
-#  2. the cheating-solution corpus (incl. the side-stream case) on the GPU;
-#  3. SOL-ExecBench's public examples (pytorch + triton solutions), unedited, if the tarball travelled;
+#  2. SOL-ExecBench's public examples (pytorch + triton solutions), unedited, if the tarball travelled;
+#  3. the cheating-solution corpus (incl. the side-stream case) on the GPU;
 #  4. solkit's own example problems, pytorch and triton solutions.
 # Everything is written under $OUT as it completes; each step is skipped when the budget runs short.
 set -u
@@ -163,8 +163,8 @@ for k in gemm rmsnorm; do
   fi
 done
 # 2-4. correctness/anti-cheat runs on the GPU
-[ $(left) -gt 15 ] && timeout $(( $(left) - 5 )) python3 /tmp/h4_driver.py cheats $(( START + 95 )) || echo "cheats rc=$?"
-[ $(left) -gt 15 ] && timeout $(( $(left) - 5 )) python3 /tmp/h4_driver.py sxb $(( START + 105 )) 2 || echo "sxb rc=$?"
+[ $(left) -gt 15 ] && timeout $(( $(left) - 5 )) python3 /tmp/h4_driver.py sxb $(( START + 80 )) 2 || echo "sxb rc=$?"
+[ $(left) -gt 15 ] && timeout $(( $(left) - 5 )) python3 /tmp/h4_driver.py cheats $(( START + 104 )) || echo "cheats rc=$?"
 [ $(left) -gt 10 ] && timeout $(( $(left) - 3 )) python3 /tmp/h4_driver.py examples $(( START + 110 )) || echo "examples rc=$?"
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/nvidia_smi_after.txt"
 python3 -c "import torch, triton, json, platform; print(json.dumps({'torch': torch.__version__, 'triton': triton.__version__, 'cuda': torch.version.cuda, 'python': platform.python_version(), 'device': torch.cuda.get_device_name()}))" > "$OUT/versions.json"
