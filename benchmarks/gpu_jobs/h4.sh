@@ -81,7 +81,8 @@ if step == "bench":
     (OUT / "harness_side.json").write_text(json.dumps(out, indent=1, default=str))
 elif step == "cheats":
     small = ["cheat-rows64-h256", "cheat-rows33-h1000"]
-    for sol in sorted(CH.glob("*/solution.json")):
+    first = ["side_stream", "correct_triton", "correct_pytorch", "correct_chunked", "background_thread"]
+    for sol in sorted(CH.glob("*/solution.json"), key=lambda p: (p.parent.name not in first, p.parent.name)):
         run(f"cheat_{sol.parent.name}", CH / "_problem", sol, workloads=small, reps=50)
 elif step == "sxb":
     for prob, sol in [("pytorch/linear_backward", "solution_python.json"), ("pytorch/gemma3_swiglu", "solution_python.json"),
