@@ -86,6 +86,19 @@ class Run:
             "memory_bytes": p.total_memory,
         }
 
+    def gpu_state(self, when: str) -> None:
+        """Clocks, power and temperature from nvidia-smi (context for power-capped GEMM numbers)."""
+        import subprocess
+
+        q = "clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu"
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError) as e:
+            out = f"unavailable: {e}"
+        self.doc.setdefault("gpu_state", {})[when] = {"query": q, "value": out}
+
     def left(self) -> float:
         return self.args.budget_s - (time.time() - self.t0)
 
@@ -294,6 +307,33 @@ class Run:
             )
 
 
+def render_markdown(path: str) -> str:
+    """The table section of docs/kernels/gemm.md, straight from a result JSON."""
+    doc = json.loads(Path(path).read_text())
+    cal = doc["ceilings"]["calibrated"]
+    spec = doc["ceilings"]["spec"]
+    lines = [
+        f"Device {doc['device']['name']}, {doc['date']}, torch {doc['versions']['torch']}, "
+        f"triton {doc['versions']['triton']}; `{doc['command']}`.",
+        f"Spec basis: {spec['flops']['bf16_tensor'] / 1e12:.1f} TFLOP/s bf16, {spec['bandwidth'] / 1e12:.2f} TB/s. "
+        f"Calibrated basis (same job, same timer): {cal['flops']['bf16_tensor'] / 1e12:.0f} TFLOP/s "
+        f"(cuBLAS bf16 8192^3), {cal['bandwidth'] / 1e12:.2f} TB/s (2 GiB copy).",
+        "",
+        "| M | N | K | implementation | median ms | TFLOP/s | SOL (spec) | SOL (calibrated) | MFU (spec) | correct |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        if "median_ms" not in r:
+            lines.append(f"| {r['M']} | {r['N']} | {r['K']} | {r['variant']} | error: {r.get('error', '')[:80]} |||||")
+            continue
+        ok = "yes" if r.get("correct") else "NO"
+        lines.append(
+            f"| {r['M']} | {r['N']} | {r['K']} | {r['variant']} | {r['median_ms']:.4f} | {r['tflops']:.0f} | "
+            f"{r['sol_spec']:.3f} | {r['sol_calibrated']:.3f} | {r['mfu_spec']:.3f} | {ok} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="benchmarks/results/gemm_oproj.json")
@@ -308,13 +348,19 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--budget-s", type=float, default=1e9, help="skip what would start after this many seconds")
     p.add_argument("--quick", action="store_true", help="tiny shapes (CPU smoke run)")
+    p.add_argument("--render", metavar="JSON", help="print a result JSON as a markdown table and exit")
     args = p.parse_args()
+    if args.render:
+        print(render_markdown(args.render))
+        return 0
     run = Run(args)
     prefill = QUICK_PREFILL if args.quick else PREFILL
     decode = QUICK_DECODE if args.quick else DECODE
     if args.quick:
         args.reps = min(args.reps, 3)
     run.log(f"device {run.doc['device']['name']}, torch {torch.__version__}, triton {triton.__version__}")
+    if run.device.type == "cuda":
+        run.gpu_state("start")
     run.calibrate()
     if args.sweep or args.sweep_only:
         run.sweep(prefill, "prefill")
@@ -325,6 +371,8 @@ def main() -> int:
         if not args.no_decode:
             for M, N, K in decode:
                 run.shape(M, N, K, decode=True)
+    if run.device.type == "cuda":
+        run.gpu_state("end")
     run.doc["wall_s"] = time.time() - run.t0
     run.save()
     run.print_table()
