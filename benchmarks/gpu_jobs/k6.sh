@@ -8,7 +8,7 @@ export TRITON_CACHE_DIR=/tmp/k6_triton_cache
 mkdir -p "$TRITON_CACHE_DIR"
 [ -f benchmarks/gpu_jobs/k6_cache.tgz ] && tar -xzf benchmarks/gpu_jobs/k6_cache.tgz -C "$TRITON_CACHE_DIR" && echo "triton cache restored"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
-python3 benchmarks/gemm_oproj.py --sweep --no-compile --with-plain --reps 30 --budget-s 105 \
+python3 benchmarks/gemm_oproj.py --sweep --with-plain --reps 30 --budget-s 105 \
   --out "$OUT/gemm_oproj_round1.json" 2>&1 | tee "$OUT/bench.txt"
 echo "bench rc=${PIPESTATUS[0]}"
 tar -czf "$OUT/triton_cache.tgz" -C "$TRITON_CACHE_DIR" . && ls -la "$OUT/triton_cache.tgz"
