@@ -24,7 +24,6 @@ import torch
 
 from solkit.errors import SolkitError
 from solkit.harness.runner import RunnerOptions, run_solution
-from solkit.problems.expr import ExprError
 from solkit.problems.expr import evaluate as eval_expr
 from solkit.problems.loader import Problem, load_problem, load_solution
 from solkit.problems.schema import (
@@ -232,48 +231,48 @@ def _attach_sol(perf: Performance, sol: dict[str, Any]) -> None:
 
 
 def sol_for(problem: Problem, workload: Workload, env: dict, basis: str) -> tuple[dict | None, str | None]:
-    """T_SOL for one workload: (dict with t_sol_s and its terms, None) or (None, why it was skipped)."""
+    """T_SOL for one workload: (dict with t_sol_s and its terms, None) or (None, why it was skipped).
+
+    Work comes from :func:`solkit.sol.analysis.analyze_workload` (the reference traced on meta tensors,
+    the definition's declared ``"solkit"`` counts winning), or, if that is unavailable or fails, from the
+    declared counts alone. Ceilings: the datasheet record of the device the worker ran on.
+    """
     arch = (env.get("device") or {}).get("arch_id")
     if not arch:
         return None, "SOL skipped: no datasheet record for this device (CPU or unknown GPU)"
-    work, source = None, None
-    try:
-        from solkit.sol import analysis  # written by the SOL-analysis work; optional here
-
-        fn = getattr(analysis, "analyze_workload", None)
-        if fn is not None:
-            work = fn(problem, workload)
-            source = "solkit.sol.analysis"
-    except Exception as exc:  # noqa: BLE001 - analysis is optional; fall back to declared formulas
-        source = f"analysis failed: {type(exc).__name__}: {str(exc)[:120]}"
-        work = None
-    flops = bytes_moved = None
-    if work is not None:
-        get = work.get if isinstance(work, dict) else lambda k, d=None: getattr(work, k, d)
-        flops, bytes_moved = get("flops"), get("bytes") if get("bytes") is not None else get("bytes_moved")
-    if (flops is None or bytes_moved is None) and problem.definition.solkit and problem.definition.solkit.bytes:
-        hints = problem.definition.solkit
-        env_vars = {**problem.resolve_axes(workload), **problem.scalar_values(workload)}
-        try:
-            flops = {u: float(eval_expr(e, env_vars)) for u, e in hints.flops.items()}
-            bytes_moved = float(eval_expr(hints.bytes, env_vars))
-            source = "definition formulas (solkit.flops / solkit.bytes)"
-        except ExprError as exc:
-            return None, f"SOL skipped: {problem.definition_path}: solkit formulas: {exc}"
-    if flops is None or bytes_moved is None:
-        return None, "SOL skipped: no analysis available and the definition declares no solkit.flops/bytes" + (
-            f" ({source})" if source else ""
-        )
     try:
         from solkit.sol.ceilings import get_ceilings
         from solkit.sol.model import t_sol
 
         ceilings = get_ceilings(arch, basis="spec") if basis == "spec" else get_ceilings(None, basis=basis)
-        res = t_sol(dict(flops), float(bytes_moved), ceilings)
-    except Exception as exc:  # noqa: BLE001 - a bad unit or missing ceiling is reported, not fatal
-        return None, f"SOL skipped: {type(exc).__name__}: {str(exc)[:160]}"
+    except Exception as exc:  # noqa: BLE001 - missing ceilings are reported, not fatal
+        return None, f"SOL skipped: no ceilings for {arch}: {type(exc).__name__}: {str(exc)[:160]}"
+    why = ""
+    try:
+        from solkit.sol.analysis import analyze_workload
+
+        wa = analyze_workload(problem, workload, ceilings=ceilings)
+        a = wa.analysis
+        d = a.t_sol(ceilings).to_dict()
+        d["source"] = "solkit.sol.analysis" + (" (declared counts)" if a.declared else " (traced reference)")
+        if a.uncounted:
+            d["uncounted_ops"] = list(a.uncounted)
+        if a.disagreements:
+            d["disagreements"] = list(a.disagreements)
+        return d, None
+    except Exception as exc:  # noqa: BLE001 - fall back to the declared formulas
+        why = f"analysis unavailable ({type(exc).__name__}: {str(exc)[:120]})"
+    hints = problem.definition.solkit
+    if hints is None or not hints.bytes:
+        return None, f"SOL skipped: {why}; the definition declares no solkit.flops/bytes"
+    env_vars = {**problem.resolve_axes(workload), **problem.scalar_values(workload)}
+    try:
+        flops = {u: float(eval_expr(e, env_vars)) for u, e in hints.flops.items()}
+        res = t_sol(flops, float(eval_expr(hints.bytes, env_vars)), ceilings)
+    except Exception as exc:  # noqa: BLE001 - bad formulas or units are reported
+        return None, f"SOL skipped: {problem.definition_path}: solkit formulas: {exc}"
     d = res.to_dict()
-    d["source"] = source
+    d["source"] = f"definition formulas (solkit.flops / solkit.bytes); {why}"
     return d, None
 
 
