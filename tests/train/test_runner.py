@@ -14,8 +14,9 @@ from solkit.train.flops import flops_per_token
 from solkit.train.runner import max_batch_search, summarise
 
 
-def _fake(tps, losses, mem, complete=True):
+def _fake(tps, losses, mem, complete=True, gnorm=2.0):
     return {
+        "grad_norms": [gnorm] * len(losses),
         "status": "ok",
         "tokens_per_s_per_rank": tps,
         "losses": losses,
@@ -39,6 +40,7 @@ def test_summary_speedups_memory_parity_and_goals():
         "solkit": _fake(12_000, [v - 0.01 for v in base], 50e9),
         "compile+solkit": _fake(11_500, [11.9, 11.5, 11.3, 10.9], 48e9),  # diverges: trains differently
         "flce": _fake(10_100, base, 52e9),
+        "liger": _fake(10_500, base, 60e9, gnorm=2.2),  # same losses, but a 10 % different gradient
     }
     s = summarise(results, META)
     assert s["speedups_iso_batch"]["solkit_vs_eager"] == pytest.approx(1.2)
@@ -50,6 +52,8 @@ def test_summary_speedups_memory_parity_and_goals():
     assert s["variants"]["compile+solkit"]["parity"]["ok"] is False
     assert s["variants"]["compile+solkit"]["parity"]["failed_steps"] == [2, 3]
     assert s["goals"]["loss_parity"]["met"] is False
+    assert s["variants"]["liger"]["parity"]["ok"] is False
+    assert s["variants"]["liger"]["parity"]["first_grad_norm_rel_diff"] == pytest.approx(0.1)
     # MFU: identical numerator across variants, so the MFU ratio is exactly the tokens/s ratio
     cfg = get_config("llama3-8b-L8")
     u = s["variants"]["eager"]["utilisation"]["palm"]
