@@ -195,12 +195,14 @@ def _gemm_pointer_kernel(
     rows_w = tl.where(offs_n < N, offs_n, 0)
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
     w_ptrs = w_ptr + rows_w[:, None] * stride_wn + offs_k[None, :]
+    # fp32 operands get exact fp32 products (torch's default), not tf32
+    PRECISION: tl.constexpr = "ieee" if x_ptr.dtype.element_ty == tl.float32 else "tf32"
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for kk in range(0, tl.cdiv(K, BLOCK_K)):
         k_ok = offs_k[None, :] < K - kk * BLOCK_K
         a = tl.load(x_ptrs, mask=row_ok & k_ok, other=0.0)
         b = tl.load(w_ptrs, mask=k_ok, other=0.0)
-        acc = tl.dot(a, tl.trans(b), acc)
+        acc = tl.dot(a, tl.trans(b), acc, input_precision=PRECISION)
         x_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
