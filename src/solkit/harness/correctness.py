@@ -116,8 +116,8 @@ def compare(ref: Any, out: Any, tol: ToleranceSpec, ratio: float, name: str = "o
     numel = ref_t.numel()
     if numel == 0:
         return OutputCheck(numel=0)
-    if out_t.device != ref_t.device:
-        out_t = out_t.to(ref_t.device)
+    if out_t.device != ref_t.device:  # compare where the candidate's output lives (the GPU, usually)
+        ref_t = ref_t.to(out_t.device)
     if ref_t.dtype.itemsize == 1 and ref_t.dtype.is_floating_point and not _castable(ref_t):  # packed fp4: bitwise
         bad = int((out_t.view(torch.uint8) != ref_t.view(torch.uint8)).sum())
         return _finish(OutputCheck(mismatches=bad, numel=numel), tol, ratio, name, math.inf if bad else 0.0)
