@@ -1,14 +1,17 @@
 # budget: 100
-# Issue 9: `solkit profile` (ncu --clock-control none + NVML) on the four example problems, then the
+# Issue 9: `solkit profile` (ncu --clock-control none + NVML) on four suite problems, then the
 # raw ncu CSV in its other layouts as parser fixtures, then an NVML sampler probe if time is left.
 set -u
 echo "--- probe"; date -u
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
 echo "ncu=$NCU"; [ -n "$NCU" ] && "$NCU" --version | tee "$OUT/ncu_version.txt"
 python3 -c "import pynvml; print('pynvml', pynvml.__file__)" || echo "no pynvml"
-echo "--- solkit profile (4 problems x reference+solution)"; date -u
-timeout 92 python3 -m solkit.cli profile benchmarks/profile_problems/rmsnorm benchmarks/profile_problems/softmax \
-  benchmarks/profile_problems/gemm benchmarks/profile_problems/o_proj --out "$OUT/profile" --timeout 60
+echo "--- solkit profile: suite rmsnorm/softmax/gemm_bf16/o_proj_residual, eager reference + solkit kernels"; date -u
+S=src/solkit/problems/suite; P=benchmarks/profile_solutions
+timeout 92 python3 -m solkit.cli profile $S/rmsnorm $S/softmax $S/gemm_bf16 $S/o_proj_residual \
+  --solution $P/rmsnorm_solkit.json --solution $P/softmax_solkit.json --solution $P/gemm_bf16_solkit.json \
+  --solution $P/o_proj_residual_solkit.json --workload d481fab4 --workload fd33564c --workload 7b07eb07 \
+  --workload bed9fc24 --out "$OUT/profile" --timeout 60
 echo "rc=$?"; date -u
 ls -la "$OUT/profile"
 tail -n 30 "$OUT/profile/ncu_output.txt" 2>/dev/null

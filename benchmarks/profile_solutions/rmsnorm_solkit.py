@@ -1,0 +1,8 @@
+import torch
+
+from solkit.kernels.rmsnorm import rmsnorm
+
+
+@torch.no_grad()
+def run(hidden_states, weight):
+    return rmsnorm(hidden_states, weight, eps=1e-5, casting="llama")
