@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 echo "tr10 start $(date -u +%H:%M:%S)"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 timeout 226 python3 -m solkit.train.cli --config llama3-8b-L8 \
-  --variants eager solkit flce compile compile+solkit liger \
-  --steps 8 --warmup 3 --budget 218 --timeout 120 --out "$OUT"
+  --variants eager solkit compile+solkit compile flce liger \
+  --steps 8 --warmup 3 --budget 218 --timeout 100 --out "$OUT"
 echo "tr10 rc=$? end $(date -u +%H:%M:%S)"
 ls -la "$OUT"
