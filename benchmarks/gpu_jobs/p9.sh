@@ -8,11 +8,26 @@ echo "ncu=$NCU"; [ -n "$NCU" ] && "$NCU" --version | tee "$OUT/ncu_version.txt"
 python3 -c "import pynvml; print('pynvml', pynvml.__file__)" || echo "no pynvml"
 echo "--- solkit profile: suite rmsnorm/softmax/gemm_bf16/o_proj_residual, eager reference + solkit kernels"; date -u
 S=src/solkit/problems/suite; P=benchmarks/profile_solutions
+T0=$(date +%s)
 timeout 92 python3 -m solkit.cli profile $S/rmsnorm $S/softmax $S/gemm_bf16 $S/o_proj_residual \
   --solution $P/rmsnorm_solkit.json --solution $P/softmax_solkit.json --solution $P/gemm_bf16_solkit.json \
   --solution $P/o_proj_residual_solkit.json --workload d481fab4 --workload fd33564c --workload 7b07eb07 \
   --workload bed9fc24 --out "$OUT/profile" --timeout 60
 echo "rc=$?"; date -u
+if [ ! -f "$OUT/profile/profile.json" ] && [ $(( $(date +%s) - T0 )) -lt 30 ]; then
+  echo "--- the CLI failed fast (another command module broken?): same run through the Python API"
+  timeout 80 python3 - <<'PY'
+import os
+from solkit.profile.report import write_reports
+from solkit.profile.runner import plan_targets, profile
+S, P = "src/solkit/problems/suite", "benchmarks/profile_solutions"
+names = ["rmsnorm", "softmax", "gemm_bf16", "o_proj_residual"]
+targets = plan_targets([f"{S}/{n}" for n in names], [f"{P}/{n}_solkit.json" for n in names],
+                       ["d481fab4", "fd33564c", "7b07eb07", "bed9fc24"])
+out = os.environ["OUT"] + "/profile"
+print(write_reports(profile([], targets=targets, out_dir=out, timeout_s=55), out))
+PY
+fi
 ls -la "$OUT/profile"
 tail -n 30 "$OUT/profile/ncu_output.txt" 2>/dev/null
 tail -n 20 "$OUT/profile/time_log.txt" 2>/dev/null
