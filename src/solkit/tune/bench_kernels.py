@@ -137,8 +137,14 @@ def cross_entropy_kernel(logits_ptr, target_ptr, loss_ptr, n_cols, stride, BLOCK
 def gemm_space(smem_limit_bytes: int | None = None, elem_bytes: int = 2) -> Space:
     """BLOCK_M, BLOCK_N ∈ {64,128,256}, BLOCK_K ∈ {32,64,128}, warps ∈ {4,8}, stages ∈ {2..5}: 216 configs."""
     return Space(
-        {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64, 128], "GROUP_M": [8],
-         "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]},  # fmt: skip
+        {
+            "BLOCK_M": [64, 128, 256],
+            "BLOCK_N": [64, 128, 256],
+            "BLOCK_K": [32, 64, 128],
+            "GROUP_M": [8],
+            "num_warps": [4, 8],
+            "num_stages": [2, 3, 4, 5],
+        },  # fmt: skip
         smem_bytes=gemm_smem_bytes(elem_bytes),
         smem_limit_bytes=smem_limit_bytes,
         name="gemm",
@@ -158,8 +164,11 @@ def row_space(max_block: int, kernel: str) -> Space:
 def cross_entropy_space() -> Space:
     """BLOCK_V ∈ {1024..32768} × warps ∈ {1..32} × stages ∈ {1..4}."""
     return Space(
-        {"BLOCK_V": [1024, 2048, 4096, 8192, 16384, 32768], "num_warps": [1, 2, 4, 8, 16, 32],
-         "num_stages": [1, 2, 3, 4]},  # fmt: skip
+        {
+            "BLOCK_V": [1024, 2048, 4096, 8192, 16384, 32768],
+            "num_warps": [1, 2, 4, 8, 16, 32],
+            "num_stages": [1, 2, 3, 4],
+        },  # fmt: skip
         ["BLOCK_V >= 32 * num_warps"],
         name="cross_entropy",
     )

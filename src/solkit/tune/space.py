@@ -54,7 +54,9 @@ def smem_limit(arch: str | None = None) -> int | None:
         return None
     table = json.loads(_SMEM_FILE.read_text())["max_shared_mem_bytes"]
     if arch not in table:
-        raise SolkitError(f"unknown arch {arch!r} for the shared-memory pre-filter; allowed: {', '.join(sorted(table))}")
+        raise SolkitError(
+            f"unknown arch {arch!r} for the shared-memory pre-filter; allowed: {', '.join(sorted(table))}"
+        )
     return int(table[arch])
 
 
