@@ -210,13 +210,12 @@ class SimulatedAnnealing(Strategy):
             return
         t_new = self.times.get(i)
         t_cur = self.times.get(self.current) if self.current is not None else None
-        if t_new is not None:
-            if (
-                t_cur is None
-                or t_new <= t_cur
-                or self.rng.random() < math.exp(-(math.log(t_new) - math.log(t_cur)) / max(self.temp, 1e-6))
-            ):
-                self.current = i
+        if t_new is not None and (
+            t_cur is None
+            or t_new <= t_cur
+            or self.rng.random() < math.exp(-(math.log(t_new) - math.log(t_cur)) / max(self.temp, 1e-6))
+        ):
+            self.current = i
         self.temp *= self.cooling
 
 
@@ -265,7 +264,7 @@ class UCBBandit(Strategy):
         _, best_t = self._best()
         total = len(measured) + 1
         score = np.zeros(fresh.size)
-        for d, size in enumerate(self.sizes):
+        for d, _size in enumerate(self.sizes):
             s, cnt = self.prior_sum[d].copy(), self.prior_n[d].copy()
             for i in measured:
                 t = self.times[i]
