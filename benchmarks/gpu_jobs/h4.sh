@@ -98,38 +98,59 @@ elif step == "examples":
 PY
 
 cat > /tmp/h4_ncu_target.py <<'PY'
-"""The same kernels the harness timed, launched for Nsight Compute (profiling on only around the timed calls)."""
-import sys
+"""The kernels the harness timed, launched for Nsight Compute; only launches inside NVTX "profile" ranges are profiled.
+
+For each kernel: a "cold" segment (each profiled launch after 50 ms idle) and a "hot" segment (each
+profiled launch right after 49 unprofiled back-to-back launches, as in the harness's timing loop,
+where a long bf16 GEMM runs at its power-capped clock). Rows come back in launch order.
+"""
 import importlib.util
+import sys
+import time
+
 import torch
 
-kind, n = sys.argv[1], int(sys.argv[2])
+n = int(sys.argv[1])
 torch.manual_seed(0)
-if kind == "gemm":
-    a = torch.randn(7168, 7168, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(7168, 7168, device="cuda", dtype=torch.bfloat16)
-    fn = lambda: a @ b
-else:
-    spec = importlib.util.spec_from_file_location("k", "tests/harness/examples/rmsnorm/kernel_triton.py")
-    k = importlib.util.module_from_spec(spec); spec.loader.exec_module(k)
-    x = torch.randn(12288, 4096, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
-    y = torch.empty_like(x)
-    fn = lambda: k.run(x, w, y)
-for _ in range(5):
+a = torch.randn(7168, 7168, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(7168, 7168, device="cuda", dtype=torch.bfloat16)
+spec = importlib.util.spec_from_file_location("k", "tests/harness/examples/rmsnorm/kernel_triton.py")
+k = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(k)
+x = torch.randn(12288, 4096, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+y = torch.empty_like(x)
+kernels = {"gemm": lambda: a @ b, "rmsnorm": lambda: k.run(x, w, y)}
+
+
+def profiled(fn):
+    torch.cuda.nvtx.range_push("profile")
     fn()
-torch.cuda.synchronize()
-torch.cuda.profiler.start()
-for _ in range(n):
-    fn()
-torch.cuda.synchronize()
-torch.cuda.profiler.stop()
+    torch.cuda.nvtx.range_pop()
+
+
+for name, fn in kernels.items():
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    for _ in range(n):  # cold
+        torch.cuda.synchronize()
+        time.sleep(0.05)
+        profiled(fn)
+    torch.cuda.synchronize()
+    for _ in range(n):  # hot
+        for _ in range(49):
+            fn()
+        profiled(fn)
+    torch.cuda.synchronize()
+    print(name, "done", file=sys.stderr)
 PY
 
 cat > /tmp/h4_ncu_parse.py <<'PY'
-"""Median gpu__time_duration over the profiled launches (raw CSV page, base units = ns)."""
+"""Median gpu__time_duration per kernel and segment (raw CSV page, base units = ns)."""
 import csv, io, json, statistics, sys
 text = open(sys.argv[1]).read()
+n = int(sys.argv[2])
 lines = [l for l in text.splitlines() if l.startswith('"')]
 rows = list(csv.reader(io.StringIO("\n".join(lines))))
 res = {"kernels": {}, "rows": max(len(rows) - 2, 0)}
@@ -137,32 +158,34 @@ if len(rows) >= 3:
     head = rows[0]
     i_name, i_dur = head.index("Kernel Name"), head.index("gpu__time_duration.sum")
     i_clk = head.index("sm__cycles_elapsed.avg.per_second") if "sm__cycles_elapsed.avg.per_second" in head else None
-    units = rows[1]
+    res["duration_unit"] = rows[1][i_dur]
+    per = {}
     for r in rows[2:]:
-        d = res["kernels"].setdefault(r[i_name][:120], {"durations_ns": [], "sm_hz": []})
-        d["durations_ns"].append(float(r[i_dur].replace(",", "")))
-        if i_clk is not None and r[i_clk]:
-            d["sm_hz"].append(float(r[i_clk].replace(",", "")))
-    res["duration_unit"] = units[i_dur]
-    for d in res["kernels"].values():
-        d["median_ns"] = statistics.median(d["durations_ns"])
-        d["n"] = len(d["durations_ns"])
-        d["median_sm_hz"] = statistics.median(d["sm_hz"]) if d["sm_hz"] else None
+        per.setdefault(r[i_name][:160], []).append(
+            (float(r[i_dur].replace(",", "")), float(r[i_clk].replace(",", "")) if i_clk is not None and r[i_clk] else None))
+    for name, vals in per.items():
+        out = {"n": len(vals)}
+        for seg, part in (("cold", vals[:n]), ("hot", vals[n:2 * n])):
+            if part:
+                d = [v[0] for v in part]
+                c = [v[1] for v in part if v[1]]
+                out[seg] = {"n": len(d), "median_ns": statistics.median(d), "min_ns": min(d), "max_ns": max(d),
+                            "durations_ns": d, "median_sm_hz": statistics.median(c) if c else None}
+        res["kernels"][name] = out
 print(json.dumps(res))
 PY
 
 left() { echo $(( START + 112 - $(date +%s) )); }
 # 1. harness side of the comparison
 timeout $(( $(left) > 45 ? 45 : $(left) )) python3 /tmp/h4_driver.py bench $(( START + 60 )) || echo "bench step rc=$?"
-# 1b. ncu side
-for k in gemm rmsnorm; do
-  if [ -n "$NCU" ] && [ $(left) -gt 20 ]; then
-    timeout 25 "$NCU" --clock-control none --profile-from-start off --metrics gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second \
-      --csv --page raw --print-units base --log-file "$OUT/ncu_$k.log" python3 /tmp/h4_ncu_target.py $k 15 > "$OUT/ncu_$k.csv" 2>"$OUT/ncu_$k.err"
-    echo "ncu $k rc=$?"; tail -3 "$OUT/ncu_$k.log" 2>/dev/null
-    python3 /tmp/h4_ncu_parse.py "$OUT/ncu_$k.csv" > "$OUT/ncu_$k.json" && head -c 600 "$OUT/ncu_$k.json"; echo
-  fi
-done
+# 1b. ncu side: one process, both kernels, cold and hot segments of 15 profiled launches each
+if [ -n "$NCU" ] && [ $(left) -gt 30 ]; then
+  timeout 40 "$NCU" --clock-control none --nvtx --nvtx-include "profile/" \
+    --metrics gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second \
+    --csv --page raw --print-units base --log-file "$OUT/ncu.log" python3 /tmp/h4_ncu_target.py 15 > "$OUT/ncu.csv" 2>"$OUT/ncu.err"
+  echo "ncu rc=$?"; tail -3 "$OUT/ncu.log" 2>/dev/null; tail -3 "$OUT/ncu.err"
+  python3 /tmp/h4_ncu_parse.py "$OUT/ncu.csv" 15 > "$OUT/ncu.json" && head -c 800 "$OUT/ncu.json"; echo
+fi
 # 2-4. correctness/anti-cheat runs on the GPU
 [ $(left) -gt 15 ] && timeout $(( $(left) - 5 )) python3 /tmp/h4_driver.py sxb $(( START + 80 )) 2 || echo "sxb rc=$?"
 [ $(left) -gt 15 ] && timeout $(( $(left) - 5 )) python3 /tmp/h4_driver.py cheats $(( START + 104 )) || echo "cheats rc=$?"
