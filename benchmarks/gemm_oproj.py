@@ -50,7 +50,10 @@ class Run:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.t0 = time.time()
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        # an explicit index: torch.cuda.set_device (used by the harness) rejects a bare "cuda"
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        )
         self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float16
         self.doc: dict[str, Any] = {
             "benchmark": "gemm_oproj",
