@@ -125,8 +125,8 @@ def diagnose_kernel(k: KernelMetrics, sm_count: int | None = None, gemm_expected
                     "high",
                     f"achieved occupancy {occ:.0f}% with {regs:.0f} registers/thread"
                     + (
-                        f" (occupancy limited by registers to {limits['registers']:.0f} blocks/SM)"
-                        if limiter == "registers"
+                        f" (registers allow only {limits['registers']:.0f} blocks/SM)"
+                        if limiter == "registers" and limits["registers"]
                         else ""
                     )
                     + ": register pressure; cut live values, smaller tiles, or __launch_bounds__/num_warps tuning",
