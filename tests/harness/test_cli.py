@@ -74,6 +74,8 @@ def test_eval_exit_codes(tmp_path, capsys):
     bad = CHEATS / "zeros" / "solution.json"
     assert main(["eval", str(EXAMPLES / "gemm"), "--solution", str(bad), *FAST]) == 2  # wrong definition
     assert "does not match" in capsys.readouterr().err
+    assert main(["eval", str(EXAMPLES / "gemm"), "--trials", "1"]) == 2
+    assert "at least 3" in capsys.readouterr().err
     assert main(["eval", str(EXAMPLES / "gemm"), "--device", "tpu"]) == 2
     assert "allowed values" in capsys.readouterr().err
 

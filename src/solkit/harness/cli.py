@@ -62,6 +62,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _options(args: argparse.Namespace) -> EvalOptions:
+    if args.trials < 3:
+        raise SolkitError(f"--trials {args.trials}: at least 3 correctness trials (fresh inputs each) are required")
+    if args.reps < 1 or args.timing_trials < 1 or args.warmup < 0:
+        raise SolkitError("--reps and --timing-trials must be at least 1, --warmup at least 0")
     if args.matched_ratio is not None and not 0.0 <= args.matched_ratio <= 1.0:
         raise SolkitError(f"--matched-ratio {args.matched_ratio}: must be between 0 and 1")
     return EvalOptions(
@@ -132,9 +136,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         console.print(table(title, COLUMNS, _rows(traces)))
         console.print(f"{summary['by_status']}" + (f" → {args.output}" if args.output else ""))
         for t in traces:
-            note = (t.evaluation.solkit or {}).get("warning")
-            if note:
-                warn(f"{t.workload.uuid}: {note}")
+            for key in ("warning", "timing_warning"):
+                note = (t.evaluation.solkit or {}).get(key)
+                if note:
+                    warn(f"{t.workload.uuid}: {note}")
     return 0 if summary["all_passed"] else 1
 
 
