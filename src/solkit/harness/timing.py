@@ -216,9 +216,21 @@ def _capture(body: Callable[[], None], dev) -> torch.cuda.CUDAGraph:
         body()  # one eager pass on the side stream, as torch recommends before capture
     torch.cuda.current_stream(dev).wait_stream(stream)
     torch.cuda.synchronize(dev)
+    # A capture that fails half-way (a host sync inside the callable) leaves the CUDA RNG marked as
+    # capturing, and every later randn then fails; keep a fresh copy of its state to restore.
+    gen = torch.cuda.default_generators[dev.index if dev.index is not None else torch.cuda.current_device()]
+    fresh = gen.clone_state() if hasattr(gen, "clone_state") else None
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        body()
+    try:
+        with torch.cuda.graph(graph):
+            body()
+    except Exception:
+        if fresh is not None:
+            try:
+                gen.graphsafe_set_state(fresh)
+            except Exception:  # noqa: BLE001 - best effort; the original error matters more
+                pass
+        raise
     torch.cuda.synchronize(dev)
     return graph
 
