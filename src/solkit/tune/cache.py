@@ -1,0 +1,210 @@
+"""Persistent cache of every measured config.
+
+An entry is keyed by what changes a kernel's best config: the kernel source hash, the shape bucket,
+the dtypes, the device model, and the Triton / CUDA / torch versions. The entry stores *every*
+config measured under that key (time, status, compile and benchmark seconds), not just the
+winner, so:
+
+* adding a config to a space measures only that config (the others are read back);
+* the winner is a pure function of the stored records (lowest time, then lowest canonical config
+  key), so every process reading the same entry picks the same config;
+* other shapes of the same kernel on the same device give a warm start (:meth:`TuneCache.prior`);
+* entries can be exported to, and imported from, one JSON file (share them between machines or ranks).
+
+Files: ``<root>/<kernel hash>/<entry hash>.json``, written atomically (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from solkit.errors import SolkitError
+from solkit.tune.space import Config, config_key
+from solkit.tune.strategies import Prior
+
+FORMAT = 1
+
+
+def default_root() -> Path:
+    env = os.environ.get("SOLKIT_TUNE_CACHE")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("solkit")) / "tune"
+
+
+def shape_bucket(value: Any, mode: str = "pow2") -> Any:
+    """Bucket an integer shape value: exact up to 64, then the next power of two (``mode="pow2"``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or mode == "exact":
+        return value
+    if value <= 64:
+        return value
+    return 1 << math.ceil(math.log2(value))
+
+
+def environment() -> dict[str, Any]:
+    """Device model and software versions, the parts of the key that describe the machine."""
+    env: dict[str, Any] = {}
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        env["cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(torch.cuda.current_device())
+            env["device"] = p.name
+            env["capability"] = f"sm_{p.major}{p.minor}"
+            env["sm_count"] = p.multi_processor_count
+        else:
+            env["device"] = "cpu"
+    except ImportError:  # pragma: no cover - torch is a dependency
+        env["device"] = "unknown"
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    env["interpreter"] = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    return env
+
+
+def source_hash(obj: Any) -> str:
+    """Hash of a kernel's source: Triton's own ``cache_key`` for a JIT function, else the source text."""
+    inner = obj
+    while not hasattr(inner, "cache_key") and hasattr(inner, "fn"):
+        inner = inner.fn
+    key = getattr(inner, "cache_key", None)
+    if isinstance(key, str):
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+    import inspect
+
+    try:
+        text = inspect.getsource(getattr(inner, "fn", inner))
+    except (OSError, TypeError):
+        text = repr(obj)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def make_key(kernel_hash: str, shape: Mapping[str, Any], dtypes: Iterable[str], env: Mapping[str, Any] | None = None,
+             bucket: str = "pow2") -> dict[str, Any]:  # fmt: skip
+    env = dict(env if env is not None else environment())
+    return {
+        "format": FORMAT,
+        "kernel": kernel_hash,
+        "shape": {k: shape_bucket(v, bucket) for k, v in sorted(shape.items())},
+        "dtypes": list(dtypes),
+        "device": env.get("device"),
+        "capability": env.get("capability"),
+        "versions": {k: env.get(k) for k in ("triton", "cuda", "torch")},
+        "interpreter": env.get("interpreter", False),
+    }
+
+
+def key_hash(key: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def pick_winner(records: Mapping[str, Mapping[str, Any]], candidates: Iterable[str] | None = None) -> str | None:
+    """Deterministic winner: the lowest time among ``ok`` records, ties broken by the config key."""
+    allowed = set(candidates) if candidates is not None else None
+    best: tuple[float, str] | None = None
+    for k, rec in records.items():
+        if allowed is not None and k not in allowed:
+            continue
+        t = rec.get("time_ms")
+        if rec.get("status") != "ok" or t is None or not math.isfinite(t):
+            continue
+        if best is None or (t, k) < best:
+            best = (t, k)
+    return best[1] if best else None
+
+
+class TuneCache:
+    """Per-key records of measured configs on disk."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_root()
+
+    def _path(self, key: Mapping[str, Any]) -> Path:
+        return self.root / str(key["kernel"]) / f"{key_hash(key)}.json"
+
+    def load(self, key: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """Records of this key: {config_key: record}; empty if none (a corrupt file counts as empty)."""
+        path = self._path(key)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+        return data.get("records", {}) if data.get("key") == json.loads(json.dumps(key, default=str)) else {}
+
+    def add(self, key: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Merge evaluation records (each with a ``config``) into the entry and write it atomically."""
+        current = self.load(key)
+        for rec in records:
+            rec = dict(rec)
+            current[config_key(rec["config"])] = rec
+        self._write(key, current)
+        return current
+
+    def _write(self, key: Mapping[str, Any], records: Mapping[str, Any]) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps({"key": key, "records": records}, sort_keys=True, default=str, allow_nan=False)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(payload)
+        os.replace(tmp, path)
+
+    def winner(self, key: Mapping[str, Any], candidates: Iterable[Config] | None = None) -> Config | None:
+        records = self.load(key)
+        cand_keys = [config_key(c) for c in candidates] if candidates is not None else None
+        k = pick_winner(records, cand_keys)
+        return dict(records[k]["config"]) if k else None
+
+    def entries(self, kernel_hash: str | None = None) -> list[dict[str, Any]]:
+        paths = (self.root / kernel_hash).glob("*.json") if kernel_hash else self.root.glob("*/*.json")
+        out = []
+        for p in sorted(paths):
+            try:
+                out.append(json.loads(p.read_text()))
+            except (OSError, json.JSONDecodeError):
+                continue
+        return out
+
+    def prior(self, key: Mapping[str, Any]) -> Prior:
+        """Warm start: entries of the same kernel, device and versions at *other* shapes."""
+        runs = []
+        for entry in self.entries(str(key["kernel"])):
+            k = entry.get("key", {})
+            same_machine = all(k.get(f) == key.get(f) for f in ("device", "versions", "dtypes", "interpreter"))
+            if same_machine and k.get("shape") != key.get("shape"):
+                runs.append({ck: (r.get("time_ms") if r.get("status") == "ok" else None)
+                             for ck, r in entry.get("records", {}).items()})  # fmt: skip
+        return Prior.from_times(runs)
+
+    def export(self, path: str | Path, kernel_hash: str | None = None) -> int:
+        entries = self.entries(kernel_hash)
+        Path(path).write_text(json.dumps({"solkit_tune_cache": FORMAT, "entries": entries}, default=str))
+        return len(entries)
+
+    def import_(self, path: str | Path) -> int:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SolkitError(f"cannot read tune cache export {path}: {exc}") from None
+        if data.get("solkit_tune_cache") != FORMAT or not isinstance(data.get("entries"), list):
+            raise SolkitError(f"{path} is not a solkit tune cache export (format {FORMAT})")
+        for entry in data["entries"]:
+            merged = self.load(entry["key"])
+            merged.update(entry.get("records", {}))
+            self._write(entry["key"], merged)
+        return len(data["entries"])
