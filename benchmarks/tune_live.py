@@ -22,7 +22,8 @@ from pathlib import Path
 
 T_PROCESS = time.perf_counter()
 
-M, N, K = 4096, 4096, 4096
+# SOLKIT_LIVE_MNK=64,32,64 shrinks the shape for a CPU smoke test through the interpreter
+M, N, K = (int(x) for x in os.environ.get("SOLKIT_LIVE_MNK", "4096,4096,4096").split(","))
 
 
 def _write(out: Path, name: str, data: dict) -> None:
@@ -42,7 +43,8 @@ def run_ours(out: Path, warm_dir: str | None, tag: str) -> None:
 
     t_import = time.perf_counter() - T_PROCESS
     t0 = time.perf_counter()
-    problem = bk.make_gemm_problem(M, N, K, torch.bfloat16)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    problem = bk.make_gemm_problem(M, N, K, torch.bfloat16 if dev == "cuda" else torch.float16, dev)
     space = bk.gemm_space(smem_limit())
     prior = None
     if warm_dir:  # other GEMM shapes recorded earlier (never this shape): the warm start

@@ -1,0 +1,121 @@
+"""``solkit tune``: tune a Triton solution of a problem, or replay strategies on recorded sweeps.
+
+solkit tune PROBLEM_DIR --solution FILE [--strategy S] [--budget N] [--json]
+solkit tune --replay DATA [DATA ...] --strategy S --budget N [--seeds K] [--warm] [--json]
+solkit tune --cache-export FILE | --cache-import FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from solkit.errors import SolkitError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from solkit.tune.strategies import DEFAULT_BUDGET, DEFAULT_STRATEGY, STRATEGIES
+
+    p = subparsers.add_parser(
+        "tune",
+        help="search-based autotuning of Triton kernels (live, or replayed on recorded sweeps)",
+        description="Tune a Triton solution that declares a search space, or replay search strategies on "
+        "recorded exhaustive sweeps (no GPU needed).",
+    )
+    p.add_argument("problem_dir", nargs="?", help="problem directory (definition.json, workload.jsonl)")
+    p.add_argument("--solution", help="Triton solution file (solution.json or .py) declaring SOLKIT_TUNE_SPACE")
+    p.add_argument("--replay", nargs="+", metavar="DATA", help="sweep files (.jsonl) or directories of them")
+    p.add_argument("--strategy", default=DEFAULT_STRATEGY, help=f"one of: {', '.join(STRATEGIES)}")
+    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="evaluations (default %(default)s)")
+    p.add_argument("--time-budget", type=float, default=None, help="seconds (live tuning only)")
+    p.add_argument("--seeds", type=int, default=25, help="replay: seeds per task (default %(default)s)")
+    p.add_argument("--warm", action="store_true", help="replay: warm start from the other shapes of each kernel")
+    p.add_argument("--workload", type=int, default=0, help="live: index of the workload to tune on")
+    p.add_argument("--cache-dir", default=None, help="tuning cache directory (default: user cache dir)")
+    p.add_argument("--cache-export", metavar="FILE", help="write the whole tuning cache to FILE")
+    p.add_argument("--cache-import", metavar="FILE", help="merge FILE into the tuning cache")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.budget < 1:
+        raise SolkitError(f"--budget must be at least 1 (got {args.budget})")
+    if args.cache_export or args.cache_import:
+        return _cache_io(args)
+    if args.replay:
+        return _replay(args)
+    if not args.problem_dir or not args.solution:
+        raise SolkitError("give PROBLEM_DIR with --solution FILE, or --replay DATA (see solkit tune --help)")
+    from solkit.tune.solution import tune_solution
+
+    result = tune_solution(args.problem_dir, args.solution, strategy=args.strategy, budget=args.budget,
+                           time_budget_s=args.time_budget, workload_index=args.workload,
+                           cache_dir=args.cache_dir)  # fmt: skip
+    return _print_live(result, args.json)
+
+
+def _cache_io(args: argparse.Namespace) -> int:
+    from solkit.output import console, print_json
+    from solkit.tune.cache import TuneCache
+
+    cache = TuneCache(args.cache_dir)
+    out: dict[str, Any] = {"cache": str(cache.root)}
+    if args.cache_import:
+        out["imported_entries"] = cache.import_(args.cache_import)
+    if args.cache_export:
+        out["exported_entries"] = cache.export(args.cache_export)
+        out["file"] = args.cache_export
+    if args.json:
+        print_json(out)
+    else:
+        console.print(", ".join(f"{k}: {v}" for k, v in out.items()))
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from solkit.output import console, print_json, table
+    from solkit.tune.replay import load_landscapes, replay
+    from solkit.tune.strategies import STRATEGIES
+
+    if args.strategy not in STRATEGIES:
+        from solkit.errors import choices_hint
+
+        raise SolkitError(choices_hint(args.strategy, list(STRATEGIES), "strategy"))
+    if args.seeds < 1:
+        raise SolkitError(f"--seeds must be at least 1 (got {args.seeds})")
+    lands = load_landscapes(args.replay)
+    res = replay(lands, args.strategy, args.budget, seeds=args.seeds, warm=args.warm)
+    s = res["summary"]
+    b = args.budget
+    res["at_budget"] = {k: s[k][b - 1] for k in ("geomean", "ci95_lo", "ci95_hi", "p10", "p50", "success95")}
+    res["tasks_at_budget"] = {name: {"geomean": t["geomean"][b - 1], "p10": t["p10"][b - 1]}
+                              for name, t in res["tasks"].items()}  # fmt: skip
+    if args.json:
+        print_json(res)
+        return 0
+    rows = [(name, len(land.space), t["geomean"], t["p10"]) for land, (name, t) in
+            zip(lands, res["tasks_at_budget"].items())]  # fmt: skip
+    a = res["at_budget"]
+    console.print(table(f"replay: {args.strategy}{' (warm start)' if args.warm else ''}, budget {b}, "
+                        f"{args.seeds} seeds — fraction of exhaustive best",
+                        ["task", "space", "geomean", "p10"], rows,
+                        caption=f"all tasks: geomean {a['geomean']:.3f} (95% CI {a['ci95_lo']:.3f}–"
+                        f"{a['ci95_hi']:.3f}), p10 {a['p10']:.3f}, ≥0.95 in {a['success95']:.0%} of runs"))  # fmt: skip
+    return 0
+
+
+def _print_live(result: dict[str, Any], as_json: bool) -> int:
+    from solkit.output import console, print_json, table
+
+    if as_json:
+        print_json(result)
+        return 0
+    ev = result.get("evaluations", [])
+    rows = [(str(e["config"]), e["status"], e.get("time_ms")) for e in sorted(
+        ev, key=lambda e: (e.get("time_ms") is None, e.get("time_ms") or 0))[:10]]  # fmt: skip
+    console.print(table(f"solkit tune: {result.get('solution', '')} on {result.get('problem', '')}",
+                        ["config", "status", "ms"], rows,
+                        caption=f"best {result.get('best')} at {result.get('best_ms')} ms; "
+                        f"{len(ev)} evaluated in {result.get('seconds', 0):.1f} s; statuses {result.get('statuses')}"))  # fmt: skip
+    return 0
