@@ -114,8 +114,10 @@ def _print_live(result: dict[str, Any], as_json: bool) -> int:
     ev = result.get("evaluations", [])
     rows = [(str(e["config"]), e["status"], e.get("time_ms")) for e in sorted(
         ev, key=lambda e: (e.get("time_ms") is None, e.get("time_ms") or 0))[:10]]  # fmt: skip
-    console.print(table(f"solkit tune: {result.get('solution', '')} on {result.get('problem', '')}",
-                        ["config", "status", "ms"], rows,
-                        caption=f"best {result.get('best')} at {result.get('best_ms')} ms; "
-                        f"{len(ev)} evaluated in {result.get('seconds', 0):.1f} s; statuses {result.get('statuses')}"))  # fmt: skip
+    caption = (
+        f"best {result.get('best')} at {result.get('best_ms')} ms; {len(ev)} evaluated in "
+        f"{result.get('seconds', 0):.1f} s; statuses {result.get('statuses')}"
+    )
+    title = f"solkit tune: {result.get('solution', '')} on {result.get('problem', '')}"
+    console.print(table(title, ["config", "status", "ms"], rows, caption=caption))
     return 0
