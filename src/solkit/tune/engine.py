@@ -157,6 +157,14 @@ def compile_in_worker(job: CompileJob) -> dict[str, Any]:
         return {"status": status, "compile_s": time.perf_counter() - t0, "error": f"{type(exc).__name__}: {exc}"[:400]}
 
 
+def _timeout_record(seconds: float) -> dict[str, Any]:
+    return {
+        "status": "compile_timeout",
+        "compile_s": seconds,
+        "error": f"compile did not finish within {seconds:.0f} s",
+    }
+
+
 def _noop() -> int:
     return os.getpid()
 
@@ -225,24 +233,36 @@ class CompilePool:
 
     def result(self, key: str) -> dict[str, Any]:
         while key not in self._done:
-            job, fut, tries = self._jobs[key]
+            job, fut, _ = self._jobs[key]
             try:
                 self._done[key] = fut.result(timeout=self.timeout_s)
             except cf.TimeoutError:
-                self._done[key] = {"status": "compile_timeout", "compile_s": self.timeout_s,
-                                   "error": f"compile did not finish within {self.timeout_s:.0f} s"}  # fmt: skip
+                self._done[key] = _timeout_record(self.timeout_s)
                 self._jobs.pop(key, None)
                 self._restart()
-            except cf.process.BrokenProcessPool as exc:
-                if tries >= 1:  # crashed twice: this config kills its worker
-                    self._done[key] = {"status": "worker_crash", "error": f"compile worker died: {exc}"[:400]}
-                    self._jobs.pop(key, None)
-                else:
-                    self._jobs[key] = (job, fut, tries + 1)
+            except cf.process.BrokenProcessPool:
+                # A worker died; every job in flight fails with it, so the culprit is unknown. This
+                # job is re-run alone in a one-worker pool, which attributes a crash exactly.
+                self._jobs.pop(key, None)
                 self._restart()
+                self._done[key] = self._isolated(job)
             else:
                 self._jobs.pop(key, None)
         return self._done[key]
+
+    def _isolated(self, job: CompileJob) -> dict[str, Any]:
+        ctx = multiprocessing.get_context("forkserver")
+        solo = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+        try:
+            return solo.submit(compile_in_worker, job).result(timeout=self.timeout_s)
+        except cf.TimeoutError:
+            return _timeout_record(self.timeout_s)
+        except cf.process.BrokenProcessPool as exc:
+            return {"status": "worker_crash", "error": f"compile worker died: {exc}"[:400]}
+        finally:
+            for proc in list((getattr(solo, "_processes", None) or {}).values()):
+                proc.kill()
+            solo.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         if self._pool is not None:
