@@ -51,6 +51,26 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out64 - ref64).norm() / ref64.norm().clamp_min(1e-30)).item()
 
 
+_GENERATORS: dict[str, torch.Generator] = {}
+
+
+def _gen(dev: str) -> torch.Generator:
+    # A private generator: a failed CUDA-graph capture (a backend that syncs, e.g. Liger's CE) can leave
+    # the default CUDA generator in capture state, and every later torch.randn on it would then raise.
+    if dev not in _GENERATORS:
+        _GENERATORS[dev] = torch.Generator(device=dev)
+        _GENERATORS[dev].manual_seed(1234)
+    return _GENERATORS[dev]
+
+
+def _randn(shape, dev, dtype):
+    return torch.randn(shape, device=dev, dtype=dtype, generator=_gen(dev))
+
+
+def _randint(high, n, dev):
+    return torch.randint(0, high, (n,), device=dev, generator=_gen(dev))
+
+
 def poison_allocator(nbytes: int, device: str) -> None:
     """Leave NaN in freed cache blocks so an output element the kernel never writes shows up as NaN."""
     n = max(nbytes // 4, 1)
@@ -93,13 +113,13 @@ def make_ops(small: bool):
     FT, FH, FV = (256, 128, 5000) if small else (16384, 4096, 128256)
 
     def gate_inputs(dev, dtype):
-        g = torch.randn(M, N, device=dev, dtype=dtype) * 2
-        u = torch.randn(M, N, device=dev, dtype=dtype)
+        g = _randn((M, N), dev, dtype) * 2
+        u = _randn((M, N), dev, dtype)
         return [g, u]
 
     def rope_inputs(dev, dtype):
-        q = torch.randn(B, S, HQ, D, device=dev, dtype=dtype)
-        k = torch.randn(B, S, HK, D, device=dev, dtype=dtype)
+        q = _randn((B, S, HQ, D), dev, dtype)
+        k = _randn((B, S, HK, D), dev, dtype)
         inv = 1.0 / (500000.0 ** (torch.arange(0, D, 2, device=dev, dtype=torch.float32) / D))
         ang = torch.arange(S, device=dev, dtype=torch.float32)[:, None] * inv[None]
         ang = torch.cat((ang, ang), -1)
@@ -114,15 +134,15 @@ def make_ops(small: bool):
         return [q, k, cos, sin]
 
     def ce_inputs(dev, dtype):
-        x = torch.randn(T, V, device=dev, dtype=dtype) * 2
-        y = torch.randint(0, V, (T,), device=dev)
+        x = _randn((T, V), dev, dtype) * 2
+        y = _randint(V, T, dev)
         y[:: max(T // 16, 1)] = -100  # a few ignored rows
         return [x, y]
 
     def flce_inputs(dev, dtype):
-        h = torch.randn(FT, FH, device=dev, dtype=dtype)
-        w = torch.randn(FV, FH, device=dev, dtype=dtype) * (FH**-0.5)
-        y = torch.randint(0, FV, (FT,), device=dev)
+        h = _randn((FT, FH), dev, dtype)
+        w = _randn((FV, FH), dev, dtype) * (FH**-0.5)
+        y = _randint(FV, FT, dev)
         y[:: max(FT // 16, 1)] = -100
         return [h, w, y]
 
@@ -309,12 +329,12 @@ def run_op(doc, op_name, op, backends, dev, bw, args, t_start):
     compiled = {}
     for mode in modes:
         backward = mode == "fwd+bwd"
-        base = op["inputs"](dev, dtype)
-        outs_probe = _outputs(op["fns"]["eager"](*[t.clone() for t in base]))
-        grad_outs = [torch.randn_like(o) if o.dim() else None for o in outs_probe] if backward else None
-        del outs_probe
         dtype64 = torch.float64 if op_name not in ("fused_linear_ce",) else torch.float32
         try:
+            base = op["inputs"](dev, dtype)
+            outs_probe = _outputs(op["fns"]["eager"](*[t.clone() for t in base]))
+            grad_outs = [_randn(o.shape, dev, o.dtype) if o.dim() else None for o in outs_probe] if backward else None
+            del outs_probe
             ref_out, ref_grads = reference(op["fns"]["eager"], base, op["n_grad"], backward, grad_outs, dtype64)
             torch_out, torch_grads = run_once(op["fns"]["eager"], base, op["n_grad"], backward, grad_outs)
         except Exception as exc:  # noqa: BLE001
@@ -342,7 +362,10 @@ def run_op(doc, op_name, op, backends, dev, bw, args, t_start):
                 ok, errs, t_errs = max_ratio_check(got_out + got_grads, ref_out + ref_grads, torch_out + torch_grads)
                 row.update(correct=ok, rel_err=errs, torch_rel_err=t_errs, first_call_s=round(time.time() - t0, 2))
                 del got_out, got_grads
-                _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw)
+                # Liger's cross-entropy syncs with the host (.item()): no graph capture attempt, since an
+                # aborted capture leaves the CUDA RNG in capture state for the rest of the process.
+                syncs = backend == "liger" and op_name in ("cross_entropy", "fused_linear_ce")
+                _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, "events" if syncs else "graph")
             except Exception as exc:  # noqa: BLE001
                 row["error"] = f"{type(exc).__name__}: {exc}"[:400]
                 row["traceback"] = traceback.format_exc()[-1500:]
@@ -374,7 +397,7 @@ def _backend_fn(op, op_name, backend, backward, compiled):
     return op["fns"].get(backend)
 
 
-def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw):
+def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="graph"):
     n_grad = op["n_grad"]
     is_flce = op_name == "fused_linear_ce"
     pool = []
@@ -410,7 +433,7 @@ def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw):
     else:
         graph_calls = 2 if op_name == "cross_entropy" else 5
         reps, trials = (2, 1) if QUICK else (20, 2)
-        res = benchmark(call, pool, method="graph", reps=reps, trials=trials, warmup=1 if QUICK else 3,
+        res = benchmark(call, pool, method=method, reps=reps, trials=trials, warmup=1 if QUICK else 3,
                         calls_per_graph=graph_calls)  # fmt: skip
     row["timing"] = {k: res.to_dict()[k] for k in ("median_ms", "q1_ms", "q3_ms", "cv", "method", "reps", "trials")}
     t_s = res.median_ms * 1e-3
