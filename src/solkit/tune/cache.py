@@ -201,7 +201,11 @@ class TuneCache:
             data = json.loads(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise SolkitError(f"cannot read tune cache export {path}: {exc}") from None
-        if data.get("solkit_tune_cache") != FORMAT or not isinstance(data.get("entries"), list):
+        if (
+            not isinstance(data, dict)
+            or data.get("solkit_tune_cache") != FORMAT
+            or not isinstance(data.get("entries"), list)
+        ):
             raise SolkitError(f"{path} is not a solkit tune cache export (format {FORMAT})")
         for entry in data["entries"]:
             merged = self.load(entry["key"])

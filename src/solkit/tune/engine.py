@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import importlib
+import math
 import multiprocessing
 import os
 import time
@@ -63,7 +64,10 @@ class Problem:
     run: Callable[[Config, tuple], torch.Tensor]
     reference: Callable[[tuple], torch.Tensor]
     same_dtype: Callable[[tuple], torch.Tensor] | None = None
-    output_index: int | None = None
+    #: index (or indices) of the output tensor(s) in the inputs, poisoned with NaN before the check
+    output_index: int | Sequence[int] | None = None
+    #: build fresh check inputs for every config (kernels that update their inputs in place)
+    fresh_check_inputs: bool = False
     compile_job: Callable[[Config], CompileJob] | None = None
     rel_tol: float = 2e-3
     flops: float = 0.0
@@ -94,7 +98,8 @@ class Evaluation:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        return {k: v for k, v in d.items() if v is not None}
+        # JSON has no inf/NaN: a non-finite error (NaN output) is kept in ``error`` text only
+        return {k: v for k, v in d.items() if v is not None and not (isinstance(v, float) and not math.isfinite(v))}
 
 
 @dataclass
@@ -271,14 +276,24 @@ class CompilePool:
 
 
 # --------------------------------------------------------------------------- evaluator
-def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    out = out.float()
+def _rel_err(out: torch.Tensor | Sequence[torch.Tensor], ref: torch.Tensor | Sequence[torch.Tensor]) -> float:
+    """Max |out − ref| / max |ref| (the worst over tensor tuples); inf on NaN/Inf or a shape mismatch."""
+    if isinstance(out, (tuple, list)) or isinstance(ref, (tuple, list)):
+        outs, refs = list(out), list(ref)
+        if len(outs) != len(refs):
+            return float("inf")
+        return max((_rel_err(o, r) for o, r in zip(outs, refs)), default=0.0)
+    out, ref = out.double(), ref.double()
     if out.shape != ref.shape:
         return float("inf")
     if not torch.isfinite(out).all():
         return float("inf")
     scale = ref.abs().max().item() or 1.0
     return (out - ref).abs().max().item() / scale
+
+
+def _as_float(x):
+    return type(x)(_as_float(t) for t in x) if isinstance(x, (tuple, list)) else x.float()
 
 
 class Evaluator:
@@ -315,7 +330,7 @@ class Evaluator:
         self._inputs = [p.make_inputs(1000 + i) for i in range(max(1, self.settings.input_sets))]
         self._check_inputs = p.make_inputs(7)
         with torch.no_grad():
-            self._ref = p.reference(self._check_inputs).float()
+            self._ref = _as_float(p.reference(self._check_inputs))
             torch_err = _rel_err(p.same_dtype(self._check_inputs), self._ref) if p.same_dtype else 0.0
         self._tol = 2.0 * torch_err + p.rel_tol
 
@@ -396,11 +411,11 @@ class Evaluator:
 
     def _check(self, ev: Evaluation) -> None:
         p = self.problem
-        inputs = self._check_inputs
-        if p.output_index is not None:
-            out_t = inputs[p.output_index]
-            if out_t.is_floating_point():
-                out_t.fill_(float("nan"))
+        inputs = p.make_inputs(7) if p.fresh_check_inputs else self._check_inputs
+        idx = p.output_index
+        for i in [idx] if isinstance(idx, int) else (idx or ()):
+            if isinstance(inputs[i], torch.Tensor) and inputs[i].is_floating_point():
+                inputs[i].fill_(float("nan"))
         out = p.run(ev.config, inputs)
         self._sync("correctness run")
         ev.max_err, ev.tol = _rel_err(out, self._ref), self._tol

@@ -71,8 +71,10 @@ def tune(
 ) -> TuneResult:
     """Search ``space`` for the fastest correct config of ``problem``.
 
-    Configs already in ``cache`` under ``cache_key`` are not measured again (they are told to the
-    strategy first and do not count against ``budget``); new measurements are added to it. With
+    Configs already in ``cache`` under ``cache_key`` are not measured again: they are told to the
+    strategy first and count against ``budget`` (so a re-run with the same budget measures nothing,
+    and a list with one new config measures only that one); new measurements are added to the
+    cache. With
     ``warm_start``, other shapes of the kernel in the cache seed the strategy.
     """
     t0 = time.perf_counter()
@@ -101,7 +103,7 @@ def tune(
         return [e.time_ms if e.ok else None for e in evs]
 
     try:
-        trace = run_search(strat, evaluate, budget, time_budget_s=time_budget_s)
+        trace = run_search(strat, evaluate, max(0, budget - reused), time_budget_s=time_budget_s)
     finally:
         if own_pool and pool_obj is not None:
             pool_obj.close()
