@@ -189,7 +189,7 @@ def make_ops(small: bool):
             shape=f"hidden [{FT}, {FH}], W [{FV}, {FH}]", inputs=flce_inputs, n_grad=2, fwdbwd_only=True,
             fns={"solkit": lambda h, w, y: fused_linear_cross_entropy(h, w, y), "eager": flce_eager,
                  "liger": (lambda h, w, y: liger.liger_fused_linear_cross_entropy(h, w, y)) if liger else None},
-            flops=fused_linear_ce_flops(FT, FH, FV), no_compile=True,
+            flops=fused_linear_ce_flops(FT, FH, FV),
         ),
     }  # fmt: skip
 
@@ -237,9 +237,9 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default="solkit,eager,compile,liger")
     ap.add_argument("--small", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--budget-s", type=float, default=110.0, help="stop starting new work after this many s")
-    ap.add_argument("--ce-sweep", default="", help="extra CE configs: block:warps:stages:progs_per_sm,...")
-    ap.add_argument("--gate-sweep", default="", help="extra SwiGLU configs: block:warps,...")
-    ap.add_argument("--rope-sweep", default="", help="extra RoPE configs: warps:max_tile,...")
+    ap.add_argument("--ce-sweep", default="", help="CE autotune candidates: block:warps:stages:progs_per_sm,...")
+    ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
+    ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile,...")
     ap.add_argument("--flce-chunks", default="", help="extra fused linear CE chunk sizes, comma separated")
     ap.add_argument("--markdown", metavar="JSON", help="print a markdown summary of a results file and exit")
     args = ap.parse_args(argv)
@@ -325,7 +325,8 @@ def measure_copy_bandwidth(dev: str) -> float:
 
 def run_op(doc, op_name, op, backends, dev, bw, args, t_start):
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32
-    modes = ["fwd+bwd"] if op.get("fwdbwd_only") else ["fwd", "fwd+bwd"]
+    # fwd+bwd first: the launch-config autotuning (if any) runs there and then serves both modes
+    modes = ["fwd+bwd"] if op.get("fwdbwd_only") else ["fwd+bwd", "fwd"]
     compiled = {}
     for mode in modes:
         backward = mode == "fwd+bwd"
@@ -340,6 +341,10 @@ def run_op(doc, op_name, op, backends, dev, bw, args, t_start):
         except Exception as exc:  # noqa: BLE001
             doc["rows"].append({"op": op_name, "mode": mode, "error": f"reference failed: {exc!r}"[:300]})
             continue
+        sweep = SWEEPS.get(op_name)
+        if backward and sweep and getattr(args, sweep[0]) and "solkit" in backends:
+            refs = (ref_out + ref_grads, torch_out + torch_grads)
+            autotune(doc, op, op_name, base, grad_outs, sweep, getattr(args, sweep[0]), dev, bw, args, t_start, refs)
         for backend in backends:
             if backend != "compile" and backend not in op["fns"]:
                 continue  # e.g. Liger has no interleaved RoPE
@@ -371,16 +376,6 @@ def run_op(doc, op_name, op, backends, dev, bw, args, t_start):
                 row["traceback"] = traceback.format_exc()[-1500:]
             doc["rows"].append(row)
             print(_row_line(row), flush=True)
-        if op_name == "cross_entropy" and backward and args.ce_sweep:
-            _ce_sweep(doc, op, base, dev, bw, args, t_start)
-        if op_name == "swiglu" and args.gate_sweep:
-            keys = ("block", "num_warps")
-            _config_sweep(doc, op, op_name, base, backward, grad_outs, GATE_CONFIG, keys, args.gate_sweep, dev, bw,
-                          args, t_start, (ref_out + ref_grads, torch_out + torch_grads))  # fmt: skip
-        if op_name == "rope" and args.rope_sweep:
-            keys = ("num_warps", "max_tile")
-            _config_sweep(doc, op, op_name, base, backward, grad_outs, ROPE_CONFIG, keys, args.rope_sweep, dev, bw,
-                          args, t_start, (ref_out + ref_grads, torch_out + torch_grads))  # fmt: skip
         if op_name == "fused_linear_ce" and args.flce_chunks:
             _flce_chunks(doc, op, base, dev, args, t_start)
         del base, ref_out, ref_grads, torch_out, torch_grads
@@ -454,53 +449,47 @@ def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="
             row[f"violation_{basis}"] = "measured time below T_SOL: timing or byte count bug"
 
 
-def _ce_sweep(doc, op, base, dev, bw, args, t_start):
-    x0, y = base
-    grad_out = None
-    for spec in args.ce_sweep.split(","):
+#: op -> (argparse attribute with "a:b:c,..." candidates, the module's config dict, its keys in order)
+SWEEPS = {
+    "cross_entropy": ("ce_sweep", CE_CONFIG, ("block", "num_warps", "num_stages", "programs_per_sm")),
+    "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),
+    "rope": ("rope_sweep", ROPE_CONFIG, ("num_warps", "max_tile")),
+}
+
+
+def autotune(doc, op, op_name, base, grad_outs, sweep, spec_list, dev, bw, args, t_start, refs):
+    """Check and time the solkit fwd+bwd under each candidate launch config (the module default included),
+    then keep the fastest correct one in the module's config dict for the rest of the run."""
+    _, config, keys = sweep
+    default = dict(config)
+    specs = [":".join(str(default[k]) for k in keys)]
+    specs += [sp for sp in spec_list.split(",") if sp and sp not in specs]
+    results = []
+    for spec in specs:
         if time.time() - t_start > args.budget_s:
             break
-        block, warps, stages, pps = (int(v) for v in spec.split(":"))
-        cfg = {"block": block, "num_warps": warps, "num_stages": stages, "programs_per_sm": pps}
-        row = {"op": "cross_entropy", "mode": "fwd+bwd", "backend": f"solkit[{spec}]", "config": cfg}
+        cfg = dict(zip(keys, (int(v) for v in spec.split(":"))))
+        config.update(cfg)
+        row = {"op": op_name, "mode": "fwd+bwd", "backend": f"solkit[{spec}]", "config": cfg, "autotune": True}
         try:
-            fn = lambda x, yy, cfg=cfg: cross_entropy(x, yy, config=cfg)  # noqa: E731
-            got, grads = run_once(fn, [x0, y], 1, True, [grad_out])
-            ref_loss = F.cross_entropy(x0.float(), y)
-            row["loss_abs_err_vs_fp32"] = (got[0].float() - ref_loss).abs().item()
-            op2 = dict(op)
-            _time_row(row, op2, "cross_entropy", fn, [x0, y], True, [None], dev, bw)
+            fn = op["fns"]["solkit"]
+            poison_allocator(sum(t.numel() * t.element_size() for t in base), dev)
+            got_out, got_grads = run_once(fn, base, op["n_grad"], True, grad_outs)
+            ok, errs, _ = max_ratio_check(got_out + got_grads, refs[0], refs[1])
+            row.update(correct=ok, rel_err=errs)
+            del got_out, got_grads
+            _time_row(row, op, op_name, fn, base, True, grad_outs, dev, bw)
+            if ok:
+                results.append((row["median_ms"], cfg))
         except Exception as exc:  # noqa: BLE001
             row["error"] = f"{type(exc).__name__}: {exc}"[:400]
         doc["rows"].append(row)
         print(_row_line(row), flush=True)
-
-
-def _config_sweep(doc, op, op_name, base, backward, grad_outs, config, keys, spec_list, dev, bw, args, t_start, refs):
-    """Time the solkit kernel under other launch settings (the module's config dict, restored after)."""
-    saved = dict(config)
-    try:
-        for spec in spec_list.split(","):
-            if time.time() - t_start > args.budget_s:
-                break
-            cfg = dict(zip(keys, (int(v) for v in spec.split(":"))))
-            config.update(cfg)
-            row = {"op": op_name, "mode": "fwd+bwd" if backward else "fwd", "backend": f"solkit[{spec}]", "config": cfg}
-            try:
-                fn = op["fns"]["solkit"]
-                poison_allocator(sum(t.numel() * t.element_size() for t in base), dev)
-                got_out, got_grads = run_once(fn, base, op["n_grad"], backward, grad_outs)
-                ok, errs, _ = max_ratio_check(got_out + got_grads, refs[0], refs[1])
-                row.update(correct=ok, rel_err=errs)
-                del got_out, got_grads
-                _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw)
-            except Exception as exc:  # noqa: BLE001
-                row["error"] = f"{type(exc).__name__}: {exc}"[:400]
-            doc["rows"].append(row)
-            print(_row_line(row), flush=True)
-    finally:
-        config.clear()
-        config.update(saved)
+    best = min(results, key=lambda r: r[0])[1] if results else default
+    config.clear()
+    config.update({**default, **best})
+    doc.setdefault("autotuned", {})[op_name] = {"default": default, "chosen": dict(config)}
+    print(f"autotune {op_name}: chose {dict(config)}", flush=True)
 
 
 def _flce_chunks(doc, op, base, dev, args, t_start):
