@@ -95,11 +95,33 @@ def backward_programs(n_row_blocks: int, t: torch.Tensor, per_sm: int = 2) -> in
     return max(min(n_row_blocks, per_sm * sm_count(t)), 1)
 
 
+def backward_warps(tile_elems: int, elem_bytes: int) -> int:
+    """Warps of a persistent backward program: ~16 bytes per thread per streamed tensor, 4 to 16 warps."""
+    return int(min(max(warps_for(tile_elems, elem_bytes, bytes_per_thread=16), 4), 16))
+
+
+def register_cap(programs_per_sm: int, num_warps: int) -> int:
+    """Registers per thread that let ``programs_per_sm`` programs share an SM's 64K registers.
+
+    A persistent grid assumes every program is resident at once; a program that needed more
+    registers would push some programs into a second wave and double the tail.
+    """
+    cap = 65536 // (max(programs_per_sm, 1) * num_warps * 32) // 8 * 8
+    return int(min(max(cap, 32), 255))
+
+
+@triton.jit
+def load_tile(ptr, rows, stride, cols, n_rows, n_cols):
+    """A ``[BLOCK_M, BLOCK_N]`` tile of a row-major matrix in its own dtype, zero outside it; int64 row
+    offsets. Kept unconverted so a prefetched tile holds half the registers of an fp32 copy."""
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    return tl.load(ptr + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=mask, other=0.0)
+
+
 @triton.jit
 def load_tile_fp32(ptr, rows, stride, cols, n_rows, n_cols):
-    """A ``[BLOCK_M, BLOCK_N]`` tile of a row-major matrix as fp32, zero outside it; int64 row offsets."""
-    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    return tl.load(ptr + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    """:func:`load_tile` converted to fp32."""
+    return load_tile(ptr, rows, stride, cols, n_rows, n_cols).to(tl.float32)
 
 
 @triton.jit

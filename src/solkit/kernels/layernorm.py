@@ -32,9 +32,12 @@ import triton.language as tl
 from solkit.errors import SolkitError
 from solkit.kernels._utils import (
     backward_programs,
+    backward_warps,
     check_rows,
     check_weight,
+    load_tile,
     load_tile_fp32,
+    register_cap,
     row_config,
     sum_partials,
     warps_for,
@@ -51,6 +54,10 @@ def _layernorm_fwd_kernel(
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
+    # Weight and bias first, so their (L2) latency overlaps the row's rather than following the reductions.
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0)  # converted at use: fewer live registers
+    if HAS_BIAS:
+        b = tl.load(b_ptr + cols, mask=col_mask, other=0.0)
     x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=1) / n_cols
     xc = tl.where(mask, x - mean[:, None], 0.0)
@@ -58,9 +65,9 @@ def _layernorm_fwd_kernel(
     if STORE_STATS:
         tl.store(mean_ptr + rows, mean, mask=rows < n_rows)
         tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
-    y = xc * rstd[:, None] * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+    y = xc * rstd[:, None] * w.to(tl.float32)[None, :]
     if HAS_BIAS:
-        y += tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+        y += b.to(tl.float32)[None, :]
     tl.store(y_ptr + rows64[:, None] * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -79,15 +86,15 @@ def _layernorm_bwd_kernel(
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     # PREFETCH: load the next row block while this one is computed (register double buffer).
     next_rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    x_next = load_tile_fp32(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
-    dy_next = load_tile_fp32(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+    x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
+    dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
     for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         if PREFETCH:
-            x, dy = x_next, dy_next
+            x, dy = x_next.to(tl.float32), dy_next.to(tl.float32)
             next_rows = rows + step * BLOCK_M
-            x_next = load_tile_fp32(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
-            dy_next = load_tile_fp32(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+            x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
+            dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
         else:
             x = load_tile_fp32(x_ptr, rows, x_stride, cols, n_rows, n_cols)
             dy = load_tile_fp32(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
@@ -119,6 +126,7 @@ def layernorm_forward(
     save_stats: bool = True,
     block_m: int | None = None,
     num_warps: int | None = None,
+    maxnreg: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Launch the forward. Returns ``(y, mean, rstd)``; the statistics only when ``save_stats``."""
     x2 = check_rows(x, "layernorm input")
@@ -135,7 +143,7 @@ def layernorm_forward(
         x2, weight, bias if bias is not None else weight, y2,
         stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
         n_rows, n_cols, x2.stride(0), y2.stride(0), eps,
-        HAS_BIAS=bias is not None, STORE_STATS=save_stats, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+        HAS_BIAS=bias is not None, STORE_STATS=save_stats, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
     )  # fmt: skip
     if stats is None:
         return y2.view(x.shape), None, None
@@ -161,15 +169,15 @@ def layernorm_backward(
     dy2 = check_rows(dy, "layernorm grad_output")
     n_rows, n_cols = x2.shape
     dx2 = torch.empty_like(x2)
-    bm, bn, nw = row_config(n_cols, x2.element_size())
-    if block_m:
-        bm, nw = block_m, max(warps_for(block_m * bn, x2.element_size()), 4)
-    nw = num_warps or nw
+    bm, bn, _ = row_config(n_cols, x2.element_size())
+    bm = block_m or bm
+    nw = num_warps or backward_warps(bm * bn, x2.element_size())
     programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
     partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)
     _layernorm_bwd_kernel[(programs,)](
         dy2, x2, weight, mean, rstd, dx2, partial, n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0),
         HAS_BIAS=has_bias, PREFETCH=prefetch, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+        maxnreg=register_cap(programs_per_sm, nw),
     )  # fmt: skip
     if not has_bias:
         return dx2.view(x.shape), sum_partials(partial[:, :n_cols], weight.dtype), None

@@ -41,9 +41,12 @@ import triton.language as tl
 from solkit.errors import SolkitError
 from solkit.kernels._utils import (
     backward_programs,
+    backward_warps,
     check_rows,
     check_weight,
+    load_tile,
     load_tile_fp32,
+    register_cap,
     row_config,
     sum_partials,
     warps_for,
@@ -65,6 +68,8 @@ def _rmsnorm_fwd_kernel(
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
+    # The weight is loaded first so its (L2) latency overlaps the row's, not the reduction's tail.
+    w_raw = tl.load(w_ptr + cols, mask=col_mask, other=0.0)  # converted at use: fewer live registers
     x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         x += tl.load(res_ptr + rows64[:, None] * res_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
@@ -74,11 +79,10 @@ def _rmsnorm_fwd_kernel(
     rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
     if STORE_RSTD:
         tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
-    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
     xhat = x * rstd[:, None]
     if not GEMMA:
         xhat = xhat.to(y_ptr.dtype.element_ty).to(tl.float32)
-    y = (xhat * w[None, :]).to(y_ptr.dtype.element_ty)
+    y = (xhat * (w_raw.to(tl.float32) + offset)[None, :]).to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + rows64[:, None] * y_stride + cols[None, :], y, mask=mask)
 
 
@@ -98,16 +102,16 @@ def _rmsnorm_bwd_kernel(
     # PREFETCH: the next row block's x and dy are loaded before this one is computed, so each program
     # keeps two blocks of loads in flight (a register double buffer) instead of stalling per row.
     next_rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    x_next = load_tile_fp32(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
-    dy_next = load_tile_fp32(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+    x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
+    dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
     # Persistent: program p handles row blocks p, p + P, p + 2P, ... so the partial buffer has P rows.
     for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         if PREFETCH:
-            x, dy = x_next, dy_next
+            x, dy = x_next.to(tl.float32), dy_next.to(tl.float32)
             next_rows = rows + step * BLOCK_M
-            x_next = load_tile_fp32(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
-            dy_next = load_tile_fp32(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+            x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
+            dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
         else:
             x = load_tile_fp32(x_ptr, rows, x_stride, cols, n_rows, n_cols)
             dy = load_tile_fp32(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
@@ -144,6 +148,7 @@ def rmsnorm_forward(
     save_rstd: bool = True,
     block_m: int | None = None,
     num_warps: int | None = None,
+    maxnreg: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Launch the forward. Returns ``(y, s, rstd)``: ``s`` only with a residual, ``rstd`` only if saved."""
     _check_casting(casting)
@@ -167,7 +172,7 @@ def rmsnorm_forward(
         n_rows, n_cols, x2.stride(0), res2.stride(0) if res2 is not None else 0, y2.stride(0),
         s2.stride(0) if s2 is not None else 0, eps, offset,
         HAS_RESIDUAL=res2 is not None, STORE_RSTD=save_rstd, GEMMA=casting == "gemma",
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
     )  # fmt: skip
     s = s2.view(x.shape) if s2 is not None else None
     return y2.view(x.shape), s, rstd
@@ -194,16 +199,16 @@ def rmsnorm_backward(
     ds2 = check_rows(ds, "rmsnorm grad of sum") if ds is not None else None
     n_rows, n_cols = x2.shape
     dx2 = torch.empty_like(x2)
-    bm, bn, nw = row_config(n_cols, x2.element_size())
-    if block_m:
-        bm, nw = block_m, max(warps_for(block_m * bn, x2.element_size()), 4)
-    nw = num_warps or nw
+    bm, bn, _ = row_config(n_cols, x2.element_size())
+    bm = block_m or bm
+    nw = num_warps or backward_warps(bm * bn, x2.element_size())
     programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
     partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
     _rmsnorm_bwd_kernel[(programs,)](
         dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial,
         n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,
         HAS_DS=ds2 is not None, GEMMA=casting == "gemma", PREFETCH=prefetch, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+        maxnreg=register_cap(programs_per_sm, nw),
     )  # fmt: skip
     return dx2.view(x.shape), sum_partials(partial, weight.dtype)
 

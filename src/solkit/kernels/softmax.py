@@ -32,8 +32,10 @@ from solkit.kernels._utils import check_rows, row_config, warps_for
 
 #: Widest row kept whole in registers; wider rows take the looped path.
 MAX_SINGLE_BLOCK_COLS = 16384
-#: Chunk width (elements) of the looped path.
-LOOP_BLOCK = 8192
+#: Chunk widths (elements) of the looped path, forward and backward (H200 sweep, bf16, 128256-wide rows:
+#: one 32-warp program per SM keeps the rows in flight few enough for the reverse pass to hit L2).
+LOOP_BLOCK = 16384
+LOOP_BLOCK_BWD = 32768
 
 
 @triton.jit
@@ -164,6 +166,7 @@ def softmax_forward(
     loop_block: int = LOOP_BLOCK,
     block_m: int | None = None,
     num_warps: int | None = None,
+    maxnreg: int | None = None,
     prefetch: bool = True,
 ) -> torch.Tensor:
     """Softmax over the last dimension of ``x`` (any leading shape)."""
@@ -173,11 +176,11 @@ def softmax_forward(
     looped, bm, bn, nw = _plan(n_cols, x2.element_size(), max_single_block, loop_block, block_m, num_warps)
     if looped:
         _softmax_fwd_looped_kernel[(n_rows,)](
-            x2, y2, n_cols, x2.stride(0), y2.stride(0), PREFETCH=prefetch, BLOCK_N=bn, num_warps=nw
+            x2, y2, n_cols, x2.stride(0), y2.stride(0), PREFETCH=prefetch, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg
         )
     else:
         _softmax_fwd_kernel[(triton.cdiv(n_rows, bm),)](
-            x2, y2, n_rows, n_cols, x2.stride(0), y2.stride(0), BLOCK_M=bm, BLOCK_N=bn, num_warps=nw
+            x2, y2, n_rows, n_cols, x2.stride(0), y2.stride(0), BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg
         )
     return y2.view(x.shape)
 
@@ -187,9 +190,10 @@ def softmax_backward(
     y: torch.Tensor,
     *,
     max_single_block: int = MAX_SINGLE_BLOCK_COLS,
-    loop_block: int = LOOP_BLOCK,
+    loop_block: int = LOOP_BLOCK_BWD,
     block_m: int | None = None,
     num_warps: int | None = None,
+    maxnreg: int | None = None,
     prefetch: bool = True,
 ) -> torch.Tensor:
     """Gradient of softmax: ``dx = y * (dy - sum(y * dy))`` over the last dimension."""
@@ -200,21 +204,13 @@ def softmax_backward(
     looped, bm, bn, nw = _plan(n_cols, y2.element_size(), max_single_block, loop_block, block_m, num_warps)
     if looped:
         _softmax_bwd_looped_kernel[(n_rows,)](
-            dy2,
-            y2,
-            dx2,
-            n_cols,
-            dy2.stride(0),
-            y2.stride(0),
-            dx2.stride(0),
-            PREFETCH=prefetch,
-            BLOCK_N=bn,
-            num_warps=nw,
-        )
+            dy2, y2, dx2, n_cols, dy2.stride(0), y2.stride(0), dx2.stride(0),
+            PREFETCH=prefetch, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
+        )  # fmt: skip
     else:
         _softmax_bwd_kernel[(triton.cdiv(n_rows, bm),)](
             dy2, y2, dx2, n_rows, n_cols, dy2.stride(0), y2.stride(0), dx2.stride(0),
-            BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+            BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
         )  # fmt: skip
     return dx2.view(y.shape)
 
