@@ -94,19 +94,26 @@ def _halves(acc, BLOCK_M: tl.constexpr, WIDTH: tl.constexpr):
 
 
 @triton.jit
-def _prefetch_l2(ptr, off_m, off_n, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Ask L2 for a [BLOCK_M, BLOCK_N] tile, one prefetch per 128-byte line (evict_last: keep it).
+def _prefetch_l2(ptr, off_m, off_n, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 EVICT_LAST: tl.constexpr):  # fmt: skip
+    """Ask L2 for a [BLOCK_M, BLOCK_N] tile, one prefetch per 128-byte line.
 
-    Issued when a tile starts, so the residual is in L2, not HBM, when the epilogue loads it: the
-    epilogue's load latency is otherwise exposed once per tile (nothing else runs on the SM then).
+    Persistent tiles run in lock-step, so without it every SM reads its residual tile from HBM at the
+    same moment, in the epilogue, while its tensor cores idle: a bandwidth burst once per tile. The
+    prefetch spreads that read over the main loop, which leaves HBM mostly idle.
     """
     LINE: tl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
     rows = tl.minimum(off_m + tl.arange(0, BLOCK_M), M - 1)
     cols = tl.minimum(off_n + tl.arange(0, BLOCK_N // LINE) * LINE, N - 1)
     lines = ptr + rows[:, None] * stride_m + cols[None, :]
-    tl.inline_asm_elementwise(
-        "prefetch.global.L2::evict_last [$1];\n mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32, is_pure=False, pack=1
-    )
+    if EVICT_LAST:
+        tl.inline_asm_elementwise(
+            "prefetch.global.L2::evict_last [$1];\n mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32, is_pure=False, pack=1
+        )
+    else:
+        tl.inline_asm_elementwise(
+            "prefetch.global.L2 [$1];\n mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32, is_pure=False, pack=1
+        )
 
 
 # M is not specialised (by value or divisibility): every M shares one compiled kernel per config.
@@ -117,6 +124,7 @@ def _gemm_tma_persistent_kernel(
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPI_SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr, PREFETCH_RES: tl.constexpr,
+    PF_DIST: tl.constexpr,
 ):  # fmt: skip
     """Persistent TMA GEMM + epilogue. Reads x, W once per tile row/column (L2 shares the rest)."""
     SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
@@ -137,10 +145,16 @@ def _gemm_tma_persistent_kernel(
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if HAS_RESIDUAL and PREFETCH_RES:
-            _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N)
+        # PREFETCH_RES: 0 off, 1 L2 prefetch (evict_normal), 2 evict_last; issued PF_DIST k-steps
+        # before the epilogue, or when the tile starts if PF_DIST is 0
+        if HAS_RESIDUAL and PREFETCH_RES > 0 and PF_DIST == 0:
+            _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
+        pf_k = tl.maximum(k_tiles - PF_DIST, 0)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kk in range(k_tiles):
+            if HAS_RESIDUAL and PREFETCH_RES > 0 and PF_DIST > 0:
+                if kk == pf_k:
+                    _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
             a = x_desc.load([off_m, kk * BLOCK_K])
             b = w_desc.load([off_n, kk * BLOCK_K])
             acc = tl.dot(a, b.T, acc)
@@ -243,7 +257,7 @@ def load_config_table() -> dict[str, Any]:
 
 
 #: tma_persistent keys a config may leave out.
-TMA_DEFAULTS = {"EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": False}
+TMA_DEFAULTS = {"EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": 0, "PF_DIST": 0}
 
 
 def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.Config:
@@ -251,7 +265,7 @@ def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.C
     if cfg.get("kernel", kernel) == "tma_persistent":
         params = {**TMA_DEFAULTS, **params}
         if interpreting():
-            params["PREFETCH_RES"] = False  # inline PTX does not run in the interpreter
+            params["PREFETCH_RES"] = 0  # inline PTX does not run in the interpreter
     return triton.Config(params, num_warps=int(cfg.get("num_warps", 4)), num_stages=int(cfg.get("num_stages", 3)))
 
 
