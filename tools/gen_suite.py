@@ -80,6 +80,22 @@ def make_inputs(axes, device):
     targets = torch.randint(0, V, (T,), device=device)
     return {"hidden_states": hidden, "weight": weight, "targets": targets}
 """
+CUSTOM_ROPE = """
+def make_inputs(axes, device):
+    # Real RoPE tables (Llama-3, theta 500000): cos/sin repeat their first half, as every model's do.
+    B, S, Hq, Hk, D = (axes[n] for n in ("batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim"))
+    inv_freq = 1.0 / (500000.0 ** (torch.arange(0, D, 2, device=device, dtype=torch.float32) / D))
+    freqs = torch.outer(torch.arange(S, device=device, dtype=torch.float32), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    out = {"q": torch.randn(B, S, Hq, D, device=device, dtype=torch.bfloat16),
+           "k": torch.randn(B, S, Hk, D, device=device, dtype=torch.bfloat16),
+           "cos": emb.cos().to(torch.bfloat16), "sin": emb.sin().to(torch.bfloat16)}
+    return out
+"""
+CUSTOM_ROPE_BWD = CUSTOM_ROPE.replace(
+    "    return out\n",
+    "    out['grad_q'] = torch.randn_like(out['q'])\n    out['grad_k'] = torch.randn_like(out['k'])\n    return out\n",
+)
 CUSTOM_EMB = """
 def make_inputs(axes, device):
     T, V, H = axes["num_tokens"], axes["vocab_size"], axes["hidden_size"]
@@ -194,13 +210,15 @@ def build() -> None:
     rope_axes = var("batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim")
     problem("rope", "rope", "fwd", "RoPE (half-split, Llama) on q and k, layout [batch, seq, heads, head_dim].",
             rope_axes, {"q": q, "k": k, "cos": cs, "sin": cs}, {"q_out": q, "k_out": k},
-            [ROPE, "def run(q, k, cos, sin):\n    return _rope(q, cos, sin), _rope(k, cos, sin)"])  # fmt: skip
+            [ROPE, CUSTOM_ROPE, "def run(q, k, cos, sin):\n    return _rope(q, cos, sin), _rope(k, cos, sin)"],
+            custom=True)  # fmt: skip
     problem("rope_bwd", "rope", "fwd_bwd", "RoPE forward and backward on q and k.",
             rope_axes, {"q": q, "k": k, "cos": cs, "sin": cs, "grad_q": q, "grad_k": k},
             {"q_out": q, "k_out": k, "grad_q_in": q, "grad_k_in": k},
-            [ROPE, GRAD, "def run(q, k, cos, sin, grad_q, grad_k):\n"
+            [ROPE, GRAD, CUSTOM_ROPE_BWD, "def run(q, k, cos, sin, grad_q, grad_k):\n"
              "    f = lambda a, b: (_rope(a, cos, sin), _rope(b, cos, sin))\n"
-             "    (qo, ko), (dq, dk) = _vjp(f, (q, k), (grad_q, grad_k))\n    return qo, ko, dq, dk"])  # fmt: skip
+             "    (qo, ko), (dq, dk) = _vjp(f, (q, k), (grad_q, grad_k))\n    return qo, ko, dq, dk"],
+            custom=True)  # fmt: skip
     problem("cross_entropy", "cross_entropy", "fwd_bwd",
             "Cross-entropy over a 128k vocabulary, mean over tokens, forward and backward (grad of the logits).",
             var("num_tokens", "vocab_size"), {"logits": sx, "targets": T("num_tokens", dtype="int64")},

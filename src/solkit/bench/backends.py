@@ -219,7 +219,8 @@ def _liger_rope(q, k, cos, sin):
 
 
 def _liger_ce(z, t):
-    return _liger("cross_entropy").LigerCrossEntropyFunction.apply(z, t, None)[0]
+    # Liger returns the loss in the logits' dtype; the contract is fp32 (its accuracy is still judged).
+    return _liger("cross_entropy").LigerCrossEntropyFunction.apply(z, t, None)[0].float()
 
 
 def _liger_flce(h, w, t):

@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ops", type=_csv, default=None, help="problems or op types, comma-separated")
     p.add_argument("--backends", type=_csv, default=None, help="eager,compile,vendor,liger,solkit (default: all)")
     p.add_argument("--mode", default=None, help="fwd | bwd | fwd_bwd (bwd runs the fwd_bwd problems)")
+    p.add_argument("--models", type=_csv, default=None, help="only workloads from these models, e.g. llama3-8b")
     p.add_argument("--dtype", default=None, help="override the suite's floating dtype: bfloat16, float16, float32")
     p.add_argument("--device", default=None, help="cuda:N or cpu (default: cuda if present)")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per trial (default 50 GPU, 5 CPU)")
@@ -154,7 +155,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         notes.append("--profile needs a GPU and Nsight Compute; skipped on the CPU")
     info, cal, ceilings = _ceilings(device, args.recalibrate, notes)
     cfg = BenchConfig(
-        device=device, sizes=sizes, ops=args.ops, backends=backends, modes=modes, dtype=args.dtype, reps=args.reps
+        device=device,
+        sizes=sizes,
+        ops=args.ops,
+        backends=backends,
+        modes=modes,
+        dtype=args.dtype,
+        models=args.models,
+        reps=args.reps,
     )
     chosen = select(suite_problems(), cfg)
     if not chosen:
