@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -167,8 +168,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     chosen = select(suite_problems(), cfg)
     if not chosen:
         raise SolkitError("no suite problem matches --ops/--mode/--size; see src/solkit/problems/suite/")
+    out = Path(args.out or Path("solkit-results") / dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    done: list = []
+
+    def checkpoint(i, n, new, seconds) -> None:
+        # Rows so far, rewritten after every workload: a run that is killed keeps what it measured.
+        done.extend(new)
+        (out / "results.partial.json").write_text(json.dumps([r.to_dict() for r in done], default=str))
+
     if args.json:
-        rows = run_suite(cfg, ceilings)
+        rows = run_suite(cfg, ceilings, on_row=checkpoint)
     else:
         with Progress(
             TextColumn("{task.description}"),
@@ -183,7 +193,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 cfg,
                 ceilings,
                 progress=lambda m: prog.update(task, description=m),
-                on_row=lambda i, n, new, s: prog.update(task, completed=i),
+                on_row=lambda i, n, new, s: (checkpoint(i, n, new, s), prog.update(task, completed=i)),
             )
     results: dict[str, Any] = {
         "meta": {
@@ -204,8 +214,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     }
     if args.profile and device != "cpu":
         _add_diagnoses(results, notes)
-    out = Path(args.out or Path("solkit-results") / dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     paths = write_report(results, out)
+    (out / "results.partial.json").unlink(missing_ok=True)
     if args.json:
         print_json({"out": str(out), **{k: str(v) for k, v in paths.items()}, "rows": results["rows"]})
     else:
