@@ -58,7 +58,9 @@ def run_search(
         if time_budget_s is not None and clock() - t0 >= time_budget_s:
             trace.stopped_by = "time"
             break
-        configs = strategy.ask(min(batch, budget - len(trace.times)))
+        # the first batch may be larger (a strategy's initial design compiles all at once)
+        want = max(batch, getattr(strategy, "initial_batch", 0)) if not trace.times else batch
+        configs = strategy.ask(min(want, budget - len(trace.times)))
         if not configs:
             stalls += 1
             if stalls > 2:  # the strategy has nothing left to propose

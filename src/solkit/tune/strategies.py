@@ -340,10 +340,11 @@ class Guided(Strategy):
     name = "guided"
     batch = 4
 
-    def __init__(self, space, seed=0, prior=None, init: int = 8, kappa: float = 1.0, ridge: float = 1.0,
+    def __init__(self, space, seed=0, prior=None, init: int = 6, kappa: float = 1.0, ridge: float = 1.0,
                  local_share: float = 0.5):  # fmt: skip
         super().__init__(space, seed, prior)
         self.init, self.kappa, self.ridge, self.local_share = init, kappa, ridge, local_share
+        self.initial_batch = init
         self.coords = np.array([space.coords(c) for c in self.configs], dtype=np.int64).reshape(len(self.configs), -1)
         self.features = _design(self.coords, [len(v) for v in space.params.values()])
 
