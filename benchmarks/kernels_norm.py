@@ -47,6 +47,8 @@ DATASHEET_BW = 4.8e12
 BWD_CONFIGS = ((1, 16, 2, True), (1, 8, 2, True), (1, 16, 2, False), (2, 16, 2, True), (1, 16, 1, True))
 #: Forward sweep: (rows per program, warps, register cap or None).
 FWD_CONFIGS = ((1, 8, None), (1, 8, 32), (2, 16, None), (1, 4, None))
+#: Persistent RMSNorm forward sweep: (rows per block, warps, programs per SM).
+PERSISTENT_FWD_CONFIGS = ((1, 8, 4), (1, 16, 2), (1, 8, 2))
 #: Looped softmax sweep: (chunk width, warps, register prefetch).
 LOOP_CONFIGS = ((16384, 32, True), (8192, 16, True), (32768, 32, True))
 SHAPES = {"norm": (8192, 4096), "softmax": {"": (8192, 4096), "_vocab": (4096, 128256), "_256k": (1024, 262144)}}
@@ -360,6 +362,9 @@ def sweep_variants(op, dtype, device):
         fwd_bytes, bwd_bytes = 2 * k * M * N * e + N * e + 4 * M, (3 + (ds is not None)) * M * N * e + 4 * M
         fwd = [(dict(block_m=bm, num_warps=nw, maxnreg=mr), lambda c: rmsnorm_forward(x, params[0], residual=res, **c))
                for bm, nw, mr in FWD_CONFIGS]  # fmt: skip
+        fwd += [(dict(block_m=bm, num_warps=nw, programs_per_sm=p),
+                 lambda c: rmsnorm_forward(x, params[0], residual=res, **c))
+                for bm, nw, p in PERSISTENT_FWD_CONFIGS]  # fmt: skip
         bwd = [(dict(block_m=bm, num_warps=nw, programs_per_sm=p, prefetch=pf),
                 lambda c: rmsnorm_backward(dy, xs, params[0], rstd, ds=ds, **c))
                for bm, nw, p, pf in BWD_CONFIGS]  # fmt: skip

@@ -93,6 +93,20 @@ def test_add_rmsnorm_sum_only_gradient(device):
     assert w.grad is None
 
 
+@pytest.mark.parametrize("residual", [False, True])
+def test_persistent_forward_matches(residual, device):
+    """The persistent grid (programs looping over row blocks, next block prefetched) computes the same."""
+    x = torch.randn(37, 130, device=device)
+    r = torch.randn_like(x) if residual else None
+    w = torch.randn(130, device=device)
+    ref = rmsnorm_forward(x, w, residual=r)
+    for per_sm, block_m in ((1, 1), (2, 4)):
+        got = rmsnorm_forward(x, w, residual=r, programs_per_sm=per_sm, block_m=block_m)
+        for a, b in zip(got, ref):
+            if a is not None:
+                torch.testing.assert_close(a, b)
+
+
 def test_rstd_saved_only_for_training(device):
     x = torch.randn(4, 100, device=device)
     w = torch.ones(100, device=device)

@@ -57,23 +57,15 @@ CASTINGS = ("llama", "gemma")
 
 
 @triton.jit
-def _rmsnorm_fwd_kernel(
-    x_ptr, res_ptr, w_ptr, y_ptr, s_ptr, rstd_ptr,
-    n_rows, n_cols, x_stride, res_stride, y_stride, s_stride, eps, offset,
+def _rmsnorm_fwd_rows(
+    x, res, w_raw, rows, cols, y_ptr, s_ptr, rstd_ptr, n_rows, n_cols, y_stride, s_stride, eps, offset,
     HAS_RESIDUAL: tl.constexpr, STORE_RSTD: tl.constexpr, GEMMA: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    """Normalise one loaded ``[BLOCK_M, BLOCK_N]`` tile (fp32 ``x``, ``res``) and store ``y`` (``s``, rstd)."""
     rows64 = rows.to(tl.int64)  # row * stride overflows int32 beyond 2^31 elements
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < n_cols
-    mask = (rows < n_rows)[:, None] & col_mask[None, :]
-    # The weight is loaded first so its (L2) latency overlaps the row's, not the reduction's tail.
-    w_raw = tl.load(w_ptr + cols, mask=col_mask, other=0.0)  # converted at use: fewer live registers
-    x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
     if HAS_RESIDUAL:
-        x += tl.load(res_ptr + rows64[:, None] * res_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        s = x.to(s_ptr.dtype.element_ty)
+        s = (x + res).to(s_ptr.dtype.element_ty)
         tl.store(s_ptr + rows64[:, None] * s_stride + cols[None, :], s, mask=mask)
         x = s.to(tl.float32)  # normalise the rounded sum, exactly what the next layer sees
     rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
@@ -84,6 +76,48 @@ def _rmsnorm_fwd_kernel(
         xhat = xhat.to(y_ptr.dtype.element_ty).to(tl.float32)
     y = (xhat * (w_raw.to(tl.float32) + offset)[None, :]).to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + rows64[:, None] * y_stride + cols[None, :], y, mask=mask)
+
+
+@triton.jit
+def _rmsnorm_fwd_kernel(
+    x_ptr, res_ptr, w_ptr, y_ptr, s_ptr, rstd_ptr,
+    n_rows, n_cols, x_stride, res_stride, y_stride, s_stride, eps, offset,
+    HAS_RESIDUAL: tl.constexpr, STORE_RSTD: tl.constexpr, GEMMA: tl.constexpr, PERSISTENT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    # The weight is loaded first so its (L2) latency overlaps the row's, not the reduction's tail.
+    w_raw = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0)
+    if PERSISTENT:
+        # A few programs per SM walk row blocks pid, pid + P, ...; the next block's loads are issued
+        # before this one is reduced (register double buffer), and no program launches per row.
+        step = tl.num_programs(0)
+        rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+        x_next = load_tile(x_ptr, rows, x_stride, cols, n_rows, n_cols)
+        r_next = x_next
+        if HAS_RESIDUAL:
+            r_next = load_tile(res_ptr, rows, res_stride, cols, n_rows, n_cols)
+        for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
+            rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+            x, res = x_next.to(tl.float32), r_next.to(tl.float32)
+            x_next = load_tile(x_ptr, rows + step * BLOCK_M, x_stride, cols, n_rows, n_cols)
+            if HAS_RESIDUAL:
+                r_next = load_tile(res_ptr, rows + step * BLOCK_M, res_stride, cols, n_rows, n_cols)
+            _rmsnorm_fwd_rows(
+                x, res, w_raw, rows, cols, y_ptr, s_ptr, rstd_ptr, n_rows, n_cols, y_stride, s_stride, eps, offset,
+                HAS_RESIDUAL, STORE_RSTD, GEMMA,
+            )  # fmt: skip
+    else:
+        rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+        x = load_tile_fp32(x_ptr, rows, x_stride, cols, n_rows, n_cols)
+        res = x
+        if HAS_RESIDUAL:
+            res = load_tile_fp32(res_ptr, rows, res_stride, cols, n_rows, n_cols)
+        _rmsnorm_fwd_rows(
+            x, res, w_raw, rows, cols, y_ptr, s_ptr, rstd_ptr, n_rows, n_cols, y_stride, s_stride, eps, offset,
+            HAS_RESIDUAL, STORE_RSTD, GEMMA,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -149,8 +183,12 @@ def rmsnorm_forward(
     block_m: int | None = None,
     num_warps: int | None = None,
     maxnreg: int | None = None,
+    programs_per_sm: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Launch the forward. Returns ``(y, s, rstd)``: ``s`` only with a residual, ``rstd`` only if saved."""
+    """Launch the forward. Returns ``(y, s, rstd)``: ``s`` only with a residual, ``rstd`` only if saved.
+
+    ``programs_per_sm`` switches to a persistent grid of that many programs per SM (default: one
+    program per row block)."""
     _check_casting(casting)
     x2 = check_rows(x, "rmsnorm input")
     n_rows, n_cols = x2.shape
@@ -167,12 +205,17 @@ def rmsnorm_forward(
     if block_m:
         bm, nw = block_m, max(warps_for(block_m * bn, x2.element_size()), 4)
     nw = num_warps or nw
-    _rmsnorm_fwd_kernel[(triton.cdiv(n_rows, bm),)](
+    n_blocks = triton.cdiv(n_rows, bm)
+    grid = n_blocks
+    if programs_per_sm:  # persistent: every program must be resident at once (see register_cap)
+        grid = backward_programs(n_blocks, x2, programs_per_sm)
+        maxnreg = maxnreg or register_cap(programs_per_sm, nw)
+    _rmsnorm_fwd_kernel[(grid,)](
         x2, res2 if res2 is not None else x2, weight, y2, s2 if s2 is not None else y2, rstd if save_rstd else x2,
         n_rows, n_cols, x2.stride(0), res2.stride(0) if res2 is not None else 0, y2.stride(0),
         s2.stride(0) if s2 is not None else 0, eps, offset,
         HAS_RESIDUAL=res2 is not None, STORE_RSTD=save_rstd, GEMMA=casting == "gemma",
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
+        PERSISTENT=bool(programs_per_sm), BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
     )  # fmt: skip
     s = s2.view(x.shape) if s2 is not None else None
     return y2.view(x.shape), s, rstd
