@@ -7,10 +7,10 @@ set -u
 export TRITON_CACHE_DIR=/tmp/k7a_triton_cache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
 date -u
-timeout 32 python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_rmsnorm.py \
+timeout 30 python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_rmsnorm.py \
   tests/kernels/test_layernorm.py tests/kernels/test_softmax.py 2>&1 | tail -n 25 | tee "$OUT/pytest_gpu.txt"
 date -u
-python3 benchmarks/kernels_norm.py --sweep --sweep-budget-s 24 --budget-s 64 --compile-reserve-s 8 \
+python3 benchmarks/kernels_norm.py --sweep --sweep-budget-s 34 --budget-s 68 --compile-reserve-s 8 \
   --out "$OUT/kernels_norm_round2.json" 2>&1 | tee "$OUT/bench.txt"
 echo "bench rc=${PIPESTATUS[0]}"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader || true
