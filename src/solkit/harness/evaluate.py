@@ -64,6 +64,8 @@ class EvalOptions:
     max_workloads: int | None = None
     work_dir: str | None = None
     cpu_threads: int | None = None  # torch intra-op threads in the worker (None: torch's default)
+    l2_flush: str = "read"  # "read": leave the L2 clean, as Nsight Compute does; "write": memset
+    prewarm_s: float = 0.25  # back-to-back calls before timing on a GPU, so clocks settle
     use_fork_server: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -154,6 +156,8 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) 
         "workloads": [w.uuid for w in workloads],
         "work_dir": work_dir,
         "cpu_threads": options.cpu_threads,
+        "l2_flush": options.l2_flush,
+        "prewarm_s": options.prewarm_s,
     }
     runner = RunnerOptions(
         compile_timeout=options.compile_timeout,

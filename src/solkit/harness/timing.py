@@ -90,15 +90,29 @@ def summarize(samples_ms: Sequence[float], trial_medians: Sequence[float], **met
 
 
 class L2Flusher:
-    """Evicts the L2 cache by writing a buffer twice its size (a memset kernel, ~tens of µs)."""
+    """Evicts the L2 cache by writing a buffer twice its size (a memset kernel, ~tens of µs).
 
-    def __init__(self, device: torch.device) -> None:
+    ``mode="read"`` (added for the evaluation harness) sweeps the buffer with a reduction instead:
+    the write-back of dirty lines (the previous call's outputs) happens during the flush, and the
+    L2 is left holding clean lines, as after Nsight Compute's cache flush. With the default
+    ``"write"`` the L2 is left full of the memset's dirty lines, whose write-back can be charged to
+    the timed call.
+    """
+
+    def __init__(self, device: torch.device, mode: str = "write") -> None:
+        if mode not in ("write", "read"):
+            raise ValueError(f"unknown L2 flush mode {mode!r}; allowed: read, write")
         props = torch.cuda.get_device_properties(device)
         l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
-        self.buffer = torch.empty(max(2 * l2, 8 * 2**20) // 4, dtype=torch.int32, device=device)
+        self.mode = mode
+        self.buffer = torch.zeros(max(2 * l2, 8 * 2**20) // 4, dtype=torch.int32, device=device)
+        self._sink = torch.empty(1, dtype=torch.int64, device=device)
 
     def __call__(self) -> None:
-        self.buffer.zero_()
+        if self.mode == "read":
+            torch.sum(self.buffer.view(1, -1), dim=1, dtype=torch.int64, out=self._sink)
+        else:
+            self.buffer.zero_()
 
 
 def _call(fn: Callable[..., Any], pool: Sequence[tuple] | None, i: int) -> Any:
@@ -118,11 +132,13 @@ def benchmark(
     flush_l2: bool = True,
     calls_per_graph: int = 10,
     device: torch.device | str | None = None,
+    l2_flush_mode: str = "write",
 ) -> TimingResult:
     """Time ``fn`` (called as ``fn(*args_pool[i % len(args_pool)])``, or ``fn()`` with no pool).
 
     ``method="auto"`` picks wall clock on the CPU, and on a GPU CUDA events, or CUDA graphs when a
     quick probe says a call takes under :data:`GRAPH_THRESHOLD_MS`. Returns per-call milliseconds.
+    ``l2_flush_mode`` selects how :class:`L2Flusher` evicts the L2 ("write" or "read").
     """
     reps = max(int(reps), 1)
     trials = max(int(trials), 1)
@@ -135,7 +151,7 @@ def benchmark(
     for i in range(warmup):
         _call(fn, args_pool, i)
     torch.cuda.synchronize(dev)
-    flusher = L2Flusher(dev) if flush_l2 else None
+    flusher = L2Flusher(dev, l2_flush_mode) if flush_l2 else None
     if method == "auto":
         probe = _bench_events(fn, args_pool, 5, 1, flusher, dev)
         method = "graph" if probe.median_ms < GRAPH_THRESHOLD_MS else "events"
