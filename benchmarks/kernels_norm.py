@@ -454,7 +454,12 @@ def main() -> int:
         import liger_kernel
 
         liger = _liger()
-        meta["liger"] = getattr(liger_kernel, "__version__", None) or "importable"
+        try:
+            from importlib.metadata import version
+
+            meta["liger"] = version("liger_kernel")
+        except Exception:  # noqa: BLE001 - a copied package may lack metadata
+            meta["liger"] = getattr(liger_kernel, "__version__", None) or "importable"
     except Exception as exc:  # noqa: BLE001
         liger, meta["liger"] = {}, f"unavailable: {type(exc).__name__}: {exc}"
     rec = Recorder(args.out, meta)
