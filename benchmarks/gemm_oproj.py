@@ -414,8 +414,12 @@ def render_markdown(path: str) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="benchmarks/results/gemm_oproj.json")
-    p.add_argument("--sweep", action="store_true", help="time every candidate config of gemm_configs.yaml")
-    p.add_argument("--sweep-only", action="store_true", help="calibrate and sweep, no table")
+    p.add_argument(
+        "--sweep",
+        choices=["none", "first", "last", "only"],
+        default="none",
+        help="time every candidate config of gemm_configs.yaml before or after the table (or alone)",
+    )
     p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile row")
     p.add_argument(
         "--compile-all", action="store_true", help="torch.compile at every prefill shape, not only the seed's"
@@ -442,10 +446,10 @@ def main() -> int:
     if run.device.type == "cuda":
         run.gpu_state("start")
     run.calibrate()
-    if args.sweep or args.sweep_only:
+    if args.sweep in ("first", "only"):
         run.sweep(prefill, "prefill")
         run.sweep(decode, "decode")
-    if not args.sweep_only:
+    if args.sweep != "only":
         for M, N, K in prefill:
             run.shape(M, N, K, decode=False)
         if not args.no_decode:
@@ -454,6 +458,9 @@ def main() -> int:
         # torch.compile last: its first call compiles (tens of seconds), so it must not starve the rest
         for M, N, K in prefill if args.compile_all else [s for s in prefill if s == SEED_SHAPE]:
             run.shape(M, N, K, decode=False, only="torch.compile")
+    if args.sweep == "last":
+        run.sweep(prefill, "prefill")
+        run.sweep(decode, "decode")
     if run.device.type == "cuda":
         run.gpu_state("end")
     run.doc["wall_s"] = time.time() - run.t0
