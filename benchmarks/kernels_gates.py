@@ -237,7 +237,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default="solkit,eager,compile,liger")
     ap.add_argument("--small", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--budget-s", type=float, default=110.0, help="stop starting new work after this many s")
-    ap.add_argument("--ce-sweep", default="", help="CE autotune candidates: block:warps:stages:progs_per_sm,...")
+    ap.add_argument("--ce-sweep", default="", help="CE candidates: block:warps:stages:progs_per_sm[:split],...")
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
     ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile,...")
     ap.add_argument("--flce-chunks", default="", help="extra fused linear CE chunk sizes, comma separated")
@@ -451,7 +451,7 @@ def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="
 
 #: op -> (argparse attribute with "a:b:c,..." candidates, the module's config dict, its keys in order)
 SWEEPS = {
-    "cross_entropy": ("ce_sweep", CE_CONFIG, ("block", "num_warps", "num_stages", "programs_per_sm")),
+    "cross_entropy": ("ce_sweep", CE_CONFIG, ("block", "num_warps", "num_stages", "programs_per_sm", "split")),
     "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),
     "rope": ("rope_sweep", ROPE_CONFIG, ("num_warps", "max_tile")),
 }
@@ -468,7 +468,7 @@ def autotune(doc, op, op_name, base, grad_outs, sweep, spec_list, dev, bw, args,
     for spec in specs:
         if time.time() - t_start > args.budget_s:
             break
-        cfg = dict(zip(keys, (int(v) for v in spec.split(":"))))
+        cfg = {**default, **dict(zip(keys, (int(v) for v in spec.split(":"))))}  # omitted trailing keys: default
         config.update(cfg)
         row = {"op": op_name, "mode": "fwd+bwd", "backend": f"solkit[{spec}]", "config": cfg, "autotune": True}
         try:

@@ -65,6 +65,25 @@ def test_fp32_all_options(shape, opts, reduction, device):
     assert grad.data_ptr() == xs.data_ptr(), "gradient should be written in place into the logits"
 
 
+@pytest.mark.parametrize("split", [2, 3])
+def test_split_row_kernel(split, device):
+    """Rows shared by several programs. Under the interpreter programs run one after another, so the
+    first program of each row gives up waiting and computes the whole row (the abort path)."""
+    torch.manual_seed(split)
+    x = (torch.randn(6, 1500) * 3).to(device)
+    y = torch.randint(0, 1500, (6,), device=device)
+    y[2] = -100
+    cfg = {"block": 256, "split": split, "programs_per_sm": 1}
+    x64 = x.double().requires_grad_()
+    ref = ref_loss(x64, y, label_smoothing=0.1, z_loss_scale=1e-3)
+    (rgrad,) = torch.autograd.grad(ref, x64)
+    xs = x.clone().requires_grad_()
+    loss = cross_entropy(xs, y, label_smoothing=0.1, z_loss_scale=1e-3, config=cfg)
+    (grad,) = torch.autograd.grad(loss, xs)
+    torch.testing.assert_close(loss.double(), ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grad.double(), rgrad, atol=1e-5, rtol=1e-5)
+
+
 def test_custom_ignore_index_and_all_ignored(device):
     x = torch.randn(4, 37, device=device)
     y = torch.tensor([3, 5, 5, 0], device=device)
@@ -157,6 +176,26 @@ def test_gpu_llama3_vocab(dtype, opts):
     torch.testing.assert_close(loss.double(), ref, atol=tol, rtol=tol)
     # the stored gradient is rounded to the logits dtype: compare against the rounded reference
     torch.testing.assert_close(grad.double(), rgrad.to(dtype).double(), atol=tol * 1e-3, rtol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("split,programs_per_sm", [(2, 1), (4, 1), (3, 2)])
+def test_gpu_split_rows_in_place(split, programs_per_sm):
+    """On the GPU the programs sharing a row meet on the counter (the combine path), in place."""
+    torch.manual_seed(split)
+    x = (torch.randn(300, 128256, device="cuda") * 3).to(torch.bfloat16)
+    y = torch.randint(0, 128256, (300,), device="cuda")
+    y[::5] = -100
+    cfg = {"block": 4096, "num_warps": 16, "num_stages": 4, "programs_per_sm": programs_per_sm, "split": split}
+    x64 = x.double().requires_grad_()
+    ref = ref_loss(x64, y, label_smoothing=0.1)
+    (rgrad,) = torch.autograd.grad(ref, x64)
+    xs = x.clone().requires_grad_()
+    loss = cross_entropy(xs, y, label_smoothing=0.1, config=cfg)
+    (grad,) = torch.autograd.grad(loss, xs)
+    assert grad.data_ptr() == xs.data_ptr()
+    torch.testing.assert_close(loss.double(), ref, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(grad.double(), rgrad.to(torch.bfloat16).double(), atol=1e-8, rtol=1e-2)
 
 
 @pytest.mark.gpu

@@ -50,6 +50,67 @@ def _softcapped(x, softcap, HAS_SOFTCAP: tl.constexpr):
 
 
 @triton.jit
+def _row_stats(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
+               BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
+    """Online softmax over columns [col_start, col_end) of one row, in base 2: returns (max m2, sum of
+    2^(z*log2e - m2), sum of z). The max is reduced per block (one scalar); the sum stays per lane and
+    is reduced once at the end, so each element costs one exp2."""
+    offs = tl.arange(0, BLOCK)
+    n_blocks = tl.cdiv(tl.maximum(col_end - col_start, 0), BLOCK)
+    m2 = -float("inf")
+    lane_sum = tl.zeros([BLOCK], dtype=tl.float32)
+    lane_z = tl.zeros([BLOCK], dtype=tl.float32)
+    for blk in tl.range(0, n_blocks, num_stages=NUM_STAGES):
+        cols = col_start + blk * BLOCK + offs
+        mask = cols < col_end
+        z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
+        z2 = tl.where(mask, z * 1.4426950408889634, -float("inf"))
+        m2_new = tl.maximum(m2, tl.max(z2, axis=0))
+        lane_sum = lane_sum * tl.exp2(m2 - m2_new) + tl.exp2(z2 - m2_new)
+        if HAS_SMOOTHING:
+            lane_z += tl.where(mask, z, 0.0)
+        m2 = m2_new
+    return m2, tl.sum(lane_sum, axis=0), tl.sum(lane_z, axis=0)
+
+
+@triton.jit
+def _row_grad(x_row, g_row, col_start, col_end, target, lse2, p_scale, uniform, hit, softcap,
+              HAS_SOFTCAP: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
+    """dL/dx over columns [col_start, col_end), last block first: the blocks read most recently by
+    _row_stats are the likeliest to still be in L2."""
+    offs = tl.arange(0, BLOCK)
+    n_blocks = tl.cdiv(tl.maximum(col_end - col_start, 0), BLOCK)
+    for i in tl.range(0, n_blocks, num_stages=NUM_STAGES):
+        cols = col_start + (n_blocks - 1 - i) * BLOCK + offs
+        mask = cols < col_end
+        z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
+        g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
+        g = tl.where(cols == target, g - hit, g)
+        if HAS_SOFTCAP:
+            g = g * (1.0 - (z / softcap) * (z / softcap))
+        tl.store(g_row + cols, g.to(g_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _row_loss(x_row, target, n_cols, lse, sum_z, label_smoothing, z_loss_scale, softcap,
+              HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
+    in_range = (target >= 0) & (target < n_cols)
+    z_t = _softcapped(tl.load(x_row + tl.where(in_range, target, 0)).to(tl.float32), softcap, HAS_SOFTCAP)
+    loss = lse - z_t
+    if HAS_SMOOTHING:
+        loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sum_z / n_cols)
+    return loss + z_loss_scale * lse * lse
+
+
+@triton.jit
+def _zero_grad(g_row, col_start, col_end, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    for start in range(col_start, col_end, BLOCK):
+        cols = start + offs
+        tl.store(g_row + cols, tl.zeros([BLOCK], dtype=g_row.dtype.element_ty), mask=cols < col_end)
+
+
+@triton.jit
 def _ce_fwd_kernel(
     logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr,
     n_rows, n_cols, logits_row_stride, grad_row_stride,
@@ -57,15 +118,13 @@ def _ce_fwd_kernel(
     MEAN: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
     WRITE_GRAD: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):  # fmt: skip
+    """One program per row (or a persistent loop over rows): both sweeps over the whole row."""
     pid = tl.program_id(0)
-    n_programs = tl.num_programs(0)
-    offs = tl.arange(0, BLOCK)
-    n_blocks = tl.cdiv(n_cols, BLOCK)
     if MEAN:
         grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
     else:
         grad_scale = 1.0
-    for row in range(pid, n_rows, n_programs):
+    for row in range(pid, n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         x_row = logits_ptr + row64 * logits_row_stride
         g_row = grad_ptr + row64 * grad_row_stride
@@ -74,52 +133,121 @@ def _ce_fwd_kernel(
             tl.store(loss_ptr + row64, 0.0)
             tl.store(lse_ptr + row64, 0.0)
             if WRITE_GRAD:
-                for blk in range(0, n_blocks):
-                    cols = blk * BLOCK + offs
-                    tl.store(g_row + cols, tl.zeros([BLOCK], dtype=grad_ptr.dtype.element_ty), mask=cols < n_cols)
+                _zero_grad(g_row, 0, n_cols, BLOCK)
         else:
-            # Sweep 1: online softmax in base 2. The max is reduced per block (one scalar); the sum
-            # stays per lane and is reduced once at the end, so each element costs one exp2.
-            m2 = -float("inf")
-            lane_sum = tl.zeros([BLOCK], dtype=tl.float32)
-            lane_z = tl.zeros([BLOCK], dtype=tl.float32)
-            for blk in tl.range(0, n_blocks, num_stages=NUM_STAGES):
-                cols = blk * BLOCK + offs
-                mask = cols < n_cols
-                z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
-                z2 = tl.where(mask, z * 1.4426950408889634, -float("inf"))
-                m2_new = tl.maximum(m2, tl.max(z2, axis=0))
-                lane_sum = lane_sum * tl.exp2(m2 - m2_new) + tl.exp2(z2 - m2_new)
-                if HAS_SMOOTHING:
-                    lane_z += tl.where(mask, z, 0.0)
-                m2 = m2_new
-            lse2 = m2 + tl.log2(tl.sum(lane_sum, axis=0))
+            m2, s, sum_z = _row_stats(x_row, 0, n_cols, softcap, HAS_SOFTCAP, HAS_SMOOTHING, BLOCK, NUM_STAGES)
+            lse2 = m2 + tl.log2(s)
             lse = lse2 * 0.6931471805599453
-            in_range = (target >= 0) & (target < n_cols)
-            z_t = tl.load(x_row + tl.where(in_range, target, 0)).to(tl.float32)
-            z_t = _softcapped(z_t, softcap, HAS_SOFTCAP)
-            loss = lse - z_t
-            if HAS_SMOOTHING:
-                smooth = lse - tl.sum(lane_z, axis=0) / n_cols
-                loss = (1.0 - label_smoothing) * loss + label_smoothing * smooth
-            loss += z_loss_scale * lse * lse
+            loss = _row_loss(x_row, target, n_cols, lse, sum_z, label_smoothing, z_loss_scale, softcap,
+                             HAS_SOFTCAP, HAS_SMOOTHING)  # fmt: skip
             tl.store(loss_ptr + row64, loss)
             tl.store(lse_ptr + row64, lse)
             if WRITE_GRAD:
-                # Sweep 2, last block first: the blocks read most recently are the likeliest in L2.
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
-                uniform = label_smoothing / n_cols * grad_scale
-                hit = (1.0 - label_smoothing) * grad_scale
-                for i in tl.range(0, n_blocks, num_stages=NUM_STAGES):
-                    cols = (n_blocks - 1 - i) * BLOCK + offs
-                    mask = cols < n_cols
-                    z = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-                    z = _softcapped(z, softcap, HAS_SOFTCAP)
-                    g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
-                    g = tl.where(cols == target, g - hit, g)
-                    if HAS_SOFTCAP:
-                        g = g * (1.0 - (z / softcap) * (z / softcap))
-                    tl.store(g_row + cols, g.to(grad_ptr.dtype.element_ty), mask=mask)
+                _row_grad(x_row, g_row, 0, n_cols, target, lse2, p_scale, label_smoothing / n_cols * grad_scale,
+                          (1.0 - label_smoothing) * grad_scale, softcap, HAS_SOFTCAP, BLOCK, NUM_STAGES)  # fmt: skip
+
+
+@triton.jit
+def _ce_split_kernel(
+    logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, partials_ptr, counters_ptr,
+    n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
+    ignore_index, label_smoothing, z_loss_scale, softcap, max_spin,
+    MEAN: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
+    WRITE_GRAD: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT: tl.constexpr,
+):  # fmt: skip
+    """Persistent grid; SPLIT consecutive programs share each row, one column chunk each, so the chunk a
+    program re-reads in its gradient sweep is small (V/SPLIT) and still in L2. Each program publishes
+    its partial (max, sum, sum z) and counts itself in on a per-row counter; once all SPLIT are in,
+    each combines the partials and writes its chunk's gradient (in place is safe: nobody reads another
+    chunk). All programs are co-resident (grid <= one per SM), so the wait is short. If a program
+    still waits after max_spin polls (SMs held by other work), it tries to *abort* the row with a CAS
+    on the counter: on success it alone computes the whole row (statistics and gradient), and the
+    others, seeing the abort mark, skip the row; if the CAS loses, the row completed or was aborted by
+    another program. Either way: never a hang, never a read of a chunk already overwritten."""
+    pid = tl.program_id(0)
+    part = pid % SPLIT
+    n_groups = tl.num_programs(0) // SPLIT
+    col_start = part * chunk_cols
+    col_end = tl.minimum(col_start + chunk_cols, n_cols)
+    if MEAN:
+        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
+    else:
+        grad_scale = 1.0
+    abort_mark = -(1 << 30)
+    patience = max_spin
+    for row in range(pid // SPLIT, n_rows, n_groups):
+        row64 = tl.cast(row, tl.int64)
+        x_row = logits_ptr + row64 * logits_row_stride
+        g_row = grad_ptr + row64 * grad_row_stride
+        target = tl.load(targets_ptr + row64).to(tl.int32)
+        if target == ignore_index:
+            if part == 0:
+                tl.store(loss_ptr + row64, 0.0)
+                tl.store(lse_ptr + row64, 0.0)
+            if WRITE_GRAD:
+                _zero_grad(g_row, col_start, col_end, BLOCK)
+        else:
+            m2, s, sum_z = _row_stats(x_row, col_start, col_end, softcap, HAS_SOFTCAP, HAS_SMOOTHING, BLOCK,
+                                      NUM_STAGES)  # fmt: skip
+            mine = partials_ptr + (row64 * SPLIT + part) * 3
+            tl.store(mine, m2)
+            tl.store(mine + 1, s)
+            tl.store(mine + 2, sum_z)
+            counter = counters_ptr + row64
+            tl.debug_barrier()  # every thread's partial stores before the (single-thread) release below
+            arrived = tl.atomic_add(counter, 1, sem="acq_rel") + 1
+            # state: 0 waiting, 1 all in (combine), 2 aborted by another program (skip), 3 aborted by me
+            state = tl.where(arrived < 0, 2, 0)
+            spins = 0
+            while state == 0:
+                if arrived >= SPLIT:
+                    state = 1
+                elif spins >= patience:
+                    seen = tl.atomic_cas(counter, arrived, abort_mark, sem="acq_rel")
+                    if seen == arrived:
+                        state = 3
+                    else:
+                        arrived = seen
+                        state = tl.where(seen < 0, 2, 0)
+                else:
+                    arrived = tl.atomic_add(counter, 0, sem="acquire")
+                    state = tl.where(arrived < 0, 2, 0)
+                    spins += 1
+            tl.debug_barrier()
+            if state == 1:
+                first = partials_ptr + row64 * SPLIT * 3  # chunk 0 always holds column 0: finite max
+                big = tl.load(first, volatile=True)
+                total = tl.load(first + 1, volatile=True)
+                sum_z = tl.load(first + 2, volatile=True)
+                for q in tl.static_range(1, SPLIT):
+                    mq = tl.load(first + 3 * q, volatile=True)
+                    sq = tl.load(first + 3 * q + 1, volatile=True)
+                    big_new = tl.maximum(big, mq)
+                    total = total * tl.exp2(big - big_new) + tl.where(sq > 0, sq * tl.exp2(mq - big_new), 0.0)
+                    sum_z += tl.load(first + 3 * q + 2, volatile=True)
+                    big = big_new
+                lse2 = big + tl.log2(total)
+                lo, hi = col_start, col_end
+            else:
+                if state == 3:
+                    patience = 0  # the group is out of step: stop waiting for the rest of this launch
+                m2, s, sum_z = _row_stats(x_row, 0, n_cols, softcap, HAS_SOFTCAP, HAS_SMOOTHING, BLOCK, NUM_STAGES)
+                lse2 = m2 + tl.log2(s)
+                lo, hi = 0, tl.where(state == 3, n_cols, 0)  # the aborter writes the whole row, others nothing
+            lse = lse2 * 0.6931471805599453
+            # The loss is written by the program owning the target's column, which reads that logit before
+            # its own gradient sweep overwrites it (another chunk may already hold gradients).
+            owner = tl.where((target >= 0) & (target < n_cols), target, 0) // chunk_cols
+            if ((state == 1) & (part == owner)) | (state == 3):
+                loss = _row_loss(x_row, target, n_cols, lse, sum_z, label_smoothing, z_loss_scale, softcap,
+                                 HAS_SOFTCAP, HAS_SMOOTHING)  # fmt: skip
+                tl.store(loss_ptr + row64, loss)
+                tl.store(lse_ptr + row64, lse)
+            if WRITE_GRAD:
+                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
+                _row_grad(x_row, g_row, lo, hi, target, lse2, p_scale, label_smoothing / n_cols * grad_scale,
+                          (1.0 - label_smoothing) * grad_scale, softcap, HAS_SOFTCAP, BLOCK, NUM_STAGES)  # fmt: skip
 
 
 @triton.jit
@@ -142,8 +270,9 @@ def _scale_rows_kernel(
 
 
 #: Launch settings: logits per block, warps, software-pipelining depth of the two sweeps over a row
-#: (cp.async prefetch of the next blocks; 1 = none), programs per SM (0 = one program per row).
-CE_CONFIG = {"block": 8192, "num_warps": 16, "num_stages": 3, "programs_per_sm": 0}
+#: (cp.async prefetch of the next blocks; 1 = none), programs per SM (0 = one program per row), and
+#: split: programs sharing one row (> 1 selects the split-row kernel, whose grid is persistent).
+CE_CONFIG = {"block": 8192, "num_warps": 16, "num_stages": 3, "programs_per_sm": 0, "split": 1}
 
 
 def _num_sms(device: torch.device) -> int:
@@ -190,12 +319,29 @@ def launch_cross_entropy_rows(
     if not (n_rows and n_cols):
         return
     block = min(cfg["block"], triton.next_power_of_2(max(n_cols, 16)))
-    _ce_fwd_kernel[(_grid(n_rows, logits.device, cfg["programs_per_sm"]),)](
-        logits, grad if grad is not None else logits, targets, losses, lse, n_valid,
-        n_rows, n_cols, logits.stride(0), grad.stride(0) if grad is not None else 0,
-        ignore_index, float(label_smoothing), float(z_loss_scale), float(softcap or 1.0),
-        MEAN=mean, HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=label_smoothing > 0,
-        WRITE_GRAD=grad is not None, BLOCK=block, NUM_STAGES=cfg["num_stages"], num_warps=cfg["num_warps"],
+    split = max(1, int(cfg.get("split", 1)))
+    common = dict(
+        MEAN=mean, HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None,
+        BLOCK=block, NUM_STAGES=cfg["num_stages"], num_warps=cfg["num_warps"],
+    )  # fmt: skip
+    scalars = (ignore_index, float(label_smoothing), float(z_loss_scale), float(softcap or 1.0))
+    grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
+    if split == 1:
+        _ce_fwd_kernel[(_grid(n_rows, logits.device, cfg["programs_per_sm"]),)](
+            logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride,
+            *scalars, **common,
+        )  # fmt: skip
+        return
+    # Split rows: a persistent grid of whole groups, at most one program per SM so all are co-resident.
+    n_programs = max(split, (_num_sms(logits.device) * max(1, cfg["programs_per_sm"])) // split * split)
+    chunk = triton.cdiv(triton.cdiv(n_cols, split), block) * block
+    partials = torch.empty(n_rows * split * 3, dtype=torch.float32, device=logits.device)
+    counters = torch.zeros(n_rows, dtype=torch.int32, device=logits.device)
+    # The interpreter runs programs one after another: never wait there (exercises both paths).
+    max_spin = 20_000 if logits.device.type == "cuda" else 1
+    _ce_split_kernel[(n_programs,)](
+        logits, grad_arg, targets, losses, lse, n_valid, partials, counters, n_rows, n_cols, chunk,
+        logits.stride(0), grad_stride, *scalars, max_spin, SPLIT=split, **common,
     )  # fmt: skip
 
 
