@@ -130,3 +130,55 @@ def test_attribute_by_order():
     ks2 = [KernelMetrics(i, f"k{i}", {}) for i in range(3)]
     assert not attribute_by_order(ks2, [("a", 1)])  # counts disagree: leave unattributed
     assert all(k.target is None for k in ks2)
+
+
+# --------------------------------------------------------------------------- recorded on the H200
+LABELS = [
+    ("rmsnorm.reference", 8),
+    ("rmsnorm.solkit", 1),
+    ("softmax.reference", 3),
+    ("softmax.solkit", 1),
+    ("gemm_bf16.reference", 1),
+    ("gemm_bf16.solkit", 1),
+    ("o_proj_residual.reference", 2),
+    ("o_proj_residual.solkit", 1),
+]
+
+
+@pytest.mark.parametrize("name", ["real_h200_raw.csv", "real_h200_raw_autounits.csv", "real_h200_raw_nvtxrename.csv"])
+def test_real_raw_layouts_agree(name):
+    """Base units, auto-scaled units (ms, Gbyte, Ghz, Kbyte/block) and NVTX-renamed kernels all give
+    the same 18 kernels, attributed to the same NVTX ranges, with the same values."""
+    base = parse_csv((FIX / "real_h200_raw.csv").read_text())
+    other = parse_csv((FIX / name).read_text())
+    expected = [label for label, n in LABELS for _ in range(n)]
+    assert [k.target for k in other] == expected
+    assert [k.id for k in other] == list(range(18))
+    for a, b in zip(base, other):
+        for key, va in a.metrics.items():
+            vb = b.metrics[key]
+            assert (va is None) == (vb is None), key
+            if va:
+                assert vb == pytest.approx(va, rel=1e-2, abs=0.01), (key, a.name)  # auto units round
+    gemm = base[13]
+    assert gemm.name.startswith("nvjet_sm90")
+    assert gemm.get("tensor_ops_bf16") == 2 * 8192 * 4096 * 4096  # the executed MMA work equals 2·M·N·K
+    assert gemm.get("tensor_pipe_pct") > 90 and gemm.get("smem_dynamic_bytes") == 213_188
+
+
+def test_real_details_subset_matches_raw():
+    raw = {k.id: k for k in parse_csv((FIX / "real_h200_raw.csv").read_text())}
+    det = parse_csv((FIX / "real_h200_details.csv").read_text())
+    assert [k.id for k in det] == [0, 8, 13]
+    for k in det:
+        assert k.target == raw[k.id].target
+        for key in ("duration_ns", "dram_bytes_read", "sm_throughput_pct", "registers_per_thread"):
+            assert k.get(key) == pytest.approx(raw[k.id].get(key), rel=2e-3)
+
+
+def test_real_ncu_version_is_parsed():
+    from solkit.profile import ncu
+
+    text = (FIX / "real_h200_ncu_version.txt").read_text()
+    m = ncu.re.search(r"Version\s+([\w.\-() ]+)", text)
+    assert m and m.group(1).startswith("2025.3.1")

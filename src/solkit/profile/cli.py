@@ -21,7 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "permission it reports what still works and exits 0."
         ),
     )
-    p.add_argument("problem_dirs", nargs="+", metavar="PROBLEM_DIR", help="SOL-ExecBench problem directory")
+    p.add_argument("problem_dirs", nargs="*", metavar="PROBLEM_DIR", help="SOL-ExecBench problem directory")
+    p.add_argument(
+        "--from-dir",
+        metavar="WORK_DIR",
+        help="re-diagnose a finished profile from its saved outputs (no GPU needed) instead of running",
+    )
     p.add_argument(
         "--solution",
         action="append",
@@ -42,12 +47,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solkit.profile.report import TARGET_COLUMNS, target_rows, write_reports
-    from solkit.profile.runner import profile
+    from solkit.errors import SolkitError
+    from solkit.profile.runner import profile, rebuild
 
+    if bool(args.problem_dirs) == bool(args.from_dir):
+        raise SolkitError("give PROBLEM_DIR... (to profile) or --from-dir WORK_DIR (to re-diagnose), one of the two")
+    if args.from_dir:
+        return _show(rebuild(args.from_dir), Path(args.out or args.from_dir), args.json)
     if args.timeout <= 0:
-        from solkit.errors import SolkitError
-
         raise SolkitError(f"--timeout must be > 0 seconds, got {args.timeout}")
     out = (
         Path(args.out)
@@ -62,6 +69,13 @@ def run(args: argparse.Namespace) -> int:
         use_ncu=not args.no_ncu,
         timeout_s=args.timeout,
     )
+    return _show(report, out, args.json)
+
+
+def _show(report: dict, out: Path, as_json: bool) -> int:
+    """Write the three reports, print the one-line notices and the table (or JSON)."""
+    from solkit.profile.report import TARGET_COLUMNS, target_rows, write_reports
+
     paths = write_reports(report, out)
     report["report_files"] = paths
     for message in report["degraded"]:  # one line each, never wrapped, on stderr
@@ -70,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
         warning = (t.get("telemetry") or {}).get("warning")
         if warning:
             sys.stderr.write(f"solkit profile: warning: {t['label']}: {warning}\n")
-    if args.json:
+    if as_json:
         print_json(report)
     else:
         console.print(table("solkit profile", TARGET_COLUMNS, target_rows(report)))
         console.print(f"reports: {paths['markdown']}, {paths['html']}, {paths['json']}")
     failed = [t for t in report["targets"] if not t.get("ok")]
-    return 1 if failed and report["gpu"].get("available") else 0
+    return 1 if failed and (report.get("gpu") or {}).get("available") else 0

@@ -338,6 +338,10 @@ def parse_number(text: str | None) -> float | None:
 
 #: Scale factors for the units ncu prints when base units were not requested.
 _UNIT_SCALE = {
+    "ns": 1.0,
+    "us": 1e3,
+    "ms": 1e6,
+    "s": 1e9,
     "nsecond": 1.0,
     "usecond": 1e3,
     "msecond": 1e6,
@@ -363,9 +367,12 @@ _BASE_UNIT = {"duration_ns": "nsecond", "sm_clock_hz": "hz", "dram_clock_hz": "h
 
 
 def _normalise(short: str, value: float | None, unit: str) -> tuple[float | None, str]:
+    """Scale auto-ranged units (``ms``, ``Gbyte``, ``Kbyte/block``, ``Ghz``) to base units."""
     if value is None:
         return None, unit
     u = unit.strip().lower()
+    if short.endswith("_bytes") and u.endswith("/block"):
+        u = u[: -len("/block")]
     if short == "duration_ns" and u in _UNIT_SCALE:
         return value * _UNIT_SCALE[u], "nsecond"
     if short.endswith("_hz") and u in _UNIT_SCALE:
@@ -498,6 +505,23 @@ def attribute_by_order(kernels: list[KernelMetrics], counts: list[tuple[str, int
 # --------------------------------------------------------------------------- ncu_report (optional)
 
 
+#: Why the last ncu_report attempt gave nothing (for the report's ncu section).
+NCU_REPORT_STATUS: dict[str, str | None] = {"error": None}
+
+
+def _ncu_report_dirs(ncu: str | None) -> list[Path]:
+    """Where NVIDIA installs ``extras/python/ncu_report.py``: beside the real ncu, or in the
+    nsight-compute folders of a CUDA toolkit (where ``bin/ncu`` is only a launcher script)."""
+    dirs: list[Path] = []
+    if ncu:
+        base = Path(os.path.realpath(ncu)).parent
+        dirs += [base / "extras" / "python", base.parent / "extras" / "python"]
+        dirs += sorted(base.parent.glob("nsight-compute*/extras/python"), reverse=True)
+    for pattern in ("opt/nvidia/nsight-compute/*/extras/python", "usr/local/cuda*/nsight-compute*/extras/python"):
+        dirs += sorted(Path("/").glob(pattern), reverse=True)
+    return [d for d in dict.fromkeys(dirs) if (d / "ncu_report.py").exists()]
+
+
 def _import_ncu_report(ncu: str | None):
     try:
         import ncu_report  # type: ignore[import-not-found]
@@ -505,17 +529,16 @@ def _import_ncu_report(ncu: str | None):
         return ncu_report
     except ImportError:
         pass
-    if ncu:
-        base = Path(os.path.realpath(ncu)).parent
-        for cand in (base / "extras" / "python", base.parent / "extras" / "python"):
-            if (cand / "ncu_report.py").exists():
-                sys.path.insert(0, str(cand))
-                try:
-                    import ncu_report  # type: ignore[import-not-found]
+    for cand in _ncu_report_dirs(ncu):
+        sys.path.insert(0, str(cand))
+        try:
+            import ncu_report  # type: ignore[import-not-found]
 
-                    return ncu_report
-                except ImportError:
-                    return None
+            return ncu_report
+        except ImportError as exc:
+            NCU_REPORT_STATUS["error"] = f"import from {cand} failed: {exc}"
+            sys.path.remove(str(cand))
+    NCU_REPORT_STATUS["error"] = NCU_REPORT_STATUS["error"] or "ncu_report not found (extras/python)"
     return None
 
 
@@ -539,8 +562,10 @@ def load_with_ncu_report(report: str | Path, ncu: str | None, metrics: dict[str,
                 km = KernelMetrics(len(kernels), act.name(), values)
                 km.target = _nvtx_target(act)
                 kernels.append(km)
+        NCU_REPORT_STATUS["error"] = None
         return kernels
-    except Exception:  # an API drift in ncu_report must not lose the CSV path's answer
+    except Exception as exc:  # an API drift in ncu_report must not lose the CSV path's answer
+        NCU_REPORT_STATUS["error"] = f"{type(exc).__name__}: {exc}"
         return []
 
 

@@ -253,14 +253,7 @@ def profile(
             }
             if run.error and not kernels:
                 degraded.append(f"{run.error.message}: {AFTER_DEGRADE}")
-            if kernels and not any(k.target for k in kernels):
-                counts = []
-                for t in (timed or {}).get("targets", []):
-                    n = sum(round(r["count_per_call"]) for r in t.get("kernels", []) if not _is_copy(r["name"]))
-                    counts.append((t["label"], int(n)))
-                if not ncu_mod.attribute_by_order(kernels, counts) and len(targets) == 1:
-                    for k in kernels:
-                        k.target = targets[0]["label"]
+            _attribute_missing(kernels, timed, targets)
     elif use_ncu:
         ncu_info["reason"] = "no GPU"
         if ncu_mod.find_ncu() is None:
@@ -277,37 +270,107 @@ def profile(
     ceilings, calibrated, why = _ceilings() if device == "cuda" else (None, None, None)
     if why:
         degraded.append(why)
+    assemble(report, targets, timed, kernels, ceilings, calibrated, ncu_errors, t_measured_ms)
+    return report
+
+
+def assemble(
+    report: dict[str, Any],
+    targets: list[dict],
+    timed: dict[str, Any],
+    kernels: list[ncu_mod.KernelMetrics],
+    ceilings: Any | None,
+    calibrated: Any | None = None,
+    ncu_errors: dict[str, str] | None = None,
+    t_measured_ms: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Diagnose every target from the runs' outputs and fill ``report["targets"]``."""
+    gpu = report.get("gpu") or {}
+    on_gpu = bool(gpu.get("available"))
     report["ceilings"] = ceilings.to_dict() if ceilings is not None else None
     report["ceilings_calibrated"] = calibrated.to_dict() if calibrated is not None else None
     report["targets"] = []
-    for t_spec, t in zip(targets, timed["targets"]):
+    by_label = {t.get("label"): t for t in timed.get("targets", [])}
+    for t_spec in targets:
+        t = by_label.get(t_spec["label"], {"label": t_spec["label"], "ok": False, "error": "not run"})
         mine = [k for k in kernels if k.target == t_spec["label"]]
         timing = t.get("timing") or {}
         t_meas = (t_measured_ms or {}).get(t_spec["label"]) or timing.get("median_ms")
         entry = {k: t.get(k) for k in ("label", "problem", "workload", "kind", "solution", "ok", "error", "notes")}
-        if t_spec["label"] in ncu_errors:
+        if t_spec["label"] in (ncu_errors or {}):
             entry["ncu_error"] = ncu_errors[t_spec["label"]]
         entry["timing"] = timing or None
         entry["telemetry"] = t.get("telemetry")
         entry["torch_kernels"] = t.get("kernels", [])
+        t_s = t_meas / 1e3 if (t_meas and on_gpu) else None
         entry["diagnosis"] = diagnose_target(
             mine,
             model_bytes=t.get("model_bytes"),
             model_flops=t.get("model_flops"),
-            t_measured_s=t_meas / 1e3 if (t_meas and device == "cuda") else None,
+            t_measured_s=t_s,
             ceilings=ceilings,
             sm_count=gpu.get("sm_count"),
             telemetry=t.get("telemetry"),
         )
         if calibrated is not None:
             entry["diagnosis"]["sol_calibrated"] = sol_block(
-                t.get("model_flops"), t.get("model_bytes"), t_meas / 1e3 if t_meas else None, calibrated
+                t.get("model_flops"), t.get("model_bytes"), t_s, calibrated
             )
         report["targets"].append(entry)
     unattributed = [k.name for k in kernels if k.target is None]
     if unattributed:
         report["unattributed_kernels"] = unattributed
     return report
+
+
+def rebuild(work_dir: str | Path) -> dict[str, Any]:
+    """Re-diagnose a finished profile from the files it left in its work directory (the driver
+    results, ``ncu_raw.csv``, the previous ``profile.json``), with no GPU: for analysing on a laptop
+    what a GPU box recorded, or re-reading old runs with newer rules."""
+    work = Path(work_dir)
+    spec = _read_json(work / "time_spec.json") or _read_json(work / "ncu_spec.json")
+    if spec is None:
+        raise SolkitError(f"{work}: no time_spec.json or ncu_spec.json; not a solkit profile work directory")
+    previous = _read_json(work / "profile.json") or {}
+    timed = _read_json(work / "time_result.json") or _read_json(work / "ncu_result.json") or {"targets": []}
+    kernels: list[ncu_mod.KernelMetrics] = []
+    raw = work / "ncu_raw.csv"
+    if raw.exists():
+        kernels = ncu_mod.parse_csv(raw.read_text())
+        _attribute_missing(kernels, timed, spec["targets"])
+    gpu = previous.get("gpu") or {"available": bool(kernels)}
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "solkit_version": solkit.__version__,
+        "created_utc": previous.get("created_utc"),
+        "rebuilt_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": gpu,
+        "work_dir": str(work),
+        "degraded": list(previous.get("degraded", [])),
+        "versions": timed.get("versions", previous.get("versions", {})),
+        "ncu": previous.get("ncu", {"used": bool(kernels)}),
+    }
+    ceilings = None
+    if gpu.get("name"):
+        from solkit.hardware.specs import match_spec
+        from solkit.sol.ceilings import spec_ceilings
+
+        arch = match_spec(gpu["name"], gpu.get("sm_count"))
+        ceilings = spec_ceilings(arch.id) if arch is not None else None
+    return assemble(report, spec["targets"], timed, kernels, ceilings)
+
+
+def _attribute_missing(kernels: list[ncu_mod.KernelMetrics], timed: dict | None, targets: list[dict]) -> None:
+    """Kernels without an NVTX name: by launch order and the timing run's per-call kernel counts."""
+    if not kernels or any(k.target for k in kernels):
+        return
+    counts = []
+    for t in (timed or {}).get("targets", []):
+        n = sum(round(r["count_per_call"]) for r in t.get("kernels", []) if not _is_copy(r["name"]))
+        counts.append((t["label"], int(n)))
+    if not ncu_mod.attribute_by_order(kernels, counts) and len(targets) == 1:
+        for k in kernels:
+            k.target = targets[0]["label"]
 
 
 def _read_json(path: Path) -> dict | None:
