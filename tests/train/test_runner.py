@@ -14,9 +14,10 @@ from solkit.train.flops import flops_per_token
 from solkit.train.runner import max_batch_search, summarise
 
 
-def _fake(tps, losses, mem, complete=True, gnorm=2.0):
+def _fake(tps, losses, mem, complete=True, gnorm=2.0, pnorms=None):
     return {
         "grad_norms": [gnorm] * len(losses),
+        "param_grad_norms_step0": pnorms or {"a.weight": 1.0, "b.weight": 0.5, "tiny.weight": 1e-6},
         "status": "ok",
         "tokens_per_s_per_rank": tps,
         "losses": losses,
@@ -38,9 +39,13 @@ def test_summary_speedups_memory_parity_and_goals():
         "eager": _fake(10_000, base, 80e9),
         "compile": _fake(11_000, [v + 0.004 for v in base], 75e9),
         "solkit": _fake(12_000, [v - 0.01 for v in base], 50e9),
-        "compile+solkit": _fake(11_500, [11.9, 11.5, 11.3, 10.9], 48e9),  # diverges: trains differently
+        "compile+solkit": _fake(11_500, [11.9, 11.5, 11.6, 11.2], 48e9),  # diverges: trains differently
         "flce": _fake(10_100, base, 52e9),
         "liger": _fake(10_500, base, 60e9, gnorm=2.2),  # same losses, but a 10 % different gradient
+        # one parameter's gradient 20 % off: caught even though the total norm and the losses agree
+        "wrongw": _fake(10_000, base, 80e9, pnorms={"a.weight": 1.0, "b.weight": 0.6, "tiny.weight": 1e-6}),
+        # only a negligible gradient differs (relative to the floor): noise, not a failure
+        "noisy": _fake(10_000, base, 80e9, pnorms={"a.weight": 1.0, "b.weight": 0.5, "tiny.weight": 3e-6}),
     }
     s = summarise(results, META)
     assert s["speedups_iso_batch"]["solkit_vs_eager"] == pytest.approx(1.2)
@@ -54,6 +59,11 @@ def test_summary_speedups_memory_parity_and_goals():
     assert s["goals"]["loss_parity"]["met"] is False
     assert s["variants"]["liger"]["parity"]["ok"] is False
     assert s["variants"]["liger"]["parity"]["first_grad_norm_rel_diff"] == pytest.approx(0.1)
+    assert s["variants"]["liger"]["parity"]["checks"]["grad_norm_total_step0"] is False
+    wrong = s["variants"]["wrongw"]["parity"]
+    assert wrong["ok"] is False and wrong["worst_param"] == "b.weight"
+    assert wrong["worst_param_grad_rel_diff"] == pytest.approx(0.2)
+    assert s["variants"]["noisy"]["parity"]["ok"] is True
     # MFU: identical numerator across variants, so the MFU ratio is exactly the tokens/s ratio
     cfg = get_config("llama3-8b-L8")
     u = s["variants"]["eager"]["utilisation"]["palm"]

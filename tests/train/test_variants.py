@@ -128,6 +128,7 @@ def test_compile_variant_trains_like_eager():
     comp = run_worker_inprocess({**spec, "variant": "compile", "compile_backend": "aot_eager"})
     assert comp["variant"]["compiled_modules"][-2:] == ["norm", "head"]
     assert comp["losses"] == pytest.approx(eager["losses"], abs=1e-4)
+    assert comp["param_grad_norms_step0"] == pytest.approx(eager["param_grad_norms_step0"], rel=1e-4)
     assert eager["losses"][1] != eager["losses"][0]  # the optimizer step changed the model
 
 
@@ -147,3 +148,8 @@ def test_solkit_kernels_swap_in_and_train_like_eager():
             assert s["status"] == "ok", s["reason"]
             assert fused["swap_calls_first_step"][kind] == s["replaced"] == s["expected"]
     assert fused["losses"] == pytest.approx(eager["losses"], abs=1e-3)
+    # every parameter's first gradient agrees (names canonicalised through the swap wrappers)
+    ref, got = eager["param_grad_norms_step0"], fused["param_grad_norms_step0"]
+    assert set(ref) == set(got) and len(ref) == sum(1 for _ in _model().parameters())
+    for name, want in ref.items():
+        assert got[name] == pytest.approx(want, rel=1e-3, abs=1e-6), name

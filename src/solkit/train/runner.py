@@ -26,14 +26,20 @@ from solkit.train.config import fallback_peaks, get_config
 from solkit.train.flops import CONVENTIONS, param_counts, utilisation
 from solkit.train.variants import get_variant
 
-# Loss parity: |loss_variant − loss_eager| ≤ atol + rtol·|loss_eager| at every step (same seed, same
-# tokens). bf16 rounds at 2^-8 relative; different-but-correct kernels round differently, and the
-# difference grows slowly over AdamW steps. A wrong gradient moves the curve by far more (the
-# synthetic language makes the loss fall steadily, so the curve has something to diverge from).
-PARITY_TOL = {"bf16": (0.02, 0.005), "fp16": (0.02, 0.005), "fp32": (1e-3, 1e-3)}
-
-# Relative difference allowed in the total gradient norm of the first step (same weights, same tokens).
-GRAD_NORM_RTOL = {"bf16": 0.02, "fp16": 0.02, "fp32": 1e-3}
+# Parity against eager (same seed, same weights, same tokens), in three parts:
+# * forward: the step-0 loss, |Δ| ≤ atol + rtol·|loss| (before any update: rounding only);
+# * backward: the step-0 gradient norm of every parameter, relative difference ≤ grad_param (norms
+#   below 1e-3 of the largest are compared against that floor), and the total norm ≤ grad_total;
+# * training: the loss at every step, |Δ| ≤ atol + rtol·|loss|. The synthetic batches repeat every 4
+#   steps, so the loss falls fast (12.6 → 0.4 in 11 steps on llama3-8b-L8) and bf16 rounding
+#   differences grow with it: on the H200 (round 1), torch.compile and Liger, both correct, ended up
+#   to 0.027 from eager. The trajectory tolerance allows twice that; a wrong gradient (checked
+#   directly by the backward part) or a broken optimizer interplay moves the curve by far more.
+PARITY_TOL: dict[str, dict[str, Any]] = {
+    "bf16": {"first_loss": (0.01, 0.002), "trajectory": (0.05, 0.01), "grad_total": 0.02, "grad_param": 0.05},
+    "fp16": {"first_loss": (0.01, 0.002), "trajectory": (0.05, 0.01), "grad_total": 0.02, "grad_param": 0.05},
+    "fp32": {"first_loss": (1e-4, 1e-5), "trajectory": (1e-3, 1e-3), "grad_total": 1e-3, "grad_param": 1e-3},
+}
 
 GOALS = {
     "solkit_vs_eager": 1.15,
@@ -105,15 +111,33 @@ def resolve_peaks(
                     break
     if ceiling_flops:
         out["calibrated"] = ceiling_flops
-        out["sources"]["calibrated"] = "median bf16 8192³ cuBLAS matmul measured in this run (after training steps)"
+        out["sources"]["calibrated"] = (
+            "sustained bf16 8192³ cuBLAS matmul (median of 150 after 150 back-to-back), measured by this run's "
+            "first variant right after its timed steps"
+        )
     return out
+
+
+def _param_grad_diff(ref: dict[str, float], got: dict[str, float]) -> tuple[float | None, str | None]:
+    """Worst relative difference of per-parameter gradient norms, and the parameter it is on."""
+    if not ref or not got:
+        return None, None
+    if set(ref) != set(got):
+        return float("inf"), "parameter names differ: " + ", ".join(sorted(set(ref) ^ set(got)))[:200]
+    floor = 1e-3 * max(ref.values())
+    worst, where = 0.0, None
+    for name, want in ref.items():
+        rel = abs(got[name] - want) / max(want, floor)
+        if not rel <= worst:  # NaN counts as worst
+            worst, where = rel, name
+    return worst, where
 
 
 def _parity(results: dict[str, dict[str, Any]], dtype: str) -> None:
     base = results.get("eager")
     if not base or base.get("status") != "ok":
         return
-    atol, rtol = PARITY_TOL.get(dtype, PARITY_TOL["bf16"])
+    tol = PARITY_TOL.get(dtype, PARITY_TOL["bf16"])
     ref = base["losses"]
     for r in results.values():
         if r.get("status") != "ok":
@@ -121,22 +145,34 @@ def _parity(results: dict[str, dict[str, Any]], dtype: str) -> None:
         got = r["losses"]
         n = min(len(ref), len(got))
         diffs = [abs(a - b) for a, b in zip(got[:n], ref[:n])]
-        bad = [i for i in range(n) if not diffs[i] <= atol + rtol * abs(ref[i])]
-        # The first gradient norm (before any update) checks the backward directly.
-        g_ref, g_got = base.get("grad_norms") or [None], r.get("grad_norms") or [None]
-        g_rel = abs(g_got[0] - g_ref[0]) / max(abs(g_ref[0]), 1e-30) if g_ref[0] and g_got[0] is not None else None
-        g_ok = g_rel is None or g_rel <= GRAD_NORM_RTOL.get(dtype, 0.02)
+        t_atol, t_rtol = tol["trajectory"]
+        bad = [i for i in range(n) if not diffs[i] <= t_atol + t_rtol * abs(ref[i])]
+        f_atol, f_rtol = tol["first_loss"]
+        first_ok = bool(diffs) and diffs[0] <= f_atol + f_rtol * abs(ref[0])
+        g_ref, g_got = (base.get("grad_norms") or [None])[0], (r.get("grad_norms") or [None])[0]
+        g_rel = abs(g_got - g_ref) / max(abs(g_ref), 1e-30) if g_ref is not None and g_got is not None else None
+        p_rel, p_where = _param_grad_diff(
+            base.get("param_grad_norms_step0") or {}, r.get("param_grad_norms_step0") or {}
+        )
+        checks = {
+            "forward_step0": first_ok,
+            "grad_norm_total_step0": g_rel is None or g_rel <= tol["grad_total"],
+            "grad_norm_per_param_step0": p_rel is None or p_rel <= tol["grad_param"],
+            "trajectory": not bad and n == len(ref),
+        }
         r["parity"] = {
-            "reference": "eager, same seed and tokens",
-            "atol": atol,
-            "rtol": rtol,
+            "reference": "eager, same seed, weights and tokens",
+            "tolerances": tol,
             "max_abs_diff": max(diffs) if diffs else None,
             "final_abs_diff": diffs[-1] if diffs else None,
             "eager_loss_drop": ref[0] - ref[-1],
             "steps_compared": n,
             "failed_steps": bad,
             "first_grad_norm_rel_diff": g_rel,
-            "ok": not bad and n == len(ref) and g_ok,
+            "worst_param_grad_rel_diff": p_rel,
+            "worst_param": p_where,
+            "checks": checks,
+            "ok": all(checks.values()),
         }
 
 
@@ -287,13 +323,14 @@ def run_bench(
     def time_left() -> float:
         return timeout_s if deadline is None else min(timeout_s, deadline - time.monotonic())
 
-    for v in variants:
+    for n, v in enumerate(variants):
         if time_left() < 5:
             results[v] = {"status": "skipped", "error": f"--budget {budget_s:.0f} s exhausted before this variant"}
             save()
             continue
         log(f"train-bench: {config} {v} (batch {cfg.batch} × seq {cfg.seq}, nproc {nproc}) ...")
-        r = run_worker({**base_spec, "variant": v}, time_left(), nproc=nproc)
+        # The calibrated GEMM ceiling is measured once, by the first variant, right after its timed steps.
+        r = run_worker({**base_spec, "variant": v, "gemm_ceiling": n == 0}, time_left(), nproc=nproc)
         results[v] = r
         log(f"train-bench: {v}: {r.get('status')}" + (f" {r['tokens_per_s_per_rank']:.0f} tok/s" if
             r.get("status") == "ok" else f" ({r.get('error', '')[:200]})"))  # fmt: skip

@@ -104,14 +104,18 @@ def _run_outside_graph(fn: Callable[..., Any], orig: nn.Module, *args: Any, **kw
     return fn(orig, *args, **kwargs)
 
 
-def set_opaque(model: nn.Module, opaque: bool = True) -> int:
-    """Make every swapped kernel opaque to torch.compile (a graph break around each); returns the count."""
+def set_opaque(model: nn.Module, opaque: bool = True, kinds: tuple[str, ...] | None = None) -> int:
+    """Make swapped kernels (of ``kinds``, default all) opaque to torch.compile; returns the count changed."""
     n = 0
     for m in model.modules():
-        if isinstance(m, Swapped):
+        if isinstance(m, Swapped) and (kinds is None or m.kind in kinds):
             m.opaque = opaque
             n += 1
     return n
+
+
+def opaque_kinds(model: nn.Module) -> list[str]:
+    return sorted({m.kind for m in model.modules() if isinstance(m, Swapped) and m.opaque})
 
 
 # ---- kernel adapters: each returns fn(orig_module, *forward_args) or raises with a reason ----------
@@ -281,7 +285,9 @@ class PreparedVariant:
     compiled: list[str] = field(default_factory=list)
     compile_backend: str | None = None
     kernels_opaque_to_compile: bool = False
+    opaque_kinds: list[str] = field(default_factory=list)
     compile_retry_reason: str | None = None
+    compile_attempts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -301,6 +307,8 @@ class PreparedVariant:
             "compiled_modules": self.compiled,
             "compile_backend": self.compile_backend,
             "kernels_opaque_to_compile": self.kernels_opaque_to_compile,
+            "opaque_kinds": self.opaque_kinds,
+            "compile_attempts": self.compile_attempts,
             "compile_retry_reason": self.compile_retry_reason,
         }
 
@@ -349,6 +357,7 @@ def apply_variant(
     if variant.compile:
         if os.environ.get("TRITON_INTERPRET") == "1":
             prepared.kernels_opaque_to_compile = set_opaque(model) > 0
+            prepared.opaque_kinds = opaque_kinds(model)
         prepared.compiled = compile_model(model, compile_backend)
         prepared.compile_backend = compile_backend
     return prepared
