@@ -506,17 +506,23 @@ def _flce_chunks(doc, op, base, dev, args, t_start):
         print(_row_line(row), flush=True)
 
 
+T0 = time.time()
+
+
 def _row_line(row) -> str:
+    row.setdefault("t_run_s", round(time.time() - T0, 1))
     if SAVE is not None:
         SAVE()
     if "error" in row and "median_ms" not in row:
-        return f"{row['op']:<17} {row.get('mode', ''):<8} {row.get('backend', ''):<22} ERROR {row['error'][:90]}"
+        head = f"[{row['t_run_s']:6.1f}s] {row['op']:<17} {row.get('mode', ''):<8} {row.get('backend', ''):<22}"
+        return f"{head} ERROR {row['error'][:90]}"
     extra = f"sol {row['sol_calibrated']:.3f}" if "sol_calibrated" in row else ""
     if "tflops_per_s" in row:
         extra = f"{row['tflops_per_s']:.0f} TFLOP/s peak {row.get('peak_mem_bytes', 0) / 2**30:.2f} GiB"
     ok = row.get("correct")
     return (
-        f"{row['op']:<17} {row['mode']:<8} {row['backend']:<22} {row['median_ms']:9.4f} ms  {extra:<32}"
+        f"[{row['t_run_s']:6.1f}s] {row['op']:<17} {row['mode']:<8} {row['backend']:<22} "
+        f"{row['median_ms']:9.4f} ms  {extra:<32}"
         f" {'ok' if ok else ('FAIL' if ok is False else '')}"
     )
 
