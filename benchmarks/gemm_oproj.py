@@ -227,6 +227,19 @@ class Run:
             rows.append(("torch.compile (x @ W.T + r)", torch.compile(lambda x, w, r: x @ w.t() + r), True))
         return [r for r in rows if only is None or r[0].startswith(only)]
 
+    def host_cost(self, fn, args, calls: int = 20) -> float:
+        """CPU time to enqueue one call (no sync in between): the launcher's overhead, which CUDA
+        graphs remove from the timed rows but an eager caller pays."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        host = (time.perf_counter() - t0) / calls * 1e6
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return host
+
     def interleave(self, fns: dict[str, Any], pool, trials: int, reps: int) -> dict[str, dict[str, Any]]:
         """Time callables in round-robin trials (A B C, C B A, A B C, ...), so power-cap throttling and
         clock drift hit them alike; per name: the median of the trial medians, their spread, the trials."""
@@ -280,6 +293,7 @@ class Run:
                 t_start = time.time()
                 row.update(self.check(fn, pool[0], with_res, ref_full, ref_mm, torch_err))
                 row["first_call_s"] = time.time() - t_start
+                row["host_us_per_call"] = self.host_cost(fn, pool[0])
                 if name.startswith("after") or name.startswith("solkit"):
                     row["launch"] = json.loads(json.dumps(G.LAST_LAUNCH, default=str))
                     if name.startswith("after"):

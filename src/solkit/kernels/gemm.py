@@ -108,7 +108,12 @@ def _prefetch_l2(ptr, off_m, off_n, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK
     lines = ptr + rows[:, None] * stride_m + cols[None, :]
     if EVICT_LAST:
         tl.inline_asm_elementwise(
-            "prefetch.global.L2::evict_last [$1];\n mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32, is_pure=False, pack=1
+            "prefetch.global.L2::evict_last [$1];\n mov.u32 $0, 0;",
+            "=r,l",
+            [lines],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
         )
     else:
         tl.inline_asm_elementwise(
@@ -152,7 +157,7 @@ def _gemm_tma_persistent_kernel(
         pf_k = tl.maximum(k_tiles - PF_DIST, 0)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kk in range(k_tiles):
-            if HAS_RESIDUAL and PREFETCH_RES > 0 and PF_DIST > 0:
+            if HAS_RESIDUAL and PREFETCH_RES > 0 and PF_DIST > 0:  # noqa: SIM102 - compile-time test outside
                 if kk == pf_k:
                     _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
             a = x_desc.load([off_m, kk * BLOCK_K])
@@ -356,7 +361,12 @@ def arch_family(device: torch.device) -> str:
     """hopper for sm_90 and newer (TMA), ampere for sm_80/sm_89, interpreter on the CPU."""
     if device.type != "cuda":
         return "interpreter"
-    major, _minor = torch.cuda.get_device_capability(device)
+    return _cuda_family(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _cuda_family(index: int) -> str:
+    major, _minor = torch.cuda.get_device_capability(index)
     if major >= 9:
         return "hopper"
     if major >= 8:
