@@ -56,3 +56,34 @@ def test_renders(report):
     md = to_markdown(report)
     assert "rmsnorm.reference" in md and "Findings" in md
     assert "<table>" in to_html(report)
+
+
+def test_cli_from_dir(tmp_path, capsys):
+    from solkit.cli import main
+
+    assert main(["profile", "--from-dir", str(RAW), "--out", str(tmp_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert '"rmsnorm.reference"' in captured.out and "throttled" in captured.err
+    assert (tmp_path / "profile.html").exists()
+    assert main(["profile", "--from-dir", str(RAW), str(RAW)]) == 2
+    assert main(["profile", "--from-dir", str(tmp_path / "nothing")]) == 2
+
+
+def test_html_is_well_formed(report):
+    from html.parser import HTMLParser
+
+    class Check(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.stack: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in ("meta", "br"):
+                self.stack.append(tag)
+
+        def handle_endtag(self, tag):
+            assert self.stack and self.stack.pop() == tag, tag
+
+    c = Check()
+    c.feed(to_html(report))
+    assert c.stack == []
