@@ -109,3 +109,13 @@ def test_invalid_reference(tmp_path):
     traces = evaluate(tmp_path / "p", None, fast_options(workloads=SMALL_CHEAT_WORKLOADS))
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "INVALID_REFERENCE"]
     assert "ref broke" in traces[1].evaluation.log
+
+
+def test_spawned_worker_without_fork_server(tmp_path):
+    code = GOOD + (
+        "\n_run = run\n\ndef run(x, weight):\n    import os\n    if x.shape[1] == 1000:\n"
+        "        os._exit(3)\n    return _run(x, weight)\n"
+    )
+    got, traces = statuses(tmp_path, code, opts={"use_fork_server": False})
+    assert got == ["PASSED", "RUNTIME_ERROR"]
+    assert "exit code 3" in traces[1].evaluation.log  # a spawned worker is our child: its exit code is known
