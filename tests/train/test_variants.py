@@ -153,3 +153,32 @@ def test_solkit_kernels_swap_in_and_train_like_eager():
     assert set(ref) == set(got) and len(ref) == sum(1 for _ in _model().parameters())
     for name, want in ref.items():
         assert got[name] == pytest.approx(want, rel=1e-3, abs=1e-6), name
+
+
+@pytest.mark.slow
+def test_compile_falls_back_when_a_kernel_cannot_be_compiled(monkeypatch):
+    """A kernel the compiler backend rejects (as Inductor rejected traced Triton kernels on the H200):
+    the first step retries with kernels behind graph breaks, and every attempt is recorded."""
+    from torch._dynamo import register_backend
+
+    @register_backend
+    def solkit_test_picky(gm, example_inputs):  # fails on graphs that contain the marker op
+        if any("erfinv" in str(n.target) for n in gm.graph.nodes):
+            raise RuntimeError("backend cannot compile this kernel")
+        return gm.forward
+
+    adapters = _torch_adapters()
+    plain_rms = adapters["rmsnorm"]()
+    adapters["rmsnorm"] = lambda: lambda m, x: plain_rms(m, x) + torch.special.erfinv(torch.zeros_like(x))
+    monkeypatch.setitem(V.ADAPTERS, "solkit", adapters)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # these kernels are plain torch: let Dynamo trace them
+    spec = dict(config="tiny", device="cpu", dtype="fp32", warmup=1, steps=1, lr=1e-3, **SMALL)
+    eager = run_worker_inprocess({**spec, "variant": "eager"})
+    comp = run_worker_inprocess({**spec, "variant": "compile+solkit", "compile_backend": "solkit_test_picky"})
+    assert comp["status"] == "ok"
+    v = comp["variant"]
+    assert [a["ok"] for a in v["compile_attempts"]] == [False, False, True]
+    assert v["compile_attempts"][0]["opaque"] == [] and "cannot compile" in v["compile_attempts"][0]["error"]
+    assert v["compile_attempts"][1]["opaque"] == ["fused_linear_ce", "linear_residual"]
+    assert v["opaque_kinds"] == sorted(V.SWAP_KINDS) and v["kernels_opaque_to_compile"]
+    assert comp["losses"] == pytest.approx(eager["losses"], abs=1e-4)
