@@ -133,11 +133,13 @@ def test_compile_variant_trains_like_eager():
 
 
 @pytest.mark.slow
-def test_solkit_kernels_swap_in_and_train_like_eager():
-    """The real solkit kernels (Triton interpreter, fp32): every available swap probed, same losses as eager."""
+@pytest.mark.parametrize("variant", ["solkit", "compile+solkit"])
+def test_solkit_kernels_swap_in_and_train_like_eager(variant):
+    """The real solkit kernels (Triton interpreter, fp32): every available swap probed, same losses as eager.
+    Under the interpreter, compile+solkit keeps the kernels behind graph breaks (Dynamo cannot trace it)."""
     spec = dict(config="tiny", device="cpu", dtype="fp32", warmup=1, steps=1, lr=1e-3, **SMALL)
     eager = run_worker_inprocess({**spec, "variant": "eager"})
-    fused = run_worker_inprocess({**spec, "variant": "solkit"})
+    fused = run_worker_inprocess({**spec, "variant": variant, "compile_backend": "aot_eager"})
     assert fused["status"] == "ok"
     swaps = {s["kind"]: s for s in fused["variant"]["swaps"]}
     for kind, s in swaps.items():
@@ -146,7 +148,9 @@ def test_solkit_kernels_swap_in_and_train_like_eager():
             assert s["status"] == "unavailable"
         else:
             assert s["status"] == "ok", s["reason"]
-            assert fused["swap_calls_first_step"][kind] == s["replaced"] == s["expected"]
+            assert s["replaced"] == s["expected"]
+            if variant == "solkit":  # compiled code does not count calls
+                assert fused["swap_calls_first_step"][kind] == s["replaced"]
     assert fused["losses"] == pytest.approx(eager["losses"], abs=1e-3)
     # every parameter's first gradient agrees (names canonicalised through the swap wrappers)
     ref, got = eager["param_grad_norms_step0"], fused["param_grad_norms_step0"]
