@@ -8,7 +8,7 @@ echo "--- diagnose_for_bench (ncu only, caller's time)"; date -u
 timeout 15 python3 - <<'PY' > "$OUT/bench_hook.json" 2> "$OUT/bench_hook.err"
 import json, os
 from solkit.profile import ncu
-from solkit.profile.runner import diagnose_for_bench
+from solkit.profile.bench_hook import diagnose_for_bench
 out = os.environ["OUT"] + "/bench_hook"
 d = diagnose_for_bench("src/solkit/problems/suite/rmsnorm", solution="benchmarks/profile_solutions/rmsnorm_solkit.json",
                        workload="d481fab4", t_measured_ms=0.0360, out_dir=out, timeout_s=12)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from solkit.profile import runner
+from solkit.profile import bench_hook, runner
 from solkit.profile.ncu import METRICS
 from solkit.profile.report import to_html, to_json, to_markdown
 from solkit.sol.ceilings import spec_ceilings
@@ -239,20 +239,47 @@ def test_plan_targets_errors(tmp_path):
 
 
 def test_diagnose_for_bench_one_line(simulated_gpu, tmp_path):
-    out = runner.diagnose_for_bench(
+    out = bench_hook.diagnose_for_bench(
         PROBLEMS / "gemm", solution=PROBLEMS / "gemm" / "solution_simple.json", out_dir=tmp_path / "b"
     )
     assert out["label"] == "gemm_bf16_4096.simple"
     assert out["n_kernels"] == 1 and out["findings"][0]["severity"] == "high"
     assert {f["code"] for f in out["findings"]} >= {"no_mma"}
     assert "of SOL" in out["summary"] and "\n" not in out["summary"]
-    assert out["report"]["targets"][0]["diagnosis"]["sol"]["bound"] == "compute"
+    assert out["report"]["diagnosis"]["sol"]["bound"] == "compute"
 
 
 def test_diagnose_for_bench_on_cpu_degrades_but_keeps_the_model(tmp_path):
     tiny = Path(__file__).parent / "problems" / "tiny_rmsnorm"
-    out = runner.diagnose_for_bench(tiny, t_measured_ms=0.01, out_dir=tmp_path / "b")
+    out = bench_hook.diagnose_for_bench(tiny, t_measured_ms=0.01, out_dir=tmp_path / "b")
     assert out["degraded"] and out["degraded"][0].startswith("no CUDA GPU")
     assert out["n_kernels"] == 0 and "\n" not in out["summary"]
-    t = out["report"]["targets"][0]
+    t = out["report"]
     assert t["ok"] and t["diagnosis"]["model_bytes"] == (5 * 64 * 2 + 64) * 4
+
+
+def test_batch_labels_stay_unique(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_profile(problem_dirs, *, targets, out_dir, timeout_s, timing, t_measured_ms):
+        seen.update(timing=timing, t=t_measured_ms, labels=[t["label"] for t in targets])
+        entry = lambda t: {
+            "label": t["label"],
+            "ok": True,
+            "diagnosis": {"findings": [], "kernels": [], "summary": "x", "n_kernels": 0, "sol": None},
+        }
+        return {"targets": [entry(t) for t in targets], "degraded": []}
+
+    monkeypatch.setattr(bench_hook, "profile", fake_profile)
+    sol = PROBLEMS / "rmsnorm" / "solution.json"
+    rows = bench_hook.diagnose_batch_for_bench(
+        [
+            {"problem_dir": PROBLEMS / "rmsnorm", "solution": sol, "workload": "rmsnorm-m16384", "t_measured_ms": 0.04},
+            {"problem_dir": PROBLEMS / "rmsnorm", "solution": sol, "workload": "rmsnorm-m7", "t_measured_ms": 0.01},
+            {"problem_dir": PROBLEMS / "rmsnorm"},
+        ]
+    )
+    labels = ["rmsnorm_bf16_h4096.solkit", "rmsnorm_bf16_h4096.solkit.1", "rmsnorm_bf16_h4096.reference"]
+    assert [r["label"] for r in rows] == labels == seen["labels"]
+    assert seen["timing"] is True  # one item has no time of its own
+    assert seen["t"] == {labels[0]: 0.04, labels[1]: 0.01}
