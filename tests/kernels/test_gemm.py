@@ -186,7 +186,8 @@ def test_autotuned_hopper_lists_in_interpreter(monkeypatch):
         assert launch["m_bucket"] == G.m_bucket(M)
         tall = [c for c in table[regime]["autotune"] if c["BLOCK_M"] == 64]  # M = 17 -> bucket 32 -> 64 rows
         want = table[regime]["autotune"][-1] if regime == "prefill" else tall[-1]
-        assert {k: launch["config"][k] for k in want} == want
+        keys = [k for k in want if k != "PREFETCH_RES"]  # the interpreter runs without the PTX prefetch
+        assert {k: launch["config"][k] for k in keys} == {k: want[k] for k in keys}
         _assert_close(y, G.reference(x, w, b, r), _torch_same_dtype(x, w, b, r, ep), ATOL[torch.float16])
     n_decode = sum(c["BLOCK_M"] == 64 for c in table["decode"]["autotune"])
     assert len(calls) == n_decode + len(table["prefill"]["autotune"])
