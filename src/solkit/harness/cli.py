@@ -31,7 +31,8 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per timing trial (default 50)")
     p.add_argument("--timing-trials", type=int, default=3, help="timing trials (default 3)")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--method", choices=["auto", "events", "graph"], default="auto", help="GPU timing method")
+    p.add_argument("--method", choices=["auto", "graph_events", "events", "graph"], default="auto",
+                   help="GPU timing: auto = per-call events inside a CUDA graph below 100 µs, else events")  # fmt: skip
     p.add_argument("--matched-ratio", type=float, default=None,
                    help="fraction of elements that must match (default: 1.0 unless the workload sets it)")  # fmt: skip
     p.add_argument("--no-precision-check", action="store_true", help="skip the fp64 precision-downgrade check")

@@ -49,7 +49,7 @@ class EvalOptions:
     reps: int = 50  # timed repetitions per timing trial
     timing_trials: int = 3
     warmup: int = 5
-    method: str = "auto"  # solkit.harness.timing.benchmark method on a GPU
+    method: str = "auto"  # GPU: auto (graph_events below 100 µs, else events), graph_events, events, graph
     pool: int = 3  # rotating input sets during timing
     matched_ratio: float | None = None  # override of required_matched_ratio
     precision_check: bool = True

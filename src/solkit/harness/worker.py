@@ -41,8 +41,8 @@ import torch
 
 from solkit.harness import anticheat as ac
 from solkit.harness import correctness as cc
+from solkit.harness import graph_timing, timing
 from solkit.harness import inputs as gen
-from solkit.harness import timing
 from solkit.problems.loader import Problem, load_problem
 from solkit.problems.schema import PYTHON_SUFFIXES, Solution, Workload
 
@@ -409,8 +409,23 @@ class Worker:
         method = self.job["method"] if self.device.type == "cuda" else "wall"
         flush_mode = self.job.get("l2_flush", "read")
         warm_calls = self._prewarm(call, pool)
-        res = timing.benchmark(call, pool, method=method, reps=reps, trials=trials, warmup=int(self.job["warmup"]),
-                               flush_l2=True, device=self.device, l2_flush_mode=flush_mode)  # fmt: skip
+        warmup = int(self.job["warmup"])
+        if method == "auto":  # short calls: in-graph events; long ones: events around eager calls
+            flusher = timing.L2Flusher(self.device, flush_mode)
+            probe = graph_timing.probe_ms(call, pool, self.device, flusher)
+            method = "graph_events" if probe < timing.GRAPH_THRESHOLD_MS else "events"
+        res = None
+        if method == "graph_events":
+            try:
+                res = graph_timing.bench_graph_events(call, pool, device=self.device, reps=reps, trials=trials,
+                                                      warmup=warmup, flush_mode=flush_mode)  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - uncapturable calls (host syncs, RNG) are timed eagerly
+                _sync(self.device)
+                note = (note + "; " if note else "") + f"graph capture failed ({type(exc).__name__}), events used"
+                method = "events"
+        if res is None:
+            res = timing.benchmark(call, pool, method=method, reps=reps, trials=trials, warmup=warmup,
+                                   flush_l2=True, device=self.device, l2_flush_mode=flush_mode)  # fmt: skip
         res.prewarm_calls = warm_calls  # extra attributes ride along in the trace's timing dict
         res.l2_flush_mode = flush_mode if self.device.type == "cuda" else None
         return res, pool, outs, note
