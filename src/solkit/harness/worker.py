@@ -184,7 +184,7 @@ class Worker:
                 _poison_all(outs, inputs)
                 del raw, outs
                 if t == 0:
-                    self._prepare_fp64(p, inputs)
+                    self._prepare_fp64(p, p.inputs[0])  # from the host copy: the reference may have written its inputs
                 del inputs
         except Exception as exc:  # noqa: BLE001 - input generation errors
             p.error = ("RUNTIME_ERROR", f"input generation failed: {exc!r}\n{traceback.format_exc()}")
