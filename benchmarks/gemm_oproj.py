@@ -436,7 +436,46 @@ def render_markdown(path: str) -> str:
             f"| {r['M']} | {r['N']} | {r['K']} | {r['variant']} | {r['median_ms']:.4f} | {r['tflops']:.0f} | "
             f"{r['sol_spec']:.3f} | {r['sol_calibrated']:.3f} | {r['mfu_spec']:.3f} | {ok} |"
         )
+    lines += ["", *targets_markdown(doc)]
     return "\n".join(lines)
+
+
+def targets_markdown(doc: dict[str, Any]) -> list[str]:
+    """The issue's done-when checks, computed from the rows (met / not met, with the numbers)."""
+    by: dict[tuple, dict[str, dict]] = {}
+    for r in doc["rows"]:
+        by.setdefault((r["M"], r["N"], r["K"]), {})[r["variant"].split(" (")[0]] = r
+    out = ["| shape | check | value | target | met |", "|---|---|---|---|---|"]
+    for (M, N, K), rows in by.items():
+        fused = rows.get("after: solkit fused GEMM", {})
+        addmm = rows.get("cuBLAS addmm", {})
+        mm = rows.get("matmul alone", {})
+        if "median_ms" not in fused:
+            out.append(f"| {M}x{N}x{K} | fused kernel | {fused.get('error', 'not run')[:60]} | - | no |")
+            continue
+        shape = f"{M}x{N}x{K}"
+        if M > 64:
+            if "median_ms" in addmm:
+                x = addmm["median_ms"] / fused["median_ms"]
+                out.append(
+                    f"| {shape} | speed vs cuBLAS addmm | {x:.3f}x | >= 1.03x | {'yes' if x >= 1.03 else 'no'} |"
+                )
+            if "median_ms" in mm:
+                x = fused["median_ms"] / mm["median_ms"] - 1
+                out.append(f"| {shape} | time over matmul alone | {x:+.1%} | <= +3% | {'yes' if x <= 0.03 else 'no'} |")
+        else:
+            sol = fused["sol_calibrated"]
+            out.append(
+                f"| {shape} | memory SOL (calibrated) | {sol:.3f} | >= 0.85 | {'yes' if sol >= 0.85 else 'no'} |"
+            )
+            for name, ref in (("cuBLAS addmm", addmm), ("cuBLAS matmul alone", mm)):
+                if "median_ms" in ref:
+                    x = ref["median_ms"] / fused["median_ms"]
+                    out.append(f"| {shape} | speed vs {name} | {x:.3f}x | >= 1.00x | {'yes' if x >= 1.0 else 'no'} |")
+        ok = "yes" if fused.get("correct") else "no"
+        err, allowed = fused.get("rel_err", float("nan")), fused.get("allowed_rel_err", 0.0)
+        out.append(f"| {shape} | relative error vs fp32 | {err:.2e} | <= {allowed:.2e} | {ok} |")
+    return out
 
 
 def main() -> int:
