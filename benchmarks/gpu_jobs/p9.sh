@@ -1,7 +1,8 @@
 # budget: 30
 # Issue 9, round 2 (cap 30 s; round 1 ran `solkit profile` on the suite: benchmarks/results/profile_example).
 # 1) the `solkit bench --profile` hook: diagnose_for_bench with the caller's T_measured (ncu-only path),
-#    and whether NVIDIA's ncu_report module reads the report; 2) the no-ncu degraded path on a GPU.
+#    and whether NVIDIA's ncu_report module reads the report; 2) the no-ncu degraded path on a GPU
+#    (also the interleaved A B B A timing of a reference and a solution).
 set -u
 S=src/solkit/problems/suite; P=benchmarks/profile_solutions
 echo "--- diagnose_for_bench (ncu only, caller's time)"; date -u
@@ -18,7 +19,7 @@ print(json.dumps(d, indent=1, default=str))
 PY
 echo "rc=$?"; rm -f "$OUT"/bench_hook/*.ncu-rep; head -c 1500 "$OUT/bench_hook.json"; echo; tail -3 "$OUT/bench_hook.err"
 echo "--- no ncu on a GPU: degraded report, exit 0"; date -u
-SOLKIT_NCU=/nonexistent/ncu timeout 13 python3 -m solkit.cli profile $S/rmsnorm --workload c2de4d14 \
-  --out "$OUT/no_ncu" --timeout 10 > "$OUT/no_ncu.txt" 2>&1
+SOLKIT_NCU=/nonexistent/ncu timeout 13 python3 -m solkit.cli profile $S/rmsnorm --solution $P/rmsnorm_solkit.json \
+  --workload c2de4d14 --out "$OUT/no_ncu" --timeout 10 > "$OUT/no_ncu.txt" 2>&1
 echo "rc=$?" | tee -a "$OUT/no_ncu.txt"; tail -n 12 "$OUT/no_ncu.txt"
 du -sh "$OUT"; date -u
