@@ -422,6 +422,7 @@ def main() -> int:
     p.add_argument("--compile-reserve-s", type=float, default=12.0, help="no compile starts this close to the budget")
     p.add_argument("--sweep", action="store_true", help="also time solkit launchers over a few configs")
     p.add_argument("--only-sweep", action="store_true")
+    p.add_argument("--coop-sweep", action="store_true", help="time the cooperative wide-row softmax last")
     p.add_argument("--sweep-budget-s", type=float, default=35.0, help="stop the sweep after this many seconds")
     p.add_argument("--sweep-ops", default="rmsnorm,softmax_vocab,layernorm,softmax,add_rmsnorm", help="in order")
     p.add_argument("--ops", default="", help="comma list of op names to run (default: all)")
@@ -511,9 +512,59 @@ def main() -> int:
         compile_rows(rec, compile_ops, dtype, device, timing_kw, bw, args)
     if device.type == "cuda" and elapsed() < args.budget_s + 4:
         nograph_rows(rec, ops, dtype, device, timing_kw, bw)
+    if args.coop_sweep and (device.type == "cuda" or args.smoke):
+        rec.flush()
+        print_table(rec.doc)  # printed now too, in case the cooperative sweep is cut off
+        coop_sweep(rec, ops, dtype, device, timing_kw, bw)
     rec.flush()
     print_table(rec.doc)
     return 0
+
+
+def _coop_variants(x, y, dy, mn_bytes):
+    """(kernel, segment, call(segment), bytes) for the cooperative softmax sweep."""
+    fwd = lambda sg: softmax_forward(x, coop=True, coop_segment=sg)
+    bwd = lambda sg: softmax_backward(dy, y, coop=True, coop_segment=sg)
+    return [("fwd", 16384, fwd, 2 * mn_bytes), ("fwd", 8192, fwd, 2 * mn_bytes),
+            ("bwd", 8192, bwd, 3 * mn_bytes), ("bwd", 16384, bwd, 3 * mn_bytes)]  # fmt: skip
+
+
+def coop_sweep(rec, ops, dtype, device, timing_kw, bw) -> None:
+    """The cooperative split-row softmax (not the default path yet) on the wide-row shapes, run last:
+    its programs wait on each other, so a problem here must not cost the rows above."""
+    for op in ops:
+        if op.kind != "softmax" or op.shape[1] <= 16384:
+            continue
+        M, N = op.shape
+        e = torch.tensor([], dtype=dtype).element_size()
+        acts, _, grads = make_inputs(op, dtype, device, 11)
+        x, dy = acts[0], grads[0]
+        y_ref = torch.softmax(x.float(), -1)
+        y = softmax_forward(x)
+        for kernel, seg, call, nbytes in _coop_variants(x, y, dy, M * N * e):
+            row = {"op": op.name, "shape": [M, N], "kernel": kernel, "config": {"coop": True, "coop_segment": seg},
+                   "bytes": nbytes}  # fmt: skip
+            try:
+                sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+                sync()
+                t0 = time.perf_counter()
+                out = call(seg)
+                sync()
+                if x.is_cuda and time.perf_counter() - t0 > 0.2:  # waits hit their cap: partners never met
+                    raise RuntimeError(f"first call took {time.perf_counter() - t0:.2f} s; not timed")
+                ref = y_ref if kernel == "fwd" else softmax_backward(dy, y)
+                row["max_abs_err_vs_default"] = float((out.float() - ref.float()).abs().max())
+                row["ok"] = bool(torch.isfinite(out).all()) and row["max_abs_err_vs_default"] < 1e-2
+                kw = {**timing_kw, "calls_per_graph": calls_for(nbytes, timing_kw)}
+                r = benchmark(lambda f=call, sg=seg: f(sg), **kw)
+                row.update({"median_ms": r.median_ms, "cv": r.cv, "method": r.method})
+                row.update(sol_cols(nbytes, r.median_ms, bw))
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            rec.add("sweep", row)
+            print(f"[{elapsed():6.1f}s] coop {op.name:14s} {kernel} seg={seg} ok={row.get('ok')} "
+                  f"ms={row.get('median_ms', float('nan')):.4f} sol={row.get('sol_calibrated', float('nan')):.3f}",
+                  flush=True)  # fmt: skip
 
 
 def nograph_rows(rec, ops, dtype, device, timing_kw, bw) -> None:

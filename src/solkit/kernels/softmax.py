@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels._utils import check_rows, row_config, warps_for
+from solkit.kernels._utils import check_rows, interpreting, row_config, sm_count, warps_for
 
 #: Widest row kept whole in registers; wider rows take the looped path.
 MAX_SINGLE_BLOCK_COLS = 16384
@@ -36,6 +36,9 @@ MAX_SINGLE_BLOCK_COLS = 16384
 #: one 32-warp program per SM keeps the rows in flight few enough for the reverse pass to hit L2).
 LOOP_BLOCK = 16384
 LOOP_BLOCK_BWD = 32768
+#: Widest row segment a cooperative program keeps in registers (forward; the backward holds y and dy).
+COOP_SEGMENT = 16384
+COOP_SEGMENT_BWD = 8192
 
 
 @triton.jit
@@ -149,6 +152,139 @@ def _softmax_bwd_looped_kernel(
         tl.store(dx_row + start + cols, dx, mask=mask, eviction_policy="evict_first")
 
 
+@triton.jit
+def _wait_for_segments(cnt_ptr, row, SEGS: tl.constexpr, max_spin):
+    """Announce this segment's partials for ``row`` and wait (at most ``max_spin`` polls) for the rest.
+
+    The barrier orders every thread's partial stores before the release; the acquire poll orders the
+    partner partials before the loads that follow. Returns True when all ``SEGS`` arrived.
+    """
+    tl.debug_barrier()
+    tl.atomic_add(cnt_ptr + row, 1, sem="release")
+    cnt = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
+    spins = 0
+    while (cnt < SEGS) & (spins < max_spin):
+        cnt = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
+        spins += 1
+    return cnt >= SEGS
+
+
+@triton.jit
+def _softmax_fwd_coop_kernel(
+    x_ptr, y_ptr, cnt_ptr, part_ptr, n_rows, n_cols, x_stride, y_stride, seg_len, max_spin,
+    SEGS: tl.constexpr, BLOCK_N: tl.constexpr, FB_BLOCK: tl.constexpr,
+):  # fmt: skip
+    # Program p owns segment p % SEGS of rows p // SEGS, p // SEGS + G, ...: the SEGS programs of a group
+    # walk the same rows in step, keep their segment in registers, and trade (max, sum) through memory,
+    # so x is read from DRAM once. A program that waits too long (partners not resident, or the
+    # interpreter running programs one by one) computes the row statistics itself instead.
+    pid = tl.program_id(0)
+    seg = pid % SEGS
+    n_groups = tl.num_programs(0) // SEGS
+    offs = tl.arange(0, BLOCK_N)
+    cols = seg * seg_len + offs
+    cmask = (offs < seg_len) & (cols < n_cols)
+    neg_inf = -float("inf")
+    first = pid // SEGS
+    # Scalar conditions are broadcast explicitly (offs * 0 + ...): the interpreter needs vector masks.
+    first_ok = cmask & (offs * 0 + first < n_rows)
+    x_next = tl.load(x_ptr + first.to(tl.int64) * x_stride + cols, mask=first_ok, other=neg_inf)
+    # Every group runs cdiv(n_rows, G) rows; rows past the end are phantoms: loads and stores masked,
+    # their sync on spare counters (the buffers have n_rows + G rows).
+    for base in range(0, n_rows, n_groups):
+        row = base + first
+        x = x_next.to(tl.float32)
+        nrow = row + n_groups  # issue the next row's loads before waiting on partners
+        row_ok = offs * 0 + row < n_rows
+        next_ok = cmask & (offs * 0 + nrow < n_rows)
+        x_next = tl.load(x_ptr + nrow.to(tl.int64) * x_stride + cols, mask=next_ok, other=neg_inf)
+        m_loc = tl.max(x, axis=0)
+        s_loc = tl.sum(tl.exp(x - tl.where(m_loc == neg_inf, 0.0, m_loc)), axis=0)
+        tl.store(part_ptr + (row * SEGS + seg) * 2, m_loc)
+        tl.store(part_ptr + (row * SEGS + seg) * 2 + 1, s_loc)
+        x_row = x_ptr + row.to(tl.int64) * x_stride
+        if _wait_for_segments(cnt_ptr, row, SEGS, max_spin):
+            idx = (row * SEGS + tl.arange(0, SEGS)) * 2
+            ms = tl.load(part_ptr + idx, cache_modifier=".cg")
+            m_all = tl.max(ms, axis=0)
+            s_all = tl.sum(tl.load(part_ptr + idx + 1, cache_modifier=".cg") * tl.exp(ms - m_all), axis=0)
+        else:
+            fb = tl.arange(0, FB_BLOCK)  # a narrow chunk: the segment and its prefetch stay in registers
+            fb_ok = fb * 0 + row < n_rows
+            m_all = tl.max(tl.full([FB_BLOCK], neg_inf, tl.float32), axis=0)
+            s_vec = tl.zeros([FB_BLOCK], tl.float32)
+            for start in range(0, n_cols, FB_BLOCK):
+                xc = tl.load(x_row + start + fb, mask=(start + fb < n_cols) & fb_ok, other=neg_inf)
+                xc = xc.to(tl.float32)
+                m_new = tl.maximum(m_all, tl.max(xc, axis=0))
+                m_safe = tl.where(m_new == neg_inf, 0.0, m_new)
+                s_vec = s_vec * tl.exp(m_all - m_safe) + tl.exp(xc - m_safe)
+                m_all = m_new
+            s_all = tl.sum(s_vec, axis=0)
+        y = tl.exp(x - m_all) * (1.0 / s_all)
+        tl.store(y_ptr + row.to(tl.int64) * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=cmask & row_ok)
+
+
+@triton.jit
+def _softmax_bwd_coop_kernel(
+    dy_ptr, y_ptr, dx_ptr, cnt_ptr, part_ptr, n_rows, n_cols, dy_stride, y_stride, dx_stride, seg_len, max_spin,
+    SEGS: tl.constexpr, BLOCK_N: tl.constexpr, FB_BLOCK: tl.constexpr,
+):  # fmt: skip
+    # Same partition as the forward; the partial traded is sum(y * dy) over the segment.
+    pid = tl.program_id(0)
+    seg = pid % SEGS
+    n_groups = tl.num_programs(0) // SEGS
+    offs = tl.arange(0, BLOCK_N)
+    cols = seg * seg_len + offs
+    cmask = (offs < seg_len) & (cols < n_cols)
+    first = pid // SEGS
+    fmask = cmask & (offs * 0 + first < n_rows)  # scalar conditions broadcast explicitly (interpreter)
+    y_next = tl.load(y_ptr + first.to(tl.int64) * y_stride + cols, mask=fmask, other=0.0)
+    dy_next = tl.load(dy_ptr + first.to(tl.int64) * dy_stride + cols, mask=fmask, other=0.0)
+    for base in range(0, n_rows, n_groups):  # phantom rows past the end as in the forward
+        row = base + first
+        y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
+        nrow = row + n_groups
+        nmask = cmask & (offs * 0 + nrow < n_rows)
+        y_next = tl.load(y_ptr + nrow.to(tl.int64) * y_stride + cols, mask=nmask, other=0.0)
+        dy_next = tl.load(dy_ptr + nrow.to(tl.int64) * dy_stride + cols, mask=nmask, other=0.0)
+        tl.store(part_ptr + row * SEGS + seg, tl.sum(y * dy, axis=0))
+        if _wait_for_segments(cnt_ptr, row, SEGS, max_spin):
+            dot = tl.sum(tl.load(part_ptr + row * SEGS + tl.arange(0, SEGS), cache_modifier=".cg"), axis=0)
+        else:
+            fb = tl.arange(0, FB_BLOCK)
+            acc = tl.zeros([FB_BLOCK], tl.float32)
+            for start in range(0, n_cols, FB_BLOCK):
+                m = (start + fb < n_cols) & (fb * 0 + row < n_rows)
+                yc = tl.load(y_ptr + row.to(tl.int64) * y_stride + start + fb, mask=m, other=0.0).to(tl.float32)
+                dyc = tl.load(dy_ptr + row.to(tl.int64) * dy_stride + start + fb, mask=m, other=0.0).to(tl.float32)
+                acc += yc * dyc
+            dot = tl.sum(acc, axis=0)
+        dx = (y * (dy - dot)).to(dx_ptr.dtype.element_ty)
+        tl.store(dx_ptr + row.to(tl.int64) * dx_stride + cols, dx, mask=cmask & (offs * 0 + row < n_rows))
+
+
+def _coop_plan(n_rows: int, n_cols: int, t: torch.Tensor, seg_block: int) -> tuple[int, int, int, int]:
+    """``(grid, SEGS, seg_len, BLOCK_N)``: segments of at most ``seg_block`` columns, a power-of-two
+    count of them per row, and at most one 32-warp program per SM so all programs are resident."""
+    segs = triton.next_power_of_2(triton.cdiv(n_cols, seg_block))
+    seg_len = triton.cdiv(triton.cdiv(n_cols, segs), 16) * 16  # 16-element multiple keeps 16-byte vectors
+    groups = max(min(sm_count(t) // segs, n_rows), 1)
+    return groups * segs, segs, seg_len, triton.next_power_of_2(seg_len)
+
+
+def _coop_buffers(rows: int, segs: int, per_seg: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zeroed arrival counters and the fp32 partials of the cooperative path (``rows`` with phantoms)."""
+    cnt = torch.zeros(rows, dtype=torch.int32, device=device)
+    return cnt, torch.empty(rows * segs * per_seg, dtype=torch.float32, device=device)
+
+
+def _max_spin() -> int:
+    """Polls before a cooperative program stops waiting and computes the row statistics itself: none
+    under the interpreter (programs run one after another), 16k on a GPU (far beyond a normal wait)."""
+    return 0 if interpreting() else 1 << 14
+
+
 def _plan(n_cols: int, elem_bytes: int, max_single: int, loop_block: int, block_m, num_warps):
     """``(looped, BLOCK_M, BLOCK_N, num_warps)`` for a row width."""
     if n_cols <= max_single:
@@ -168,13 +304,24 @@ def softmax_forward(
     num_warps: int | None = None,
     maxnreg: int | None = None,
     prefetch: bool = True,
+    coop: bool = False,
+    coop_segment: int = COOP_SEGMENT,
 ) -> torch.Tensor:
-    """Softmax over the last dimension of ``x`` (any leading shape)."""
+    """Softmax over the last dimension of ``x`` (any leading shape).
+
+    ``coop=True`` takes the cooperative split-row path for rows wider than ``max_single_block``."""
     x2 = check_rows(x, "softmax input", max_cols=None)
     n_rows, n_cols = x2.shape
     y2 = torch.empty_like(x2)
     looped, bm, bn, nw = _plan(n_cols, x2.element_size(), max_single_block, loop_block, block_m, num_warps)
-    if looped:
+    if looped and coop:
+        grid, segs, seg_len, bn = _coop_plan(n_rows, n_cols, x2, coop_segment)
+        cnt, part = _coop_buffers(n_rows + grid // segs, segs, 2, x2.device)
+        _softmax_fwd_coop_kernel[(grid,)](
+            x2, y2, cnt, part, n_rows, n_cols, x2.stride(0), y2.stride(0), seg_len, _max_spin(),
+            SEGS=segs, BLOCK_N=bn, FB_BLOCK=min(bn, 2048), num_warps=num_warps or 32,
+        )  # fmt: skip
+    elif looped:
         _softmax_fwd_looped_kernel[(n_rows,)](
             x2, y2, n_cols, x2.stride(0), y2.stride(0), PREFETCH=prefetch, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg
         )
@@ -195,6 +342,8 @@ def softmax_backward(
     num_warps: int | None = None,
     maxnreg: int | None = None,
     prefetch: bool = True,
+    coop: bool = False,
+    coop_segment: int = COOP_SEGMENT_BWD,
 ) -> torch.Tensor:
     """Gradient of softmax: ``dx = y * (dy - sum(y * dy))`` over the last dimension."""
     y2 = check_rows(y, "softmax saved output", max_cols=None)
@@ -202,7 +351,14 @@ def softmax_backward(
     n_rows, n_cols = y2.shape
     dx2 = torch.empty_like(y2)
     looped, bm, bn, nw = _plan(n_cols, y2.element_size(), max_single_block, loop_block, block_m, num_warps)
-    if looped:
+    if looped and coop:
+        grid, segs, seg_len, bn = _coop_plan(n_rows, n_cols, y2, coop_segment)
+        cnt, part = _coop_buffers(n_rows + grid // segs, segs, 1, y2.device)
+        _softmax_bwd_coop_kernel[(grid,)](
+            dy2, y2, dx2, cnt, part, n_rows, n_cols, dy2.stride(0), y2.stride(0), dx2.stride(0), seg_len,
+            _max_spin(), SEGS=segs, BLOCK_N=bn, FB_BLOCK=min(bn, 2048), num_warps=num_warps or 32,
+        )  # fmt: skip
+    elif looped:
         _softmax_bwd_looped_kernel[(n_rows,)](
             dy2, y2, dx2, n_cols, dy2.stride(0), y2.stride(0), dx2.stride(0),
             PREFETCH=prefetch, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
