@@ -254,6 +254,20 @@ class Run:
             torch.cuda.synchronize(self.device)
         return host
 
+    def heat(self, seconds: float = 0.3) -> None:
+        """Run bf16 GEMMs for a while, so that what follows (autotuning, which times configs one after
+        another) starts at the power-capped steady state instead of favouring whatever runs first."""
+        if self.device.type != "cuda":
+            return
+        if not hasattr(self, "_heat_ab"):
+            self._heat_ab = [torch.randn(8192, 8192, device=self.device, dtype=torch.bfloat16) for _ in range(2)]
+        a, b = self._heat_ab
+        t0 = time.time()
+        while time.time() - t0 < seconds:
+            for _ in range(20):
+                torch.mm(a, b)
+            torch.cuda.synchronize(self.device)
+
     def interleave(self, fns: dict[str, Any], pool, trials: int, reps: int) -> dict[str, dict[str, Any]]:
         """Time callables in round-robin trials (A B C, C B A, A B C, ...), so power-cap throttling and
         clock drift hit them alike; per name: the median of the trial medians, their spread, the trials."""
@@ -297,6 +311,7 @@ class Run:
         del torch_out
         rows: dict[str, dict[str, Any]] = {}
         fns: dict[str, Any] = {}
+        self.heat()
         for name, fn, with_res in variants:  # correctness first (also compiles and autotunes)
             if self.left() < (25 if "compile" in name else 3):
                 self.doc["skipped"].append({"shape": [M, N, K], "variant": name, "why": "time budget"})
@@ -316,6 +331,7 @@ class Run:
             except Exception as e:  # noqa: BLE001 - a failing variant is a row with its error
                 row["error"] = f"{type(e).__name__}: {str(e)[:400]}"
                 row["traceback"] = traceback.format_exc()[-2000:]
+        self.heat()
         timings = self.interleave(fns, pool, self.args.trials, self.args.reps)
         for name, row in rows.items():
             t = timings.get(name, {})
@@ -366,6 +382,7 @@ class Run:
                     fns[name] = lambda x, w, r, cfg=cfg: G.gemm(x, w, residual=r, config=cfg)
                 except Exception as e:  # noqa: BLE001
                     row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            self.heat()
             timings = self.interleave(fns, pool, self.args.sweep_trials, max(self.args.reps // 2, 5))
             base = timings["cuBLAS addmm"].get("median_ms")
             mm = timings["cuBLAS mm"].get("median_ms")
