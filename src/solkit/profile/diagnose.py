@@ -297,8 +297,12 @@ def diagnose_target(
     ceilings: Any | None = None,
     sm_count: int | None = None,
     telemetry: dict[str, Any] | None = None,
+    model_unfused_bytes: float | None = None,
 ) -> dict[str, Any]:
-    """Everything known about one target: model vs counters, SOL fraction, tier, findings."""
+    """Everything known about one target: model vs counters, SOL fraction, tier, findings.
+
+    ``model_unfused_bytes`` (what op-by-op execution moves) refines the excess-traffic advice: DRAM
+    bytes near it mean unfused intermediates; beyond it, kernels also re-read their own data."""
     model_flops = {u: f for u, f in (model_flops or {}).items() if f}
     gemm = any(u.endswith("_tensor") for u in model_flops)
     per_kernel = [diagnose_kernel(k, sm_count, gemm_expected=gemm) for k in kernels]
@@ -307,6 +311,7 @@ def diagnose_target(
     total_dram = _sum([kd["dram_bytes"] for kd in per_kernel])
     out["dram_bytes"] = total_dram
     out["model_bytes"] = model_bytes
+    out["model_unfused_bytes"] = model_unfused_bytes
     out["dram_vs_model"] = total_dram / model_bytes if total_dram is not None and model_bytes else None
     total_tensor = _sum([kd["tensor_flops"] for kd in per_kernel])
     model_total = sum(model_flops.values())
@@ -337,6 +342,12 @@ def diagnose_target(
                 else "the kernel re-reads its inputs (tiles not reused, or the reduction reloads rows): "
                 "keep data on chip"
             )
+            if model_unfused_bytes and total_dram is not None and total_dram > 1.2 * model_unfused_bytes:
+                why += (
+                    f"; it even exceeds the op-by-op model ({total_dram / model_unfused_bytes:.2f}x its "
+                    f"{model_unfused_bytes / 1e6:.0f} MB), so kernels also re-read their own data (operand tiles "
+                    "re-fetched, or multi-pass reductions over rows larger than on-chip memory)"
+                )
             findings.append(
                 Finding("excess_dram_traffic", "high", f"DRAM traffic {ratio:.2f}x the fused-bytes model: {why}")
             )

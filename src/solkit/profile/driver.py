@@ -251,6 +251,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                     kind=target.kind,
                     model_bytes=target.model_bytes,
                     model_flops=target.model_flops,
+                    model_unfused_bytes=target.model_unfused_bytes,
+                    model_source=target.model_source,
                     notes=target.notes,
                     ok=True,
                 )

@@ -167,6 +167,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         model = f"model: {_f(d.get('model_bytes'), 1, 'B')} fused bytes"
         if d.get("model_flops"):
             model += ", " + ", ".join(f"{_f(v, 1, 'FLOP')} {u}" for u, v in d["model_flops"].items())
+        if d.get("model_unfused_bytes"):
+            model += f" ({_f(d['model_unfused_bytes'], 1, 'B')} op by op)"
         out.append(f"- {model}; measured DRAM {_f(d.get('dram_bytes'), 1, 'B')}")
         if sol.get("t_sol_ms") is not None:
             out.append(

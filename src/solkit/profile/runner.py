@@ -307,6 +307,7 @@ def assemble(
             mine,
             model_bytes=t.get("model_bytes"),
             model_flops=t.get("model_flops"),
+            model_unfused_bytes=t.get("model_unfused_bytes"),
             t_measured_s=t_s,
             ceilings=ceilings,
             sm_count=gpu.get("sm_count"),
@@ -333,6 +334,7 @@ def rebuild(work_dir: str | Path) -> dict[str, Any]:
         raise SolkitError(f"{work}: no time_spec.json or ncu_spec.json; not a solkit profile work directory")
     previous = _read_json(work / "profile.json") or {}
     timed = _read_json(work / "time_result.json") or _read_json(work / "ncu_result.json") or {"targets": []}
+    _fill_unfused(timed, spec["targets"])
     kernels: list[ncu_mod.KernelMetrics] = []
     raw = work / "ncu_raw.csv"
     if raw.exists():
@@ -358,6 +360,25 @@ def rebuild(work_dir: str | Path) -> dict[str, Any]:
         arch = match_spec(gpu["name"], gpu.get("sm_count"))
         ceilings = spec_ceilings(arch.id) if arch is not None else None
     return assemble(report, spec["targets"], timed, kernels, ceilings)
+
+
+def _fill_unfused(timed: dict[str, Any], targets: list[dict]) -> None:
+    """Runs recorded before the op-by-op byte model existed: add it (meta tensors, no GPU) when the
+    problem directory is still there. Recorded values are never replaced."""
+    where = {t["label"]: t for t in targets}
+    for entry in timed.get("targets", []):
+        t = where.get(entry.get("label"))
+        if t is None or entry.get("model_unfused_bytes") or not Path(t["problem_dir"]).is_dir():
+            continue
+        try:
+            from solkit.problems.loader import load_problem
+            from solkit.sol.analysis import analyze_workload
+
+            problem = load_problem(t["problem_dir"])
+            wl = next(w for w in problem.workloads if w.uuid == entry.get("workload"))
+            entry["model_unfused_bytes"] = float(analyze_workload(problem, wl).analysis.unfused_bytes)
+        except Exception:  # a moved problem or an older analysis: the report just lacks this line
+            continue
 
 
 def _attribute_missing(kernels: list[ncu_mod.KernelMetrics], timed: dict | None, targets: list[dict]) -> None:

@@ -4,9 +4,10 @@ Loading uses :mod:`solkit.problems.loader` (definition, workloads, axes, referen
 :class:`solkit.harness.inputs.InputFactory` (the harness's inputs, trial 0, seed 200) when they are
 importable, and otherwise a minimal reader of the SOL-ExecBench format.
 
-The *model* of the work (fused bytes: inputs read once, outputs
-written once; FLOPs: counted on the reference by ``torch.utils.flop_counter`` for matmul-like ops)
-is what the measured counters are compared with.
+The *model* of the work is what the measured counters are compared with: FLOPs by math unit, fused
+bytes (inputs read once, outputs written once) and op-by-op bytes from :mod:`solkit.sol.analysis`
+(the same T_SOL as ``solkit analyze``); without it, fused bytes from the definition's shapes and
+matmul FLOPs from ``torch.utils.flop_counter``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Target:
     model_bytes: float
     model_flops: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    model_unfused_bytes: float | None = None  # what op-by-op execution moves (solkit.sol.analysis)
+    model_source: str = "profile"
 
 
 def _read_json(path: Path) -> Any:
@@ -275,6 +278,7 @@ def load_target(
     definition, workloads = read_problem(problem_dir)
     workload = pick_workload(workloads, workload_uuid, str(problem_dir))
     notes: list[str] = []
+    analysis = None
     try:  # the shared loader and input factory, so profiled inputs match the harness's
         from solkit.harness.inputs import InputFactory
         from solkit.problems.loader import load_problem
@@ -284,6 +288,7 @@ def load_target(
         axes = problem.resolve_axes(shared_wl)
         inputs = list(InputFactory(problem, device, seed=seed).generate(shared_wl, 0).values())
         ref = problem.reference_fn()
+        analysis = _shared_analysis(problem, shared_wl, notes)
     except ImportError:  # a tree without solkit.problems / solkit.harness.inputs: the minimal reader
         axes = resolve_axes(definition, workload)
         inputs = build_inputs(definition, workload, axes, device, seed)
@@ -305,10 +310,13 @@ def load_target(
         else:
             fn, args = sol_fn, tuple(inputs)
     flops: dict[str, float] = {}
-    try:
-        flops = count_model_flops(ref, tuple(inputs))
-    except Exception as exc:  # the counter is a model aid, never a reason to fail the profile
-        notes.append(f"FLOP count unavailable: {type(exc).__name__}: {exc}")
+    if analysis is not None:
+        flops = {u: float(f) for u, f in analysis.flops.items() if f}
+    else:
+        try:
+            flops = count_model_flops(ref, tuple(inputs))
+        except Exception as exc:  # the counter is a model aid, never a reason to fail the profile
+            notes.append(f"FLOP count unavailable: {type(exc).__name__}: {exc}")
     return Target(
         label=label or f"{definition['name']}.{name}",
         problem=definition["name"],
@@ -316,7 +324,24 @@ def load_target(
         kind=kind,
         fn=fn,
         args=args,
-        model_bytes=fused_bytes(definition, axes),
+        model_bytes=float(analysis.fused_bytes) if analysis is not None else fused_bytes(definition, axes),
         model_flops=flops,
         notes=notes,
+        model_unfused_bytes=float(analysis.unfused_bytes) if analysis is not None else None,
+        model_source="solkit.sol.analysis" if analysis is not None else "profile (definition shapes, FlopCounterMode)",
     )
+
+
+def _shared_analysis(problem: Any, workload: Any, notes: list[str]) -> Any | None:
+    """solkit's SOL analysis of the reference (FLOPs by unit, fused and op-by-op bytes; declared
+    counts win), so the profile's T_SOL is the one ``solkit analyze`` and ``solkit bench`` use."""
+    try:
+        from solkit.sol.analysis import analyze_workload
+
+        analysis = analyze_workload(problem, workload).analysis
+    except Exception as exc:  # ImportError in older trees, or a reference the tracer cannot follow
+        notes.append(f"solkit.sol.analysis unavailable ({type(exc).__name__}: {exc}); counted here instead")
+        return None
+    if analysis.uncounted:
+        notes.append(f"FLOPs of {', '.join(analysis.uncounted)} not counted by the analysis")
+    return analysis
