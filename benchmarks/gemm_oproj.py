@@ -506,6 +506,7 @@ def main() -> int:
         default="none",
         help="time every candidate config of gemm_configs.yaml before or after the table (or alone)",
     )
+    p.add_argument("--sweep-scope", choices=["all", "seed"], default="all", help="shapes the trailing sweep covers")
     p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile row")
     p.add_argument(
         "--compile-all", action="store_true", help="torch.compile at every prefill shape, not only the seed's"
@@ -547,8 +548,12 @@ def main() -> int:
         for M, N, K in prefill if args.compile_all else [s for s in prefill if s == SEED_SHAPE]:
             run.shape(M, N, K, decode=False, only="torch.compile")
     if args.sweep == "last":
-        run.sweep(prefill, "prefill")
-        run.sweep(decode, "decode")
+        if args.sweep_scope == "seed":  # the seed's shape and two decode shapes: what fits a short job
+            run.sweep([s for s in prefill if s == SEED_SHAPE] or prefill[:1], "prefill")
+            run.sweep([s for s in decode if s in ((1, 4096, 4096), (16, 8192, 8192))] or decode[:1], "decode")
+        else:
+            run.sweep(prefill, "prefill")
+            run.sweep(decode, "decode")
     if run.device.type == "cuda":
         run.gpu_state("end")
     run.doc["wall_s"] = time.time() - run.t0
