@@ -131,6 +131,7 @@ def _subprocess_env(cpu: bool = False) -> dict[str, str]:
 def _run_driver(spec: dict, workdir: Path, name: str, timeout_s: float) -> tuple[dict | None, str]:
     spec_path, result_path = workdir / f"{name}_spec.json", workdir / f"{name}_result.json"
     spec_path.write_text(json.dumps(spec))
+    result_path.unlink(missing_ok=True)  # never read a previous run's result
     argv = [sys.executable, "-m", "solkit.profile.driver", str(spec_path), str(result_path)]
     try:
         env = _subprocess_env(cpu=spec.get("device") == "cpu")
@@ -239,6 +240,7 @@ def profile(
             spec = {"mode": "ncu", "device": device, "warmup": 3, "targets": targets}
             spec_path, result_path = work / "ncu_spec.json", work / "ncu_result.json"
             spec_path.write_text(json.dumps(spec))
+            result_path.unlink(missing_ok=True)
             argv = [sys.executable, "-m", "solkit.profile.driver", str(spec_path), str(result_path)]
             run = ncu_mod.run_ncu(argv, work, timeout_s=timeout_s, env=_subprocess_env(), ncu=exe)
             kernels = run.kernels
