@@ -25,6 +25,9 @@ Bytes per call, ``T`` rows x ``V`` classes, ``b`` bytes per logit:
   the rows in flight take ~132 x 256 KB = 33 MB of the 50 MB L2 at V = 128256 bf16), so DRAM traffic
   is between ``2·b·T·V`` and ``3·b·T·V`` depending on the L2 hit rate. Both sweeps prefetch the next
   blocks with cp.async (``tl.range(num_stages=...)``) to keep enough bytes in flight per SM.
+  With ``split > 1`` (see :data:`CE_CONFIG`), ``split`` programs share a row, one column chunk each,
+  and meet on a per-row counter to combine their partial statistics: the chunk each re-reads is
+  ``V/split`` wide, so the working set in flight shrinks by ``split`` and the re-read stays in L2.
 * forward only (no grad): one read, ``b·T·V``.
 * backward with ``grad_output == 1``: ~0 bytes; otherwise ``2·b·T·V`` (a read and write of the grad).
 """
