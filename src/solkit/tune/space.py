@@ -227,6 +227,26 @@ class Space:
                     out.append(cfg)
         return out
 
+    def neighbors2(self, config: Mapping[str, Any]) -> list[Config]:
+        """Valid configs one step away in exactly two parameters (e.g. 256x128 -> 128x256 tiles)."""
+        base = self.coords(config)
+        out: list[Config] = []
+        for a, b in itertools.combinations(range(len(self.names)), 2):
+            for da in (-1, 1):
+                for db in (-1, 1):
+                    cand = list(base)
+                    cand[a] += da
+                    cand[b] += db
+                    if not (
+                        0 <= cand[a] < len(self.params[self.names[a]])
+                        and 0 <= cand[b] < len(self.params[self.names[b]])
+                    ):
+                        continue
+                    cfg = self.from_coords(cand)
+                    if self.check(cfg) is None:
+                        out.append(cfg)
+        return out
+
     def split(self, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """(constexpr meta-parameters, launch options) of a config."""
         meta = {k: v for k, v in config.items() if k not in self.LAUNCH_OPTIONS}

@@ -92,6 +92,11 @@ class Strategy:
         return [self.index[config_key(c)] for c in self.space.neighbors(self.configs[i], radius)
                 if config_key(c) in self.index]  # fmt: skip
 
+    def _neighbors2(self, i: int) -> list[int]:
+        return [
+            self.index[config_key(c)] for c in self.space.neighbors2(self.configs[i]) if config_key(c) in self.index
+        ]
+
     def ask(self, n: int) -> list[Config]:
         raise NotImplementedError
 
@@ -223,7 +228,8 @@ class UCBBandit(Strategy):
     """Factorised UCB over parameter values (the "RL" strategy: a bandit per parameter).
 
     Each (parameter, value) arm keeps the rewards of the configs that used it; the reward of a
-    config is its speed relative to the best seen so far (0 if it failed). A config's score is the
+    config is its speed relative to the best seen so far, squared (``sharpness``: it separates the
+    near-best from the merely good), 0 if it failed. A config's score is the
     mean over its parameters of ``mean reward + c·sqrt(ln N / n)`` and the best-scoring unmeasured
     config is asked next. A :class:`Prior` seeds every arm with ``prior_weight`` pseudo-observations
     of the mean relative speed that value had on earlier shapes (warm start).
@@ -232,9 +238,10 @@ class UCBBandit(Strategy):
     name = "bandit"
     batch = 4
 
-    def __init__(self, space, seed=0, prior=None, c: float = 0.35, prior_weight: float = 3.0, init: int = 4):
+    def __init__(self, space, seed=0, prior=None, c: float = 0.6, prior_weight: float = 3.0, init: int = 4,
+                 sharpness: float = 2.0):  # fmt: skip
         super().__init__(space, seed, prior)
-        self.c, self.prior_weight, self.init = c, prior_weight, init
+        self.c, self.prior_weight, self.init, self.sharpness = c, prior_weight, init, sharpness
         names = space.names
         self.coords = np.array([space.coords(cfg) for cfg in self.configs], dtype=np.int64).reshape(-1, len(names))
         self.sizes = [len(space.params[k]) for k in names]
@@ -261,21 +268,28 @@ class UCBBandit(Strategy):
         measured = list(self.times)
         if len(measured) < self.init and not self.prior:
             return self._take(self.rng.sample(list(fresh), min(n, self.init - len(measured), fresh.size)))
-        _, best_t = self._best()
-        total = len(measured) + 1
-        score = np.zeros(fresh.size)
-        for d, _size in enumerate(self.sizes):
-            s, cnt = self.prior_sum[d].copy(), self.prior_n[d].copy()
-            for i in measured:
-                t = self.times[i]
-                s[self.coords[i, d]] += (best_t / t) if t else 0.0
-                cnt[self.coords[i, d]] += 1
-            mean = np.where(cnt > 0, s / np.maximum(cnt, 1e-9), 1.0)  # optimistic for untried arms
-            bonus = self.c * np.sqrt(math.log(total + 1) / np.maximum(cnt, 1e-9))
-            score += (mean + np.minimum(bonus, 1.0))[self.coords[fresh, d]]
+        score = self.scores(fresh)
         score += 1e-6 * np.array([self.rng.random() for _ in range(fresh.size)])  # random tie-break
         order = fresh[np.argsort(-score)]
         return self._take(list(order[:n]))
+
+    def scores(self, idx: np.ndarray, c: float | None = None) -> np.ndarray:
+        """Mean over parameters of each arm's mean reward plus its exploration bonus (``c``)."""
+        c = self.c if c is None else c
+        measured = list(self.times)
+        _, best_t = self._best()
+        total = len(measured) + 1
+        score = np.zeros(len(idx))
+        for d in range(len(self.sizes)):
+            s, cnt = self.prior_sum[d].copy(), self.prior_n[d].copy()
+            for i in measured:
+                t = self.times[i]
+                s[self.coords[i, d]] += (best_t / t) ** self.sharpness if t else 0.0
+                cnt[self.coords[i, d]] += 1
+            mean = np.where(cnt > 0, s / np.maximum(cnt, 1e-9), 1.0)  # optimistic for untried arms
+            bonus = c * np.sqrt(math.log(total + 1) / np.maximum(cnt, 1e-9))
+            score += (mean + np.minimum(bonus, 1.0))[self.coords[idx, d]]
+        return score / len(self.sizes)
 
 
 class TPE(Strategy):
@@ -327,23 +341,33 @@ class TPE(Strategy):
 
 
 class Guided(Strategy):
-    """The default: a surrogate-guided batch search with local refinement.
+    """The default: factorised-bandit exploration plus local refinement around the incumbents.
 
-    1. Start with ``init`` configs: the best of earlier shapes when a :class:`Prior` is given,
-       otherwise a space-filling sample (greedy max-min distance on the value-index grid).
-    2. Then, per batch, fit a Bayesian ridge model of log-time on one-hot parameter values, their
-       pairwise products and ordinal trends (failed configs count as much slower than the worst
-       seen), and ask (a) the unmeasured configs with the lowest lower-confidence bound and
-       (b) the unmeasured ±1 neighbours of the incumbents that the model ranks best.
+    1. Start with ``init`` configs: a space-filling sample (greedy max-min distance on the
+       value-index grid); with a :class:`Prior`, half of them are the best configs of earlier shapes.
+    2. Then, per batch, ask (a) ``local_share`` of the batch among the unmeasured neighbours of the
+       ``top`` best configs (one step in one parameter, or in two at once, e.g. 256x128 -> 128x256
+       tiles), ranked by the factorised per-value mean reward, and (b) the rest by the factorised
+       UCB score over all unmeasured configs (the :class:`UCBBandit` model, exploration ``c``).
+
+    ``model="ridge"`` swaps the factorised statistics for a Bayesian ridge model of log-time on
+    one-hot values and their pairs (lower confidence bound); on the recorded GEMM sweeps it was no
+    better than random search (docs/tune.md), so it is not the default.
     """
 
     name = "guided"
     batch = 4
 
-    def __init__(self, space, seed=0, prior=None, init: int = 6, kappa: float = 1.0, ridge: float = 1.0,
-                 local_share: float = 0.5):  # fmt: skip
+    def __init__(self, space, seed=0, prior=None, init: int = 4, kappa: float = 1.0, ridge: float = 1.0,
+                 local_share: float = 0.5, pairs: bool = True, top: int = 2, model: str = "bandit",
+                 c: float = 0.6, prior_weight: float = 0.0, sharpness: float = 1.0):  # fmt: skip
         super().__init__(space, seed, prior)
         self.init, self.kappa, self.ridge, self.local_share = init, kappa, ridge, local_share
+        self.pairs, self.top, self.model = pairs, top, model
+        self._bandit = UCBBandit(
+            space, seed, prior if prior_weight > 0 else None, c=c, prior_weight=prior_weight, sharpness=sharpness
+        )
+        self._bandit.asked, self._bandit.times = self.asked, self.times  # shared bookkeeping
         self.initial_batch = init
         self.coords = np.array([space.coords(c) for c in self.configs], dtype=np.int64).reshape(len(self.configs), -1)
         self.features = _design(self.coords, [len(v) for v in space.params.values()])
@@ -386,15 +410,22 @@ class Guided(Strategy):
         valid = [self.times[i] for i in measured if self.times[i] is not None]
         if not valid:
             return self._take(self._spread(fresh, n))
-        worst = math.log(max(valid)) + 0.7
-        y = np.array([math.log(self.times[i]) if self.times[i] is not None else worst for i in measured])
-        mean, std = _bayes_ridge(self.features[measured], y, self.features[fresh], self.ridge)
-        lcb = mean - self.kappa * std
+        if self.model == "bandit":  # factorised per-value statistics (scores: higher is better)
+            fresh_arr = np.array(fresh)
+            mean = -self._bandit.scores(fresh_arr, c=0.0)
+            lcb = -self._bandit.scores(fresh_arr)
+        else:
+            worst = math.log(max(valid)) + 0.7
+            y = np.array([math.log(self.times[i]) if self.times[i] is not None else worst for i in measured])
+            mean, std = _bayes_ridge(self.features[measured], y, self.features[fresh], self.ridge)
+            lcb = mean - self.kappa * std
         picks: list[int] = []
         n_local = int(round(n * self.local_share))
         if n_local:
-            best_ids = sorted((t, i) for i, t in self.times.items() if t is not None)[:2]
+            best_ids = sorted((t, i) for i, t in self.times.items() if t is not None)[: self.top]
             local = {j for _, i in best_ids for j in self._neighbors(i) if j not in self.asked}
+            if self.pairs:
+                local |= {j for _, i in best_ids for j in self._neighbors2(i) if j not in self.asked}
             pos = {i: p for p, i in enumerate(fresh)}
             for j in sorted(local, key=lambda j: mean[pos[j]])[:n_local]:
                 picks.append(j)
