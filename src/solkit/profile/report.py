@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -217,13 +218,12 @@ def _html_table(columns: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+_NUMERIC = re.compile(r"^[-+]?[\d.,]+(\s?(%|×|[kKMGT]?B|[kKMGT]?FLOP))?$")
+
+
 def _is_num(s: Any) -> bool:
-    t = str(s).replace("%", "").replace("×", "").replace(",", "").split(" ")[0]
-    try:
-        float(t)
-        return True
-    except ValueError:
-        return False
+    """Right-align only cells that are a number with at most a unit, not prose starting with one."""
+    return bool(_NUMERIC.match(str(s).strip()))
 
 
 def to_html(report: dict[str, Any]) -> str:
@@ -245,9 +245,12 @@ def to_html(report: dict[str, Any]) -> str:
             parts.append(f"<p class=high>Failed: <code>{html.escape(str(t.get('error')))}</code></p>")
             continue
         sol = d.get("sol") or {}
-        items = [
-            f"model {_f(d.get('model_bytes'), 1, 'B')} fused bytes; measured DRAM {_f(d.get('dram_bytes'), 1, 'B')}"
-        ]
+        model = f"model {_f(d.get('model_bytes'), 1, 'B')} fused bytes"
+        if d.get("model_flops"):
+            model += ", " + ", ".join(f"{_f(v, 1, 'FLOP')} {u}" for u, v in d["model_flops"].items())
+        if d.get("model_unfused_bytes"):
+            model += f" ({_f(d['model_unfused_bytes'], 1, 'B')} op by op)"
+        items = [f"{model}; measured DRAM {_f(d.get('dram_bytes'), 1, 'B')}"]
         if sol.get("t_sol_ms") is not None:
             items.append(
                 f"T_SOL {sol['t_sol_ms']:.4f} ms ({sol['bound']}), T_measured {sol['t_measured_ms']:.4f} ms, "
