@@ -87,3 +87,14 @@ def test_html_is_well_formed(report):
     c = Check()
     c.feed(to_html(report))
     assert c.stack == []
+
+
+def test_rebuild_adds_the_op_by_op_model_from_the_suite(report):
+    by = {t["label"]: t["diagnosis"] for t in report["targets"]}
+    # eager RMSNorm moves about what op-by-op execution predicts; eager softmax moves more (re-reads)
+    eager = by["rmsnorm.reference"]
+    assert eager["model_unfused_bytes"] == pytest.approx(1.208e9, rel=1e-3)
+    assert 0.8 < eager["dram_bytes"] / eager["model_unfused_bytes"] < 1.0
+    softmax = by["softmax.reference"]
+    assert softmax["dram_bytes"] > 1.2 * softmax["model_unfused_bytes"]
+    assert "op-by-op" in softmax["findings"][0]["message"]
