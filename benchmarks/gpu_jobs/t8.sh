@@ -1,16 +1,14 @@
-# budget: 200
-# Issue 8 (solkit.tune), round 1: exhaustive sweeps of 11 kernel x shape tasks for the replay
-# benchmark, then (in the time left) one smoke run of the live tuner on GEMM 4096^3.
+# budget: 70
+# Issue 8 (solkit.tune), round 2: live tuning of GEMM bf16 4096^3 with solkit.tune's default strategy and
+# budget, then triton.autotune over the same 72-config list, then both winners re-timed with the
+# harness. Each side runs in a fresh process with its own empty Triton cache (cold compiles).
 set -u
 START=$(date +%s)
-export TRITON_CACHE_DIR=/tmp/t8_triton_cache   # cold compile cache: compile times are honest
-rm -rf "$TRITON_CACHE_DIR"
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
-python3 benchmarks/tune_sweeps.py --out "$OUT/sweeps" --time-limit 165 2>&1 | grep -v "RuntimeWarning\|output = op"
-LEFT=$(( 192 - ($(date +%s) - START) ))
-echo "sweeps done; ${LEFT}s left"
-if [ "$LEFT" -gt 25 ]; then
-  export TRITON_CACHE_DIR=/tmp/t8_live_ours && rm -rf "$TRITON_CACHE_DIR"
-  timeout "$LEFT" python3 benchmarks/tune_live.py ours --out "$OUT/live_smoke" --tag cold
-fi
-du -sh "$OUT"
+export TRITON_CACHE_DIR=/tmp/t8_live_ours && rm -rf "$TRITON_CACHE_DIR"
+timeout 28 python3 benchmarks/tune_live.py ours --out "$OUT/live" --tag cold
+echo "ours done at $(( $(date +%s) - START ))s"
+export TRITON_CACHE_DIR=/tmp/t8_live_triton && rm -rf "$TRITON_CACHE_DIR"
+LEFT=$(( 66 - ($(date +%s) - START) ))
+timeout "$LEFT" python3 benchmarks/tune_live.py triton --out "$OUT/live"
+echo "triton+compare done at $(( $(date +%s) - START ))s"
