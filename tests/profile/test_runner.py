@@ -283,3 +283,55 @@ def test_batch_labels_stay_unique(monkeypatch, tmp_path):
     assert [r["label"] for r in rows] == labels == seen["labels"]
     assert seen["timing"] is True  # one item has no time of its own
     assert seen["t"] == {labels[0]: 0.04, labels[1]: 0.01}
+
+
+FAKE_NCU_RUNS_DRIVER = r"""#!{python}
+import json, os, subprocess, sys
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("Version 2025.3.1.0"); sys.exit(0)
+if "--import" in args:
+    sys.stdout.write(open(os.environ["FAKE_NCU_CSV"]).read()); sys.exit(0)
+# run the real driver, but as a CPU "model" pass (this machine has no GPU to profile)
+spec_path, result_path = args[-2], args[-1]
+spec = json.load(open(spec_path))
+spec.update(mode="model", device="cpu")
+json.dump(spec, open(spec_path, "w"))
+subprocess.run([sys.executable, "-m", "solkit.profile.driver", spec_path, result_path], check=True)
+open(args[args.index("--export") + 1], "w").write("x")
+"""
+
+
+def test_bench_hook_ncu_only_path_uses_the_ncu_runs_model(tmp_path, monkeypatch):
+    """With the caller's time, only the ncu run happens; the model comes from its driver result."""
+    tiny = Path(__file__).parent / "problems" / "tiny_rmsnorm"
+    label = "rmsnorm_f32_h64.solution_torch"
+    csv_path = tmp_path / "fake.csv"
+    csv_path.write_text(
+        _csv(
+            [
+                (
+                    f"solkit:{label}",
+                    "rms_kernel",
+                    _k(dur=3000, sm=10, mem=20, dram=20, rd=1500, wr=1300, occ=30, regs=32, waves=0.1),
+                )
+            ]
+        )
+    )
+    exe = tmp_path / "ncu"
+    exe.write_text(FAKE_NCU_RUNS_DRIVER.format(python=sys.executable))
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("FAKE_NCU_CSV", str(csv_path))
+    monkeypatch.setenv("SOLKIT_NCU", str(exe))
+    monkeypatch.setattr(runner, "_gpu_info", lambda: {"available": True, "name": "NVIDIA H200", "sm_count": 132})
+    monkeypatch.setattr(runner, "_ceilings", lambda: (spec_ceilings("h200-sxm"), None, None))
+    called = []
+    monkeypatch.setattr(runner, "_run_driver", lambda *a, **k: called.append(a) or (None, "must not run"))
+    out = bench_hook.diagnose_for_bench(
+        tiny, solution=tiny / "solution_torch.py", t_measured_ms=0.004, out_dir=tmp_path / "w"
+    )
+    assert called == []  # no timing run, no model run: the ncu run's driver result had the model
+    assert out["label"] == label and out["n_kernels"] == 1 and out["degraded"] == []
+    d = out["report"]["diagnosis"]
+    assert d["model_bytes"] == (5 * 64 * 2 + 64) * 4 and d["dram_vs_model"] == pytest.approx(2800 / 2816)
+    assert d["sol"]["t_measured_ms"] == 0.004 and out["sol_fraction"] == pytest.approx(2816 / 4.8e12 / 4e-6)
