@@ -79,6 +79,7 @@ def main() -> int:
         }
         for la in lands
     ]
+    sweep_device = lands[0].header.get("device", {})
     meta = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -89,6 +90,8 @@ def main() -> int:
         "tasks": tasks,
         "default_strategy": DEFAULT_STRATEGY,
         "default_budget": DEFAULT_BUDGET,
+        "sweep_device": sweep_device,
+        "sweep_dates": sorted({la.header.get("date", "") for la in lands}),
     }
     payload = {
         "meta": meta,

@@ -75,3 +75,18 @@ def test_cli_cache_export_import(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("[]")
     assert main(["tune", "--cache-dir", str(tmp_path / "c"), "--cache-import", str(bad)]) == 2
+
+
+RECORDED = Path(__file__).parents[2] / "benchmarks" / "results" / "tune_sweeps"
+
+
+@pytest.mark.skipif(not RECORDED.is_dir(), reason="no recorded sweeps in this checkout")
+def test_recorded_h200_sweeps_replay_to_the_targets():
+    """CI replays the committed GPU sweeps: the default strategy and the bandit, a few seeds."""
+    lands = load_landscapes([RECORDED])
+    assert len(lands) >= 10
+    guided = replay(lands, "guided", 30, seeds=4, bootstrap=20)["summary"]
+    rnd = replay(lands, "random", 30, seeds=4, bootstrap=20)["summary"]
+    bandit = replay(lands, "bandit", 30, seeds=4, bootstrap=20)["summary"]
+    assert guided["geomean"][29] >= 0.95 and guided["p10"][29] >= 0.90
+    assert bandit["geomean"][29] > rnd["geomean"][29]
