@@ -136,7 +136,7 @@ def plot(results: dict, path: Path, n_tasks: int, seeds: int) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for ax, zoom in zip(axes, (False, True)):
         for label, res in results.items():
             s = res["summary"]
