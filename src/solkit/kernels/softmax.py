@@ -5,7 +5,7 @@ Math, per row ``x`` of ``N`` elements, fp32 arithmetic, one rounding of the outp
     m  = max(x),   s = sum(exp(x - m)),   y = exp(x - m) / s
     backward:  dx = y * (dy - sum(y * dy))
 
-Two paths:
+Three paths:
 
 * **single block** (``N`` up to :data:`MAX_SINGLE_BLOCK_COLS`): the whole row (``BLOCK_M`` rows for
   narrow ones) sits in registers; one read, one write;
@@ -13,8 +13,13 @@ Two paths:
   block reduction per chunk) and per-lane sums rescaled by it (``s <- s * exp(m_old - m_new) +
   exp(x - m_new)``, one exp per element); pass 2 walks the chunks in *reverse* order and writes
   ``exp(x - m) / s``. Both passes load the next chunk before working on the current one.
-  Reversing makes the chunks read last in pass 1 the first re-read in pass 2, so the re-read mostly
-  hits L2 and the DRAM traffic stays near one read. Backward does the same with ``sum(y * dy)``.
+  Reversing makes the chunks read last in pass 1 the first re-read in pass 2, so part of the re-read
+  hits L2; the rest is read from DRAM twice (with 128k-wide rows most of it, see docs/kernels/norms.md).
+  Backward does the same with ``sum(y * dy)``;
+* **cooperative** (wide rows, opt-in ``coop=True``): ``S`` resident programs split each row into
+  register-held segments and trade partial ``(max, sum)`` (backward: ``sum(y * dy)``) through a
+  small buffer and a per-row arrival counter (release atomic, acquire polls), so the row is read
+  once. Waits are bounded; a program whose partners do not arrive computes the statistics itself.
 
 Bytes per call (the minimum the benchmark scores against), ``M x N`` of ``e`` bytes:
 
