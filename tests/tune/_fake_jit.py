@@ -33,3 +33,35 @@ class _FakeJit:
 
 
 fake_kernel = _FakeJit()
+
+
+def make_fake_problem(n: int = 64):
+    """A CPU problem whose ``mode`` parameter picks how a config behaves when it runs
+    (for isolated-benchmarking tests; rebuilt in a child process from its ProblemRef)."""
+    import torch
+
+    from solkit.tune.engine import Problem, ProblemRef
+
+    def make_inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        return (torch.randn(n, generator=g) + 3.0, torch.empty(n))
+
+    def run(cfg, inputs):
+        x, y = inputs
+        mode = cfg["mode"]
+        if mode == "illegal":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        if mode == "exit":
+            os._exit(7)  # the process dies, as on a segfault
+        if mode == "hang":
+            time.sleep(600)
+        if mode == "wrong":
+            y.copy_(x * 3.0)
+            return y
+        time.sleep(0.0002 * cfg["work"])
+        torch.mul(x, 2.0, out=y)
+        return y
+
+    problem = Problem("fake_isolated", make_inputs, run, reference=lambda inp: inp[0].double() * 2, output_index=1)
+    problem.ref = ProblemRef(__file__, "make_fake_problem", (n,))
+    return problem

@@ -103,3 +103,21 @@ def test_compile_pool_survives_hangs_crashes_and_errors(monkeypatch):
         pool.close()
     assert got == {"ok": "ok", "oor": "out_of_resources", "error": "compile_error", "hang": "compile_timeout",
                    "crash": "worker_crash", "after": "ok"}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_isolated_benchmarking_survives_illegal_address_crash_and_hang():
+    """Each failure costs one evaluation: the configs after it are still measured."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _fake_jit
+
+    from solkit.tune.engine import BenchSettings
+
+    problem = _fake_jit.make_fake_problem()
+    sp = Space({"mode": ["good", "illegal", "exit", "hang", "wrong", "late"], "work": [1]})
+    settings = BenchSettings(reps=3, trials=1, run_timeout_s=1.0, isolate_slack_s=3.0)
+    res = tune(problem, sp, strategy="exhaustive", budget=10, pool=None, isolate=True, settings=settings)
+    got = {e["config"]["mode"]: e["status"] for e in res.evaluations}
+    assert got == {"good": "ok", "illegal": "illegal_address", "exit": "runtime_error", "hang": "timeout",
+                   "wrong": "wrong_result", "late": "ok"}  # fmt: skip
+    assert res.best["mode"] in ("good", "late")

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.tune.engine import CompileJob, Problem
+from solkit.tune.engine import CompileJob, Problem, ProblemRef
 from solkit.tune.space import Space, gemm_smem_bytes
 
 
@@ -208,6 +208,7 @@ def make_gemm_problem(M: int, N: int, K: int, dtype: torch.dtype = torch.bfloat1
         return CompileJob(_MOD, "matmul_kernel", mock, {**meta, **launch})
 
     return Problem(
+        ref=ProblemRef(_MOD, "make_gemm_problem", (M, N, K), {"dtype": dtype, "device": device}),
         name=f"gemm_{str(dtype).split('.')[-1]}_M{M}_N{N}_K{K}",
         make_inputs=make_inputs,
         run=run,
@@ -264,6 +265,7 @@ def _row_problem(kind: str, rows: int, cols: int, dtype: torch.dtype, device: st
         return CompileJob(_MOD, "softmax_kernel", (dtype, dtype, rows, cols, cols, cols), {**meta, **launch})
 
     return Problem(
+        ref=ProblemRef(_MOD, f"make_{kind}_problem", (rows, cols), {"dtype": dtype, "device": device}),
         name=f"{kind}_{str(dtype).split('.')[-1]}_{rows}x{cols}",
         make_inputs=make_inputs,
         run=run,
@@ -309,6 +311,7 @@ def make_cross_entropy_problem(
                           {**meta, **launch})  # fmt: skip
 
     return Problem(
+        ref=ProblemRef(_MOD, "make_cross_entropy_problem", (rows, vocab), {"dtype": dtype, "device": device}),
         name=f"cross_entropy_{str(dtype).split('.')[-1]}_{rows}x{vocab}",
         make_inputs=make_inputs,
         run=run,

@@ -31,6 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=25, help="replay: seeds per task (default %(default)s)")
     p.add_argument("--warm", action="store_true", help="replay: warm start from the other shapes of each kernel")
     p.add_argument("--workload", type=int, default=0, help="live: index of the workload to tune on")
+    p.add_argument(
+        "--isolate",
+        action="store_true",
+        help="live: benchmark in a restartable child process (survives illegal addresses and hangs)",
+    )
     p.add_argument("--cache-dir", default=None, help="tuning cache directory (default: user cache dir)")
     p.add_argument("--cache-export", metavar="FILE", help="write the whole tuning cache to FILE")
     p.add_argument("--cache-import", metavar="FILE", help="merge FILE into the tuning cache")
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     result = tune_solution(args.problem_dir, args.solution, strategy=args.strategy, budget=args.budget,
                            time_budget_s=args.time_budget, workload_index=args.workload,
-                           cache_dir=args.cache_dir)  # fmt: skip
+                           cache_dir=args.cache_dir, isolate=args.isolate)  # fmt: skip
     return _print_live(result, args.json)
 
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import importlib
+import importlib.util
 import math
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -55,6 +57,20 @@ class CompileJob:
     kwargs: dict
 
 
+@dataclass(frozen=True)
+class ProblemRef:
+    """How another process rebuilds a :class:`Problem`: ``module.factory(*args, **kwargs)``
+    (``module`` may be a ``.py`` file path). Needed for isolated benchmarking."""
+
+    module: str
+    factory: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def build(self) -> Problem:
+        return getattr(import_module_or_file(self.module), self.factory)(*self.args, **self.kwargs)
+
+
 @dataclass
 class Problem:
     """A kernel at one shape: how to build inputs, launch a config, and check its output."""
@@ -70,6 +86,8 @@ class Problem:
     fresh_check_inputs: bool = False
     compile_job: Callable[[Config], CompileJob] | None = None
     rel_tol: float = 2e-3
+    #: set when the problem can be rebuilt in another process (isolated benchmarking)
+    ref: ProblemRef | None = None
     flops: float = 0.0
     bytes_moved: float = 0.0
     meta: dict = field(default_factory=dict)
@@ -114,11 +132,30 @@ class BenchSettings:
     input_sets: int = 2
     #: wall seconds after which one launch counts as hung
     run_timeout_s: float = 10.0
+    #: isolated benchmarking: extra seconds a child gets per config beyond 3 x run_timeout_s
+    isolate_slack_s: float = 30.0
 
 
 # --------------------------------------------------------------------------- compile workers
+def import_module_or_file(module: str):
+    """Import ``module`` by name, or from a file path ending in ``.py`` (no dependence on sys.path)."""
+    if not module.endswith(".py"):
+        return importlib.import_module(module)
+
+    name = "solkit_tune_ext_" + str(abs(hash(module)) % 10**10)
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, module)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {module}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _resolve_jit(module: str, attr: str):
-    obj = getattr(importlib.import_module(module), attr)
+    obj = getattr(import_module_or_file(module), attr)
     while not hasattr(obj, "warmup") and hasattr(obj, "fn"):  # unwrap autotuners / heuristics
         obj = obj.fn
     return obj
@@ -307,8 +344,16 @@ class Evaluator:
         settings: BenchSettings | None = None,
         on_record: Callable[[Evaluation], None] | None = None,
         device: str | None = None,
+        isolate: bool = False,
     ) -> None:
+        if isolate and problem.ref is None:
+            raise ValueError(f"problem {problem.name!r} has no ProblemRef: it cannot be benchmarked in another process")
         self.problem = problem
+        self._remote = None
+        if isolate:
+            from solkit.tune.isolation import BenchProcess
+
+            self._remote = BenchProcess(problem.ref, settings or BenchSettings())
         self.pool = pool
         self.settings = settings or BenchSettings()
         self.on_record = on_record
@@ -384,6 +429,8 @@ class Evaluator:
             if res["status"] != "ok":
                 ev.status, ev.error = res["status"], res.get("error")
                 return ev
+        if self._remote is not None:
+            return self._remote.evaluate(config, self.best_ms, ev)
         t0 = time.perf_counter()
         try:
             self._prepare()
@@ -397,6 +444,10 @@ class Evaluator:
                 self.fatal = f"CUDA context lost at config {key}: {ev.error}"
         ev.bench_s = time.perf_counter() - t0
         return ev
+
+    def close(self) -> None:
+        if self._remote is not None:
+            self._remote.close()
 
     def _sync(self, what: str) -> None:
         if self.device != "cuda":

@@ -30,6 +30,7 @@ import torch
 from solkit.errors import SolkitError
 from solkit.tune.cache import TuneCache, environment, make_key
 from solkit.tune.engine import Problem as TuneProblem
+from solkit.tune.engine import ProblemRef
 from solkit.tune.space import Space, smem_limit
 from solkit.tune.tuner import tune
 
@@ -58,17 +59,10 @@ def _entry_module(solution_path: Path) -> tuple[Any, str, bool, str]:
     return module, sol.spec.entry_symbol, sol.spec.destination_passing_style, sol.name
 
 
-def tune_solution(
-    problem_dir: str | Path,
-    solution_file: str | Path,
-    *,
-    strategy: str = "guided",
-    budget: int = 30,
-    time_budget_s: float | None = None,
-    workload_index: int = 0,
-    cache_dir: str | Path | None = None,
-    seed: int = 0,
-) -> dict[str, Any]:
+def solution_problem(
+    problem_dir: str | Path, solution_file: str | Path, workload_index: int = 0
+) -> tuple[TuneProblem, Space, dict[str, Any]]:
+    """The tuning problem of one workload of a solution, its declared space, and facts for the cache key."""
     from solkit.harness.inputs import InputFactory
     from solkit.problems import load_problem
 
@@ -126,15 +120,44 @@ def tune_solution(
         output_index=list(range(n_in, n_in + len(out_names))) if dps else None,
         fresh_check_inputs=True,
         rel_tol=2e-3,
+        ref=ProblemRef(__name__, "_problem_only", (str(problem_dir), str(solution_file), workload_index)),
     )
+    info = {
+        "problem": problem.name,
+        "solution": sol_name,
+        "workload": workload.uuid,
+        "axes": problem.resolve_axes(workload),
+        "dtypes": [str(v) for v in problem.input_dtypes().values()],
+        "device": device,
+        "digest": _source_digest(solution_path),
+    }
+    return tprob, space, info
+
+
+def _problem_only(problem_dir: str, solution_file: str, workload_index: int) -> TuneProblem:
+    return solution_problem(problem_dir, solution_file, workload_index)[0]
+
+
+def tune_solution(
+    problem_dir: str | Path,
+    solution_file: str | Path,
+    *,
+    strategy: str = "guided",
+    budget: int = 30,
+    time_budget_s: float | None = None,
+    workload_index: int = 0,
+    cache_dir: str | Path | None = None,
+    seed: int = 0,
+    isolate: bool = False,
+) -> dict[str, Any]:
+    tprob, space, info = solution_problem(problem_dir, solution_file, workload_index)
     cache = TuneCache(cache_dir)
-    axes = problem.resolve_axes(workload)
-    dtypes = [str(v) for v in problem.input_dtypes().values()]
-    key = make_key(f"{problem.name}:{sol_name}:{_source_digest(solution_path)}", axes, dtypes, environment())
+    kernel = f"{info['problem']}:{info['solution']}:{info['digest']}"
+    key = make_key(kernel, info["axes"], info["dtypes"], environment())
     res = tune(tprob, space, strategy=strategy, budget=budget, seed=seed, time_budget_s=time_budget_s, cache=cache,
-               cache_key=key, pool=None)  # fmt: skip
+               cache_key=key, pool=None, isolate=isolate)  # fmt: skip
     out = res.to_dict()
-    out.update(problem=problem.name, solution=sol_name, workload=workload.uuid, axes=axes, device=device)
+    out.update({k: info[k] for k in ("problem", "solution", "workload", "axes", "device")})
     return out
 
 

@@ -68,14 +68,16 @@ def tune(
     settings: BenchSettings | None = None,
     on_record: Callable[[Evaluation], None] | None = None,
     strategy_options: Mapping[str, Any] | None = None,
+    isolate: bool = False,
 ) -> TuneResult:
     """Search ``space`` for the fastest correct config of ``problem``.
 
     Configs already in ``cache`` under ``cache_key`` are not measured again: they are told to the
     strategy first and count against ``budget`` (so a re-run with the same budget measures nothing,
     and a list with one new config measures only that one); new measurements are added to the
-    cache. With
-    ``warm_start``, other shapes of the kernel in the cache seed the strategy.
+    cache. With ``warm_start``, other shapes of the kernel in the cache seed the strategy. With
+    ``isolate`` (needs ``problem.ref``), configs are benchmarked in a restartable child process, so
+    that an illegal address or a hang costs one evaluation instead of ending the search.
     """
     t0 = time.perf_counter()
     own_pool = pool == "auto"
@@ -91,7 +93,7 @@ def tune(
         if k in member_keys:
             strat.tell(rec["config"], rec.get("time_ms") if rec.get("status") == "ok" else None)
             reused += 1
-    evaluator = Evaluator(problem, pool=pool_obj, settings=settings, on_record=on_record)
+    evaluator = Evaluator(problem, pool=pool_obj, settings=settings, on_record=on_record, isolate=isolate)
     new_records: list[dict[str, Any]] = []
 
     def evaluate(configs):
@@ -105,6 +107,7 @@ def tune(
     try:
         trace = run_search(strat, evaluate, max(0, budget - reused), time_budget_s=time_budget_s)
     finally:
+        evaluator.close()
         if own_pool and pool_obj is not None:
             pool_obj.close()
     records = {config_key(r["config"]): r for r in known.values()}
