@@ -213,7 +213,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "rows": [r.to_dict() for r in rows],
     }
     if args.profile and device != "cpu":
-        _add_diagnoses(results, notes)
+        _add_diagnoses(results, notes, out)
     paths = write_report(results, out)
     (out / "results.partial.json").unlink(missing_ok=True)
     if args.json:
@@ -227,16 +227,35 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_diagnoses(results: dict[str, Any], notes: list[str]) -> None:
+def _add_diagnoses(results: dict[str, Any], notes: list[str], out: Path) -> None:
+    """Nsight Compute diagnosis of the eager reference of every measured workload (one ncu run).
+
+    The other backends are in-process callables, not solution files that ncu's driver can load, so
+    their rows say so rather than carry a diagnosis.
+    """
+    from solkit.bench.runner import SUITE_ROOT
+
     try:
-        from solkit.profile import diagnose_for_bench  # type: ignore[attr-defined]
-    except ImportError:
-        notes.append("--profile: solkit.profile.diagnose_for_bench is not available in this build")
+        from solkit.profile.bench_hook import diagnose_batch_for_bench
+    except ImportError as exc:
+        notes.append(f"--profile: solkit.profile is not usable here ({exc})")
         return
+    eager = [r for r in results["rows"] if r["backend"] == "eager" and r["status"] == "ok"]
+    items = [{"problem_dir": str(SUITE_ROOT / r["problem"]), "solution": None, "workload": r["workload"],
+              "t_measured_ms": r["ms"]} for r in eager]  # fmt: skip
     try:
-        diagnose_for_bench(results)
+        diags = diagnose_batch_for_bench(items, out_dir=out / "profile")
     except Exception as exc:  # noqa: BLE001 - profiling must never sink the bench
         notes.append(f"--profile failed: {type(exc).__name__}: {exc}")
+        return
+    for row, d in zip(eager, diags):
+        row["profile"] = {k: d.get(k) for k in ("summary", "roof", "dram_vs_model", "n_kernels", "findings")}
+        row["profile_diagnosis"] = d.get("summary")
+        if d.get("degraded"):
+            notes.append(f"--profile degraded: {d['degraded'][0]}")
+    for row in results["rows"]:
+        if row["backend"] != "eager" and row["status"] == "ok":
+            row["profile_diagnosis"] = "not profiled: only the eager reference runs under ncu's driver"
 
 
 def print_table(results: dict[str, Any]) -> None:

@@ -117,6 +117,12 @@ def markdown(results: dict[str, Any], figures: dict[str, Path] | None = None) ->
         if r.get("sol_violation"):
             cells[4] += " (SOL violation)"
         lines.append("| " + " | ".join(cells) + " |")
+    diagnosed = [r for r in results["rows"] if r.get("profile") and r["profile"].get("summary")]
+    if diagnosed:
+        lines += ["", "## Nsight Compute diagnosis (eager reference)", ""]
+        lines += [
+            f"- **{r['problem']}** [{r.get('size')}/{r.get('model')}]: {r['profile']['summary']}" for r in diagnosed
+        ]
     advice = {(r.get("tier"), r.get("advice")) for r in results["rows"] if r.get("advice")}
     if advice:
         lines += ["", "## Tiers and advice", ""] + [f"- **{t}**: {a}" for t, a in sorted(advice)]
