@@ -141,7 +141,9 @@ def test_m_bucket_and_config_table():
                 tc = G.to_triton_config(cfg)
                 assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"} <= set(tc.kwargs)
     assert table["hopper"]["prefill"]["kernel"] == "tma_persistent"
-    assert len(table["hopper"]["prefill"]["autotune"]) <= 6, "keep the autotune list short: each entry compiles"
+    for bucket in (16, 256, 512, 1024, 8192):  # keep what autotune times per bucket short: each entry compiles
+        timed = [c for c in table["hopper"]["prefill"]["autotune"] if G._m_range(c)[0] <= bucket <= G._m_range(c)[1]]
+        assert 1 <= len(timed) <= 6, (bucket, len(timed))
 
 
 def test_decode_prune_picks_block_m_covering_bucket():
@@ -178,6 +180,7 @@ def test_autotuned_hopper_lists_in_interpreter(monkeypatch):
     monkeypatch.setattr(G, "_autotuner", tuner)
     table = G.load_config_table()["hopper"]
     ep = EPILOGUES["residual"]
+    small = [c for c in table["prefill"]["autotune"] if G._m_range(c)[0] <= 256 <= G._m_range(c)[1]]
     for M, regime in [(17, "decode"), (130, "prefill")]:
         x, w, b, r = _inputs(M, 48, 64, torch.float16, "cpu", ep, seed=M)
         y = G.gemm(x, w, b, r)
@@ -185,12 +188,23 @@ def test_autotuned_hopper_lists_in_interpreter(monkeypatch):
         assert launch["regime"] == regime and launch["kernel"] == table[regime]["kernel"]
         assert launch["m_bucket"] == G.m_bucket(M)
         tall = [c for c in table[regime]["autotune"] if c["BLOCK_M"] == 64]  # M = 17 -> bucket 32 -> 64 rows
-        want = table[regime]["autotune"][-1] if regime == "prefill" else tall[-1]
-        keys = [k for k in want if k != "PREFETCH_RES"]  # the interpreter runs without the PTX prefetch
+        want = small[-1] if regime == "prefill" else tall[-1]  # M = 130 -> bucket 256 -> the small tiles
+        keys = [k for k in want if k not in ("PREFETCH_RES", "m_min", "m_max")]  # interpreter: no PTX prefetch
         assert {k: launch["config"][k] for k in keys} == {k: want[k] for k in keys}
         _assert_close(y, G.reference(x, w, b, r), _torch_same_dtype(x, w, b, r, ep), ATOL[torch.float16])
     n_decode = sum(c["BLOCK_M"] == 64 for c in table["decode"]["autotune"])
-    assert len(calls) == n_decode + len(table["prefill"]["autotune"])
+    assert len(calls) == n_decode + len(small)
+
+
+def test_prefill_prune_by_m_range():
+    """Large M buckets time only the big tiles, a few hundred rows only the small ones."""
+    tuner = G._autotuner("hopper", "prefill")
+    for bucket in (128, 512, 1024, 8192):
+        kept = G._prune_by_m_range(tuner.configs, {}, M_BUCKET=bucket)
+        assert kept
+        big = [c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] >= 128 * 256 for c in kept]
+        assert all(big) if bucket >= 1024 else not any(big), bucket
+        assert all(set(c.kwargs).isdisjoint({"m_min", "m_max", "kernel"}) for c in kept)
 
 
 def test_select_paths():

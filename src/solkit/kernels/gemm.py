@@ -265,13 +265,27 @@ def load_config_table() -> dict[str, Any]:
 TMA_DEFAULTS = {"EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": 0, "PF_DIST": 0}
 
 
+#: Keys of a YAML config entry that are not kernel parameters.
+_META_KEYS = ("kernel", "num_warps", "num_stages", "m_min", "m_max")
+
+
 def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.Config:
-    params = {k: v for k, v in cfg.items() if k not in ("kernel", "num_warps", "num_stages")}
+    """A YAML entry as a triton.Config (its m_min / m_max are kept by the autotuner, in _M_RANGES)."""
+    params = {k: v for k, v in cfg.items() if k not in _META_KEYS}
     if cfg.get("kernel", kernel) == "tma_persistent":
         params = {**TMA_DEFAULTS, **params}
         if interpreting():
             params["PREFETCH_RES"] = 0  # inline PTX does not run in the interpreter
     return triton.Config(params, num_warps=int(cfg.get("num_warps", 4)), num_stages=int(cfg.get("num_stages", 3)))
+
+
+def _m_range(cfg: dict[str, Any]) -> tuple[int, int]:
+    return int(cfg.get("m_min", 0)), int(cfg.get("m_max", 2**62))
+
+
+#: id(triton.Config) -> (m_min, m_max) for the autotuners' configs. Not an attribute on the Config:
+#: triton's disk cache rebuilds configs with Config(**config.__dict__), which an extra attribute breaks.
+_M_RANGES: dict[int, tuple[int, int]] = {}
 
 
 def m_bucket(m: int) -> int:
@@ -290,6 +304,18 @@ def _prune_by_block_m(configs, named_args, **kwargs):
     return [c for c in configs if c.kwargs["BLOCK_M"] == target]
 
 
+def _prune_by_m_range(configs, named_args, **kwargs):
+    """Keep the configs whose [m_min, m_max] holds the M bucket: small tiles for a few hundred rows
+    (enough tiles to fill the SMs), large ones above (fewer, longer epilogues)."""
+    bucket = int(kwargs["M_BUCKET"] if "M_BUCKET" in kwargs else named_args["M_BUCKET"])
+    kept = []
+    for c in configs:
+        lo, hi = _M_RANGES.get(id(c), (0, 2**62))
+        if lo <= bucket <= hi:
+            kept.append(c)
+    return kept or list(configs)
+
+
 _AUTOTUNE_ACCEPTS_CACHE = "cache_results" in inspect.signature(triton.autotune).parameters
 
 
@@ -300,8 +326,12 @@ def _autotuner(family: str, regime: str, do_bench=None):
     extra = {"cache_results": True} if _AUTOTUNE_ACCEPTS_CACHE and not interpreting() else {}
     if do_bench is not None:
         extra["do_bench"] = do_bench
-    prune = {"early_config_prune": _prune_by_block_m} if regime == "decode" else None
-    configs = [to_triton_config(c, entry["kernel"]) for c in entry["autotune"]]
+    prune = {"early_config_prune": _prune_by_block_m if regime == "decode" else _prune_by_m_range}
+    configs = []
+    for cfg in entry["autotune"]:
+        tc = to_triton_config(cfg, entry["kernel"])
+        _M_RANGES[id(tc)] = _m_range(cfg)
+        configs.append(tc)
     return triton.autotune(configs=configs, key=_TUNING_KEY, prune_configs_by=prune, **extra)(
         _KERNEL_FNS[entry["kernel"]]
     )
