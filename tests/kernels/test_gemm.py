@@ -292,6 +292,18 @@ def test_module_drop_in(device):
     assert layer.weight.grad is not None and layer.weight.grad.shape == (48, 64)
 
 
+def test_module_takes_nn_linear_state_dict(device):
+    """Drop-in: an nn.Linear's weights (and bias) load unchanged, and the output is linear(x) + residual."""
+    torch.manual_seed(1)
+    ref = torch.nn.Linear(96, 48, bias=True, device=device)
+    layer = FusedLinearResidual(96, 48, bias=True, device=device)
+    layer.load_state_dict(ref.state_dict())
+    x = torch.randn(7, 96, device=device)
+    r = torch.randn(7, 48, device=device)
+    assert torch.allclose(layer(x, r), ref(x) + r, atol=1e-4, rtol=1e-4)
+    assert "bias=True" in repr(layer)
+
+
 # --------------------------------------------------------------------------------------------- GPU only
 @pytest.mark.gpu
 @pytest.mark.parametrize(("M", "N", "K"), [(1, 4096, 4096), (64, 1024, 512), (300, 512, 256), (1000, 1024, 2048)])
