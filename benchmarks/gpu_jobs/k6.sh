@@ -7,4 +7,4 @@ export TRITON_CACHE_DIR=/tmp/k6_triton_cache TORCHINDUCTOR_CACHE_DIR=/tmp/k6_ind
 python3 benchmarks/gemm_oproj.py --with-plain --sweep last --sweep-scope seed --reps 10 --trials 4 --sweep-trials 2 --budget-s 75 \
   --out "$OUT/gemm_oproj_h200.json" 2>&1 | tee "$OUT/bench.txt"
 echo "bench rc=${PIPESTATUS[0]}"
-timeout 12 python3 -m pytest tests/kernels/test_gemm.py -q -x -m gpu -p no:cacheprovider 2>&1 | tail -n 20 | tee "$OUT/pytest_gpu.txt"
+timeout 15 python3 -m pytest tests/kernels/test_gemm.py -q -x -m gpu -p no:cacheprovider 2>&1 | tail -n 20 | tee "$OUT/pytest_gpu.txt"
