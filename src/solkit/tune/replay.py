@@ -40,6 +40,7 @@ class Landscape:
     times: dict[str, float | None]
     costs: dict[str, float] = field(default_factory=dict)
     header: dict[str, Any] = field(default_factory=dict)
+    compile_costs: dict[str, float] = field(default_factory=dict)
 
     @cached_property
     def best_ms(self) -> float:
@@ -72,17 +73,19 @@ class Landscape:
         space = Space.from_dict(header["space"], smem_limit_bytes=device.get("max_shared_mem"))
         times: dict[str, float | None] = {}
         costs: dict[str, float] = {}
+        compile_costs: dict[str, float] = {}
         for rec in lines[1:]:
             k = config_key(rec["config"])
             times[k] = rec.get("time_ms") if rec.get("status") == "ok" else None
-            costs[k] = float(rec.get("compile_s") or 0.0) + float(rec.get("bench_s") or 0.0)
+            costs[k] = float(rec.get("bench_s") or 0.0)
+            compile_costs[k] = float(rec.get("compile_s") or 0.0)
         # configs of the space that the sweep never reached (a cut-short run) are absent, not failed
         recorded = set(times)
         missing = [c for c in space.configs if config_key(c) not in recorded]
         if missing:
             space = Space.from_configs([c for c in space.configs if config_key(c) in recorded], name=space.name)
         kernel = header.get("meta", {}).get("kernel") or header["task"].split("_")[0]
-        return cls(header["task"], kernel, space, times, costs, header)
+        return cls(header["task"], kernel, space, times, costs, header, compile_costs)
 
 
 def load_landscapes(paths: Sequence[str | Path]) -> list[Landscape]:
@@ -116,6 +119,28 @@ def replay_one(
     if fr and len(fr) < budget:  # the strategy ran out of configs: it keeps what it found
         fr += [fr[-1]] * (budget - len(fr))
     return fr or [0.0] * budget
+
+
+def replay_seconds(
+    land: Landscape, strategy: str, seconds: float, seed: int, prior: Prior | None = None, **options: Any
+) -> tuple[float, int]:
+    """(fraction of best, evaluations) after ``seconds`` of simulated tuning time.
+
+    The simulated clock follows the engine: a batch costs its slowest recorded compile (they run in
+    parallel; the sweep's compile times were measured with 15 concurrent workers) plus the sum of its
+    recorded benchmark times (serial). Worker start-up is not counted."""
+    strat = make_strategy(strategy, land.space, seed=seed, prior=prior, **options)
+    clock = [0.0]
+
+    def evaluate(cfgs):
+        keys = [config_key(c) for c in cfgs]
+        clock[0] += max((land.compile_costs.get(k, 0.0) for k in keys), default=0.0)
+        clock[0] += sum(land.costs.get(k, 0.0) for k in keys)
+        return [land.time(c) for c in cfgs]
+
+    trace = run_search(strat, evaluate, len(land.space), time_budget_s=seconds, clock=lambda: clock[0])
+    _, best_t = trace.best()
+    return (land.best_ms / best_t if best_t else 0.0), len(trace.times)
 
 
 def _geomean(xs: np.ndarray, axis: int | None = None) -> np.ndarray:

@@ -356,12 +356,13 @@ class Guided(Strategy):
     """
 
     name = "guided"
-    batch = 4
+    batch = 8
 
-    def __init__(self, space, seed=0, prior=None, init: int = 4, kappa: float = 1.0, ridge: float = 1.0,
+    def __init__(self, space, seed=0, prior=None, init: int = 8, kappa: float = 1.0, ridge: float = 1.0,
                  local_share: float = 0.5, pairs: bool = True, top: int = 2, model: str = "bandit",
-                 c: float = 0.6, prior_weight: float = 0.0, sharpness: float = 1.0):  # fmt: skip
+                 c: float = 0.6, prior_weight: float = 0.0, sharpness: float = 1.0, batch: int = 8):  # fmt: skip
         super().__init__(space, seed, prior)
+        self.batch = batch
         self.init, self.kappa, self.ridge, self.local_share = init, kappa, ridge, local_share
         self.pairs, self.top, self.model = pairs, top, model
         self._bandit = UCBBandit(
