@@ -90,3 +90,13 @@ def test_recorded_h200_sweeps_replay_to_the_targets():
     bandit = replay(lands, "bandit", 30, seeds=4, bootstrap=20)["summary"]
     assert guided["geomean"][29] >= 0.95 and guided["p10"][29] >= 0.90
     assert bandit["geomean"][29] > rnd["geomean"][29]
+
+
+def test_cli_replay_time_budget(capsys):
+    argv = ["tune", "--replay", str(DATA), "--strategy", "random", "--time-budget", "4", "--seeds", "2", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["seconds"] == 4.0
+    # synthetic costs are 0.4 s of benchmark per config and no compile: ~10 evaluations fit in 4 s
+    assert all(8 <= t["mean_evaluations"] <= 26 for t in out["tasks"].values())
+    assert main(["tune", "--replay", str(DATA), "--time-budget", "0"]) == 2

@@ -129,6 +129,8 @@ def replay_seconds(
     The simulated clock follows the engine: a batch costs its slowest recorded compile (they run in
     parallel; the sweep's compile times were measured with 15 concurrent workers) plus the sum of its
     recorded benchmark times (serial). Worker start-up is not counted."""
+    if not any(land.costs.values()) and not any(land.compile_costs.values()):
+        raise SolkitError(f"sweep {land.name!r} records no compile/benchmark seconds: time budgets cannot be replayed")
     strat = make_strategy(strategy, land.space, seed=seed, prior=prior, **options)
     clock = [0.0]
 
@@ -231,6 +233,8 @@ def landscape_to_jsonl(land: Landscape, path: str | Path) -> None:
         for k, t in land.times.items():
             cfg = json.loads(k)
             rec = {"config": cfg, "status": "ok" if t is not None else "out_of_resources"}
+            if k in land.costs:
+                rec["bench_s"] = land.costs[k]
             if t is not None:
                 rec["time_ms"] = round(t, 6)
             fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
