@@ -245,7 +245,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.markdown:
         with open(args.markdown) as f:
-            print(markdown_summary(json.load(f)))
+            loaded = json.load(f)
+        print(targets_summary(loaded) + "\n\n" + markdown_summary(loaded))
         return 0
     global QUICK
     QUICK = args.small
@@ -532,6 +533,47 @@ def print_table(doc) -> None:
     for row in doc["rows"]:
         if "op" in row and "mode" in row and "backend" in row:
             print(_row_line(row))
+
+
+TARGETS = [  # (op, mode, minimum SOL fraction on the calibrated basis) from issue 7
+    ("swiglu", "fwd", 0.92), ("geglu", "fwd", 0.92), ("rope", "fwd", 0.92),
+    ("swiglu", "fwd+bwd", 0.80), ("rope", "fwd+bwd", 0.80), ("cross_entropy", "fwd+bwd", 0.80),
+]  # fmt: skip
+
+
+def targets_summary(doc) -> str:
+    """Markdown table: each issue-7 target, the measured value and whether it is met."""
+    rows = {(r["op"], r.get("mode"), r.get("backend")): r for r in doc["rows"] if "backend" in r}
+    out = ["| target | measured | met |", "|---|---|---|"]
+    for op, mode, need in TARGETS:
+        r = rows.get((op, mode, "solkit"))
+        if r is None or "sol_raw_calibrated" not in r:
+            out.append(f"| {op} {mode} SOL >= {need} | not measured | - |")
+            continue
+        val = r["sol_raw_calibrated"]
+        met = "yes" if val >= need and r.get("correct") else "no"
+        out.append(f"| {op} {mode} SOL >= {need} (calibrated) | {val:.3f} ({r['median_ms']:.4f} ms) | {met} |")
+    flce = {b: rows.get(("fused_linear_ce", "fwd+bwd", b)) for b in ("solkit", "eager")}
+    if all(r and "median_ms" in r and "peak_mem_bytes" in r for r in flce.values()):
+        ratio = flce["solkit"]["peak_mem_bytes"] / flce["eager"]["peak_mem_bytes"]
+        out.append(
+            f"| fused linear CE peak memory <= 1/3 of matmul + CE | {ratio:.3f} | {'yes' if ratio <= 1 / 3 else 'no'} |"
+        )
+        speed = flce["eager"]["median_ms"] / flce["solkit"]["median_ms"]
+        out.append(
+            f"| fused linear CE at least as fast as matmul + CE | {speed:.2f}x | {'yes' if speed >= 1 else 'no'} |"
+        )
+    for (op, mode, backend), r in sorted(rows.items()):
+        if backend != "solkit" or "median_ms" not in r:
+            continue
+        rivals = [rows.get((op, mode, b)) for b in ("compile", "liger")]
+        times = [x["median_ms"] for x in rivals if x and "median_ms" in x and x.get("correct", True)]
+        if not times:
+            continue
+        best = min(times)
+        met = "yes" if r["median_ms"] <= best else "no"
+        out.append(f"| {op} {mode} at least as fast as min(compile, liger) | {best / r['median_ms']:.2f}x | {met} |")
+    return "\n".join(out)
 
 
 def markdown_summary(doc) -> str:
