@@ -71,3 +71,61 @@ def test_combine_telemetry_worst_case():
     cold = combine_telemetry([_tele(1980, 1950, 400, 0, 0.0), _tele(1980, 1950, 420, 1, 0.0)])
     assert not cold["throttled"] and cold["warning"] is None
     assert combine_telemetry([{"available": False, "reason": "no NVML"}])["available"] is False
+
+
+def test_time_group_interleaves_abba_and_isolates_failures(monkeypatch):
+    """The GPU branch of the timing loop, with the timer, sampler and kernel list faked."""
+    import solkit.hardware.telemetry as telemetry
+    import solkit.harness.timing as timing
+    from solkit.profile import driver
+
+    calls = []
+
+    class T:
+        def __init__(self, label):
+            self.label, self.args = label, ()
+
+        def fn(self):
+            pass
+
+    class FakeResult:
+        def __init__(self, label):
+            self.label = label
+
+        def to_dict(self):
+            n = len(calls)
+            return _trial(1.0 + 0.01 * n, 0.9, 1.3)
+
+    def fake_benchmark(fn, pool, **kw):
+        label = fn.__self__.label
+        calls.append((label, kw["warmup"]))
+        if label == "bad" and len([c for c in calls if c[0] == "bad"]) == 2:
+            raise RuntimeError("kernel crashed on trial 2")
+        return FakeResult(label)
+
+    class FakeSampler:
+        def __init__(self, device_index=0):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def summary(self):
+            return _tele(1980, 1950, 300, 0, 0.0)
+
+    monkeypatch.setattr(timing, "benchmark", fake_benchmark)
+    monkeypatch.setattr(telemetry, "TelemetrySampler", FakeSampler)
+    monkeypatch.setattr(driver, "_kernel_list", lambda target, device, calls=3: [{"name": "k", "count_per_call": 1}])
+    out = driver._time_group([T("ref"), T("sol"), T("bad")], "cuda")
+    order = [c[0] for c in calls]
+    assert order[:3] == ["ref", "sol", "bad"] and order[3:5] == ["bad", "sol"]  # A B C, then C B A ...
+    assert [w for _, w in calls[:3]] == [3, 3, 3] and all(w == 1 for _, w in calls[3:])
+    assert out["bad"] == {"error": "RuntimeError: kernel crashed on trial 2"}
+    assert order.count("bad") == 2  # never timed again after failing
+    for label in ("ref", "sol"):
+        assert out[label]["timing"]["trials"] == driver.TRIALS and out[label]["timing"]["interleaved"]
+        assert out[label]["telemetry"]["windows"] == driver.TRIALS
+        assert out[label]["kernels"]
