@@ -5,7 +5,10 @@ Rules (see docs/measurement.md):
 * warm-up first, so compilation, module load and handle creation stay out of the numbers;
 * on a GPU, CUDA events around each call, with the L2 cache flushed (a write over a buffer twice the
   L2 size) between repetitions, and a rotating pool of argument sets so that repeated calls do not
-  hit data left in cache by the previous call;
+  hit data left in cache by the previous call. Before each start event the GPU spins
+  (``torch.cuda._sleep``) for about twice the call's host launch time, so the CPU has enqueued the
+  call by the time the GPU reaches it: the interval is GPU time, not Python launch overhead (the
+  host launch time is reported separately as ``host_ms``);
 * a CUDA-graph mode for short calls (< ~100 µs), where launch overhead would otherwise dominate:
   ``calls_per_graph`` calls (rotating arguments, each preceded by an L2 flush) are captured into one
   graph; the graph of flushes alone is timed too and subtracted, so the result is per call, L2-cold,
@@ -19,6 +22,7 @@ Nothing here allocates inside the timed region: argument sets are built by the c
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +59,12 @@ class TimingResult:
     high_variance: bool = False
     trial_medians_ms: list[float] = field(default_factory=list)
     samples_ms: list[float] = field(default_factory=list, repr=False)
+    #: Host (CPU) time to launch one call, without waiting for the GPU: the eager launch cost that
+    #: CUDA graphs and the GPU-side timing below leave out, reported separately.
+    host_ms: float | None = None
+    #: CUDA events only: a GPU spin-wait before each repetition let the CPU enqueue the call ahead of
+    #: the start event, so the interval is the GPU's time, not the host's launch time.
+    launch_hidden: bool = False
 
     def to_dict(self, samples: bool = False) -> dict[str, Any]:
         d = asdict(self)
@@ -148,26 +158,35 @@ def benchmark(
     if dev.index is None:  # "cuda" means the current device; torch.cuda.set_device needs an index
         dev = torch.device("cuda", torch.cuda.current_device())
     torch.cuda.set_device(dev)
-    for i in range(warmup):
+    host: list[float] = []
+    for i in range(max(warmup, 3)):
+        t0 = time.perf_counter()
         _call(fn, args_pool, i)
-    torch.cuda.synchronize(dev)
+        host.append((time.perf_counter() - t0) * 1e3)
+        torch.cuda.synchronize(dev)
+    host_ms = statistics.median(host[1:])  # the first call may compile or autotune
     flusher = L2Flusher(dev, l2_flush_mode) if flush_l2 else None
+    lead = host_ms if hasattr(torch.cuda, "_sleep") else None
     if method == "auto":
-        probe = _bench_events(fn, args_pool, 5, 1, flusher, dev)
+        # The probe times the GPU alone (launch hidden), so a host-bound launcher is not mistaken for a
+        # long kernel and denied the graph mode.
+        probe = _bench_events(fn, args_pool, 5, 1, flusher, dev, lead)
         method = "graph" if probe.median_ms < GRAPH_THRESHOLD_MS else "events"
     if method == "graph":
         try:
-            return _bench_graph(fn, args_pool, reps, trials, flusher, calls_per_graph, dev)
+            result = _bench_graph(fn, args_pool, reps, trials, flusher, calls_per_graph, dev)
         except Exception:  # noqa: BLE001 - uncapturable callables (host syncs, allocs) fall back to events
             torch.cuda.synchronize(dev)
-            result = _bench_events(fn, args_pool, reps, trials, flusher, dev)
-            result.method = "events (graph capture failed)"
-            return result
-    if method == "events":
-        return _bench_events(fn, args_pool, reps, trials, flusher, dev)
-    if method == "wall":
-        return _bench_wall(fn, args_pool, reps, trials, warmup, sync=dev)
-    raise ValueError(f"unknown timing method {method!r}; allowed: auto, events, graph, wall")
+            result = _bench_events(fn, args_pool, reps, trials, flusher, dev, lead)
+            result.method = "cuda_events (graph capture failed)"
+    elif method == "events":
+        result = _bench_events(fn, args_pool, reps, trials, flusher, dev, lead)
+    elif method == "wall":
+        result = _bench_wall(fn, args_pool, reps, trials, warmup, sync=dev)
+    else:
+        raise ValueError(f"unknown timing method {method!r}; allowed: auto, events, graph, wall")
+    result.host_ms = host_ms
+    return result
 
 
 def _guess_device(args_pool: Sequence[tuple] | None) -> torch.device:
@@ -201,16 +220,23 @@ def _bench_wall(fn, pool, reps, trials, warmup, sync: torch.device | None = None
     )  # fmt: skip
 
 
-def _bench_events(fn, pool, reps, trials, flusher, dev) -> TimingResult:
+def _bench_events(fn, pool, reps, trials, flusher, dev, lead_ms: float | None = None) -> TimingResult:
+    """CUDA events around each call; with ``lead_ms``, a GPU spin of about twice the host launch time
+    runs before each start event, so the CPU has enqueued the call before the GPU reaches it."""
     samples: list[float] = []
     medians: list[float] = []
     k = 0
+    # torch.cuda._sleep spins for a number of SM cycles; 2e9/s over-estimates the clock, so the spin
+    # lasts at least the requested time. Capped at 50 ms per repetition.
+    spin = int(min(2 * lead_ms * 1e-3, 0.05) * 2e9) if lead_ms else 0
     for _ in range(trials):
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for r in range(reps):
             if flusher is not None:
                 flusher()
+            if spin:
+                torch.cuda._sleep(spin)
             starts[r].record()
             _call(fn, pool, k)
             ends[r].record()
@@ -221,7 +247,7 @@ def _bench_events(fn, pool, reps, trials, flusher, dev) -> TimingResult:
         medians.append(statistics.median(trial))
     return summarize(
         samples, medians, method="cuda_events", reps=reps, trials=trials, l2_flushed=flusher is not None,
-        rotating_buffers=len(pool or ()) or 1,
+        rotating_buffers=len(pool or ()) or 1, launch_hidden=bool(spin),
     )  # fmt: skip
 
 
@@ -242,10 +268,8 @@ def _capture(body: Callable[[], None], dev) -> torch.cuda.CUDAGraph:
             body()
     except Exception:
         if fresh is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort; the original error matters more
                 gen.graphsafe_set_state(fresh)
-            except Exception:  # noqa: BLE001 - best effort; the original error matters more
-                pass
         raise
     torch.cuda.synchronize(dev)
     return graph
