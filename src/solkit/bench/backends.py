@@ -324,3 +324,8 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (EAGER, COMPILE, VENDOR, LIGE
 #: Backends whose kernels overwrite an input buffer on purpose (the gradient of the logits is written
 #: into the logits, as the fastest cross-entropy kernels do). The bench gives them private copies.
 MUTATES_INPUTS = {("solkit", "cross_entropy"), ("liger", "cross_entropy")}
+# Liger's RoPE rotates q/k in place (forward) and dq/dk in place (backward), and its SwiGLU backward
+# writes dgate/dup into the saved gate/up, which share storage with the pool through detach(): timed
+# on the shared pool, they rewrite the inputs every later backend is checked on (the cause of solkit's
+# "incorrect" rope, rope_bwd and swiglu_bwd rows in round 2; solkit's kernels allocate their outputs).
+MUTATES_INPUTS |= {("liger", "rope"), ("liger", "rope_bwd"), ("liger", "swiglu_bwd")}
