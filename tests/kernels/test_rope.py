@@ -153,3 +153,16 @@ def test_gpu_llama3_8b(interleaved, dtype):
     k = torch.randn(b, s, hk, d, device="cuda", dtype=dtype)
     cos, sin = tables(s, d, interleaved, theta=500000.0)
     _check(q, k, cos.cuda().to(dtype), sin.cuda().to(dtype), interleaved, cos[None, :, None], sin[None, :, None])
+
+
+def test_inputs_and_incoming_grads_are_not_modified(device):
+    """Unlike in-place RoPE kernels, q, k, cos, sin and the incoming dq/dk are left untouched."""
+    q, k = torch.randn(1, 4, 4, 16, device=device), torch.randn(1, 4, 2, 16, device=device)
+    cos, sin = (t.float().to(device) for t in tables(4, 16, False))
+    dq, dk = torch.randn_like(q), torch.randn_like(k)
+    keep = [t.clone() for t in (q, k, cos, sin, dq, dk)]
+    qs, ks = q.clone().requires_grad_(), k.clone().requires_grad_()
+    qo, ko = apply_rope(qs, ks, cos, sin)
+    torch.autograd.grad((qo, ko), (qs, ks), (dq, dk))
+    for before, after in zip(keep, (qs.detach(), ks.detach(), cos, sin, dq, dk)):
+        assert torch.equal(before, after)

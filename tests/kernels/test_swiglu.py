@@ -118,3 +118,17 @@ def test_gpu_more_than_2_31_elements():
     tail = slice(rows - 3, rows)
     ref = F.silu(gate[tail].float()) * up[tail].float()
     torch.testing.assert_close(out[tail].float(), ref, atol=2e-2, rtol=2e-2)
+
+
+def test_inputs_and_incoming_grad_are_not_modified(device):
+    """The backward allocates dgate/dup (no writes into the saved gate/up or into dy)."""
+    g, u = torch.randn(3, 40, device=device), torch.randn(3, 40, device=device)
+    dy = torch.randn(3, 40, device=device)
+    keep = [t.clone() for t in (g, u, dy)]
+    gs, us = g.clone().requires_grad_(), u.clone().requires_grad_()
+    y = swiglu(gs, us)
+    y_keep = y.detach().clone()
+    torch.autograd.grad(y, (gs, us), dy)
+    for before, after in zip(keep, (gs.detach(), us.detach(), dy)):
+        assert torch.equal(before, after)
+    assert torch.equal(y.detach(), y_keep), "the forward output must survive the backward"
