@@ -22,8 +22,9 @@ def _target_for(item: dict[str, Any]) -> dict[str, Any]:
     if solution is None:
         return reference
     name = reference["label"].rsplit(".", 1)[0]
+    tag = _solution_tag(Path(str(solution)), name)
     return {
-        "label": f"{name}.{_solution_tag(Path(solution), name)}",
+        "label": f"{name}.{tag}",
         "problem_dir": str(problem_dir),
         "workload": workload,
         "solution": str(solution),
@@ -33,8 +34,10 @@ def _target_for(item: dict[str, Any]) -> dict[str, Any]:
 def diagnose_batch_for_bench(
     items: list[dict[str, Any]], *, out_dir: str | Path | None = None, timeout_s: float = 900
 ) -> list[dict[str, Any]]:
-    """``items``: dicts with ``problem_dir`` and optional ``solution`` (None: the reference),
-    ``workload`` (uuid or prefix) and ``t_measured_ms`` (the bench's median; None: time it here).
+    """``items``: dicts with ``problem_dir`` and optional ``solution`` (None: the reference; a
+    solution.json or .py; or ``"bench:<backend>"`` for a ``solkit bench`` backend such as
+    ``"bench:solkit"``), ``workload`` (uuid or prefix) and ``t_measured_ms`` (the bench's median;
+    None: time it here).
 
     Returns, per item: ``{"label", "summary", "sol_fraction", "tier", "roof", "dram_vs_model",
     "n_kernels", "findings" (five most severe), "degraded", "report" (that target's full entry)}``.

@@ -30,8 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--solution",
         action="append",
-        help="solution.json (matched to its problem by its 'definition' field) or a .py defining run() "
-        "(one PROBLEM_DIR only); repeatable; default: every solution*.json inside each PROBLEM_DIR",
+        help="solution.json (matched to its problem by its 'definition' field), a .py defining run() "
+        "(one PROBLEM_DIR only), or bench:BACKEND (a `solkit bench` backend: eager, compile, vendor, liger, "
+        "solkit; every problem); repeatable; default: every solution*.json inside each PROBLEM_DIR",
     )
     p.add_argument(
         "--workload",

@@ -41,14 +41,17 @@ def plan_targets(
     """The reference of every problem plus its solutions, each on one workload.
 
     ``solution``: one path or several. A ``solution.json`` goes with the problem whose definition
-    name its ``definition`` field names; a ``.py`` (no such field) needs exactly one PROBLEM_DIR.
+    name its ``definition`` field names; a ``.py`` (no such field) needs exactly one PROBLEM_DIR;
+    ``bench:<backend>`` (a ``solkit bench`` backend, e.g. ``bench:solkit``) applies to every problem.
     Without ``solution``, every ``solution*.json`` inside each problem directory is used.
     ``workload``: one uuid (prefix) or several; each problem takes the first that matches one of its
     workloads (default: its first workload).
     """
     from solkit.profile.target import pick_workload, read_problem
 
-    sols = [Path(p) for p in ([solution] if isinstance(solution, (str, Path)) else (solution or []))]
+    given = [solution] if isinstance(solution, (str, Path)) else list(solution or [])
+    backends = [str(p) for p in given if str(p).startswith("bench:")]  # a bench backend: every problem
+    sols = [Path(p) for p in given if not str(p).startswith("bench:")]
     wanted = [workload] if isinstance(workload, str) else list(workload or [])
     for sol in sols:
         if not sol.exists():
@@ -81,12 +84,12 @@ def plan_targets(
         pick_workload(workloads, uuid, str(d))  # ambiguity and emptiness fail here, before any subprocess
         name = _slug(definition["name"])
         targets.append({"label": f"{name}.reference", "problem_dir": str(d), "workload": uuid, "solution": None})
-        mine = (
-            by_problem[definition["name"]]
-            if sols
+        mine: list[Any] = (
+            list(by_problem[definition["name"]])
+            if given
             else sorted(d.glob("solution*.json"), key=lambda p: (p.name != "solution.json", p.name))
         )
-        for sol in mine:
+        for sol in mine + backends:
             targets.append(
                 {
                     "label": f"{name}.{_solution_tag(sol, name)}",
@@ -109,6 +112,8 @@ def _solution_definition(path: Path) -> str | None:
 
 def _solution_tag(path: Path, definition_name: str) -> str:
     """A short label for a solution: its JSON name without the definition's prefix, or the file stem."""
+    if str(path).startswith("bench:"):  # a solkit bench backend, not a file
+        return _slug(str(path)[len("bench:") :])
     tag = path.stem
     if path.suffix == ".json":
         with contextlib.suppress(OSError, json.JSONDecodeError):

@@ -244,6 +244,28 @@ def load_solution_fn(path: str | Path) -> tuple[Callable[..., Any], bool, str]:
     return getattr(module, symbol), bool(spec.get("destination_passing_style", False)), sol.get("name", path.stem)
 
 
+#: ``solution="bench:<backend>"`` profiles a ``solkit bench`` backend (eager, compile, vendor, liger,
+#: solkit) on the problem: the same callable the bench times, no solution file needed.
+BENCH_PREFIX = "bench:"
+
+
+def bench_backend_fn(solution: str, problem_name: str, reference: Callable[..., Any], device: str):
+    """The callable ``solkit bench`` runs for backend ``bench:<name>`` on ``problem_name``."""
+    from solkit.bench.backends import BACKENDS
+
+    name = solution[len(BENCH_PREFIX) :]
+    backend = BACKENDS.get(name)
+    if backend is None:
+        raise SolkitError(f"solution {solution!r}: unknown bench backend; allowed: {', '.join(sorted(BACKENDS))}")
+    ok, why = backend.available(device)
+    if not ok:
+        raise SolkitError(f"solution {solution!r}: {why}")
+    fn = backend.make(problem_name, reference)
+    if fn is None:
+        raise SolkitError(f"solution {solution!r}: backend {name} has no implementation of {problem_name}")
+    return fn
+
+
 def count_model_flops(fn: Callable[..., Any], args: tuple) -> dict[str, float]:
     """Matmul-like FLOPs of one call, by math unit (torch's FlopCounterMode; elementwise work is
     not counted: it never sets T_SOL for the memory-bound ops where it occurs)."""
@@ -296,6 +318,9 @@ def load_target(
         notes.append("loaded with the profiler's minimal SOL-ExecBench reader")
     if solution is None:
         fn, args, kind, name = ref, tuple(inputs), "reference", "reference"
+    elif str(solution).startswith(BENCH_PREFIX):
+        fn, args, kind = bench_backend_fn(str(solution), definition["name"], ref, device), tuple(inputs), "solution"
+        name = str(solution)[len(BENCH_PREFIX) :]
     else:
         sol_fn, dps, name = load_solution_fn(solution)
         kind = "solution"
