@@ -275,7 +275,9 @@ def _scale_rows_kernel(
 #: Launch settings: logits per block, warps, software-pipelining depth of the two sweeps over a row
 #: (cp.async prefetch of the next blocks; 1 = none), programs per SM (0 = one program per row), and
 #: split: programs sharing one row (> 1 selects the split-row kernel, whose grid is persistent).
-CE_CONFIG = {"block": 8192, "num_warps": 16, "num_stages": 3, "programs_per_sm": 0, "split": 1}
+#: Default: the fastest correct candidate of the in-run autotuning on an H200 at [8192, 128256] bf16
+#: (benchmarks/results/kernels_gates_round2.json): persistent, one program per SM, 16k-logit blocks.
+CE_CONFIG = {"block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "split": 1}
 
 
 def _num_sms(device: torch.device) -> int:

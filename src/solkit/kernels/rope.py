@@ -43,7 +43,8 @@ from solkit.errors import SolkitError
 
 _LAYOUTS = ("bshd", "bhsd")
 #: Launch settings: warps per program (one program per token) and the most elements in one head tile.
-ROPE_CONFIG = {"num_warps": 4, "max_tile": 4096}
+#: Default: fastest correct candidate of the in-run autotuning on an H200 (kernels_gates_round2.json).
+ROPE_CONFIG = {"num_warps": 4, "max_tile": 2048}
 
 
 @triton.jit
