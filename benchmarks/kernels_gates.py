@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=110.0, help="stop starting new work after this many s")
     ap.add_argument("--ce-sweep", default="", help="CE candidates: block:warps:stages:progs_per_sm[:split],...")
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
-    ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile,...")
+    ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile[:tokens],...")
     ap.add_argument("--flce-chunks", default="", help="extra fused linear CE chunk sizes, comma separated")
     ap.add_argument("--markdown", metavar="JSON", help="print a markdown summary of a results file and exit")
     args = ap.parse_args(argv)
@@ -454,7 +454,7 @@ def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="
 SWEEPS = {
     "cross_entropy": ("ce_sweep", CE_CONFIG, ("block", "num_warps", "num_stages", "programs_per_sm", "split")),
     "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),
-    "rope": ("rope_sweep", ROPE_CONFIG, ("num_warps", "max_tile")),
+    "rope": ("rope_sweep", ROPE_CONFIG, ("num_warps", "max_tile", "tokens")),
 }
 
 

@@ -8,7 +8,7 @@ python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, t
 python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s 92 \
   --ops cross_entropy,rope,swiglu,fused_linear_ce,geglu,rope_interleaved \
   --ce-sweep 8192:16:4:0,4096:8:4:0,4096:16:4:0,16384:16:3:1,8192:16:3:1:2,4096:16:4:1:2,4096:16:4:1:4,4096:8:4:2:4,4096:16:5:1:8 \
-  --gate-sweep 8192:16,2048:4,1024:4 --rope-sweep 8:4096,4:2048,2:1024 --flce-chunks 2048,8192
+  --gate-sweep 8192:16,2048:4,1024:4 --rope-sweep 8:4096,2:1024,4:2048:2,8:4096:2,4:2048:4 --flce-chunks 2048,8192
 LEFT=$(( 114 - ($(date +%s) - START) ))
 echo "benchmark done; ${LEFT}s left for GPU tests"
 if [ "$LEFT" -gt 8 ]; then

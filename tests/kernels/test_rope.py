@@ -107,6 +107,18 @@ def test_position_ids_and_strided_qkv_views(device):
     _check(q, k, table_cos.float().to(device), table_sin.float().to(device), False, cos_b, sin_b, position_ids=pos)
 
 
+@pytest.mark.parametrize("tokens", [2, 3])
+def test_several_tokens_per_program(tokens, device, monkeypatch):
+    """ROPE_CONFIG["tokens"] > 1, with a token count that does not divide evenly (tail program)."""
+    from solkit.kernels import rope as rope_mod
+
+    monkeypatch.setitem(rope_mod.ROPE_CONFIG, "tokens", tokens)
+    b, s, hq, hk, d = 1, 7, 4, 2, 16
+    q, k = torch.randn(b, s, hq, d, device=device), torch.randn(b, s, hk, d, device=device)
+    cos, sin = tables(s, d, False)
+    _check(q, k, cos.float().to(device), sin.float().to(device), False, cos[None, :, None], sin[None, :, None])
+
+
 def test_module_and_launchers(device):
     q, k = torch.randn(1, 3, 2, 8, device=device), torch.randn(1, 3, 1, 8, device=device)
     cos, sin = (t.float().to(device) for t in tables(3, 8, True))

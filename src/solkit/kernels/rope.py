@@ -44,7 +44,8 @@ from solkit.errors import SolkitError
 _LAYOUTS = ("bshd", "bhsd")
 #: Launch settings: warps per program (one program per token) and the most elements in one head tile.
 #: Default: fastest correct candidate of the in-run autotuning on an H200 (kernels_gates_round2.json).
-ROPE_CONFIG = {"num_warps": 4, "max_tile": 2048}
+#: "tokens" (tokens per program, unrolled) > 1 is an untimed option for future tuning.
+ROPE_CONFIG = {"num_warps": 4, "max_tile": 2048, "tokens": 1}
 
 
 @triton.jit
@@ -83,8 +84,8 @@ def _rotate_heads(
 
 
 @triton.jit
-def _rope_kernel(
-    q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr,
+def _rope_token(
+    token, q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr,
     seq_len, n_q_heads, n_k_heads,
     q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
     qo_sb, qo_ss, qo_sh, ko_sb, ko_ss, ko_sh,
@@ -92,7 +93,6 @@ def _rope_kernel(
     HALF: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
     INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, HAS_POS: tl.constexpr,
 ):  # fmt: skip
-    token = tl.program_id(0)
     b = (token // seq_len).to(tl.int64)
     s = (token % seq_len).to(tl.int64)
     if HAS_POS:
@@ -121,6 +121,28 @@ def _rope_kernel(
         k_ptr, k_out_ptr, b * k_sb + s * k_ss, b * ko_sb + s * ko_ss, k_sh, ko_sh, n_k_heads,
         c1, c2, s1, s2, half_offs, HALF, BLOCK_HK, INTERLEAVED, BACKWARD,
     )  # fmt: skip
+
+
+@triton.jit
+def _rope_kernel(
+    q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr,
+    n_tokens, seq_len, n_q_heads, n_k_heads,
+    q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
+    qo_sb, qo_ss, qo_sh, ko_sb, ko_ss, ko_sh,
+    cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
+    HALF: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
+    INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, HAS_POS: tl.constexpr, TOKENS: tl.constexpr,
+):  # fmt: skip
+    """TOKENS consecutive tokens per program (unrolled, so their loads can be in flight together)."""
+    for i in tl.static_range(TOKENS):
+        token = tl.program_id(0) * TOKENS + i
+        if token < n_tokens:
+            _rope_token(
+                token, q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr,
+                seq_len, n_q_heads, n_k_heads, q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
+                qo_sb, qo_ss, qo_sh, ko_sb, ko_ss, ko_sh, cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
+                HALF, BLOCK_HQ, BLOCK_HK, INTERLEAVED, BACKWARD, HAS_POS,
+            )  # fmt: skip
 
 
 def _to_bshd(x: torch.Tensor, layout: str, name: str) -> torch.Tensor:
@@ -187,13 +209,15 @@ def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, b
         tile = ROPE_CONFIG["max_tile"]
         block_hq = max(1, min(triton.next_power_of_2(n_q), max(1, tile // dim)))
         block_hk = max(1, min(triton.next_power_of_2(n_k), max(1, tile // dim)))
-        _rope_kernel[(batch * seq,)](
-            qv, kv, qo, ko, cos_t, sin_t, pos, seq, n_q, n_k,
+        tokens = max(1, int(ROPE_CONFIG.get("tokens", 1)))
+        _rope_kernel[(triton.cdiv(batch * seq, tokens),)](
+            qv, kv, qo, ko, cos_t, sin_t, pos, batch * seq, seq, n_q, n_k,
             qv.stride(0), qv.stride(1), qv.stride(2), kv.stride(0), kv.stride(1), kv.stride(2),
             qo.stride(0), qo.stride(1), qo.stride(2), ko.stride(0), ko.stride(1), ko.stride(2),
             cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
             HALF=half, BLOCK_HQ=block_hq, BLOCK_HK=block_hk,
-            INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, num_warps=ROPE_CONFIG["num_warps"],
+            INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, TOKENS=tokens,
+            num_warps=ROPE_CONFIG["num_warps"],
         )  # fmt: skip
     return q_out, k_out
 
