@@ -251,6 +251,9 @@ def run_workload(
         pool = [inputs] + [
             _cast_floats(factory.generate(workload, t), override) for t in range(1, _pool_size(inputs, cfg.device))
         ]
+        # Every backend is checked on copies of these untouched values: a backend that writes into its
+        # inputs while being timed (Liger's in-place RoPE) must not change what the next one is checked on.
+        pristine = _clone(inputs)
     except Exception as exc:  # noqa: BLE001 - e.g. out of memory: every backend row says so
         msg = f"reference failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return [Row(**base, backend=b, status="error", error=msg) for b in names]
@@ -268,7 +271,7 @@ def run_workload(
         if progress:
             progress(f"{d.name} [{row.size}/{row.model}] {bname}")
         try:
-            outs = _outputs(fn(*_clone(inputs).values()))
+            outs = _outputs(fn(*_clone(pristine).values()))
             good, err, eerr, why = check(outs, eager, hi)
             row.max_abs_error, row.eager_abs_error = err, eerr
             if not good:
@@ -288,6 +291,8 @@ def run_workload(
             reps = cfg.reps or (50 if dev.type == "cuda" else 5)
             r = benchmark(fn, args, reps=reps, trials=cfg.trials, device=dev, warmup=3 if dev.type == "cuda" else 1)
             row.ms, row.timing = r.median_ms, r.to_dict()
+            if not mutates and _restore(pool[0], pristine):
+                row.error = "note: wrote into its input buffers while being timed (inputs restored)"
             if bname == "eager":
                 eager_ms = r.median_ms
             _score(row, ceilings)
@@ -300,6 +305,16 @@ def run_workload(
         if row.ms and eager_ms:
             row.speedup_vs_eager = eager_ms / row.ms
     return rows
+
+
+def _restore(values: dict[str, Any], pristine: dict[str, Any]) -> bool:
+    """Put back any input tensor that differs from its pristine copy; True if one did."""
+    changed = False
+    for k, v in values.items():
+        if isinstance(v, torch.Tensor) and not torch.equal(v, pristine[k]):
+            v.copy_(pristine[k])
+            changed = True
+    return changed
 
 
 def _score(row: Row, ceilings: dict[str, Ceilings]) -> None:
