@@ -34,7 +34,7 @@ import torch
 from solkit.errors import SolkitError
 from solkit.tune.cache import TuneCache, environment, make_key, shape_bucket, source_hash
 from solkit.tune.engine import BenchSettings, CompileJob, CompilePool, Problem, interpreter_mode
-from solkit.tune.space import Config, Space
+from solkit.tune.space import Config, Space, smem_limit
 from solkit.tune.strategies import DEFAULT_STRATEGY
 from solkit.tune.tuner import TuneResult, tune
 
@@ -86,7 +86,7 @@ class Autotuner:
             raise SolkitError(f"autotune: {unknown} are not arguments of {getattr(fn, '__name__', fn)}; "
                               f"allowed: {self.arg_names}")  # fmt: skip
         if space is not None:
-            self.space = space if isinstance(space, Space) else Space.from_dict(space)
+            self.space = space if isinstance(space, Space) else Space.from_dict(space, smem_limit_bytes=smem_limit())
         elif configs:
             self.space = Space.from_configs([_config_to_dict(c) for c in configs])
         else:
