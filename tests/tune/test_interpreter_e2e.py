@@ -73,3 +73,14 @@ def test_decorator_list_mode_cache_and_incremental_configs(tmp_path):
     kern3[grid](x, torch.empty(N), N)
     res3 = next(iter(kern3.results.values()))
     assert res3.evaluations == [] and res3.best == res2.best
+
+
+def test_decorator_search_mode_with_a_dict_space(tmp_path):
+    space = {"params": {"BLOCK": [16, 32, 64], "HALF": [0, 1], "num_warps": [1]}}
+    kern = autotune(key=["n"], space=space, budget=6, cache=TuneCache(tmp_path))(scale_kernel)
+    x, y = _inputs(3)
+    kern[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x, y, N)
+    torch.testing.assert_close(y, 2 * x)
+    res = next(iter(kern.results.values()))
+    assert res.strategy == "guided" and len(res.evaluations) == 6
+    assert res.best["HALF"] == 0
