@@ -1,6 +1,6 @@
 """Regenerate docs/cli.md from the CLI's own argparse help, so the reference never drifts.
 
-    python tools/gen_cli_doc.py
+python tools/gen_cli_doc.py
 """
 
 from __future__ import annotations
