@@ -228,10 +228,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _add_diagnoses(results: dict[str, Any], notes: list[str], out: Path) -> None:
-    """Nsight Compute diagnosis of the eager reference of every measured workload (one ncu run).
+    """Nsight Compute diagnosis of every measured row, in one ncu run (solkit.profile's bench hook).
 
-    The other backends are in-process callables, not solution files that ncu's driver can load, so
-    their rows say so rather than carry a diagnosis.
+    The eager rows profile the problem's reference; the other backends profile the same callable the
+    bench timed (``bench:<backend>``). Each diagnosis uses the bench's own median as T_measured.
     """
     from solkit.bench.runner import SUITE_ROOT
 
@@ -240,22 +240,27 @@ def _add_diagnoses(results: dict[str, Any], notes: list[str], out: Path) -> None
     except ImportError as exc:
         notes.append(f"--profile: solkit.profile is not usable here ({exc})")
         return
-    eager = [r for r in results["rows"] if r["backend"] == "eager" and r["status"] == "ok"]
-    items = [{"problem_dir": str(SUITE_ROOT / r["problem"]), "solution": None, "workload": r["workload"],
-              "t_measured_ms": r["ms"]} for r in eager]  # fmt: skip
+    measured = [r for r in results["rows"] if r["status"] == "ok" and r.get("ms")]
+    items = [
+        {
+            "problem_dir": str(SUITE_ROOT / r["problem"]),
+            "solution": None if r["backend"] == "eager" else f"bench:{r['backend']}",
+            "workload": r["workload"],
+            "t_measured_ms": r["ms"],
+        }
+        for r in measured
+    ]
     try:
         diags = diagnose_batch_for_bench(items, out_dir=out / "profile")
     except Exception as exc:  # noqa: BLE001 - profiling must never sink the bench
         notes.append(f"--profile failed: {type(exc).__name__}: {exc}")
         return
-    for row, d in zip(eager, diags):
+    degraded = set()
+    for row, d in zip(measured, diags):
         row["profile"] = {k: d.get(k) for k in ("summary", "roof", "dram_vs_model", "n_kernels", "findings")}
         row["profile_diagnosis"] = d.get("summary")
-        if d.get("degraded"):
-            notes.append(f"--profile degraded: {d['degraded'][0]}")
-    for row in results["rows"]:
-        if row["backend"] != "eager" and row["status"] == "ok":
-            row["profile_diagnosis"] = "not profiled: only the eager reference runs under ncu's driver"
+        degraded.update(d.get("degraded") or [])
+    notes.extend(f"--profile degraded: {line}" for line in sorted(degraded))
 
 
 def print_table(results: dict[str, Any]) -> None:

@@ -119,7 +119,7 @@ def markdown(results: dict[str, Any], figures: dict[str, Path] | None = None) ->
         lines.append("| " + " | ".join(cells) + " |")
     diagnosed = [r for r in results["rows"] if r.get("profile") and r["profile"].get("summary")]
     if diagnosed:
-        lines += ["", "## Nsight Compute diagnosis (eager reference)", ""]
+        lines += ["", "## Nsight Compute diagnosis", ""]
         lines += [
             f"- **{r['problem']}** [{r.get('size')}/{r.get('model')}]: {r['profile']['summary']}" for r in diagnosed
         ]
