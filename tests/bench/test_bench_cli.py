@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from solkit.bench.backends import BACKENDS
-from solkit.bench.runner import BenchConfig, check, select, suite_problems
+from solkit.bench.runner import BenchConfig, check, expected, select, suite_problems
 
 
 def run_cli(*argv, timeout=600):
@@ -96,9 +96,10 @@ def test_check_rejects_wrong_results():
 
     hi = (torch.randn(64, 64, dtype=torch.float64),)
     eager = (hi[0].to(torch.bfloat16),)
-    assert check(eager, eager, hi)[0]
+    exp = expected(eager, hi)
+    assert check(eager, exp)[0]
     bad = (eager[0] + 0.5,)
-    assert not check(bad, eager, hi)[0]
+    assert not check(bad, exp)[0]
     nan = (eager[0].clone().fill_(float("nan")),)
-    assert not check(nan, eager, hi)[0]
-    assert not check((eager[0].float(),), eager, hi)[0]  # wrong dtype
+    assert not check(nan, exp)[0]
+    assert not check((eager[0].float(),), exp)[0]  # wrong dtype

@@ -127,8 +127,8 @@ def _ceilings(device: str, recalibrate: bool, notes: list[str]):
         out["spec"] = spec_ceilings(info.arch_id)
     else:
         notes.append(f"{info.name} is not in the hardware database: no datasheet (spec) basis")
-    cal = get_calibration(recalibrate=recalibrate, quick=device == "cpu")
-    out["calibrated"] = calibrated_ceilings(quick=device == "cpu")
+    cal = get_calibration(recalibrate=recalibrate, quick=device == "cpu", info=info)
+    out["calibrated"] = calibrated_ceilings(cal=cal, info=info)
     notes.extend(out["calibrated"].notes)
     return info, cal, out
 

@@ -146,24 +146,43 @@ def _max_err(a: torch.Tensor, ref: torch.Tensor) -> float:
     return (a.double() - ref.double()).abs().max().item() if a.numel() else 0.0
 
 
-def check(outs, eager, hi) -> tuple[bool, float, float, str | None]:
-    """Correctness of ``outs`` against the high-precision reference ``hi``, relative to eager's error."""
-    if len(outs) != len(hi):
-        return False, math.inf, 0.0, f"returned {len(outs)} outputs, expected {len(hi)}"
-    worst, worst_eager = 0.0, 0.0
-    for i, (o, e, h) in enumerate(zip(outs, eager, hi)):
-        if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(e.shape):
-            return False, math.inf, 0.0, f"output {i}: shape {getattr(o, 'shape', None)} != {tuple(e.shape)}"
-        if o.dtype != e.dtype:
-            return False, math.inf, 0.0, f"output {i}: dtype {o.dtype} != {e.dtype}"
-        if o.is_floating_point() and not torch.isfinite(o).all() and torch.isfinite(h).all():
-            return False, math.inf, 0.0, f"output {i}: NaN/Inf where the reference is finite"
-        err, eerr = _max_err(o, h), _max_err(e, h)
+@dataclass
+class Expected:
+    """What every backend of one workload is checked against, computed once per workload."""
+
+    eager: tuple[torch.Tensor, ...]  # the reference, eager, in the problem's dtype
+    hi: tuple[torch.Tensor, ...]  # the reference in higher precision
+    eager_err: list[float]  # PyTorch's own max error per output
+    atol: list[float]  # one ULP of the output dtype at the output's largest magnitude
+    hi_finite: list[bool]
+
+
+def expected(eager, hi) -> Expected:
+    errs, atols, finite = [], [], []
+    for e, h in zip(eager, hi):
+        errs.append(_max_err(e, h))
         scale = h.double().abs().max().item() if h.numel() else 0.0
         # The small atol is one unit in the last place of the output dtype at the output's largest
         # magnitude: rounding the same exact value differently may always cost that much.
         ulp = torch.finfo(e.dtype).eps if e.is_floating_point() else 0.0
-        atol = 1e-12 + ulp * scale
+        atols.append(1e-12 + ulp * scale)
+        finite.append(bool(torch.isfinite(h).all()) if h.is_floating_point() else True)
+    return Expected(tuple(eager), tuple(hi), errs, atols, finite)
+
+
+def check(outs, exp: Expected) -> tuple[bool, float, float, str | None]:
+    """Correctness of ``outs`` against the high-precision reference, relative to eager's error."""
+    if len(outs) != len(exp.hi):
+        return False, math.inf, 0.0, f"returned {len(outs)} outputs, expected {len(exp.hi)}"
+    worst, worst_eager = 0.0, 0.0
+    for i, (o, e, h) in enumerate(zip(outs, exp.eager, exp.hi)):
+        if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(e.shape):
+            return False, math.inf, 0.0, f"output {i}: shape {getattr(o, 'shape', None)} != {tuple(e.shape)}"
+        if o.dtype != e.dtype:
+            return False, math.inf, 0.0, f"output {i}: dtype {o.dtype} != {e.dtype}"
+        if o.is_floating_point() and exp.hi_finite[i] and not torch.isfinite(o).all():
+            return False, math.inf, 0.0, f"output {i}: NaN/Inf where the reference is finite"
+        err, eerr, atol = _max_err(o, h), exp.eager_err[i], exp.atol[i]
         if err > 2 * eerr + atol:
             return False, err, eerr, f"output {i}: max error {err:.3g} > 2 x PyTorch's {eerr:.3g} + {atol:.2g}"
         worst, worst_eager = max(worst, err), max(worst_eager, eerr)
@@ -172,34 +191,13 @@ def check(outs, eager, hi) -> tuple[bool, float, float, str | None]:
 
 def workload_work(problem: Problem, workload) -> tuple[dict[str, float], float, str]:
     """FLOPs by unit and fused bytes of one workload (SOL analysis of the reference)."""
-    try:
-        from solkit.sol.analysis import analyze_problem
-    except ImportError:
-        return _declared_work(problem, workload)
-    import dataclasses
+    from solkit.sol.analysis import analyze_workload
 
-    one = dataclasses.replace(problem, workloads=[workload])
-    a = analyze_problem(one, arch=None)[0].analysis
+    a = analyze_workload(problem, workload).analysis
     source = "declared in definition" if a.declared else "SOL analysis of the reference"
     if a.uncounted:
         source += f" (uncounted ops: {', '.join(a.uncounted)})"
     return {u: float(v) for u, v in a.flops.items()}, float(a.fused_bytes), source
-
-
-def _declared_work(problem: Problem, workload) -> tuple[dict[str, float], float, str]:
-    """Fused bytes from the definition's shapes; FLOPs only from its declared ``solkit.flops``."""
-    from solkit.problems.expr import evaluate
-
-    axes = problem.resolve_axes(workload)
-    dtypes = {**problem.input_dtypes(), **problem.output_dtypes()}
-    nbytes = sum(
-        math.prod(shape) * torch.empty((), dtype=dtypes[name]).element_size()
-        for name, shape in problem.shapes_for(workload).items()
-        if shape is not None
-    )
-    hints = problem.definition.solkit.flops if problem.definition.solkit else {}
-    flops = {unit: float(evaluate(expr, axes)) for unit, expr in hints.items()}
-    return flops, float(nbytes), "declared (no SOL analysis available)"
 
 
 def _pool_size(inputs: dict[str, Any], device: str) -> int:
@@ -247,7 +245,7 @@ def run_workload(
             hi = _outputs(ref(*_upcast(_clone(inputs), hi_dtype).values()))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = prev_tf32
-        eager = _outputs(ref(*_clone(inputs).values()))
+        exp = expected(_outputs(ref(*_clone(inputs).values())), hi)
         pool = [inputs] + [
             _cast_floats(factory.generate(workload, t), override) for t in range(1, _pool_size(inputs, cfg.device))
         ]
@@ -272,7 +270,7 @@ def run_workload(
             progress(f"{d.name} [{row.size}/{row.model}] {bname}")
         try:
             outs = _outputs(fn(*_clone(pristine).values()))
-            good, err, eerr, why = check(outs, eager, hi)
+            good, err, eerr, why = check(outs, exp)
             row.max_abs_error, row.eager_abs_error = err, eerr
             if not good:
                 row.status, row.error = "incorrect", why

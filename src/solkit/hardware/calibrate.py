@@ -119,9 +119,15 @@ def load_cached(info: DeviceInfo | None = None) -> Calibration | None:
         return None
 
 
-def get_calibration(recalibrate: bool = False, quick: bool = False, progress: Callable[[str], None] | None = None):
-    """The cached calibration of the present device, measuring it first when needed."""
-    info = detect_device()
+def get_calibration(
+    recalibrate: bool = False,
+    quick: bool = False,
+    progress: Callable[[str], None] | None = None,
+    info: DeviceInfo | None = None,
+):
+    """The cached calibration of the present device (``info``, detected when not given), measuring it
+    first when needed."""
+    info = info or detect_device()
     if not recalibrate:
         cached = load_cached(info)
         if cached is not None and (quick or not cached.quick):

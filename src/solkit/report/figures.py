@@ -24,6 +24,11 @@ def _ok(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("status") == "ok" and r.get("ms")]
 
 
+def _basis(results: dict[str, Any]) -> str:
+    """The calibrated basis when the run has it (the fraction of what this card can do), else spec."""
+    return "calibrated" if any(r.get("sol_calibrated") is not None for r in results["rows"]) else "spec"
+
+
 def roofline(results: dict[str, Any], path: Path) -> Path:
     """Every measured point (arithmetic intensity, achieved FLOP/s) against the measured and datasheet roofs."""
     meta = results["meta"]
@@ -74,7 +79,7 @@ def roofline(results: dict[str, Any], path: Path) -> Path:
 
 def sol_histogram(results: dict[str, Any], path: Path) -> Path:
     """The distribution of SOL fractions across the suite (the seed's bimodal picture)."""
-    basis = "calibrated" if any(r.get("sol_calibrated") is not None for r in results["rows"]) else "spec"
+    basis = _basis(results)
     fig, ax = plt.subplots(figsize=(7, 4))
     by_backend: dict[str, list[float]] = defaultdict(list)
     for r in _ok(results["rows"]):
@@ -105,7 +110,7 @@ def sol_histogram(results: dict[str, Any], path: Path) -> Path:
 
 def per_op_bars(results: dict[str, Any], path: Path) -> Path:
     """Best SOL fraction per problem, one bar per backend (largest size class measured)."""
-    basis = "calibrated" if any(r.get("sol_calibrated") is not None for r in results["rows"]) else "spec"
+    basis = _basis(results)
     best: dict[tuple[str, str], float] = {}
     for r in _ok(results["rows"]):
         v = r.get(f"sol_{basis}")

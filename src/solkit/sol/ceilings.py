@@ -20,13 +20,17 @@ def spec_ceilings(arch: str) -> Ceilings:
     return Ceilings(arch=spec.id, basis="spec", flops=spec.flops_by_unit(), bandwidth=spec.bandwidth)
 
 
-def calibrated_ceilings(quick: bool = True, recalibrate: bool = False) -> Ceilings:
-    """Measured ceilings of the present device (runs a calibration when none is cached)."""
+def calibrated_ceilings(quick: bool = True, recalibrate: bool = False, cal=None, info=None) -> Ceilings:
+    """Measured ceilings of the present device (runs a calibration when none is cached).
+
+    Callers that already hold the device's ``info`` and calibration ``cal`` pass them in, so the
+    device is not detected and the cache not read a second time.
+    """
     from solkit.hardware.calibrate import get_calibration
     from solkit.hardware.detect import detect_device
 
-    info = detect_device()
-    cal = get_calibration(recalibrate=recalibrate, quick=quick)
+    info = info or detect_device()
+    cal = cal or get_calibration(recalibrate=recalibrate, quick=quick, info=info)
     measured = cal.flops_by_unit()
     notes: list[str] = []
     flops: dict[str, float] = {}
@@ -61,7 +65,7 @@ def get_ceilings(arch: str | None = None, basis: str = "spec", quick: bool = Tru
         if info.arch_id:
             return spec_ceilings(info.arch_id)
         if info.kind == "cpu":
-            c = calibrated_ceilings(quick=quick)
+            c = calibrated_ceilings(quick=quick, info=info)
             return Ceilings(c.arch, "calibrated", c.flops, c.bandwidth, ("a CPU has no datasheet: calibrated",))
         from solkit.hardware.detect import derived_spec
 
@@ -73,4 +77,4 @@ def get_ceilings(arch: str | None = None, basis: str = "spec", quick: bool = Tru
             f"the calibrated basis exists only for the present device ({info.arch_id or info.name}); "
             f"use --basis spec for {arch}"
         )
-    return calibrated_ceilings(quick=quick)
+    return calibrated_ceilings(quick=quick, info=info)
