@@ -31,8 +31,12 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per timing trial (default 50)")
     p.add_argument("--timing-trials", type=int, default=3, help="timing trials (default 3)")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--method", choices=["auto", "graph_events", "events", "graph"], default="auto",
-                   help="GPU timing: auto = per-call events inside a CUDA graph below 100 µs, else events")  # fmt: skip
+    p.add_argument("--method", choices=["auto", "graph_events", "events", "graph", "kernel"], default="auto",
+                   help="GPU timing: auto = per-call events inside a CUDA graph below 100 µs, else events; "
+                        "kernel = the kernels' own GPU time from the CUDA profiler (Nsight Compute's quantity)")
+    p.add_argument("--cooldown-ms", type=float, default=0.0,
+                   help="GPU idle before every timed call, so each starts like an isolated launch under Nsight "
+                        "Compute (default 0: back-to-back steady state; with auto, picks --method kernel)")  # fmt: skip
     p.add_argument("--matched-ratio", type=float, default=None,
                    help="fraction of elements that must match (default: 1.0 unless the workload sets it)")  # fmt: skip
     p.add_argument("--no-precision-check", action="store_true", help="skip the fp64 precision-downgrade check")
@@ -77,6 +81,7 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         timing_trials=args.timing_trials,
         warmup=args.warmup,
         method=args.method,
+        cooldown_ms=args.cooldown_ms,
         matched_ratio=args.matched_ratio,
         precision_check=not args.no_precision_check,
         benchmark_reference=not args.no_reference_timing,

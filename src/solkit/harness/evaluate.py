@@ -49,7 +49,8 @@ class EvalOptions:
     reps: int = 50  # timed repetitions per timing trial
     timing_trials: int = 3
     warmup: int = 5
-    method: str = "auto"  # GPU: auto (graph_events below 100 µs, else events), graph_events, events, graph
+    method: str = "auto"  # GPU: auto (graph_events below 100 µs, else events), graph_events, events, graph, kernel
+    cooldown_ms: float = 0.0  # GPU idle before every timed call (isolated launches, as under Nsight Compute)
     pool: int = 3  # rotating input sets during timing
     matched_ratio: float | None = None  # override of required_matched_ratio
     precision_check: bool = True
@@ -158,6 +159,7 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) 
         "cpu_threads": options.cpu_threads,
         "l2_flush": options.l2_flush,
         "prewarm_s": options.prewarm_s,
+        "cooldown_ms": options.cooldown_ms,
     }
     runner = RunnerOptions(
         compile_timeout=options.compile_timeout,

@@ -49,7 +49,7 @@ def bench_graph_events(
     reps: int = 50,
     trials: int = 3,
     warmup: int = 5,
-    flush_mode: str = "read",
+    flush_mode: str | None = "read",
     calls_per_graph: int = 10,
 ) -> TimingResult:
     """Time ``fn`` per call inside a captured graph; ``reps`` samples per trial (rounded up to whole graphs)."""
@@ -60,14 +60,15 @@ def bench_graph_events(
     for i in range(warmup):
         _call(fn, pool, i)
     torch.cuda.synchronize(dev)
-    flusher = L2Flusher(dev, flush_mode)
+    flusher = L2Flusher(dev, flush_mode) if flush_mode else None
     n = max(int(calls_per_graph), 1)
     starts = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(n)]
 
     def body() -> None:
         for i in range(n):
-            flusher()
+            if flusher is not None:
+                flusher()
             starts[i].record()
             _call(fn, pool, i)
             ends[i].record()
@@ -87,6 +88,6 @@ def bench_graph_events(
         samples += trial
         medians.append(statistics.median(trial))
     return summarize(
-        samples, medians, method="cuda_graph_events", reps=replays * n, trials=max(int(trials), 1), l2_flushed=True,
-        rotating_buffers=len(pool or ()) or 1, calls_per_sample=1,
+        samples, medians, method="cuda_graph_events", reps=replays * n, trials=max(int(trials), 1),
+        l2_flushed=flusher is not None, rotating_buffers=len(pool or ()) or 1, calls_per_sample=1, l2_flush_mode=flush_mode,
     )  # fmt: skip

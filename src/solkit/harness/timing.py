@@ -3,16 +3,20 @@
 Rules (see docs/measurement.md):
 
 * warm-up first, so compilation, module load and handle creation stay out of the numbers;
-* on a GPU, CUDA events around each call, with the L2 cache flushed (a write over a buffer twice the
-  L2 size) between repetitions, and a rotating pool of argument sets so that repeated calls do not
-  hit data left in cache by the previous call. Before each start event the GPU spins
+* on a GPU, CUDA events around each call, with the L2 cache flushed (by default a read sweep over a
+  buffer twice the L2 size, which leaves the L2 clean as Nsight Compute's flush does) between
+  repetitions, and a rotating pool of argument sets so that repeated calls do not hit data left in
+  cache by the previous call. Before each start event the GPU spins
   (``torch.cuda._sleep``) for about twice the call's host launch time, so the CPU has enqueued the
   call by the time the GPU reaches it: the interval is GPU time, not Python launch overhead (the
   host launch time is reported separately as ``host_ms``);
-* a CUDA-graph mode for short calls (< ~100 µs), where launch overhead would otherwise dominate:
+* CUDA-graph modes for short calls (< ~100 µs), where launch overhead would otherwise dominate:
   ``calls_per_graph`` calls (rotating arguments, each preceded by an L2 flush) are captured into one
-  graph; the graph of flushes alone is timed too and subtracted, so the result is per call, L2-cold,
-  without launch gaps;
+  graph. ``graph_events`` (what ``auto`` picks) captures timing events around every call as graph
+  nodes (:mod:`.graph_timing`); ``graph`` times the whole graph and subtracts a graph of flushes alone;
+* ``kernel``: the GPU kernels' own start/end per call from the CUDA profiler (:mod:`.kernel_timing`),
+  the quantity Nsight Compute reports as ``gpu__time_duration``; with ``cooldown_ms`` the GPU idles
+  before every call, so each starts from an isolated launch's clock state, as under Nsight Compute;
 * the median of at least 50 repetitions over at least 3 trials, with quartiles, min/max and the
   coefficient of variation; a warning flag when CV > 5 %;
 * on the CPU, host wall clock (``time.perf_counter``) per call.
@@ -31,7 +35,8 @@ from typing import Any, Literal
 
 import torch
 
-TimingMethod = Literal["auto", "events", "graph", "wall"]
+TimingMethod = Literal["auto", "events", "graph", "graph_events", "kernel", "wall"]
+METHODS = ("auto", "events", "graph", "graph_events", "kernel", "wall")
 
 #: Calls shorter than this (median of a quick probe, in ms) are timed with CUDA graphs in "auto".
 GRAPH_THRESHOLD_MS = 0.1
@@ -65,6 +70,11 @@ class TimingResult:
     #: CUDA events only: a GPU spin-wait before each repetition let the CPU enqueue the call ahead of
     #: the start event, so the interval is the GPU's time, not the host's launch time.
     launch_hidden: bool = False
+    #: ``kernel`` method: median of the per-call sum of kernel durations (span minus internal gaps).
+    busy_ms: float | None = None
+    #: GPU idle time before every call (isolated-launch protocol), 0 for back-to-back repetitions.
+    cooldown_ms: float = 0.0
+    l2_flush_mode: str | None = None
 
     def to_dict(self, samples: bool = False) -> dict[str, Any]:
         d = asdict(self)
@@ -102,14 +112,14 @@ def summarize(samples_ms: Sequence[float], trial_medians: Sequence[float], **met
 class L2Flusher:
     """Evicts the L2 cache by writing a buffer twice its size (a memset kernel, ~tens of µs).
 
-    ``mode="read"`` (added for the evaluation harness) sweeps the buffer with a reduction instead:
-    the write-back of dirty lines (the previous call's outputs) happens during the flush, and the
-    L2 is left holding clean lines, as after Nsight Compute's cache flush. With the default
-    ``"write"`` the L2 is left full of the memset's dirty lines, whose write-back can be charged to
-    the timed call.
+    ``mode="read"`` (the default) sweeps the buffer with a reduction instead: the write-back of dirty
+    lines (the previous call's outputs) happens during the flush, and the L2 is left holding clean
+    lines, as after Nsight Compute's cache flush. With ``"write"`` the L2 is left full of the memset's
+    dirty lines, whose write-back is charged to the timed call (measured: +3-5 % on a 50 µs
+    RMSNorm on the H200, see benchmarks/results/harness_ncu_comparison.json).
     """
 
-    def __init__(self, device: torch.device, mode: str = "write") -> None:
+    def __init__(self, device: torch.device, mode: str = "read") -> None:
         if mode not in ("write", "read"):
             raise ValueError(f"unknown L2 flush mode {mode!r}; allowed: read, write")
         props = torch.cuda.get_device_properties(device)
@@ -142,14 +152,19 @@ def benchmark(
     flush_l2: bool = True,
     calls_per_graph: int = 10,
     device: torch.device | str | None = None,
-    l2_flush_mode: str = "write",
+    l2_flush_mode: str = "read",
+    cooldown_ms: float = 0.0,
 ) -> TimingResult:
     """Time ``fn`` (called as ``fn(*args_pool[i % len(args_pool)])``, or ``fn()`` with no pool).
 
-    ``method="auto"`` picks wall clock on the CPU, and on a GPU CUDA events, or CUDA graphs when a
-    quick probe says a call takes under :data:`GRAPH_THRESHOLD_MS`. Returns per-call milliseconds.
-    ``l2_flush_mode`` selects how :class:`L2Flusher` evicts the L2 ("write" or "read").
+    ``method="auto"`` picks wall clock on the CPU, and on a GPU CUDA events, or per-call events inside
+    a CUDA graph (``graph_events``) when a quick probe says a call takes under
+    :data:`GRAPH_THRESHOLD_MS`; with ``cooldown_ms`` > 0 it picks ``kernel`` (graph replays cannot idle
+    between calls). Returns per-call milliseconds. ``l2_flush_mode`` selects how :class:`L2Flusher`
+    evicts the L2 ("read" or "write").
     """
+    if method not in METHODS:
+        raise ValueError(f"unknown timing method {method!r}; allowed: {', '.join(METHODS)}")
     reps = max(int(reps), 1)
     trials = max(int(trials), 1)
     dev = torch.device(device) if device is not None else _guess_device(args_pool)
@@ -167,12 +182,31 @@ def benchmark(
     host_ms = statistics.median(host[1:])  # the first call may compile or autotune
     flusher = L2Flusher(dev, l2_flush_mode) if flush_l2 else None
     lead = host_ms if hasattr(torch.cuda, "_sleep") else None
-    if method == "auto":
+    if method == "auto" and cooldown_ms > 0:
+        method = "kernel"
+    elif method == "auto":
         # The probe times the GPU alone (launch hidden), so a host-bound launcher is not mistaken for a
         # long kernel and denied the graph mode.
         probe = _bench_events(fn, args_pool, 5, 1, flusher, dev, lead)
-        method = "graph" if probe.median_ms < GRAPH_THRESHOLD_MS else "events"
-    if method == "graph":
+        method = "graph_events" if probe.median_ms < GRAPH_THRESHOLD_MS else "events"
+    result = None
+    if method == "graph_events":
+        from solkit.harness.graph_timing import bench_graph_events  # imports this module
+
+        try:
+            result = bench_graph_events(fn, args_pool, device=dev, reps=reps, trials=trials, warmup=0,
+                                        flush_mode=l2_flush_mode if flush_l2 else None,
+                                        calls_per_graph=calls_per_graph)  # fmt: skip
+        except Exception:  # noqa: BLE001 - uncapturable callables (host syncs, allocs) fall back to events
+            torch.cuda.synchronize(dev)
+            result = _bench_events(fn, args_pool, reps, trials, flusher, dev, lead)
+            result.method = "cuda_events (graph capture failed)"
+    elif method == "kernel":
+        from solkit.harness.kernel_timing import bench_kernel_time  # imports this module
+
+        result = bench_kernel_time(fn, args_pool, device=dev, reps=reps, trials=trials, flusher=flusher,
+                                   cooldown_ms=cooldown_ms)  # fmt: skip
+    elif method == "graph":
         try:
             result = _bench_graph(fn, args_pool, reps, trials, flusher, calls_per_graph, dev)
         except Exception:  # noqa: BLE001 - uncapturable callables (host syncs, allocs) fall back to events
@@ -180,12 +214,12 @@ def benchmark(
             result = _bench_events(fn, args_pool, reps, trials, flusher, dev, lead)
             result.method = "cuda_events (graph capture failed)"
     elif method == "events":
-        result = _bench_events(fn, args_pool, reps, trials, flusher, dev, lead)
+        result = _bench_events(fn, args_pool, reps, trials, flusher, dev, lead, cooldown_ms)
     elif method == "wall":
         result = _bench_wall(fn, args_pool, reps, trials, warmup, sync=dev)
-    else:
-        raise ValueError(f"unknown timing method {method!r}; allowed: auto, events, graph, wall")
     result.host_ms = host_ms
+    result.cooldown_ms = float(cooldown_ms) if result.method in ("cuda_events", "cupti_kernel_span") else 0.0
+    result.l2_flush_mode = l2_flush_mode if flush_l2 else None
     return result
 
 
@@ -220,9 +254,10 @@ def _bench_wall(fn, pool, reps, trials, warmup, sync: torch.device | None = None
     )  # fmt: skip
 
 
-def _bench_events(fn, pool, reps, trials, flusher, dev, lead_ms: float | None = None) -> TimingResult:
+def _bench_events(fn, pool, reps, trials, flusher, dev, lead_ms: float | None = None, cooldown_ms: float = 0.0):
     """CUDA events around each call; with ``lead_ms``, a GPU spin of about twice the host launch time
-    runs before each start event, so the CPU has enqueued the call before the GPU reaches it."""
+    runs before each start event, so the CPU has enqueued the call before the GPU reaches it. With
+    ``cooldown_ms``, the GPU idles that long before every call (a sync, then a host sleep)."""
     samples: list[float] = []
     medians: list[float] = []
     k = 0
@@ -233,6 +268,9 @@ def _bench_events(fn, pool, reps, trials, flusher, dev, lead_ms: float | None = 
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for r in range(reps):
+            if cooldown_ms > 0:
+                torch.cuda.synchronize(dev)
+                time.sleep(cooldown_ms * 1e-3)
             if flusher is not None:
                 flusher()
             if spin:

@@ -410,6 +410,9 @@ class Worker:
         flush_mode = self.job.get("l2_flush", "read")
         warm_calls = self._prewarm(call, pool)
         warmup = int(self.job["warmup"])
+        cooldown = float(self.job.get("cooldown_ms", 0.0) or 0.0) if self.device.type == "cuda" else 0.0
+        if method == "auto" and cooldown > 0:  # isolated launches: graph replays cannot idle between calls
+            method = "kernel"
         if method == "auto":  # short calls: in-graph events; long ones: events around eager calls
             flusher = timing.L2Flusher(self.device, flush_mode)
             probe = graph_timing.probe_ms(call, pool, self.device, flusher)
@@ -425,7 +428,8 @@ class Worker:
                 method = "events"
         if res is None:
             res = timing.benchmark(call, pool, method=method, reps=reps, trials=trials, warmup=warmup,
-                                   flush_l2=True, device=self.device, l2_flush_mode=flush_mode)  # fmt: skip
+                                   flush_l2=True, device=self.device, l2_flush_mode=flush_mode,
+                                   cooldown_ms=cooldown)  # fmt: skip
         res.prewarm_calls = warm_calls  # extra attributes ride along in the trace's timing dict
         res.l2_flush_mode = flush_mode if self.device.type == "cuda" else None
         return res, pool, outs, note

@@ -1,0 +1,132 @@
+"""GPU kernel time per call, from the CUDA profiler (CUPTI through ``torch.profiler``).
+
+Why: CUDA events measure from the moment the GPU front end processes the start event to the moment
+it processes the end event. That includes the launch latency of the first kernel (~1-2 µs even
+inside a CUDA graph), which is several percent of a 50 µs kernel. Nsight Compute's
+``gpu__time_duration`` and Nsight Systems report the kernels' own start/end timestamps instead. This
+method reports that quantity for every call, without Nsight: each call runs inside a profiler
+``record_function`` range; every CUDA runtime/driver call made inside the range is matched by its
+correlation id to the GPU activity (kernels, memcpy, memset) it started; one sample is
+
+    span = last end - first start over that activity        (busy = the sum of their durations)
+
+so gaps *between* a call's own kernels count (they are real), host launch overhead does not, and
+the L2 flush between calls (launched outside the ranges) is excluded. Work launched from another
+thread is not correlated to the range, so it is not timed here: the harness's anti-cheat compares
+event time with wall time separately.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from solkit.harness.timing import L2Flusher, TimingResult, summarize
+
+#: Trace categories of host calls that start GPU work (the CUDA runtime API, and the driver API that
+#: Triton's launcher uses).
+_LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+#: Trace categories of GPU activity.
+_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+RANGE_PREFIX = "solkit_call_"
+
+
+def spans_from_trace(trace: Mapping[str, Any], prefix: str = RANGE_PREFIX) -> dict[int, dict[str, float]]:
+    """Per call index: GPU ``span_us``, ``busy_us`` and ``kernels`` from a Chrome trace (torch.profiler export).
+
+    Calls are the ``user_annotation`` ranges named ``prefix + index``; a call with no GPU activity is absent.
+    """
+    events = trace.get("traceEvents", trace) if isinstance(trace, Mapping) else trace
+    ranges: list[tuple[float, float, int]] = []
+    launches: list[tuple[float, int]] = []
+    gpu: dict[int, list[tuple[float, float]]] = {}
+    for ev in events:
+        cat, name = ev.get("cat", ""), ev.get("name", "")
+        args = ev.get("args") or {}
+        if cat == "user_annotation" and name.startswith(prefix):
+            suffix = name[len(prefix) :]
+            if suffix.isdigit():
+                ranges.append((float(ev["ts"]), float(ev["ts"]) + float(ev.get("dur", 0.0)), int(suffix)))
+        elif cat in _LAUNCH_CATS and "correlation" in args:
+            launches.append((float(ev["ts"]), int(args["correlation"])))
+        elif cat in _GPU_CATS and "correlation" in args:
+            gpu.setdefault(int(args["correlation"]), []).append((float(ev["ts"]), float(ev.get("dur", 0.0))))
+    ranges.sort()
+    out: dict[int, dict[str, float]] = {}
+    for ts, corr in launches:
+        owner = next((idx for start, end, idx in ranges if start <= ts <= end), None)
+        if owner is None or corr not in gpu:
+            continue
+        acc = out.setdefault(owner, {"first": float("inf"), "last": 0.0, "busy_us": 0.0, "kernels": 0})
+        for start, dur in gpu[corr]:
+            acc["first"] = min(acc["first"], start)
+            acc["last"] = max(acc["last"], start + dur)
+            acc["busy_us"] += dur
+            acc["kernels"] += 1
+    return {
+        i: {"span_us": a["last"] - a["first"], "busy_us": a["busy_us"], "kernels": a["kernels"]} for i, a in out.items()
+    }
+
+
+def _call(fn: Callable[..., Any], pool: Sequence[tuple] | None, i: int) -> Any:
+    return fn(*pool[i % len(pool)]) if pool else fn()
+
+
+def bench_kernel_time(
+    fn: Callable[..., Any],
+    pool: Sequence[tuple] | None,
+    *,
+    device: torch.device,
+    reps: int = 50,
+    trials: int = 3,
+    flusher: L2Flusher | None = None,
+    cooldown_ms: float = 0.0,
+) -> TimingResult:
+    """Per-call GPU kernel span (ms) under the CUDA profiler; the caller has warmed ``fn`` up.
+
+    ``cooldown_ms`` idles the GPU before every call (host sleep after a sync), so each call starts from
+    the clock state of an isolated launch, as under Nsight Compute.
+    """
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    samples: list[float] = []
+    medians: list[float] = []
+    busy: list[float] = []
+    k = 0
+    for _ in range(max(int(trials), 1)):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for r in range(max(int(reps), 1)):
+                if cooldown_ms > 0:
+                    torch.cuda.synchronize(device)
+                    time.sleep(cooldown_ms * 1e-3)
+                if flusher is not None:
+                    flusher()
+                with record_function(f"{RANGE_PREFIX}{r}"):
+                    _call(fn, pool, k)
+                k += 1
+            torch.cuda.synchronize(device)
+        fd, path = tempfile.mkstemp(suffix=".json", prefix="solkit_kernel_trace_")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                spans = spans_from_trace(json.load(f))
+        finally:
+            os.unlink(path)
+        if not spans:
+            raise RuntimeError("the profiler recorded no GPU activity for the timed calls (CUPTI unavailable?)")
+        trial = [s["span_us"] * 1e-3 for s in spans.values()]
+        busy += [s["busy_us"] * 1e-3 for s in spans.values()]
+        samples += trial
+        medians.append(statistics.median(trial))
+    return summarize(
+        samples, medians, method="cupti_kernel_span", reps=max(int(reps), 1), trials=max(int(trials), 1),
+        l2_flushed=flusher is not None, rotating_buffers=len(pool or ()) or 1, busy_ms=statistics.median(busy),
+    )  # fmt: skip
