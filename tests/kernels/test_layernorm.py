@@ -72,6 +72,24 @@ def test_stats_and_partial_blocks(device):
         torch.testing.assert_close(db, dy.sum(0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("one_pass", [True, False])
+@pytest.mark.parametrize("shape", [(1, 257), (5, 131)])
+def test_forward_variants_large_mean(dtype, one_pass, shape, device):
+    """Both statistics paths, on rows whose mean is 30x their spread (where an unshifted E[x^2] - E[x]^2
+    would cancel); mean and rstd checked against float64, the output against torch's own error."""
+    gen = torch.Generator().manual_seed(shape[-1])
+    x = (torch.randn(*shape, generator=gen) + 30.0).to(dtype).to(device)
+    w = (torch.rand(shape[-1], generator=gen) + 0.5).to(dtype).to(device)
+    b = torch.randn(shape[-1], generator=gen).to(dtype).to(device)
+    y, mean, rstd = layernorm_forward(x, w, b, one_pass=one_pass)
+    xd = x.double()
+    torch.testing.assert_close(mean.double(), xd.mean(-1), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(rstd.double(), torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5), rtol=1e-4, atol=0)
+    ref = F.layer_norm(xd, (shape[-1],), w.double(), b.double())
+    _assert_close(y, ref, F.layer_norm(x, (shape[-1],), w, b), ATOL[dtype])
+
+
 def test_module_matches_torch(device):
     ours = LayerNorm(72, device=device)
     ref = torch.nn.LayerNorm(72, device=device)

@@ -127,6 +127,10 @@ def test_backward_partial_blocks(device):
         torch.testing.assert_close(dw, (dy * x * rstd[:, None]).sum(0), rtol=1e-5, atol=1e-5)
         dx_ref, _ = rmsnorm_backward(dy, x, w, rstd, block_m=2, programs_per_sm=3)
         torch.testing.assert_close(dx, dx_ref, rtol=1e-5, atol=1e-5)
+        # The sum's own gradient (add+RMSNorm) is added to dx, prefetched with the row block or not.
+        ds = torch.randn_like(x)
+        dx_s, _ = rmsnorm_backward(dy, x, w, rstd, ds=ds, block_m=block_m, programs_per_sm=1, prefetch=prefetch)
+        torch.testing.assert_close(dx_s, dx_ref + ds, rtol=1e-5, atol=1e-5)
 
 
 def test_modules(device):

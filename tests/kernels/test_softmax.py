@@ -12,14 +12,17 @@ import pytest
 import torch
 
 from solkit.errors import SolkitError
-from solkit.kernels.softmax import Softmax, softmax, softmax_backward, softmax_forward
+from solkit.kernels.softmax import Softmax, _coop_plan, softmax, softmax_backward, softmax_forward
 
 ATOL = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}
 PATHS = {
     "default": {},
     "looped": {"max_single_block": 128, "loop_block": 128},
     "looped_noprefetch": {"max_single_block": 128, "loop_block": 64, "prefetch": False},
-    "coop": {"max_single_block": 128, "coop": True, "coop_segment": 64},
+    # 2 programs per (CPU: 4) SM, 64-wide segments: 96 to 257-wide rows split into 2 to 8 segments,
+    # some of them empty, with phantom rows; in the interpreter the first programs of a group take the
+    # fallback (partners not arrived yet) and the last one the exchange path.
+    "coop": {"max_single_block": 64, "coop": True, "coop_segment": 64, "coop_per_sm": 2},
     "coop_gpu": {"coop": True},
 }
 
@@ -57,7 +60,16 @@ def test_softmax_values_and_grads(dtype, shape, path, device):
     _check(x, path, device)
 
 
-@pytest.mark.parametrize("path", ["default", "looped"])
+def test_coop_plan_fills_every_sm():
+    """128256-wide rows on 132 SMs: 11 segments x 12 groups (all SMs), not 8 x 16 (four idle)."""
+    t = torch.empty(0)  # the CPU stand-in reports 4 SMs; 33 per SM makes 132 slots
+    grid, segs, seg_len, block_n = _coop_plan(4096, 128256, t, 16384, 33)
+    assert (grid, segs, block_n) == (132, 11, 16384) and segs * seg_len >= 128256 and seg_len % 16 == 0
+    assert _coop_plan(2, 128256, t, 16384, 33)[0] == 2 * _coop_plan(2, 128256, t, 16384, 33)[1]
+    assert _coop_plan(4, 10**7, t, 16384, 1) is None  # more segments than resident programs
+
+
+@pytest.mark.parametrize("path", ["default", "looped", "coop"])
 def test_masked_rows(path, device):
     """-inf entries (attention masks) get probability 0; a row whose first chunks are all -inf stays finite."""
     x = torch.randn(3, 300, device=device)

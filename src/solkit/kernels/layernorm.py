@@ -42,11 +42,20 @@ from solkit.kernels._utils import (
     warps_for,
 )
 
+#: Measured launch defaults (H200 sweeps; see docs/kernels/norms.md).
+LAYERNORM_CONFIG = {"one_pass": False}
+
+
+@triton.jit
+def _add_pairs(a0, b0, a1, b1):
+    return a0 + a1, b0 + b1
+
 
 @triton.jit
 def _layernorm_fwd_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, x_stride, y_stride, eps,
-    HAS_BIAS: tl.constexpr, STORE_STATS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_BIAS: tl.constexpr, STORE_STATS: tl.constexpr, ONE_PASS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rows64 = rows.to(tl.int64)
@@ -58,9 +67,21 @@ def _layernorm_fwd_kernel(
     if HAS_BIAS:
         b = tl.load(b_ptr + cols, mask=col_mask, other=0.0)
     x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=1) / n_cols
-    xc = tl.where(mask, x - mean[:, None], 0.0)
-    rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
+    if ONE_PASS:
+        # sum and sum of squares in one block reduction (one round of shuffles and barriers instead of
+        # two dependent ones), on data shifted by the row's first element so that E[d^2] - E[d]^2 does
+        # not cancel when |mean| >> std (the shifted-data variance; exact in real arithmetic).
+        shift = tl.load(x_ptr + rows64 * x_stride, mask=rows < n_rows, other=0.0).to(tl.float32)
+        d = tl.where(mask, x - shift[:, None], 0.0)
+        sum_d, sum_d2 = tl.reduce((d, d * d), 1, _add_pairs)
+        mean_d = sum_d / n_cols
+        mean = shift + mean_d
+        rstd = tl.rsqrt(tl.maximum(sum_d2 / n_cols - mean_d * mean_d, 0.0) + eps)
+        xc = x - mean[:, None]
+    else:
+        mean = tl.sum(x, axis=1) / n_cols
+        xc = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
     if STORE_STATS:
         tl.store(mean_ptr + rows, mean, mask=rows < n_rows)
         tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
@@ -83,32 +104,37 @@ def _layernorm_bwd_kernel(
     w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    # PREFETCH: load the next row block while this one is computed (register double buffer).
+    # PREFETCH: load the next row block (x, dy and its mean and rstd) while this one is computed
+    # (register double buffer); without it the per-row statistics' latency is exposed every row.
     next_rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
     dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+    mean_next = tl.load(mean_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
+    rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
     for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < n_rows
         if PREFETCH:
-            x, dy = x_next.to(tl.float32), dy_next.to(tl.float32)
+            x, dy, mean, rstd = x_next.to(tl.float32), dy_next.to(tl.float32), mean_next, rstd_next
             next_rows = rows + step * BLOCK_M
             x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
             dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+            mean_next = tl.load(mean_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
+            rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
         else:
             x = load_tile_fp32(x_ptr, rows, x_stride, cols, n_rows, n_cols)
             dy = load_tile_fp32(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
-        row_mask = rows < n_rows
+            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
         mask = row_mask[:, None] & col_mask[None, :]
-        mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
-        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
         xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
         dw_acc += dy * xhat
         if HAS_BIAS:
             db_acc += dy
         g = dy * w[None, :]
-        c1 = tl.sum(g * xhat, axis=1) / n_cols
-        c2 = tl.sum(g, axis=1) / n_cols
-        dx = (g - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
+        # Both row sums in one block reduction (one round of shuffles and barriers).
+        sum_gx, sum_g = tl.reduce((g * xhat, g), 1, _add_pairs)
+        dx = (g - (sum_g / n_cols)[:, None] - xhat * (sum_gx / n_cols)[:, None]) * rstd[:, None]
         dx_ptrs = dx_ptr + rows.to(tl.int64)[:, None] * dx_stride + cols[None, :]
         tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
     tl.store(partial_ptr + pid * 2 * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
@@ -126,8 +152,12 @@ def layernorm_forward(
     block_m: int | None = None,
     num_warps: int | None = None,
     maxnreg: int | None = None,
+    one_pass: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Launch the forward. Returns ``(y, mean, rstd)``; the statistics only when ``save_stats``."""
+    """Launch the forward. Returns ``(y, mean, rstd)``; the statistics only when ``save_stats``.
+
+    ``one_pass`` computes mean and variance in one reduction (shifted sums; default
+    :data:`LAYERNORM_CONFIG`) instead of mean first, then the centred sum of squares."""
     x2 = check_rows(x, "layernorm input")
     n_rows, n_cols = x2.shape
     check_weight(weight, n_cols, "layernorm weight", x.device)
@@ -143,7 +173,9 @@ def layernorm_forward(
         x2, weight, bias if bias is not None else weight, y2,
         stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
         n_rows, n_cols, x2.stride(0), y2.stride(0), eps,
-        HAS_BIAS=bias is not None, STORE_STATS=save_stats, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
+        HAS_BIAS=bias is not None, STORE_STATS=save_stats,
+        ONE_PASS=LAYERNORM_CONFIG["one_pass"] if one_pass is None else one_pass,
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
     )  # fmt: skip
     if stats is None:
         return y2.view(x.shape), None, None

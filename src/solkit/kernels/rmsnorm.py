@@ -133,23 +133,34 @@ def _rmsnorm_bwd_kernel(
     col_mask = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    # PREFETCH: the next row block's x and dy are loaded before this one is computed, so each program
-    # keeps two blocks of loads in flight (a register double buffer) instead of stalling per row.
+    # PREFETCH: the next row block's x, dy and rstd are loaded before this one is computed, so each
+    # program keeps two blocks of loads in flight (a register double buffer) instead of stalling per
+    # row (rstd included: a per-row load issued at use would expose its latency every row).
     next_rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
     dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+    rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
+    ds_next = dy_next
+    if HAS_DS:
+        ds_next = load_tile(ds_ptr, next_rows, ds_stride, cols, n_rows, n_cols)
     # Persistent: program p handles row blocks p, p + P, p + 2P, ... so the partial buffer has P rows.
     for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         if PREFETCH:
-            x, dy = x_next.to(tl.float32), dy_next.to(tl.float32)
+            x, dy, rstd, ds = x_next.to(tl.float32), dy_next.to(tl.float32), rstd_next, ds_next
             next_rows = rows + step * BLOCK_M
             x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
             dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
+            rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
+            if HAS_DS:
+                ds_next = load_tile(ds_ptr, next_rows, ds_stride, cols, n_rows, n_cols)
         else:
             x = load_tile_fp32(x_ptr, rows, x_stride, cols, n_rows, n_cols)
             dy = load_tile_fp32(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
-        rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+            rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+            ds = dy
+            if HAS_DS:
+                ds = load_tile(ds_ptr, rows, ds_stride, cols, n_rows, n_cols)
         xhat = x * rstd[:, None]
         if GEMMA:
             dw_acc += dy * xhat
@@ -159,7 +170,7 @@ def _rmsnorm_bwd_kernel(
         c = tl.sum(g * xhat, axis=1) / n_cols
         dx = (g - xhat * c[:, None]) * rstd[:, None]
         if HAS_DS:
-            dx += load_tile_fp32(ds_ptr, rows, ds_stride, cols, n_rows, n_cols)
+            dx += ds.to(tl.float32)
         mask = (rows < n_rows)[:, None] & col_mask[None, :]
         dx_ptrs = dx_ptr + rows.to(tl.int64)[:, None] * dx_stride + cols[None, :]
         tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)

@@ -16,10 +16,13 @@ Three paths:
   Reversing makes the chunks read last in pass 1 the first re-read in pass 2, so part of the re-read
   hits L2; the rest is read from DRAM twice (with 128k-wide rows most of it, see docs/kernels/norms.md).
   Backward does the same with ``sum(y * dy)``;
-* **cooperative** (wide rows, opt-in ``coop=True``): ``S`` resident programs split each row into
-  register-held segments and trade partial ``(max, sum)`` (backward: ``sum(y * dy)``) through a
-  small buffer and a per-row arrival counter (release atomic, acquire polls), so the row is read
-  once. Waits are bounded; a program whose partners do not arrive computes the statistics itself.
+* **cooperative** (wide rows; ``coop=True``, or the default when :data:`COOP_CONFIG` says so):
+  ``S`` resident programs split each row into register-held segments and trade partial
+  ``(max, sum)`` (backward: ``sum(y * dy)``) through a small buffer and a per-row arrival counter
+  (release atomic, acquire polls), so the row is read once. Software-pipelined two rows deep: a
+  program posts the partial of its next row before waiting for the current row's partners, and
+  loads the row after that meanwhile. ``S`` is chosen so that the groups fill every SM. Waits are
+  bounded; a program whose partners do not arrive computes the statistics itself.
 
 Bytes per call (the minimum the benchmark scores against), ``M x N`` of ``e`` bytes:
 
@@ -41,9 +44,12 @@ MAX_SINGLE_BLOCK_COLS = 16384
 #: one 32-warp program per SM keeps the rows in flight few enough for the reverse pass to hit L2).
 LOOP_BLOCK = 16384
 LOOP_BLOCK_BWD = 32768
-#: Widest row segment a cooperative program keeps in registers (forward; the backward holds y and dy).
-COOP_SEGMENT = 16384
-COOP_SEGMENT_BWD = 8192
+#: Cooperative path: ``default`` (taken when ``coop=None``, on a GPU), the widest row segment a program
+#: keeps in registers (the backward holds y and dy), warps, and resident programs per SM.
+COOP_CONFIG = {
+    "fwd": {"default": False, "segment": 16384, "num_warps": 32, "per_sm": 1},
+    "bwd": {"default": False, "segment": 8192, "num_warps": 32, "per_sm": 1},
+}
 
 
 @triton.jit
@@ -158,14 +164,20 @@ def _softmax_bwd_looped_kernel(
 
 
 @triton.jit
-def _wait_for_segments(cnt_ptr, row, SEGS: tl.constexpr, max_spin):
-    """Announce this segment's partials for ``row`` and wait (at most ``max_spin`` polls) for the rest.
-
-    The barrier orders every thread's partial stores before the release; the acquire poll orders the
-    partner partials before the loads that follow. Returns True when all ``SEGS`` arrived.
-    """
+def _post_partial(cnt_ptr, row):
+    """Announce that this program's partial for ``row`` is stored: the barrier orders every thread's
+    partial stores before the release increment of the row's arrival counter."""
     tl.debug_barrier()
     tl.atomic_add(cnt_ptr + row, 1, sem="release")
+
+
+@triton.jit
+def _wait_for_segments(cnt_ptr, row, SEGS: tl.constexpr, max_spin):
+    """Wait (at most ``max_spin`` polls) until all ``SEGS`` programs posted ``row``'s partials.
+
+    The acquire poll orders the partner partials before the loads that follow. Returns True when
+    all arrived; False tells the caller to compute the row statistics itself.
+    """
     cnt = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
     spins = 0
     while (cnt < SEGS) & (spins < max_spin):
@@ -175,14 +187,27 @@ def _wait_for_segments(cnt_ptr, row, SEGS: tl.constexpr, max_spin):
 
 
 @triton.jit
+def _post_max_sum(x, part_ptr, cnt_ptr, row, seg, SEGS: tl.constexpr):
+    """Store the segment's ``(max, sum(exp(x - max)))`` for ``row`` and announce it."""
+    m_loc = tl.max(x, axis=0)
+    s_loc = tl.sum(tl.exp(x - tl.where(m_loc == -float("inf"), 0.0, m_loc)), axis=0)
+    tl.store(part_ptr + (row * SEGS + seg) * 2, m_loc)
+    tl.store(part_ptr + (row * SEGS + seg) * 2 + 1, s_loc)
+    _post_partial(cnt_ptr, row)
+
+
+@triton.jit
 def _softmax_fwd_coop_kernel(
     x_ptr, y_ptr, cnt_ptr, part_ptr, n_rows, n_cols, x_stride, y_stride, seg_len, max_spin,
-    SEGS: tl.constexpr, BLOCK_N: tl.constexpr, FB_BLOCK: tl.constexpr,
+    SEGS: tl.constexpr, SEGS_P2: tl.constexpr, BLOCK_N: tl.constexpr, FB_BLOCK: tl.constexpr,
 ):  # fmt: skip
     # Program p owns segment p % SEGS of rows p // SEGS, p // SEGS + G, ...: the SEGS programs of a group
-    # walk the same rows in step, keep their segment in registers, and trade (max, sum) through memory,
-    # so x is read from DRAM once. A program that waits too long (partners not resident, or the
-    # interpreter running programs one by one) computes the row statistics itself instead.
+    # walk the same rows, keep their segment in registers, and trade (max, sum) through memory, so x
+    # is read from DRAM once. Software pipeline, two rows deep: while row r is finished (wait for its
+    # partners, write y), the partial of row r + G is already posted and row r + 2G is being loaded,
+    # so a program almost never finds its partners missing and always has loads in flight. A program
+    # that waits too long (partners not resident, or the interpreter running programs one by one)
+    # computes the row statistics itself instead.
     pid = tl.program_id(0)
     seg = pid % SEGS
     n_groups = tl.num_programs(0) // SEGS
@@ -191,30 +216,31 @@ def _softmax_fwd_coop_kernel(
     cmask = (offs < seg_len) & (cols < n_cols)
     neg_inf = -float("inf")
     first = pid // SEGS
-    # Scalar conditions are broadcast explicitly (offs * 0 + ...): the interpreter needs vector masks.
-    first_ok = cmask & (offs * 0 + first < n_rows)
-    x_next = tl.load(x_ptr + first.to(tl.int64) * x_stride + cols, mask=first_ok, other=neg_inf)
-    # Every group runs cdiv(n_rows, G) rows; rows past the end are phantoms: loads and stores masked,
-    # their sync on spare counters (the buffers have n_rows + G rows).
+    # Rows past the end are phantoms: loads and stores masked, their sync on spare counters (the
+    # buffers have n_rows + 2G rows). Scalar conditions are broadcast explicitly (offs * 0 + ...):
+    # the interpreter needs vector masks.
+    x_cur = tl.load(x_ptr + first.to(tl.int64) * x_stride + cols, mask=cmask & (offs * 0 + first < n_rows),
+                    other=neg_inf)  # fmt: skip
+    _post_max_sum(x_cur.to(tl.float32), part_ptr, cnt_ptr, first, seg, SEGS)
+    nxt = first + n_groups
+    x_nxt = tl.load(x_ptr + nxt.to(tl.int64) * x_stride + cols, mask=cmask & (offs * 0 + nxt < n_rows), other=neg_inf)
     for base in range(0, n_rows, n_groups):
         row = base + first
-        x = x_next.to(tl.float32)
-        nrow = row + n_groups  # issue the next row's loads before waiting on partners
-        row_ok = offs * 0 + row < n_rows
-        next_ok = cmask & (offs * 0 + nrow < n_rows)
-        x_next = tl.load(x_ptr + nrow.to(tl.int64) * x_stride + cols, mask=next_ok, other=neg_inf)
-        m_loc = tl.max(x, axis=0)
-        s_loc = tl.sum(tl.exp(x - tl.where(m_loc == neg_inf, 0.0, m_loc)), axis=0)
-        tl.store(part_ptr + (row * SEGS + seg) * 2, m_loc)
-        tl.store(part_ptr + (row * SEGS + seg) * 2 + 1, s_loc)
+        ahead = row + 2 * n_groups
+        x_ahead = tl.load(x_ptr + ahead.to(tl.int64) * x_stride + cols, mask=cmask & (offs * 0 + ahead < n_rows),
+                          other=neg_inf)  # fmt: skip
+        _post_max_sum(x_nxt.to(tl.float32), part_ptr, cnt_ptr, row + n_groups, seg, SEGS)
+        x = x_cur.to(tl.float32)
         x_row = x_ptr + row.to(tl.int64) * x_stride
         if _wait_for_segments(cnt_ptr, row, SEGS, max_spin):
-            idx = (row * SEGS + tl.arange(0, SEGS)) * 2
-            ms = tl.load(part_ptr + idx, cache_modifier=".cg")
+            k = tl.arange(0, SEGS_P2)
+            idx = (row * SEGS + k) * 2
+            ms = tl.load(part_ptr + idx, mask=k < SEGS, other=neg_inf, cache_modifier=".cg")
             m_all = tl.max(ms, axis=0)
-            s_all = tl.sum(tl.load(part_ptr + idx + 1, cache_modifier=".cg") * tl.exp(ms - m_all), axis=0)
+            ss = tl.load(part_ptr + idx + 1, mask=k < SEGS, other=0.0, cache_modifier=".cg")
+            s_all = tl.sum(tl.where(k < SEGS, ss * tl.exp(ms - m_all), 0.0), axis=0)
         else:
-            fb = tl.arange(0, FB_BLOCK)  # a narrow chunk: the segment and its prefetch stay in registers
+            fb = tl.arange(0, FB_BLOCK)  # a narrow chunk: the segments and their prefetch stay in registers
             fb_ok = fb * 0 + row < n_rows
             m_all = tl.max(tl.full([FB_BLOCK], neg_inf, tl.float32), axis=0)
             s_vec = tl.zeros([FB_BLOCK], tl.float32)
@@ -227,15 +253,18 @@ def _softmax_fwd_coop_kernel(
                 m_all = m_new
             s_all = tl.sum(s_vec, axis=0)
         y = tl.exp(x - m_all) * (1.0 / s_all)
+        row_ok = offs * 0 + row < n_rows
         tl.store(y_ptr + row.to(tl.int64) * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=cmask & row_ok)
+        x_cur = x_nxt
+        x_nxt = x_ahead
 
 
 @triton.jit
 def _softmax_bwd_coop_kernel(
     dy_ptr, y_ptr, dx_ptr, cnt_ptr, part_ptr, n_rows, n_cols, dy_stride, y_stride, dx_stride, seg_len, max_spin,
-    SEGS: tl.constexpr, BLOCK_N: tl.constexpr, FB_BLOCK: tl.constexpr,
+    SEGS: tl.constexpr, SEGS_P2: tl.constexpr, BLOCK_N: tl.constexpr, FB_BLOCK: tl.constexpr,
 ):  # fmt: skip
-    # Same partition as the forward; the partial traded is sum(y * dy) over the segment.
+    # Same partition and two-row-deep pipeline as the forward; the partial traded is sum(y * dy).
     pid = tl.program_id(0)
     seg = pid % SEGS
     n_groups = tl.num_programs(0) // SEGS
@@ -243,38 +272,62 @@ def _softmax_bwd_coop_kernel(
     cols = seg * seg_len + offs
     cmask = (offs < seg_len) & (cols < n_cols)
     first = pid // SEGS
-    fmask = cmask & (offs * 0 + first < n_rows)  # scalar conditions broadcast explicitly (interpreter)
-    y_next = tl.load(y_ptr + first.to(tl.int64) * y_stride + cols, mask=fmask, other=0.0)
-    dy_next = tl.load(dy_ptr + first.to(tl.int64) * dy_stride + cols, mask=fmask, other=0.0)
-    for base in range(0, n_rows, n_groups):  # phantom rows past the end as in the forward
+    m = cmask & (offs * 0 + first < n_rows)  # scalar conditions broadcast explicitly (interpreter)
+    y_cur = tl.load(y_ptr + first.to(tl.int64) * y_stride + cols, mask=m, other=0.0)
+    dy_cur = tl.load(dy_ptr + first.to(tl.int64) * dy_stride + cols, mask=m, other=0.0)
+    tl.store(part_ptr + first * SEGS + seg, tl.sum(y_cur.to(tl.float32) * dy_cur.to(tl.float32), axis=0))
+    _post_partial(cnt_ptr, first)
+    nxt = first + n_groups
+    m = cmask & (offs * 0 + nxt < n_rows)
+    y_nxt = tl.load(y_ptr + nxt.to(tl.int64) * y_stride + cols, mask=m, other=0.0)
+    dy_nxt = tl.load(dy_ptr + nxt.to(tl.int64) * dy_stride + cols, mask=m, other=0.0)
+    for base in range(0, n_rows, n_groups):
         row = base + first
-        y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
-        nrow = row + n_groups
-        nmask = cmask & (offs * 0 + nrow < n_rows)
-        y_next = tl.load(y_ptr + nrow.to(tl.int64) * y_stride + cols, mask=nmask, other=0.0)
-        dy_next = tl.load(dy_ptr + nrow.to(tl.int64) * dy_stride + cols, mask=nmask, other=0.0)
-        tl.store(part_ptr + row * SEGS + seg, tl.sum(y * dy, axis=0))
+        ahead = row + 2 * n_groups
+        m = cmask & (offs * 0 + ahead < n_rows)
+        y_ahead = tl.load(y_ptr + ahead.to(tl.int64) * y_stride + cols, mask=m, other=0.0)
+        dy_ahead = tl.load(dy_ptr + ahead.to(tl.int64) * dy_stride + cols, mask=m, other=0.0)
+        tl.store(part_ptr + (row + n_groups) * SEGS + seg,
+                 tl.sum(y_nxt.to(tl.float32) * dy_nxt.to(tl.float32), axis=0))  # fmt: skip
+        _post_partial(cnt_ptr, row + n_groups)
         if _wait_for_segments(cnt_ptr, row, SEGS, max_spin):
-            dot = tl.sum(tl.load(part_ptr + row * SEGS + tl.arange(0, SEGS), cache_modifier=".cg"), axis=0)
+            k = tl.arange(0, SEGS_P2)
+            dot = tl.sum(tl.load(part_ptr + row * SEGS + k, mask=k < SEGS, other=0.0, cache_modifier=".cg"), axis=0)
         else:
             fb = tl.arange(0, FB_BLOCK)
             acc = tl.zeros([FB_BLOCK], tl.float32)
             for start in range(0, n_cols, FB_BLOCK):
-                m = (start + fb < n_cols) & (fb * 0 + row < n_rows)
-                yc = tl.load(y_ptr + row.to(tl.int64) * y_stride + start + fb, mask=m, other=0.0).to(tl.float32)
-                dyc = tl.load(dy_ptr + row.to(tl.int64) * dy_stride + start + fb, mask=m, other=0.0).to(tl.float32)
+                fm = (start + fb < n_cols) & (fb * 0 + row < n_rows)
+                yc = tl.load(y_ptr + row.to(tl.int64) * y_stride + start + fb, mask=fm, other=0.0).to(tl.float32)
+                dyc = tl.load(dy_ptr + row.to(tl.int64) * dy_stride + start + fb, mask=fm, other=0.0).to(tl.float32)
                 acc += yc * dyc
             dot = tl.sum(acc, axis=0)
-        dx = (y * (dy - dot)).to(dx_ptr.dtype.element_ty)
+        dx = (y_cur.to(tl.float32) * (dy_cur.to(tl.float32) - dot)).to(dx_ptr.dtype.element_ty)
         tl.store(dx_ptr + row.to(tl.int64) * dx_stride + cols, dx, mask=cmask & (offs * 0 + row < n_rows))
+        y_cur, dy_cur = y_nxt, dy_nxt
+        y_nxt, dy_nxt = y_ahead, dy_ahead
 
 
-def _coop_plan(n_rows: int, n_cols: int, t: torch.Tensor, seg_block: int) -> tuple[int, int, int, int]:
-    """``(grid, SEGS, seg_len, BLOCK_N)``: segments of at most ``seg_block`` columns, a power-of-two
-    count of them per row, and at most one 32-warp program per SM so all programs are resident."""
-    segs = triton.next_power_of_2(triton.cdiv(n_cols, seg_block))
+def _coop_plan(
+    n_rows: int, n_cols: int, t: torch.Tensor, seg_block: int, per_sm: int
+) -> tuple[int, int, int, int] | None:
+    """``(grid, SEGS, seg_len, BLOCK_N)`` of the cooperative path, or None when a row needs more
+    programs than can be resident at once.
+
+    Segments hold at most ``seg_block`` columns; their count is the smallest (from the minimum up to
+    twice it) whose groups fill the most of the ``per_sm x SMs`` resident slots: 128256-wide rows
+    take 11 segments x 12 groups = 132 programs rather than 8 x 16 = 128 (four idle SMs)."""
+    slots = sm_count(t) * max(per_sm, 1)
+    lo = triton.cdiv(n_cols, seg_block)
+    if lo > slots:
+        return None
+    best_used, segs = 0, lo
+    for s in range(lo, min(2 * lo, slots) + 1):
+        used = min(slots // s, n_rows) * s
+        if used > best_used:
+            best_used, segs = used, s
     seg_len = triton.cdiv(triton.cdiv(n_cols, segs), 16) * 16  # 16-element multiple keeps 16-byte vectors
-    groups = max(min(sm_count(t) // segs, n_rows), 1)
+    groups = max(min(slots // segs, n_rows), 1)
     return groups * segs, segs, seg_len, triton.next_power_of_2(seg_len)
 
 
@@ -300,6 +353,32 @@ def _plan(n_cols: int, elem_bytes: int, max_single: int, loop_block: int, block_
     return True, 1, loop_block, num_warps or max(warps_for(loop_block, elem_bytes), 4)
 
 
+def _coop_launch(kernel, ptrs, strides, per_seg, cfg, coop_segment, num_warps, coop_per_sm) -> bool:
+    """Launch a cooperative kernel over the 2-D tensors ``ptrs`` (inputs then output); False, with
+    nothing launched, when a row needs more programs than can be resident at once."""
+    t = ptrs[0]
+    n_rows, n_cols = t.shape
+    plan = _coop_plan(n_rows, n_cols, t, coop_segment or cfg["segment"], coop_per_sm or cfg["per_sm"])
+    if plan is None:
+        return False
+    grid, segs, seg_len, bn = plan
+    # Phantom rows: every group runs cdiv(n_rows, G) rows and posts partials two rows ahead.
+    cnt, part = _coop_buffers(n_rows + 2 * (grid // segs), segs, per_seg, t.device)
+    kernel[(grid,)](
+        *ptrs, cnt, part, n_rows, n_cols, *strides, seg_len, _max_spin(),
+        SEGS=segs, SEGS_P2=triton.next_power_of_2(segs), BLOCK_N=bn, FB_BLOCK=min(bn, 2048),
+        num_warps=num_warps or cfg["num_warps"],
+    )  # fmt: skip
+    return True
+
+
+def _use_coop(coop: bool | None, cfg: dict, t: torch.Tensor) -> bool:
+    """``coop=None`` follows the measured default, on a GPU only (the interpreter runs programs one by one)."""
+    if coop is None:
+        return bool(cfg["default"]) and t.is_cuda and not interpreting()
+    return coop
+
+
 def softmax_forward(
     x: torch.Tensor,
     *,
@@ -309,24 +388,24 @@ def softmax_forward(
     num_warps: int | None = None,
     maxnreg: int | None = None,
     prefetch: bool = True,
-    coop: bool = False,
-    coop_segment: int = COOP_SEGMENT,
+    coop: bool | None = None,
+    coop_segment: int | None = None,
+    coop_per_sm: int | None = None,
 ) -> torch.Tensor:
     """Softmax over the last dimension of ``x`` (any leading shape).
 
-    ``coop=True`` takes the cooperative split-row path for rows wider than ``max_single_block``."""
+    Rows wider than ``max_single_block`` take the cooperative split-row path when ``coop`` is True
+    (None: :data:`COOP_CONFIG`'s measured default), else the looped one."""
     x2 = check_rows(x, "softmax input", max_cols=None)
     n_rows, n_cols = x2.shape
     y2 = torch.empty_like(x2)
     looped, bm, bn, nw = _plan(n_cols, x2.element_size(), max_single_block, loop_block, block_m, num_warps)
-    if looped and coop:
-        grid, segs, seg_len, bn = _coop_plan(n_rows, n_cols, x2, coop_segment)
-        cnt, part = _coop_buffers(n_rows + grid // segs, segs, 2, x2.device)
-        _softmax_fwd_coop_kernel[(grid,)](
-            x2, y2, cnt, part, n_rows, n_cols, x2.stride(0), y2.stride(0), seg_len, _max_spin(),
-            SEGS=segs, BLOCK_N=bn, FB_BLOCK=min(bn, 2048), num_warps=num_warps or 32,
-        )  # fmt: skip
-    elif looped:
+    cfg = COOP_CONFIG["fwd"]
+    if looped and _use_coop(coop, cfg, x2):
+        strides = (x2.stride(0), y2.stride(0))
+        if _coop_launch(_softmax_fwd_coop_kernel, (x2, y2), strides, 2, cfg, coop_segment, num_warps, coop_per_sm):
+            return y2.view(x.shape)
+    if looped:
         _softmax_fwd_looped_kernel[(n_rows,)](
             x2, y2, n_cols, x2.stride(0), y2.stride(0), PREFETCH=prefetch, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg
         )
@@ -347,23 +426,24 @@ def softmax_backward(
     num_warps: int | None = None,
     maxnreg: int | None = None,
     prefetch: bool = True,
-    coop: bool = False,
-    coop_segment: int = COOP_SEGMENT_BWD,
+    coop: bool | None = None,
+    coop_segment: int | None = None,
+    coop_per_sm: int | None = None,
 ) -> torch.Tensor:
-    """Gradient of softmax: ``dx = y * (dy - sum(y * dy))`` over the last dimension."""
+    """Gradient of softmax: ``dx = y * (dy - sum(y * dy))`` over the last dimension (paths as in the forward)."""
     y2 = check_rows(y, "softmax saved output", max_cols=None)
     dy2 = check_rows(dy, "softmax grad_output", max_cols=None)
     n_rows, n_cols = y2.shape
     dx2 = torch.empty_like(y2)
     looped, bm, bn, nw = _plan(n_cols, y2.element_size(), max_single_block, loop_block, block_m, num_warps)
-    if looped and coop:
-        grid, segs, seg_len, bn = _coop_plan(n_rows, n_cols, y2, coop_segment)
-        cnt, part = _coop_buffers(n_rows + grid // segs, segs, 1, y2.device)
-        _softmax_bwd_coop_kernel[(grid,)](
-            dy2, y2, dx2, cnt, part, n_rows, n_cols, dy2.stride(0), y2.stride(0), dx2.stride(0), seg_len,
-            _max_spin(), SEGS=segs, BLOCK_N=bn, FB_BLOCK=min(bn, 2048), num_warps=num_warps or 32,
-        )  # fmt: skip
-    elif looped:
+    cfg = COOP_CONFIG["bwd"]
+    if looped and _use_coop(coop, cfg, y2):
+        strides = (dy2.stride(0), y2.stride(0), dx2.stride(0))
+        if _coop_launch(
+            _softmax_bwd_coop_kernel, (dy2, y2, dx2), strides, 1, cfg, coop_segment, num_warps, coop_per_sm
+        ):
+            return dx2.view(y.shape)
+    if looped:
         _softmax_bwd_looped_kernel[(n_rows,)](
             dy2, y2, dx2, n_cols, dy2.stride(0), y2.stride(0), dx2.stride(0),
             PREFETCH=prefetch, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
