@@ -138,15 +138,24 @@ def _sum_partials_kernel(
     tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_mask)
 
 
-def sum_partials(partial: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """Column sums of an fp32 ``[P, K]`` buffer (unit column stride), accumulated in fp32, as ``out_dtype``."""
+def sum_partials(
+    partial: torch.Tensor,
+    out_dtype: torch.dtype,
+    *,
+    block_p: int = 32,
+    block_c: int | None = None,
+    num_warps: int = 4,
+) -> torch.Tensor:
+    """Column sums of an fp32 ``[P, K]`` buffer (unit column stride), accumulated in fp32, as ``out_dtype``.
+
+    Each program sums ``block_c`` columns, ``block_p`` partial rows per (dependent) loop step."""
     n_partials, n_cols = partial.shape
     if partial.stride(1) != 1:
         partial = partial.contiguous()
     out = torch.empty(n_cols, dtype=out_dtype, device=partial.device)
-    block_c = 32 if n_cols <= 8192 else 64
+    block_c = block_c or (32 if n_cols <= 8192 else 64)
     grid = (triton.cdiv(n_cols, block_c),)
     _sum_partials_kernel[grid](
-        partial, out, n_partials, n_cols, partial.stride(0), BLOCK_P=32, BLOCK_C=block_c, num_warps=4
+        partial, out, n_partials, n_cols, partial.stride(0), BLOCK_P=block_p, BLOCK_C=block_c, num_warps=num_warps
     )
     return out

@@ -43,7 +43,16 @@ from solkit.kernels._utils import (
 )
 
 #: Measured launch defaults (H200 sweeps; see docs/kernels/norms.md).
-LAYERNORM_CONFIG = {"one_pass": False}
+#: ``one_pass``: mean and variance from one reduction; warps so each thread holds ``*_bytes_per_thread``
+#: of each streamed row tile (4 forward, 8 backward warps at 4096-wide bf16); backward programs per SM;
+#: the dW/dB partial-sum reduction's tile.
+LAYERNORM_CONFIG = {
+    "one_pass": False,
+    "fwd_bytes_per_thread": 64,
+    "bwd_bytes_per_thread": 32,
+    "bwd_programs_per_sm": 2,
+    "partial_sum": {"block_p": 32, "block_c": None, "num_warps": 4},
+}
 
 
 @triton.jit
@@ -168,7 +177,8 @@ def layernorm_forward(
     bm = block_m or bm
     # ~64 bytes per thread per tensor (4 warps for a 4096-wide bf16 row): the H200 round-2 sweep had
     # 36.5 us at 4 warps against 38.3 at 8 (8192 x 4096 bf16); LayerNorm keeps w, b and the centred row.
-    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=64), 4), 32)
+    bpt = LAYERNORM_CONFIG["fwd_bytes_per_thread"]
+    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
     _layernorm_fwd_kernel[(triton.cdiv(n_rows, bm),)](
         x2, weight, bias if bias is not None else weight, y2,
         stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
@@ -193,10 +203,12 @@ def layernorm_backward(
     bias_dtype: torch.dtype | None = None,
     block_m: int | None = None,
     num_warps: int | None = None,
-    programs_per_sm: int = 2,
+    programs_per_sm: int | None = None,
     prefetch: bool = True,
+    partial_sum: dict | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias)."""
+    """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias). Launch
+    parameters left None come from :data:`LAYERNORM_CONFIG`."""
     x2 = check_rows(x, "layernorm saved input")
     dy2 = check_rows(dy, "layernorm grad_output")
     n_rows, n_cols = x2.shape
@@ -205,7 +217,10 @@ def layernorm_backward(
     bm = block_m or bm
     # 8 warps (~32 bytes per thread per tensor) with 2 programs per SM: 67.0 us against 69.1 at 16 warps
     # in the H200 round-2 sweep; LayerNorm's backward holds more per row than RMSNorm's.
-    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size()), 4), 16)
+    bpt = LAYERNORM_CONFIG["bwd_bytes_per_thread"]
+    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
+    programs_per_sm = programs_per_sm or LAYERNORM_CONFIG["bwd_programs_per_sm"]
+    partial_sum = partial_sum or LAYERNORM_CONFIG["partial_sum"]
     programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
     partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)
     _layernorm_bwd_kernel[(programs,)](
@@ -214,8 +229,8 @@ def layernorm_backward(
         maxnreg=register_cap(programs_per_sm, nw),
     )  # fmt: skip
     if not has_bias:
-        return dx2.view(x.shape), sum_partials(partial[:, :n_cols], weight.dtype), None
-    sums = sum_partials(partial, weight.dtype)
+        return dx2.view(x.shape), sum_partials(partial[:, :n_cols], weight.dtype, **partial_sum), None
+    sums = sum_partials(partial, weight.dtype, **partial_sum)
     db = sums[n_cols:] if (bias_dtype or weight.dtype) == weight.dtype else sums[n_cols:].to(bias_dtype)
     return dx2.view(x.shape), sums[:n_cols], db
 

@@ -54,6 +54,14 @@ from solkit.kernels._utils import (
 
 Casting = Literal["llama", "gemma"]
 CASTINGS = ("llama", "gemma")
+#: Launch defaults from the H200 sweeps (docs/kernels/norms.md): forward warps so each thread holds
+#: ``fwd_bytes_per_thread`` of the row tile (8 warps at 4096-wide bf16), backward programs per SM, and
+#: the dW partial-sum reduction's tile.
+RMSNORM_CONFIG = {
+    "fwd_bytes_per_thread": 32,
+    "bwd_programs_per_sm": 2,
+    "partial_sum": {"block_p": 32, "block_c": None, "num_warps": 4},
+}
 
 
 @triton.jit
@@ -212,10 +220,11 @@ def rmsnorm_forward(
         s2 = torch.empty_like(x2)
     y2 = torch.empty_like(x2)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if save_rstd else None
-    bm, bn, nw = row_config(n_cols, x2.element_size())
-    if block_m:
-        bm, nw = block_m, max(warps_for(block_m * bn, x2.element_size()), 4)
-    nw = num_warps or nw
+    bm, bn, _ = row_config(n_cols, x2.element_size())
+    bm = block_m or bm
+    nw = num_warps or max(
+        warps_for(bm * bn, x2.element_size(), bytes_per_thread=RMSNORM_CONFIG["fwd_bytes_per_thread"]), 4
+    )
     n_blocks = triton.cdiv(n_rows, bm)
     grid = n_blocks
     if programs_per_sm:  # persistent: every program must be resident at once (see register_cap)
@@ -243,11 +252,13 @@ def rmsnorm_backward(
     casting: Casting = "llama",
     block_m: int | None = None,
     num_warps: int | None = None,
-    programs_per_sm: int = 2,
+    programs_per_sm: int | None = None,
     prefetch: bool = True,
+    partial_sum: dict | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the backward. ``x`` is the normalised input (the sum ``s`` for add+RMSNorm); ``ds`` is the
-    gradient reaching the sum output, added to dx. Returns ``(dx, dweight)``."""
+    gradient reaching the sum output, added to dx. Returns ``(dx, dweight)``. Launch parameters left
+    None come from :data:`RMSNORM_CONFIG`; ``partial_sum`` holds :func:`sum_partials` tile options."""
     x2 = check_rows(x, "rmsnorm saved input")
     dy2 = check_rows(dy, "rmsnorm grad_output")
     ds2 = check_rows(ds, "rmsnorm grad of sum") if ds is not None else None
@@ -256,6 +267,7 @@ def rmsnorm_backward(
     bm, bn, _ = row_config(n_cols, x2.element_size())
     bm = block_m or bm
     nw = num_warps or backward_warps(bm * bn, x2.element_size())
+    programs_per_sm = programs_per_sm or RMSNORM_CONFIG["bwd_programs_per_sm"]
     programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
     partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
     _rmsnorm_bwd_kernel[(programs,)](
@@ -264,7 +276,7 @@ def rmsnorm_backward(
         HAS_DS=ds2 is not None, GEMMA=casting == "gemma", PREFETCH=prefetch, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
         maxnreg=register_cap(programs_per_sm, nw),
     )  # fmt: skip
-    return dx2.view(x.shape), sum_partials(partial, weight.dtype)
+    return dx2.view(x.shape), sum_partials(partial, weight.dtype, **(partial_sum or RMSNORM_CONFIG["partial_sum"]))
 
 
 class RMSNormFunction(torch.autograd.Function):

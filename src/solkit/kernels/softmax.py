@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels._utils import check_rows, interpreting, row_config, sm_count, warps_for
+from solkit.kernels._utils import check_rows, interpreting, register_cap, row_config, sm_count, warps_for
 
 #: Widest row kept whole in registers; wider rows take the looped path.
 MAX_SINGLE_BLOCK_COLS = 16384
@@ -358,7 +358,9 @@ def _coop_launch(kernel, ptrs, strides, per_seg, cfg, coop_segment, num_warps, c
     nothing launched, when a row needs more programs than can be resident at once."""
     t = ptrs[0]
     n_rows, n_cols = t.shape
-    plan = _coop_plan(n_rows, n_cols, t, coop_segment or cfg["segment"], coop_per_sm or cfg["per_sm"])
+    per_sm = coop_per_sm or cfg["per_sm"]
+    num_warps = num_warps or cfg["num_warps"]
+    plan = _coop_plan(n_rows, n_cols, t, coop_segment or cfg["segment"], per_sm)
     if plan is None:
         return False
     grid, segs, seg_len, bn = plan
@@ -367,7 +369,8 @@ def _coop_launch(kernel, ptrs, strides, per_seg, cfg, coop_segment, num_warps, c
     kernel[(grid,)](
         *ptrs, cnt, part, n_rows, n_cols, *strides, seg_len, _max_spin(),
         SEGS=segs, SEGS_P2=triton.next_power_of_2(segs), BLOCK_N=bn, FB_BLOCK=min(bn, 2048),
-        num_warps=num_warps or cfg["num_warps"],
+        # Registers capped so that per_sm programs fit on every SM: all must be resident at once.
+        num_warps=num_warps, maxnreg=register_cap(per_sm, num_warps),
     )  # fmt: skip
     return True
 
