@@ -3,7 +3,9 @@
 For each op x backend x {fwd, fwd+bwd}: a correctness check against an fp64 (fp32 for the large CE/FLCE
 GEMM paths) reference on fresh random inputs with the allocator poisoned with NaN, the error compared
 with eager PyTorch's same-dtype error (pass: err <= 2 x torch err + atol); then the timing through
-solkit.harness.timing.benchmark (CUDA graphs, L2 flushed, rotating inputs); bytes, T_SOL and SOL
+solkit.harness.timing.benchmark with the harness's protocol (method "auto": per-call CUDA events captured
+inside a CUDA graph for calls under 100 us, CUDA events with the launch hidden otherwise; the L2 flushed
+by a read sweep before every call; rotating inputs); bytes, T_SOL and SOL
 fraction against the copy bandwidth measured in the same run (2 GiB copy_) and the 4.8 TB/s datasheet
 value. Fused linear CE also reports peak memory. Every failure becomes a row with its error.
 
@@ -35,6 +37,7 @@ DATASHEET_BW = 4.8e12
 SAVE = None  # set by main(): rewrites the JSON file
 QUICK = False  # --small: few repetitions (CPU smoke test through the Triton interpreter)
 ATOL = 1e-4
+L2_FLUSH = "read"  # the harness protocol: a read sweep leaves the L2 clean (no write-back charged to the call)
 
 try:  # Liger-Kernel is optional: rows record the import error when it is missing.
     from liger_kernel.transformers import functional as liger
@@ -237,9 +240,13 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default="solkit,eager,compile,liger")
     ap.add_argument("--small", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--budget-s", type=float, default=110.0, help="stop starting new work after this many s")
-    ap.add_argument("--ce-sweep", default="", help="CE candidates: block:warps:stages:progs_per_sm[:split],...")
+    ap.add_argument(
+        "--ce-sweep",
+        default="",
+        help="CE candidates: block:warps:stages:progs_per_sm[:split[:flat[:prefetch[:evict[:programs]]]]],...",
+    )
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
-    ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile[:tokens],...")
+    ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile[:tokens[:tile]],...")
     ap.add_argument("--flce-chunks", default="", help="extra fused linear CE chunk sizes, comma separated")
     ap.add_argument("--markdown", metavar="JSON", help="print a markdown summary of a results file and exit")
     args = ap.parse_args(argv)
@@ -263,9 +270,17 @@ def main(argv=None) -> int:
         "liger": _liger_version(),
         "command": " ".join(sys.argv),
         "dtype": "bfloat16",
-        "timing": "solkit.harness.timing.benchmark, CUDA graphs (events for FLCE / uncapturable), L2 flushed",
+        "timing": {
+            "function": "solkit.harness.timing.benchmark",
+            "method": "auto (graph_events for calls < 100 us, else events; events for host-syncing backends)",
+            "l2_flush_mode": L2_FLUSH,
+            "note": "per-row timing.method / l2_flush_mode record what ran; not comparable with rounds 1-2 "
+            "(memset write flush + graph-subtract)",
+        },
         "pass_rule": f"rel-L2 err <= 2 x eager same-dtype err + {ATOL}",
         "solkit_ce_config": dict(CE_CONFIG),
+        "solkit_rope_config": dict(ROPE_CONFIG),
+        "solkit_gate_config": dict(GATE_CONFIG),
         "solkit_flce_chunk_tokens": DEFAULT_CHUNK_TOKENS,
         "rows": [],
     }
@@ -371,7 +386,7 @@ def run_op(doc, op_name, op, backends, dev, bw, args, t_start):
                 # Liger's cross-entropy syncs with the host (.item()): no graph capture attempt, since an
                 # aborted capture leaves the CUDA RNG in capture state for the rest of the process.
                 syncs = backend == "liger" and op_name in ("cross_entropy", "fused_linear_ce")
-                _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, "events" if syncs else "graph")
+                _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, "events" if syncs else "auto")
             except Exception as exc:  # noqa: BLE001
                 row["error"] = f"{type(exc).__name__}: {exc}"[:400]
                 row["traceback"] = traceback.format_exc()[-1500:]
@@ -393,7 +408,7 @@ def _backend_fn(op, op_name, backend, backward, compiled):
     return op["fns"].get(backend)
 
 
-def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="graph"):
+def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="auto"):
     n_grad = op["n_grad"]
     is_flce = op_name == "fused_linear_ce"
     pool = []
@@ -425,13 +440,13 @@ def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="
             inputs_bytes = sum(t.numel() * t.element_size() for t in pool[0])
             row["peak_extra_mem_bytes"] = torch.cuda.max_memory_allocated() - before
             row["peak_mem_bytes"] = row["peak_extra_mem_bytes"] + inputs_bytes  # inputs + everything the call adds
-        res = benchmark(call, pool, method="events", reps=2 if QUICK else 5, trials=2, warmup=1)
+        res = benchmark(call, pool, method="events", reps=2 if QUICK else 5, trials=2, warmup=1, l2_flush_mode=L2_FLUSH)
     else:
-        graph_calls = 2 if op_name == "cross_entropy" else 5
-        reps, trials = (2, 1) if QUICK else (20, 2)
+        reps, trials = (2, 1) if QUICK else (30, 2)
         res = benchmark(call, pool, method=method, reps=reps, trials=trials, warmup=1 if QUICK else 3,
-                        calls_per_graph=graph_calls)  # fmt: skip
-    row["timing"] = {k: res.to_dict()[k] for k in ("median_ms", "q1_ms", "q3_ms", "cv", "method", "reps", "trials")}
+                        calls_per_graph=10, l2_flush_mode=L2_FLUSH)  # fmt: skip
+    keys = ("median_ms", "q1_ms", "q3_ms", "cv", "method", "reps", "trials", "host_ms", "l2_flush_mode")
+    row["timing"] = {k: res.to_dict().get(k) for k in keys}
     t_s = res.median_ms * 1e-3
     row["median_ms"] = res.median_ms
     if "flops" in op:
@@ -452,9 +467,13 @@ def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="
 
 #: op -> (argparse attribute with "a:b:c,..." candidates, the module's config dict, its keys in order)
 SWEEPS = {
-    "cross_entropy": ("ce_sweep", CE_CONFIG, ("block", "num_warps", "num_stages", "programs_per_sm", "split")),
+    "cross_entropy": (
+        "ce_sweep",
+        CE_CONFIG,
+        ("block", "num_warps", "num_stages", "programs_per_sm", "split", "flat", "prefetch", "evict", "programs"),
+    ),
     "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),
-    "rope": ("rope_sweep", ROPE_CONFIG, ("num_warps", "max_tile", "tokens")),
+    "rope": ("rope_sweep", ROPE_CONFIG, ("num_warps", "max_tile", "tokens", "tile")),
 }
 
 

@@ -84,6 +84,41 @@ def test_split_row_kernel(split, device):
     torch.testing.assert_close(grad.double(), rgrad, atol=1e-5, rtol=1e-5)
 
 
+FLAT_CONFIGS = [  # the flat-loop kernel: Triton's pipeliner, 1-3 blocks prefetched by hand, L2 hints, a set grid
+    {"block": 512, "flat": 1, "prefetch": 0, "num_stages": 3},
+    {"block": 512, "flat": 1, "prefetch": 1},
+    {"block": 512, "flat": 1, "prefetch": 2, "evict": 1},
+    {"block": 512, "flat": 1, "prefetch": 3, "programs": 3},
+]
+
+
+@pytest.mark.parametrize("cfg", FLAT_CONFIGS, ids=lambda c: f"pf{c['prefetch']}")
+def test_flat_loop_kernel(cfg, device):
+    """Several rows per program (grid capped), rows of several blocks, a partial last block, an ignored
+    row, every option; gradient in place, the loss of rows read before their gradient overwrote them."""
+    torch.manual_seed(cfg["prefetch"])
+    x = (torch.randn(7, 1300) * 3).to(device)
+    y = torch.randint(0, 1300, (7,), device=device)
+    y[2] = -100
+    cfg = {"programs_per_sm": 1, **cfg}
+    opts = {"label_smoothing": 0.1, "z_loss_scale": 1e-3, "softcap": 20.0}
+    x64 = x.double().requires_grad_()
+    ref = ref_loss(x64, y, reduction="none", **opts)
+    go = torch.randn_like(ref)
+    (rgrad,) = torch.autograd.grad(ref, x64, go)
+    xs = x.clone().requires_grad_()
+    loss = cross_entropy(xs, y, reduction="none", config=cfg, **opts)
+    (grad,) = torch.autograd.grad(loss, xs, go.float())
+    assert grad.data_ptr() == xs.data_ptr()
+    torch.testing.assert_close(loss.double(), ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grad.double(), rgrad, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # forward only: one sweep per row, logits untouched
+        keep = x.clone()
+        plain = cross_entropy(x, y, config=cfg)
+    assert torch.equal(x, keep)
+    torch.testing.assert_close(plain.double(), ref_loss(keep.double(), y), atol=1e-5, rtol=1e-5)
+
+
 def test_custom_ignore_index_and_all_ignored(device):
     x = torch.randn(4, 37, device=device)
     y = torch.tensor([3, 5, 5, 0], device=device)
@@ -192,6 +227,25 @@ def test_gpu_split_rows_in_place(split, programs_per_sm):
     (rgrad,) = torch.autograd.grad(ref, x64)
     xs = x.clone().requires_grad_()
     loss = cross_entropy(xs, y, label_smoothing=0.1, config=cfg)
+    (grad,) = torch.autograd.grad(loss, xs)
+    assert grad.data_ptr() == xs.data_ptr()
+    torch.testing.assert_close(loss.double(), ref, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(grad.double(), rgrad.to(torch.bfloat16).double(), atol=1e-8, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", [{"flat": 1, "prefetch": 3, "block": 8192}, {"flat": 1, "prefetch": 0, "block": 16384},
+                                 {"flat": 1, "prefetch": 2, "evict": 1, "block": 8192, "programs": 100}])  # fmt: skip
+def test_gpu_flat_kernel_in_place(cfg):
+    torch.manual_seed(3)
+    x = (torch.randn(300, 128256, device="cuda") * 3).to(torch.bfloat16)
+    y = torch.randint(0, 128256, (300,), device="cuda")
+    y[::5] = -100
+    x64 = x.double().requires_grad_()
+    ref = ref_loss(x64, y, label_smoothing=0.1, z_loss_scale=1e-4)
+    (rgrad,) = torch.autograd.grad(ref, x64)
+    xs = x.clone().requires_grad_()
+    loss = cross_entropy(xs, y, label_smoothing=0.1, z_loss_scale=1e-4, config={"num_warps": 16, **cfg})
     (grad,) = torch.autograd.grad(loss, xs)
     assert grad.data_ptr() == xs.data_ptr()
     torch.testing.assert_close(loss.double(), ref, atol=1e-3, rtol=1e-3)

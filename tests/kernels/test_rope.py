@@ -119,6 +119,27 @@ def test_several_tokens_per_program(tokens, device, monkeypatch):
     _check(q, k, cos.float().to(device), sin.float().to(device), False, cos[None, :, None], sin[None, :, None])
 
 
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("tokens", [1, 4])
+def test_tile_kernel(tokens, interleaved, device, monkeypatch):
+    """ROPE_CONFIG["tile"]: whole tokens per program (q and k heads as one tile each); odd head counts
+    (padded to a power of two, masked), a token count that leaves a partial last program, a batch of
+    per-sequence tables, bhsd layout, fp16."""
+    from solkit.kernels import rope as rope_mod
+
+    monkeypatch.setitem(rope_mod.ROPE_CONFIG, "tile", 1)
+    monkeypatch.setitem(rope_mod.ROPE_CONFIG, "max_tile", 4096)
+    monkeypatch.setitem(rope_mod.ROPE_CONFIG, "tokens", tokens)
+    b, s, hq, hk, d = 2, 7, 5, 3, 16
+    q, k = torch.randn(b, s, hq, d, device=device), torch.randn(b, s, hk, d, device=device)
+    cos, sin = tables(s, d, interleaved, batch=b)
+    _check(q, k, cos.float().to(device), sin.float().to(device), interleaved, cos[:, :, None], sin[:, :, None])
+    qh, kh = (t.transpose(1, 2).contiguous().half() for t in (q, k))
+    cos1, sin1 = tables(s, d, interleaved)
+    _check(qh, kh, cos1.half().to(device), sin1.half().to(device), interleaved, cos1[None, :, None],
+           sin1[None, :, None], layout="bhsd")  # fmt: skip
+
+
 def test_module_and_launchers(device):
     q, k = torch.randn(1, 3, 2, 8, device=device), torch.randn(1, 3, 1, 8, device=device)
     cos, sin = (t.float().to(device) for t in tables(3, 8, True))
@@ -156,9 +177,15 @@ def test_byte_count():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tile", [0, 1])
 @pytest.mark.parametrize("interleaved", [False, True])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_gpu_llama3_8b(interleaved, dtype):
+def test_gpu_llama3_8b(interleaved, dtype, tile, monkeypatch):
+    from solkit.kernels import rope as rope_mod
+
+    monkeypatch.setitem(rope_mod.ROPE_CONFIG, "tile", tile)
+    monkeypatch.setitem(rope_mod.ROPE_CONFIG, "max_tile", max(rope_mod.ROPE_CONFIG["max_tile"], 16384 * tile))
+    monkeypatch.setitem(rope_mod.ROPE_CONFIG, "tokens", 2 * tile + 1)
     torch.manual_seed(0)
     b, s, hq, hk, d = 1, 2048, 32, 8, 128
     q = torch.randn(b, s, hq, d, device="cuda", dtype=dtype)

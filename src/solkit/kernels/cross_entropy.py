@@ -152,6 +152,133 @@ def _ce_fwd_kernel(
 
 
 @triton.jit
+def _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, BLOCK: tl.constexpr):
+    """Step ``it`` of a program's flat loop: (row offset, step within the row, columns, load mask). Each
+    row takes ``per_row`` steps: ``n_blocks`` of statistics (blocks in order), then, with a gradient,
+    ``n_blocks`` of gradient (blocks in reverse, the most recently read first: likeliest in L2)."""
+    r = it // per_row
+    k = it - r * per_row
+    blk = tl.where(k < n_blocks, k, per_row - 1 - k)
+    row_off = (pid + r * n_prog).to(tl.int64) * row_stride
+    cols = blk * BLOCK + tl.arange(0, BLOCK)
+    return row_off, k, cols, cols < tl.where(it < total, n_cols, 0)
+
+
+@triton.jit
+def _flat_load(logits_ptr, it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, BLOCK: tl.constexpr,
+               EVICT: tl.constexpr):  # fmt: skip
+    row_off, k, cols, mask = _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, BLOCK)
+    ptrs = logits_ptr + row_off + cols
+    if EVICT:  # two loads, each masked to its sweep (a fully masked-off load moves no bytes)
+        limit = tl.where(it < total, n_cols, 0)  # (scalar selects: the interpreter rejects block & scalar masks)
+        first = tl.load(ptrs, mask=cols < tl.where(k < n_blocks, limit, 0), other=0.0, eviction_policy="evict_last")
+        return tl.load(ptrs, mask=cols < tl.where(k < n_blocks, 0, limit), other=first, eviction_policy="evict_first")
+    return tl.load(ptrs, mask=mask, other=0.0)
+
+
+@triton.jit
+def _ce_flat_kernel(
+    logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr,
+    n_rows, n_cols, logits_row_stride, grad_row_stride,
+    ignore_index, label_smoothing, z_loss_scale, softcap,
+    MEAN: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr,
+    BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr, PREFETCH: tl.constexpr, EVICT: tl.constexpr,
+):  # fmt: skip
+    """Persistent grid; program ``pid`` owns rows pid, pid + P, ... and walks both sweeps of all of them
+    as ONE flat loop over blocks, so the memory pipe never drains at a row or sweep boundary (a loop
+    per sweep restarts its prefetch twice per row: ~1 DRAM latency lost per 8-block sweep). With
+    PREFETCH = d > 0 the loads of steps it+1..it+d are issued (into registers) before step ``it`` is
+    processed; a block is never read after its gradient is stored, so these early loads are safe in
+    place. PREFETCH = 0 leaves the prefetch to Triton's pipeliner (``tl.range(num_stages)``; it does not
+    pipeline these loads on Triton 3.6: no cp.async is emitted). EVICT: L2 hints, statistics reads
+    evict_last (they are read again soon), gradient reads and stores evict_first."""
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    n_blocks = tl.cdiv(n_cols, BLOCK)
+    per_row = 2 * n_blocks if WRITE_GRAD else n_blocks
+    total = tl.cdiv(tl.maximum(n_rows - pid, 0), n_prog) * per_row
+    if MEAN:
+        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
+    else:
+        grad_scale = 1.0
+    zero = tl.zeros([], dtype=tl.float32)
+    m2 = zero - float("inf")
+    lane_sum = tl.zeros([BLOCK], dtype=tl.float32)
+    lane_z = tl.zeros([BLOCK], dtype=tl.float32)
+    lse2, p_scale, uniform, hit, row_on = zero, zero, zero, zero, zero
+    target = tl.zeros([], dtype=tl.int32)
+    if PREFETCH >= 1:
+        x_a = _flat_load(logits_ptr, 0, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT)
+    if PREFETCH >= 2:
+        x_b = _flat_load(logits_ptr, 1, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT)
+    if PREFETCH >= 3:
+        x_c = _flat_load(logits_ptr, 2, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT)
+    for it in tl.range(0, total, num_stages=NUM_STAGES):
+        row_off, k, cols, mask = _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total,
+                                             BLOCK)  # fmt: skip
+        if PREFETCH == 0:
+            x = _flat_load(
+                logits_ptr, it, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT
+            )
+        elif PREFETCH == 1:
+            x = x_a
+            x_a = _flat_load(
+                logits_ptr, it + 1, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT
+            )
+        elif PREFETCH == 2:
+            x = x_a
+            x_a = x_b
+            x_b = _flat_load(
+                logits_ptr, it + 2, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT
+            )
+        else:
+            x = x_a
+            x_a = x_b
+            x_b = x_c
+            x_c = _flat_load(
+                logits_ptr, it + 3, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT
+            )
+        z = _softcapped(x.to(tl.float32), softcap, HAS_SOFTCAP)
+        if k < n_blocks:  # statistics sweep: online softmax, max per block, sum per lane
+            fresh = k == 0
+            m2 = tl.where(fresh, -float("inf"), m2)
+            lane_sum = tl.where(fresh, 0.0, lane_sum)
+            z2 = tl.where(mask, z * 1.4426950408889634, -float("inf"))
+            m2_new = tl.maximum(m2, tl.max(z2, axis=0))
+            lane_sum = lane_sum * tl.exp2(m2 - m2_new) + tl.exp2(z2 - m2_new)
+            m2 = m2_new
+            if HAS_SMOOTHING:
+                lane_z = tl.where(fresh, 0.0, lane_z) + tl.where(mask, z, 0.0)
+            if k == n_blocks - 1:  # row complete: loss and lse now, before any gradient store of this row
+                row = it // per_row
+                row64 = (pid + row * n_prog).to(tl.int64)
+                target = tl.load(targets_ptr + row64).to(tl.int32)
+                lse2 = m2 + tl.log2(tl.sum(lane_sum, axis=0))
+                lse = lse2 * 0.6931471805599453
+                loss = _row_loss(logits_ptr + row_off, target, n_cols, lse, tl.sum(lane_z, axis=0), label_smoothing,
+                                 z_loss_scale, softcap, HAS_SOFTCAP, HAS_SMOOTHING)  # fmt: skip
+                ignored = target == ignore_index
+                tl.store(loss_ptr + row64, tl.where(ignored, 0.0, loss))
+                tl.store(lse_ptr + row64, tl.where(ignored, 0.0, lse))
+                row_on = tl.where(ignored, 0.0, 1.0)
+                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
+                uniform = label_smoothing / n_cols * grad_scale
+                hit = (1.0 - label_smoothing) * grad_scale
+        elif WRITE_GRAD:  # gradient sweep, blocks in reverse
+            g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
+            g = tl.where(cols == target, g - hit, g)
+            if HAS_SOFTCAP:
+                g = g * (1.0 - (z / softcap) * (z / softcap))
+            g = tl.where(row_on != 0.0, g, 0.0)
+            grad_off = (pid + (it // per_row) * n_prog).to(tl.int64) * grad_row_stride
+            if EVICT:
+                tl.store(grad_ptr + grad_off + cols, g.to(grad_ptr.dtype.element_ty), mask=mask,
+                         eviction_policy="evict_first")  # fmt: skip
+            else:
+                tl.store(grad_ptr + grad_off + cols, g.to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _ce_split_kernel(
     logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, partials_ptr, counters_ptr,
     n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
@@ -277,7 +404,11 @@ def _scale_rows_kernel(
 #: split: programs sharing one row (> 1 selects the split-row kernel, whose grid is persistent).
 #: Default: the fastest correct candidate of the in-run autotuning on an H200 at [8192, 128256] bf16
 #: (benchmarks/results/kernels_gates_round2.json): persistent, one program per SM, 16k-logit blocks.
-CE_CONFIG = {"block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "split": 1}
+#: flat = 1 selects the flat-loop kernel (one loop over both sweeps of all a program's rows) with
+#: ``prefetch`` blocks loaded ahead into registers (0 = Triton's pipeliner with num_stages instead).
+#: ``evict`` = 1 adds L2 eviction hints; ``programs`` > 0 sets the flat kernel's grid outright.
+CE_CONFIG = {"block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "split": 1, "flat": 0,
+             "prefetch": 0, "evict": 0, "programs": 0}  # fmt: skip
 
 
 def _num_sms(device: torch.device) -> int:
@@ -331,6 +462,15 @@ def launch_cross_entropy_rows(
     )  # fmt: skip
     scalars = (ignore_index, float(label_smoothing), float(z_loss_scale), float(softcap or 1.0))
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
+    if split == 1 and cfg.get("flat", 0):
+        grid = _grid(n_rows, logits.device, max(1, cfg["programs_per_sm"]))
+        if cfg.get("programs", 0) > 0:  # an explicit grid (fewer rows in flight: a smaller L2 working set)
+            grid = max(1, min(n_rows, int(cfg["programs"])))
+        _ce_flat_kernel[(grid,)](
+            logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride,
+            *scalars, PREFETCH=int(cfg.get("prefetch", 0)), EVICT=bool(cfg.get("evict", 0)), **common,
+        )  # fmt: skip
+        return
     if split == 1:
         _ce_fwd_kernel[(_grid(n_rows, logits.device, cfg["programs_per_sm"]),)](
             logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride,

@@ -42,10 +42,11 @@ import triton.language as tl
 from solkit.errors import SolkitError
 
 _LAYOUTS = ("bshd", "bhsd")
-#: Launch settings: warps per program (one program per token) and the most elements in one head tile.
-#: Default: fastest correct candidate of the in-run autotuning on an H200 (kernels_gates_round2.json).
-#: "tokens" (tokens per program, unrolled) > 1 is an untimed option for future tuning.
-ROPE_CONFIG = {"num_warps": 4, "max_tile": 2048, "tokens": 1}
+#: Launch settings. tile = 1: the tile kernel, ``tokens`` whole tokens per program (all q and k heads
+#: loaded before any store), used when one token's heads fit in ``max_tile`` elements; tile = 0: the
+#: per-token kernel, head tiles of at most ``max_tile`` elements one after another, ``tokens`` tokens
+#: per program (unrolled). ``num_warps`` per program.
+ROPE_CONFIG = {"num_warps": 4, "max_tile": 2048, "tokens": 1, "tile": 0}
 
 
 @triton.jit
@@ -145,6 +146,86 @@ def _rope_kernel(
             )  # fmt: skip
 
 
+@triton.jit
+def _tile_rows(ptr, t_off, heads, n_heads, head_stride, tmask):
+    """[T, H, 1] pointers of the heads of T tokens, and their mask."""
+    rows = ptr + t_off[:, None, None] + heads[None, :, None].to(tl.int64) * head_stride
+    return rows, tmask[:, None, None] & (heads[None, :, None] < n_heads)
+
+
+@triton.jit
+def _load_pairs(rows, mask, HALF: tl.constexpr, INTERLEAVED: tl.constexpr):
+    d = tl.arange(0, HALF)[None, None, :]
+    if INTERLEAVED:
+        x = tl.load(rows + tl.arange(0, 2 * HALF)[None, None, :], mask=mask, other=0.0)
+        x1, x2 = tl.split(tl.reshape(x, (x.shape[0], x.shape[1], HALF, 2)))
+    else:
+        x1 = tl.load(rows + d, mask=mask, other=0.0)
+        x2 = tl.load(rows + HALF + d, mask=mask, other=0.0)
+    return x1, x2
+
+
+@triton.jit
+def _store_rotated(rows, mask, x1, x2, c1, c2, s1, s2, HALF: tl.constexpr, INTERLEAVED: tl.constexpr,
+                   BACKWARD: tl.constexpr):  # fmt: skip
+    x1 = x1.to(tl.float32)
+    x2 = x2.to(tl.float32)
+    if BACKWARD:
+        y1 = x1 * c1 + x2 * s2
+        y2 = x2 * c2 - x1 * s1
+    else:
+        y1 = x1 * c1 - x2 * s1
+        y2 = x2 * c2 + x1 * s2
+    y1 = y1.to(rows.dtype.element_ty)
+    y2 = y2.to(rows.dtype.element_ty)
+    if INTERLEAVED:
+        y = tl.reshape(tl.join(y1, y2), (y1.shape[0], y1.shape[1], 2 * HALF))
+        tl.store(rows + tl.arange(0, 2 * HALF)[None, None, :], y, mask=mask)
+    else:
+        d = tl.arange(0, HALF)[None, None, :]
+        tl.store(rows + d, y1, mask=mask)
+        tl.store(rows + HALF + d, y2, mask=mask)
+
+
+@triton.jit
+def _rope_tile_kernel(
+    q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr,
+    n_tokens, seq_len, n_q_heads, n_k_heads,
+    q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
+    qo_sb, qo_ss, qo_sh, ko_sb, ko_ss, ko_sh,
+    cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
+    HALF: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
+    INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, HAS_POS: tl.constexpr,
+):  # fmt: skip
+    """BLOCK_T tokens per program, all their q and k heads as [T, H, D/2] tiles: every load (q, k, the
+    tables) is issued before the first store, so a program keeps ~BLOCK_T x 10 KB in flight (Llama-3-8B)
+    instead of one head tile at a time."""
+    t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    tmask = t < n_tokens
+    b = (t // seq_len).to(tl.int64)
+    s = (t % seq_len).to(tl.int64)
+    if HAS_POS:
+        row = tl.load(pos_ptr + b * pos_sb + s * pos_ss, mask=tmask, other=0).to(tl.int64)
+        c_base = row * cos_ss
+        s_base = row * sin_ss
+    else:
+        c_base = b * cos_sb + s * cos_ss
+        s_base = b * sin_sb + s * sin_ss
+    q_rows, q_mask = _tile_rows(q_ptr, b * q_sb + s * q_ss, tl.arange(0, BLOCK_HQ), n_q_heads, q_sh, tmask)
+    k_rows, k_mask = _tile_rows(k_ptr, b * k_sb + s * k_ss, tl.arange(0, BLOCK_HK), n_k_heads, k_sh, tmask)
+    q1, q2 = _load_pairs(q_rows, q_mask, HALF, INTERLEAVED)
+    k1, k2 = _load_pairs(k_rows, k_mask, HALF, INTERLEAVED)
+    c_rows = cos_ptr + c_base[:, None, None] + tl.zeros([1, 1, 1], dtype=tl.int64)
+    s_rows = sin_ptr + s_base[:, None, None] + tl.zeros([1, 1, 1], dtype=tl.int64)
+    c1, c2 = _load_pairs(c_rows, tmask[:, None, None], HALF, INTERLEAVED)
+    s1, s2 = _load_pairs(s_rows, tmask[:, None, None], HALF, INTERLEAVED)
+    c1, c2, s1, s2 = c1.to(tl.float32), c2.to(tl.float32), s1.to(tl.float32), s2.to(tl.float32)
+    qo_rows, _ = _tile_rows(q_out_ptr, b * qo_sb + s * qo_ss, tl.arange(0, BLOCK_HQ), n_q_heads, qo_sh, tmask)
+    ko_rows, _ = _tile_rows(k_out_ptr, b * ko_sb + s * ko_ss, tl.arange(0, BLOCK_HK), n_k_heads, ko_sh, tmask)
+    _store_rotated(qo_rows, q_mask, q1, q2, c1, c2, s1, s2, HALF, INTERLEAVED, BACKWARD)
+    _store_rotated(ko_rows, k_mask, k1, k2, c1, c2, s1, s2, HALF, INTERLEAVED, BACKWARD)
+
+
 def _to_bshd(x: torch.Tensor, layout: str, name: str) -> torch.Tensor:
     if x.dim() != 4:
         raise SolkitError(f"rope: {name} must be 4-D ({layout}), got shape {tuple(x.shape)}")
@@ -210,15 +291,29 @@ def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, b
         block_hq = max(1, min(triton.next_power_of_2(n_q), max(1, tile // dim)))
         block_hk = max(1, min(triton.next_power_of_2(n_k), max(1, tile // dim)))
         tokens = max(1, int(ROPE_CONFIG.get("tokens", 1)))
-        _rope_kernel[(triton.cdiv(batch * seq, tokens),)](
-            qv, kv, qo, ko, cos_t, sin_t, pos, batch * seq, seq, n_q, n_k,
+        strides = (
             qv.stride(0), qv.stride(1), qv.stride(2), kv.stride(0), kv.stride(1), kv.stride(2),
             qo.stride(0), qo.stride(1), qo.stride(2), ko.stride(0), ko.stride(1), ko.stride(2),
             cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
-            HALF=half, BLOCK_HQ=block_hq, BLOCK_HK=block_hk,
-            INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, TOKENS=tokens,
-            num_warps=ROPE_CONFIG["num_warps"],
         )  # fmt: skip
+        heads_q, heads_k = triton.next_power_of_2(n_q), triton.next_power_of_2(n_k)
+        if ROPE_CONFIG.get("tile", 0) and (heads_q + heads_k) * dim <= ROPE_CONFIG["max_tile"]:
+            # Whole tokens per program; as many as fit in max_tile elements, at most ``tokens``.
+            block_t = max(
+                1, min(triton.next_power_of_2(tokens), ROPE_CONFIG["max_tile"] // ((heads_q + heads_k) * dim))
+            )
+            _rope_tile_kernel[(triton.cdiv(batch * seq, block_t),)](
+                qv, kv, qo, ko, cos_t, sin_t, pos, batch * seq, seq, n_q, n_k, *strides,
+                HALF=half, BLOCK_T=block_t, BLOCK_HQ=heads_q, BLOCK_HK=heads_k,
+                INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, num_warps=ROPE_CONFIG["num_warps"],
+            )  # fmt: skip
+        else:
+            _rope_kernel[(triton.cdiv(batch * seq, tokens),)](
+                qv, kv, qo, ko, cos_t, sin_t, pos, batch * seq, seq, n_q, n_k, *strides,
+                HALF=half, BLOCK_HQ=block_hq, BLOCK_HK=block_hk,
+                INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, TOKENS=tokens,
+                num_warps=ROPE_CONFIG["num_warps"],
+            )  # fmt: skip
     return q_out, k_out
 
 
