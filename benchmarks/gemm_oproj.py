@@ -86,11 +86,16 @@ class Run:
                 "method": args.method,
                 "l2_flushed": True,
                 "l2_flush_mode": args.l2_flush if _FLUSH_KW else "write (harness default; no mode option)",
-                "reps_per_trial": args.reps,
+                "samples_per_trial": args.reps,
                 "trials": args.trials,
                 "protocol": "variants of one shape timed in interleaved round-robin trials (order reversed every "
                 "other trial) so power-cap throttling hits them alike; the row's time is the median of its "
-                "trial medians; graph mode = 10 calls per CUDA graph, each after an L2 flush, flush time subtracted",
+                "trial medians. method 'auto' (the harness's median, solkit eval's protocol): calls under "
+                "100 us are timed as graph_events (10 calls per CUDA graph, each preceded by an L2 flush, "
+                "CUDA events captured as graph nodes around every call: no launch gaps, no subtraction), "
+                "longer calls with CUDA events per call (GPU spin ahead of the start event, so the host "
+                "launch is hidden). L2 flush 'read': a read sweep of 2x L2 that leaves clean lines. Each "
+                "row's timing.method says which timer ran.",
             },
             "ceilings": {},
             "rows": [],
@@ -100,6 +105,7 @@ class Run:
         self.spec: Ceilings | None = None
         self.last_fused_config: dict[str, Any] | None = None
         self.cal: Ceilings | None = None
+        self._compiled_once = False
 
     # ------------------------------------------------------------------ helpers
     def _device_info(self) -> dict[str, Any]:
@@ -140,6 +146,7 @@ class Run:
         print(f"[{time.time() - self.t0:6.1f}s] {msg}", flush=True)
 
     def timed(self, fn, pool, reps: int | None = None, trials: int = 3) -> dict[str, Any]:
+        """One benchmark call (calibration); rows go through :meth:`interleave`."""
         r = benchmark(
             fn, pool, method=self.args.method, reps=reps or self.args.reps, trials=trials, warmup=3, device=self.device
         )
@@ -224,7 +231,9 @@ class Run:
         ok = bool(torch.isfinite(out).all().item()) and err <= allowed
         return {"rel_err": err, "allowed_rel_err": allowed, "correct": ok}
 
-    def variants(self, M: int, N: int, K: int, decode: bool, only: str | None) -> list[tuple[str, Any, bool]]:
+    def variants(
+        self, M: int, N: int, K: int, decode: bool, only: str | None, with_compile: bool = False
+    ) -> list[tuple[str, Any, bool]]:
         def fused(x, w, r):
             return G.gemm(x, w, residual=r)
 
@@ -241,8 +250,10 @@ class Run:
 
             rows.append(("solkit GEMM alone (same config)", plain, False))
         want_compile = not self.args.no_compile and self.device.type == "cuda"
-        if want_compile and only == "torch.compile":
-            rows.append(("torch.compile (x @ W.T + r)", torch.compile(lambda x, w, r: x @ w.t() + r), True))
+        if want_compile and (with_compile or only == "torch.compile"):
+            # one compiled function per shape (dynamic=False): the code inductor emits for exactly it
+            compiled = torch.compile(lambda x, w, r: x @ w.t() + r, dynamic=False)
+            rows.append(("torch.compile (x @ W.T + r)", compiled, True))
         return [r for r in rows if only is None or r[0].startswith(only)]
 
     def host_cost(self, fn, args, calls: int = 20) -> float:
@@ -302,8 +313,8 @@ class Run:
                 )
         return out
 
-    def shape(self, M: int, N: int, K: int, decode: bool, only: str | None = None) -> None:
-        variants = self.variants(M, N, K, decode, only)
+    def shape(self, M: int, N: int, K: int, decode: bool, only: str | None = None, with_compile: bool = False) -> None:
+        variants = self.variants(M, N, K, decode, only, with_compile)
         if not variants:
             return
         pool = self.inputs(M, N, K, 4 if decode else 2)
@@ -317,7 +328,8 @@ class Run:
         fns: dict[str, Any] = {}
         self.heat()
         for name, fn, with_res in variants:  # correctness first (also compiles and autotunes)
-            if self.left() < (25 if "compile" in name else 3):
+            need = (6 if self._compiled_once else self.args.compile_reserve_s) if "compile" in name else 3
+            if self.left() < need:
                 self.doc["skipped"].append({"shape": [M, N, K], "variant": name, "why": "time budget"})
                 continue
             row: dict[str, Any] = {"M": M, "N": N, "K": K, "regime": "decode" if decode else "prefill", "variant": name}
@@ -326,6 +338,8 @@ class Run:
                 t_start = time.time()
                 row.update(self.check(fn, pool[0], with_res, ref_full, ref_mm, torch_err))
                 row["first_call_s"] = time.time() - t_start
+                if "compile" in name:
+                    self._compiled_once = True
                 row["host_us_per_call"] = self.host_cost(fn, pool[0])
                 if name.startswith("after") or name.startswith("solkit"):
                     row["launch"] = json.loads(json.dumps(G.LAST_LAUNCH, default=str))
@@ -371,8 +385,8 @@ class Run:
             }
             for i, cfg in enumerate(cands):
                 cfg = {"kernel": default_kernel, **cfg}
-                if regime == "decode" and cfg["BLOCK_M"] < M:
-                    continue  # autotune never picks a decode tile shorter than M (it would re-read W)
+                if regime == "decode" and (cfg["BLOCK_M"] < M or (M <= 16 and cfg["BLOCK_M"] > 16)):
+                    continue  # what autotune's pruning would time: the shortest tile covering M
                 name = f"cfg{i}"
                 row: dict[str, Any] = {"M": M, "N": N, "K": K, "regime": regime, "config": cfg}
                 rows[name] = row
@@ -412,6 +426,45 @@ class Run:
             ]
             del pool
             self.save()
+
+    def kernel_names(self, shapes: list[tuple[int, int, int]]) -> None:
+        """The CUDA kernels cuBLAS launches (mm, addmm) per shape, with the profiler's kernel durations
+        (no L2 flush, warm caches: context for the rows, not a measurement of record)."""
+        if self.device.type != "cuda":
+            return
+        from torch.profiler import ProfilerActivity, profile
+
+        out = []
+        for M, N, K in shapes:
+            if self.left() < 10:
+                break
+            x, w, r = self.inputs(M, N, K, 1)[0]
+            fns = {
+                "cuBLAS mm": lambda x=x, w=w: torch.matmul(x, w.t()),
+                "cuBLAS addmm": lambda x=x, w=w, r=r: torch.addmm(r, x, w.t()),
+            }
+            for name, fn in fns.items():
+                try:
+                    for _ in range(3):
+                        fn()
+                    torch.cuda.synchronize(self.device)
+                    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                        for _ in range(5):
+                            fn()
+                        torch.cuda.synchronize(self.device)
+                    kernels: dict[str, list[float]] = {}
+                    for ev in prof.events():
+                        if ev.device_type == torch.autograd.DeviceType.CUDA:
+                            kernels.setdefault(ev.name, []).append(ev.device_time_total / 1e3)
+                    summary = {k: {"calls": len(v), "median_ms": statistics.median(v)} for k, v in kernels.items()}
+                    item = {"M": M, "N": N, "K": K, "op": name, "kernels": summary}
+                    out.append(item)
+                    self.log(f"kernels {M}x{N}x{K} {name}: " + ", ".join(
+                        f"{k[:60]} {v['median_ms'] * 1e3:.1f}us" for k, v in item["kernels"].items()))  # fmt: skip
+                except Exception as e:  # noqa: BLE001
+                    out.append({"M": M, "N": N, "K": K, "op": name, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+        self.doc["kernel_names"] = out
+        self.save()
 
     # ------------------------------------------------------------------ report
     def print_table(self) -> None:
@@ -532,17 +585,39 @@ def main() -> int:
         default="none",
         help="time every candidate config of gemm_configs.yaml before or after the table (or alone)",
     )
-    p.add_argument("--sweep-scope", choices=["all", "seed"], default="all", help="shapes the trailing sweep covers")
     p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile row")
     p.add_argument(
-        "--compile-all", action="store_true", help="torch.compile at every prefill shape, not only the seed's"
+        "--table-prefill", choices=["all", "seed", "none"], default="all", help="prefill shapes of the table"
     )
+    p.add_argument("--compile-seed-only", action="store_true", help="torch.compile at the seed's shape only")
     p.add_argument("--with-plain", action="store_true", help="add solkit's GEMM without the epilogue")
     p.add_argument("--no-decode", action="store_true")
-    p.add_argument("--reps", type=int, default=20, help="graph replays per trial (each = calls_per_graph calls)")
+    p.add_argument("--reps", type=int, default=60, help="timed calls (samples) per trial")
     p.add_argument("--trials", type=int, default=5, help="interleaved trials per variant in the table")
     p.add_argument("--sweep-trials", type=int, default=3)
-    p.add_argument("--method", default="graph", choices=["graph", "events", "auto"], help="harness timing method")
+    p.add_argument(
+        "--method",
+        default="auto",
+        choices=["auto", "graph_events", "events", "graph", "kernel"],
+        help="harness timing method (auto: graph_events under 100 us, events above)",
+    )
+    p.add_argument(
+        "--compile-reserve-s", type=float, default=30, help="start the first torch.compile only with this much left"
+    )
+    p.add_argument(
+        "--sweep-prefill", choices=["none", "seed", "all"], default="seed", help="prefill shapes the sweep covers"
+    )
+    p.add_argument(
+        "--sweep-decode", choices=["none", "two", "all"], default="two", help="decode shapes the sweep covers"
+    )
+    p.add_argument(
+        "--sweep-decode-first", action="store_true", help="sweep decode before prefill (most promising first)"
+    )
+    p.add_argument(
+        "--kernel-names",
+        action="store_true",
+        help="record the CUDA kernels (names, profiler durations) cuBLAS and solkit launch per decode shape",
+    )
     p.add_argument("--budget-s", type=float, default=1e9, help="skip what would start after this many seconds")
     p.add_argument("--quick", action="store_true", help="tiny shapes (CPU smoke run)")
     p.add_argument("--l2-flush", default="read", choices=["read", "write"], help="harness L2 flush between calls")
@@ -562,25 +637,30 @@ def main() -> int:
     if run.device.type == "cuda":
         run.gpu_state("start")
     run.calibrate()
+
+    def sweeps() -> None:
+        seed = [s for s in prefill if s == SEED_SHAPE] or prefill[:1]
+        pre = {"none": [], "seed": seed, "all": prefill}[args.sweep_prefill]
+        two = [s for s in decode if s in ((1, 4096, 4096), (16, 8192, 8192))] or decode[:1]
+        dec = {"none": [], "two": two, "all": decode}[args.sweep_decode]
+        order = [(dec, "decode"), (pre, "prefill")] if args.sweep_decode_first else [(pre, "prefill"), (dec, "decode")]
+        for shapes, regime in order:
+            run.sweep(shapes, regime)
+
+    if args.kernel_names:
+        run.kernel_names(decode + [s for s in prefill if s == SEED_SHAPE])
     if args.sweep in ("first", "only"):
-        run.sweep(prefill, "prefill")
-        run.sweep(decode, "decode")
+        sweeps()
     if args.sweep != "only":
-        for M, N, K in prefill:
-            run.shape(M, N, K, decode=False)
+        table_prefill = {"all": prefill, "seed": [s for s in prefill if s == SEED_SHAPE], "none": []}
+        for M, N, K in table_prefill[args.table_prefill]:
+            # torch.compile interleaved with the other rows of its shape (its first call compiles)
+            run.shape(M, N, K, decode=False, with_compile=not args.compile_seed_only or (M, N, K) == SEED_SHAPE)
         if not args.no_decode:
             for M, N, K in decode:
                 run.shape(M, N, K, decode=True)
-        # torch.compile last: its first call compiles (tens of seconds), so it must not starve the rest
-        for M, N, K in prefill if args.compile_all else [s for s in prefill if s == SEED_SHAPE]:
-            run.shape(M, N, K, decode=False, only="torch.compile")
     if args.sweep == "last":
-        if args.sweep_scope == "seed":  # the seed's shape and two decode shapes: what fits a short job
-            run.sweep([s for s in prefill if s == SEED_SHAPE] or prefill[:1], "prefill")
-            run.sweep([s for s in decode if s in ((1, 4096, 4096), (16, 8192, 8192))] or decode[:1], "decode")
-        else:
-            run.sweep(prefill, "prefill")
-            run.sweep(decode, "decode")
+        sweeps()
     if run.device.type == "cuda":
         run.gpu_state("end")
     run.doc["wall_s"] = time.time() - run.t0

@@ -70,8 +70,9 @@ def test_values_interpreter_and_gpu(dtype, M, K, N, kernel, epilogue, device):
     x, w, b, r = _inputs(M, N, K, dtype, device, ep, seed=M * 7 + K)
     kw = dict(alpha=ep["alpha"], beta=ep["beta"], activation=ep["activation"])
     config = TMA_CPU_CONFIG if kernel == "tma_persistent" else None
-    if kernel == "pointer" and device == "cuda":
-        config = {"kernel": "pointer", **G.load_config_table()["ampere"]["prefill"]["autotune"][-1]}
+    if kernel == "pointer":  # explicit: decode-sized M takes the splitk kernel (test_gemm_decode.py)
+        family = "ampere" if device == "cuda" else "interpreter"
+        config = {"kernel": "pointer", **G.load_config_table()[family]["prefill"]["autotune"][-1]}
     y = G.gemm(x, w, b, r, config=config, **kw)
     assert G.LAST_LAUNCH["kernel"] == kernel
     ref = G.reference(x, w, b, r, **kw)
@@ -137,9 +138,11 @@ def test_m_bucket_and_config_table():
     table = G.load_config_table()
     for family in G.FAMILIES:
         for regime in ("prefill", "decode"):
+            kernel = table[family][regime]["kernel"]
             for cfg in table[family][regime]["autotune"]:
-                tc = G.to_triton_config(cfg)
-                assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"} <= set(tc.kwargs)
+                tc = G.to_triton_config(cfg, kernel)
+                extra = "SPLIT_K" if kernel == "splitk" else "GROUP_M"
+                assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", extra} <= set(tc.kwargs)
     assert table["hopper"]["prefill"]["kernel"] == "tma_persistent"
     for bucket in (16, 256, 512, 1024, 8192):  # keep what autotune times per bucket short: each entry compiles
         timed = [c for c in table["hopper"]["prefill"]["autotune"] if G._m_range(c)[0] <= bucket <= G._m_range(c)[1]]
@@ -148,7 +151,7 @@ def test_m_bucket_and_config_table():
 
 def test_decode_prune_picks_block_m_covering_bucket():
     configs = [G.to_triton_config(c) for c in G.load_config_table()["hopper"]["decode"]["autotune"]]
-    for bucket, want in [(1, 16), (16, 16), (32, 64), (64, 64)]:
+    for bucket, want in [(1, 1), (2, 16), (16, 16), (32, 64), (64, 64)]:
         for kept in (
             G._prune_by_block_m(configs, {"M_BUCKET": bucket}),
             G._prune_by_block_m(configs, {}, M_BUCKET=bucket),
@@ -222,7 +225,7 @@ for arch, family, regime in [(90, "hopper", "prefill"), (90, "hopper", "decode")
     entry = t[family][regime]
     for cfg in entry["autotune"][:int(sys.argv[1])]:
         k = G.compile_for(arch, {"kernel": entry["kernel"], **cfg}, activation="gelu_tanh")
-        out.append([arch, family, regime, k.metadata.shared, "mma" in k.asm["ptx"]])
+        out.append([arch, family, regime, k.metadata.shared, "mma" in k.asm["ptx"] or cfg["BLOCK_M"] == 1])
 print(json.dumps(out))
 """
 
@@ -248,7 +251,7 @@ def test_configs_compile_for_sm90_and_sm80_without_gpu():
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(rows) == 3
     for arch, family, regime, shared, has_mma in rows:
-        assert has_mma, f"{family}.{regime}: no tensor-core instructions"
+        assert has_mma, f"{family}.{regime}: no tensor-core instructions (only the BLOCK_M 1 GEMV goes without)"
         assert shared <= (232448 if arch == 90 else 166912), f"{family}.{regime}: {shared} bytes of shared memory"
 
 
@@ -312,7 +315,8 @@ def test_bf16_autotuned_paths(M, N, K):
     ep = EPILOGUES["residual"]
     x, w, b, r = _inputs(M, N, K, torch.bfloat16, "cuda", ep, seed=M)
     y = G.gemm(x, w, b, r)
-    expect_kernel = "tma_persistent" if M > 64 and torch.cuda.get_device_capability()[0] >= 9 else "pointer"
+    hopper = torch.cuda.get_device_capability()[0] >= 9
+    expect_kernel = ("tma_persistent" if M > 64 else "splitk") if hopper else "pointer"
     assert G.LAST_LAUNCH["kernel"] == expect_kernel
     ref = G.reference(x, w, b, r)
     _assert_close(y, ref, torch.addmm(r, x, w.T), ATOL[torch.bfloat16])

@@ -36,9 +36,12 @@ import triton.language as tl
 import yaml
 
 from solkit.errors import SolkitError, choices_hint
+from solkit.kernels import gemm_decode as _decode
+from solkit.kernels.gemm_decode import _gemm_decode_kernel, gemm_decode_kernel
+from solkit.kernels.gemm_epilogue import apply_epilogue as _epilogue
 
 ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2}
-KERNELS = ("tma_persistent", "pointer")
+KERNELS = ("tma_persistent", "pointer", "splitk")
 FAMILIES = ("hopper", "ampere", "interpreter")
 
 #: What the last launch ran: path, family, regime and config (for benchmarks and reports).
@@ -46,24 +49,6 @@ LAST_LAUNCH: dict[str, Any] = {}
 
 
 # --------------------------------------------------------------------------------------------- kernels
-@triton.jit
-def _epilogue(acc, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-              ACT: tl.constexpr):  # fmt: skip
-    """fp32 tile -> act(acc + bias) * alpha + res * beta (res already loaded, any float dtype)."""
-    if HAS_BIAS:
-        b = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
-        acc = acc + b[None, :]
-    if ACT == 1:
-        acc = acc * tl.sigmoid(acc)
-    elif ACT == 2:
-        # gelu_tanh(z) = z * sigmoid(2c (z + 0.044715 z^3)), c = sqrt(2/pi): 0.5 (1 + tanh u) = sigmoid(2u)
-        acc = acc * tl.sigmoid(1.5957691216057308 * (acc + 0.044715 * acc * acc * acc))
-    acc = acc * alpha
-    if HAS_RESIDUAL:
-        acc = acc + res.to(tl.float32) * beta
-    return acc
-
-
 @triton.jit
 def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     """Grouped order: GROUP_M tile-rows advance together along N, so W tiles are reused from L2."""
@@ -76,11 +61,12 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _finish_tile(part, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS: tl.constexpr,
-                 HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr):  # fmt: skip
-    """Epilogue of one [BLOCK_M, width] piece of a tile: residual by TMA, math in fp32, TMA store."""
-    res = None
-    if HAS_RESIDUAL:
+def _finish_tile(part, res_pre, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS: tl.constexpr,
+                 HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr, PRELOADED: tl.constexpr):  # fmt: skip
+    """Epilogue of one [BLOCK_M, width] piece of a tile: residual by TMA (or ``res_pre``, loaded
+    earlier), math in fp32, TMA store."""
+    res = res_pre
+    if HAS_RESIDUAL and not PRELOADED:
         res = r_desc.load([off_m, off_n])
     offs_n = off_n + tl.arange(0, part.shape[1])
     out = _epilogue(part, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
@@ -152,12 +138,20 @@ def _gemm_tma_persistent_kernel(
         off_n = pid_n * BLOCK_N
         # PREFETCH_RES: 0 off, 1 L2 prefetch (evict_normal), 2 evict_last; issued PF_DIST k-steps
         # before the epilogue, or when the tile starts if PF_DIST is 0
-        if HAS_RESIDUAL and PREFETCH_RES > 0 and PF_DIST == 0:
+        # 3: the residual tile into registers now, with plain loads: they are in flight during the whole
+        # K loop and only waited for where the epilogue adds them (costs BLOCK_M*BLOCK_N/threads regs)
+        res_pre = None
+        if HAS_RESIDUAL and PREFETCH_RES == 3:
+            rows = off_m + tl.arange(0, BLOCK_M)
+            cols = off_n + tl.arange(0, BLOCK_N)
+            res_pre = tl.load(res_ptr + rows[:, None] * stride_rm + cols[None, :],
+                              mask=(rows < M)[:, None] & (cols < N)[None, :], other=0.0)  # fmt: skip
+        if HAS_RESIDUAL and (PREFETCH_RES == 1 or PREFETCH_RES == 2) and PF_DIST == 0:
             _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
         pf_k = tl.maximum(k_tiles - PF_DIST, 0)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kk in range(k_tiles):
-            if HAS_RESIDUAL and PREFETCH_RES > 0 and PF_DIST > 0:  # noqa: SIM102 - compile-time test outside
+            if HAS_RESIDUAL and (PREFETCH_RES == 1 or PREFETCH_RES == 2) and PF_DIST > 0:  # noqa: SIM102
                 if kk == pf_k:
                     _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
             a = x_desc.load([off_m, kk * BLOCK_K])
@@ -170,28 +164,39 @@ def _gemm_tma_persistent_kernel(
         off_n = pid_n * BLOCK_N
         # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
         # shared memory, so smaller pieces leave more of it to the K pipeline.
+        PRE: tl.constexpr = PREFETCH_RES == 3
         if EPI_SUBTILE == 1:
-            _finish_tile(
-                acc, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT
-            )
+            _finish_tile(acc, res_pre, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                         HAS_RESIDUAL, ACT, PRE)  # fmt: skip
         else:
             left, right = _halves(acc, BLOCK_M, BLOCK_N)
+            r_left = res_pre
+            r_right = res_pre
+            if PRE:
+                r_left, r_right = _halves(res_pre, BLOCK_M, BLOCK_N)
             if EPI_SUBTILE == 2:
-                _finish_tile(left, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                             HAS_RESIDUAL, ACT)  # fmt: skip
-                _finish_tile(right, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                             HAS_RESIDUAL, ACT)  # fmt: skip
+                _finish_tile(left, r_left, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                             HAS_RESIDUAL, ACT, PRE)  # fmt: skip
+                _finish_tile(right, r_right, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta,
+                             HAS_BIAS, HAS_RESIDUAL, ACT, PRE)  # fmt: skip
             else:  # 4
                 q0, q1 = _halves(left, BLOCK_M, BLOCK_N // 2)
                 q2, q3 = _halves(right, BLOCK_M, BLOCK_N // 2)
-                _finish_tile(q0, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                             HAS_RESIDUAL, ACT)  # fmt: skip
-                _finish_tile(q1, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                             HAS_RESIDUAL, ACT)  # fmt: skip
-                _finish_tile(q2, off_m, off_n + 2 * SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                             HAS_RESIDUAL, ACT)  # fmt: skip
-                _finish_tile(q3, off_m, off_n + 3 * SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                             HAS_RESIDUAL, ACT)  # fmt: skip
+                r0 = res_pre
+                r1 = res_pre
+                r2 = res_pre
+                r3 = res_pre
+                if PRE:
+                    r0, r1 = _halves(r_left, BLOCK_M, BLOCK_N // 2)
+                    r2, r3 = _halves(r_right, BLOCK_M, BLOCK_N // 2)
+                _finish_tile(q0, r0, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                             HAS_RESIDUAL, ACT, PRE)  # fmt: skip
+                _finish_tile(q1, r1, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                             HAS_RESIDUAL, ACT, PRE)  # fmt: skip
+                _finish_tile(q2, r2, off_m, off_n + 2 * SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta,
+                             HAS_BIAS, HAS_RESIDUAL, ACT, PRE)  # fmt: skip
+                _finish_tile(q3, r3, off_m, off_n + 3 * SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta,
+                             HAS_BIAS, HAS_RESIDUAL, ACT, PRE)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
@@ -232,7 +237,13 @@ def _gemm_pointer_kernel(
     tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :], out.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-_KERNEL_FNS = {"tma_persistent": _gemm_tma_persistent_kernel, "pointer": _gemm_pointer_kernel}
+_KERNEL_FNS = {
+    "tma_persistent": _gemm_tma_persistent_kernel,
+    "pointer": _gemm_pointer_kernel,
+    "splitk": gemm_decode_kernel,
+}
+#: The bare JIT functions (compile_for needs them; splitk's launchable kernel wraps its own in triton.heuristics).
+_JIT_FNS = {**_KERNEL_FNS, "splitk": _gemm_decode_kernel}
 _TUNING_KEY = ["M_BUCKET", "N", "K", "HAS_BIAS", "HAS_RESIDUAL", "ACT"]
 
 
@@ -263,6 +274,8 @@ def load_config_table() -> dict[str, Any]:
 
 #: tma_persistent keys a config may leave out.
 TMA_DEFAULTS = {"EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": 0, "PF_DIST": 0}
+#: splitk keys a config may leave out (GROUP_M means nothing there and is dropped).
+SPLITK_DEFAULTS = {"SPLIT_K": 1}
 
 
 #: Keys of a YAML config entry that are not kernel parameters.
@@ -274,8 +287,10 @@ def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.C
     params = {k: v for k, v in cfg.items() if k not in _META_KEYS}
     if cfg.get("kernel", kernel) == "tma_persistent":
         params = {**TMA_DEFAULTS, **params}
-        if interpreting():
+        if interpreting() and params["PREFETCH_RES"] in (1, 2):
             params["PREFETCH_RES"] = 0  # inline PTX does not run in the interpreter
+    elif cfg.get("kernel", kernel) == "splitk":
+        params = {**SPLITK_DEFAULTS, **{k: v for k, v in params.items() if k != "GROUP_M"}}
     return triton.Config(params, num_warps=int(cfg.get("num_warps", 4)), num_stages=int(cfg.get("num_stages", 3)))
 
 
@@ -356,7 +371,7 @@ def compile_for(
     from triton.compiler import ASTSource
 
     kernel = kernel or config.get("kernel", "tma_persistent")
-    fn = _KERNEL_FNS[kernel]
+    fn = _JIT_FNS[kernel]
     if not hasattr(fn, "cache_key"):
         raise SolkitError("compile_for needs compiled Triton (unset TRITON_INTERPRET)")
     sig = {name: "i32" for name in ("M", "N", "K", "M_BUCKET", "stride_xm", "stride_wn", "stride_ym", "stride_rm")}
@@ -366,6 +381,9 @@ def compile_for(
     consts: dict[str, Any] = dict(tc.kwargs)
     if kernel == "tma_persistent":
         sig["num_programs"] = "i32"
+    if kernel == "splitk":
+        sig.update(part_ptr="*fp32", count_ptr="*i32")
+        consts["EVEN_K"] = True
     consts.update(HAS_BIAS=has_bias, HAS_RESIDUAL=has_residual, ACT=ACTIVATIONS[activation])
     if not has_bias:
         consts["bias_ptr"] = None
@@ -374,7 +392,7 @@ def compile_for(
     sig.update({k: "constexpr" for k in consts})
     # What the JIT would know at a launch with aligned tensors and N, K, strides multiples of 16 (M is
     # never specialised): without it, loads are not vectorised and cp.async pipelining is skipped.
-    aligned = {"x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym"}
+    aligned = {"x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym", "part_ptr", "count_ptr"}
     aligned |= ({"bias_ptr"} if has_bias else set()) | ({"res_ptr", "stride_rm"} if has_residual else set())
     attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names) if name in aligned}
     src = ASTSource(fn=fn, signature={k: sig[k] for k in fn.arg_names}, constexprs=consts, attrs=attrs)
@@ -521,12 +539,20 @@ def gemm(
             tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
             return (min(n_prog, tiles),)
 
+    elif kernel == "splitk":
+
+        def grid(meta):
+            return _decode.grid(M, N, meta)
+
     else:
 
         def grid(meta):
             return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
-    ptrs = (x2, w, y, bias, r2)
+    ptrs: tuple = (x2, w, y, bias, r2)
+    if kernel == "splitk":
+        cfgs = [config] if config is not None else load_config_table()[family][regime]["autotune"]
+        ptrs += _splitk_workspace(x.device, M, N, cfgs)
     if config is not None:
         tc = to_triton_config(config, kernel)
         fn = _KERNEL_FNS[kernel]
@@ -540,6 +566,34 @@ def gemm(
     LAST_LAUNCH.clear()
     LAST_LAUNCH.update(family=family, regime=regime, kernel=kernel, m_bucket=args["M_BUCKET"], config=chosen)
     return y.reshape(*lead, N)
+
+
+#: device -> [partials fp32, tile counters int32]: splitk's scratch. Counters are zero between calls
+#: (the kernel resets them). One per device, not per stream: a CUDA graph is captured on a side
+#: stream, and a scratch first made there would put its zero-fill inside the graph (and the timing).
+#: So two splitk calls must not run concurrently on two streams. Outgrown buffers are kept, never
+#: freed: a CUDA graph captured earlier may still point at them.
+_SPLITK_SCRATCH: dict[str, list[torch.Tensor]] = {}
+_SPLITK_OUTGROWN: list[torch.Tensor] = []
+
+
+def _splitk_workspace(device: torch.device, M: int, N: int, cfgs: list[dict[str, Any]]):
+    """Partials [SPLIT_K, M, N] fp32 and per-tile counters for the largest need among ``cfgs``."""
+    parts = max(int(c.get("SPLIT_K", 1)) for c in cfgs) * M * N if any(c.get("SPLIT_K", 1) > 1 for c in cfgs) else 1
+    tiles = max(triton.cdiv(M, int(c["BLOCK_M"])) * triton.cdiv(N, int(c["BLOCK_N"])) for c in cfgs)
+    key = str(device)
+    have = _SPLITK_SCRATCH.get(key)
+    if have is None or have[0].numel() < parts or have[1].numel() < tiles:
+        if have is not None:
+            _SPLITK_OUTGROWN.extend(have)
+        size_p = max(parts, have[0].numel() if have else 0)
+        size_t = max(tiles, have[1].numel() if have else 0)
+        have = [
+            torch.empty(size_p, dtype=torch.float32, device=device),
+            torch.zeros(size_t, dtype=torch.int32, device=device),
+        ]
+        _SPLITK_SCRATCH[key] = have
+    return tuple(have)
 
 
 def _torch_epilogue(z, bias, residual, alpha, beta, activation) -> torch.Tensor:

@@ -1,0 +1,147 @@
+"""solkit.kernels.gemm_decode (the splitk kernel for M <= 64): values, split-K hand-off, counters, graphs.
+
+CPU: Triton's interpreter in fp32/fp16 on small odd shapes (K not a multiple of BLOCK_K, a split
+piece left empty, M not a multiple of the tile). GPU (marked): bf16 at the issue's decode shapes,
+every autotune config, repeated calls and CUDA-graph replays (the counters must come back to zero).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from solkit.kernels import gemm as G
+
+HAS_CUDA = torch.cuda.is_available()
+ATOL = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+def _case(M, N, K, dtype, device, seed=0, bias=False):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(M, K, generator=gen).to(device, dtype)
+    w = (torch.randn(N, K, generator=gen) / K**0.5).to(device, dtype)
+    r = torch.randn(M, N, generator=gen).to(device, dtype)
+    b = torch.randn(N, generator=gen).to(device, dtype) if bias else None
+    return x, w, r, b
+
+
+def _check(y, x, w, r, b=None, **kw):
+    """Error against fp32 at most 2x torch's own same-dtype error + atol; every element written."""
+    ref = G.reference(x, w, b, r, **kw)
+    z = torch.nn.functional.linear(x, w, b)
+    if kw.get("activation") == "silu":
+        z = torch.nn.functional.silu(z)
+    mine = z * kw.get("alpha", 1.0) + r * kw.get("beta", 1.0)
+    assert torch.isfinite(y).all(), "unwritten (NaN-poisoned) or overflowing output"
+    err = (y.float() - ref).abs().max().item()
+    budget = 2 * (mine.float() - ref).abs().max().item() + ATOL[x.dtype]
+    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
+
+
+def _splitk(**cfg):
+    return {"kernel": "splitk", "num_warps": 4, "num_stages": 1, **cfg}
+
+
+CPU_CONFIGS = {
+    "gemv": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1),
+    "gemv_split3": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=3),
+    "dot": _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1),
+    "dot_split4": _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=4),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize(("M", "N", "K"), [(1, 40, 200), (5, 48, 64), (17, 33, 130)])
+@pytest.mark.parametrize("name", list(CPU_CONFIGS))
+def test_splitk_values(dtype, M, N, K, name, device):
+    """K = 200 with BLOCK_K 32 and 4 pieces leaves the last piece short; K = 64 with 3 or 4 pieces
+    leaves one empty (its partial is zero, it still draws a ticket)."""
+    if name.startswith("gemv") and M > 5:
+        pytest.skip("one program per row: M = 5 covers several row tiles; 17 is slow in the interpreter")
+    x, w, r, b = _case(M, N, K, dtype, device, seed=M + K, bias=True)
+    kw = dict(alpha=0.5, beta=-2.0, activation="silu")
+    out = torch.full((M, N), float("nan"), device=device, dtype=dtype)
+    y = G.gemm(x, w, b, r, config=CPU_CONFIGS[name], out=out, **kw)
+    assert G.LAST_LAUNCH["kernel"] == "splitk"
+    _check(y, x, w, r, b, **kw)
+
+
+def test_counters_reset_and_calls_repeat(device):
+    """The last program of every tile zeroes its counter: repeated calls give the same answer, and
+    the scratch counters are all zero between calls."""
+    dtype = torch.float32
+    x, w, r, _ = _case(3, 72, 96, dtype, device, seed=9)
+    cfg = CPU_CONFIGS["dot_split4"]
+    first = G.gemm(x, w, residual=r, config=cfg)
+    for _ in range(2):
+        again = G.gemm(x, w, residual=r, config=cfg)
+        assert torch.equal(first, again)
+    for _parts, counters in G._SPLITK_SCRATCH.values():
+        assert int(counters.abs().sum().item()) == 0
+    _check(first, x, w, r)
+
+
+@pytest.mark.parametrize("M", [1, 7, 16, 40, 64])
+def test_autotuned_decode_takes_splitk(M, device):
+    """Decode-sized M goes to splitk by default (interpreter and Hopper config lists)."""
+    if device == "cuda" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("Ampere keeps the pointer kernel for decode")
+    dtype = torch.float16
+    x, w, r, _ = _case(M, 48, 64, dtype, device, seed=M)
+    y = G.gemm(x, w, residual=r)
+    assert G.LAST_LAUNCH["kernel"] == "splitk" and G.LAST_LAUNCH["regime"] == "decode"
+    want_rows = 1 if M == 1 else 16 if M <= 16 else 64
+    if device == "cpu":
+        want_rows = 1 if M == 1 else 16  # the interpreter list has 1- and 16-row tiles only
+    assert G.LAST_LAUNCH["config"]["BLOCK_M"] == want_rows
+    _check(y, x, w, r)
+
+
+def test_workspace_grows_and_keeps_old_buffers():
+    """A larger call replaces the scratch but keeps the old buffers alive (a captured graph may use them)."""
+    dev = torch.device("cuda" if HAS_CUDA else "cpu")
+    cfg = [_splitk(BLOCK_M=1, BLOCK_N=8, BLOCK_K=32, SPLIT_K=4)]
+    small = G._splitk_workspace(dev, 1, 8, cfg)
+    big = G._splitk_workspace(dev, 64, 4096, cfg)
+    assert big[0].numel() >= 4 * 64 * 4096 and big[1].numel() >= 64 * 512
+    if big[0].data_ptr() != small[0].data_ptr():
+        assert any(t.data_ptr() == small[0].data_ptr() for t in G._SPLITK_OUTGROWN)
+
+
+# --------------------------------------------------------------------------------------------- GPU only
+@pytest.mark.gpu
+@pytest.mark.parametrize("M", [1, 16, 64])
+def test_bf16_decode_shapes_every_autotune_config(M):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("Hopper list")
+    x, w, r, _ = _case(M, 4096, 4096, torch.bfloat16, "cuda", seed=M)
+    for cfg in G.load_config_table()["hopper"]["decode"]["autotune"]:
+        if cfg["BLOCK_M"] < M:
+            continue
+        out = torch.full((M, 4096), float("nan"), device="cuda", dtype=torch.bfloat16)
+        y = G.gemm(x, w, residual=r, config={"kernel": "splitk", **cfg}, out=out)
+        _check(y, x, w, r)
+
+
+@pytest.mark.gpu
+def test_bf16_split_k_in_cuda_graph():
+    """Captured once, replayed on new inputs: the split-K hand-off and counter reset hold under replay."""
+    M, N, K = 16, 1024, 4000  # K not a multiple of BLOCK_K
+    x, w, r, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=1)
+    cfg = _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=256, SPLIT_K=4, num_stages=3)
+    y = G.gemm(x, w, residual=r, config=cfg)  # warm-up: compiles, allocates the scratch
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph):
+        y = G.gemm(x, w, residual=r, config=cfg)
+    torch.cuda.current_stream().wait_stream(stream)
+    for seed in (2, 3):
+        x2, w2, r2, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=seed)
+        x.copy_(x2)
+        w.copy_(w2)
+        r.copy_(r2)
+        y.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(y, x, w, r)
