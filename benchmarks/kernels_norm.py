@@ -37,20 +37,60 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 
 from solkit.harness.timing import benchmark  # noqa: E402
+from solkit.kernels._utils import sm_count, sum_partials  # noqa: E402
 from solkit.kernels.layernorm import layernorm, layernorm_backward, layernorm_forward  # noqa: E402
 from solkit.kernels.rmsnorm import add_rmsnorm, rmsnorm, rmsnorm_backward, rmsnorm_forward  # noqa: E402
 from solkit.kernels.softmax import softmax, softmax_backward, softmax_forward  # noqa: E402
 from solkit.sol.model import Ceilings, sol_fraction, t_sol  # noqa: E402
 
 DATASHEET_BW = 4.8e12
-#: Backward sweep: (rows per block, warps, programs per SM, register prefetch of the next block).
-BWD_CONFIGS = ((1, 16, 2, True), (1, 8, 2, True), (1, 16, 2, False), (2, 16, 2, True), (1, 16, 1, True))
-#: Forward sweep: (rows per program, warps, register cap or None).
-FWD_CONFIGS = ((1, 8, None), (1, 8, 32), (2, 16, None), (1, 4, None))
-#: Persistent RMSNorm forward sweep: (rows per block, warps, programs per SM).
-PERSISTENT_FWD_CONFIGS = ((1, 8, 4), (1, 16, 2), (1, 8, 2))
-#: Looped softmax sweep: (chunk width, warps, register prefetch).
-LOOP_CONFIGS = ((16384, 32, True), (8192, 16, True), (32768, 32, True))
+#: Launcher sweep, per op and kernel: solkit launcher keyword arguments, the measured default first.
+#: Wide softmax rows: the looped path against cooperative (segment, warps, programs per SM) variants.
+_RMS_FWD = [dict(num_warps=8), dict(num_warps=4), dict(num_warps=16), dict(block_m=2, num_warps=8)]
+_RMS_BWD = [dict(num_warps=16, programs_per_sm=2), dict(num_warps=8, programs_per_sm=2),
+            dict(num_warps=8, programs_per_sm=3), dict(num_warps=8, programs_per_sm=4),
+            dict(num_warps=4, programs_per_sm=4), dict(num_warps=16, programs_per_sm=2, prefetch=False)]  # fmt: skip
+_COOP = dict(coop=True)
+_WIDE_FWD = [dict(coop=False), dict(_COOP, coop_segment=16384, num_warps=32, coop_per_sm=1),
+             dict(_COOP, coop_segment=8192, num_warps=16, coop_per_sm=2),
+             dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1),
+             dict(_COOP, coop_segment=4096, num_warps=8, coop_per_sm=4)]  # fmt: skip
+_WIDE_BWD = [dict(coop=False), dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1),
+             dict(_COOP, coop_segment=4096, num_warps=16, coop_per_sm=2),
+             dict(_COOP, coop_segment=4096, num_warps=8, coop_per_sm=4),
+             dict(_COOP, coop_segment=16384, num_warps=32, coop_per_sm=1)]  # fmt: skip
+SWEEP = {
+    "softmax_vocab": {"fwd": _WIDE_FWD, "bwd": _WIDE_BWD},
+    "softmax_256k": {"fwd": _WIDE_FWD, "bwd": _WIDE_BWD},
+    "layernorm": {
+        "fwd": [
+            dict(num_warps=4, one_pass=False),
+            dict(num_warps=4, one_pass=True),
+            dict(num_warps=8, one_pass=True),
+            dict(num_warps=8, one_pass=False),
+            dict(num_warps=2, one_pass=True),
+            dict(block_m=2, num_warps=8, one_pass=True),
+        ],
+        "bwd": [
+            dict(num_warps=8, programs_per_sm=2),
+            dict(num_warps=16, programs_per_sm=2),
+            dict(num_warps=8, programs_per_sm=3),
+            dict(num_warps=4, programs_per_sm=4),
+            dict(num_warps=8, programs_per_sm=4),
+            dict(num_warps=8, programs_per_sm=2, prefetch=False),
+        ],
+    },  # fmt: skip
+    "rmsnorm": {"fwd": _RMS_FWD, "bwd": _RMS_BWD},
+    "add_rmsnorm": {"fwd": _RMS_FWD, "bwd": _RMS_BWD[:5]},
+    "softmax": {
+        "fwd": [dict(num_warps=8), dict(num_warps=4), dict(num_warps=16)],
+        "bwd": [dict(num_warps=8), dict(num_warps=4)],
+    },  # fmt: skip
+}
+#: dW partial-sum reduction (P = 2 programs x 132 SMs rows): sum_partials keyword arguments.
+PARTIAL_SUM_SWEEP = [dict(block_p=32, block_c=None, num_warps=4), dict(block_p=128, block_c=32, num_warps=4),
+                     dict(block_p=64, block_c=64, num_warps=8), dict(block_p=256, block_c=16, num_warps=8),
+                     dict(block_p=128, block_c=16, num_warps=4)]  # fmt: skip
 SHAPES = {"norm": (8192, 4096), "softmax": {"": (8192, 4096), "_vocab": (4096, 128256), "_256k": (1024, 262144)}}
 EPS = 1e-6
 T0 = time.perf_counter()
@@ -274,27 +314,20 @@ class Recorder:
 
 
 def measure_copy_bandwidth(device, timing_kw) -> tuple[float, dict]:
-    """Copy bandwidth (bytes read + written per second) of a 2 GiB ``copy_``, the calibrated basis.
-
-    Timed with CUDA events (as ``solkit calibrate`` does): a ~1 ms call needs no graph, and in our
-    first run the graph-timed ``copy_`` gave only 2.77 TB/s against 4.25 from ``solkit calibrate``
-    (probably because a contiguous ``copy_`` captured in a graph becomes a memcpy node rather than
-    the copy kernel eager mode launches). The graph-timed copy and an elementwise-kernel copy are
-    recorded next to it for reference.
-    """
-    n = 2**30  # bf16 elements: a 2 GiB tensor
+    """Copy bandwidth (bytes read + written per second) of a 1 GiB ``copy_``, the calibrated basis,
+    measured as ``solkit calibrate`` does (CUDA events around eager calls, same buffer size), L2
+    flushed with the run's flush mode. An elementwise-kernel copy (``torch.mul(x, 1, out=y)``) is
+    recorded next to it. (A ``copy_`` captured in a CUDA graph becomes a slower memcpy node: 2.7 TB/s
+    in earlier runs, so the copy is never graph-timed.)"""
+    n = 2**29  # bf16 elements: 1 GiB per buffer (>= 16x L2)
     src = torch.randn(n, device=device, dtype=torch.bfloat16)
     dst = torch.empty_like(src)
-    for _ in range(20):  # ~20 ms of streaming first, so clocks have ramped up
+    for _ in range(40):  # ~20 ms of streaming first, so clocks have ramped up
         dst.copy_(src)
     moved = 2 * src.numel() * src.element_size()
     info = {}
-    for label, fn, method in (
-        ("copy_events", lambda: dst.copy_(src), "events"),
-        ("copy_graph", lambda: dst.copy_(src), "graph"),
-        ("mul1_graph", lambda: torch.mul(src, 1, out=dst), "graph"),
-    ):
-        res = benchmark(fn, **{**timing_kw, "method": method, "calls_per_graph": 3, "reps": 20})
+    for label, fn in (("copy_events", lambda: dst.copy_(src)), ("mul1_events", lambda: torch.mul(src, 1, out=dst))):
+        res = benchmark(fn, **{**timing_kw, "method": "events", "reps": 30})
         info[label] = {"Bps": moved / (res.median_ms * 1e-3), "timing": res.to_dict()}
         print(f"  {label}: {info[label]['Bps'] / 1e12:.3f} TB/s", flush=True)
     return info["copy_events"]["Bps"], info
@@ -333,7 +366,8 @@ def bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, se
             res = benchmark(timed_fn(fn, mode, op.n_acts, params, n_grads), pool,
                             **{**timing_kw, "calls_per_graph": calls_for(row["bytes"], timing_kw)})  # fmt: skip
             row.update({"median_ms": res.median_ms, "q1_ms": res.q1_ms, "q3_ms": res.q3_ms, "cv": res.cv,
-                        "method": res.method, "high_variance": res.high_variance})  # fmt: skip
+                        "method": res.method, "l2_flush_mode": getattr(res, "l2_flush_mode", None),
+                        "high_variance": res.high_variance})  # fmt: skip
             if device.type == "cuda":
                 row.update(sol_cols(row["bytes"], res.median_ms, bw))
             del pool
@@ -347,69 +381,128 @@ def bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, se
           f"{row.get('error', '')[:80]}", flush=True)  # fmt: skip
 
 
-def sweep_variants(op, dtype, device):
-    """``(fwd_variants, bwd_variants, fwd_bytes, bwd_bytes)`` of solkit launcher configs for one op."""
+def sweep_cases(op, dtype, device):
+    """``[(kernel, config, call(config) -> outputs, bytes, fp32 references)]`` for one op's launcher sweep.
+
+    The references are fp32 computations on the same (upcast) inputs the kernels get; the backward
+    kernels get the saved statistics of the default forward."""
     e = torch.tensor([], dtype=dtype).element_size()
     M, N = op.shape
     acts, params, grads = make_inputs(op, dtype, device, 7)
     x, dy = acts[0], grads[0]
+    up = lambda ts: [t.float().requires_grad_() for t in ts]  # noqa: E731
+    cfgs = SWEEP.get(op.name) or (SWEEP["softmax_vocab"] if op.kind == "softmax" and N > 16384 else {})
+    cases = []
     if op.kind in ("rmsnorm", "add_rmsnorm"):
         res = acts[1] if op.kind == "add_rmsnorm" else None
         ds = grads[1] if op.kind == "add_rmsnorm" else None
-        _, s, rstd = rmsnorm_forward(x, params[0], residual=res)
+        w = params[0]
+        _, s, rstd = rmsnorm_forward(x, w, residual=res)
         xs = s if s is not None else x
         k = 2 if res is not None else 1
-        fwd_bytes, bwd_bytes = 2 * k * M * N * e + N * e + 4 * M, (3 + (ds is not None)) * M * N * e + 4 * M
-        fwd = [(dict(block_m=bm, num_warps=nw, maxnreg=mr), lambda c: rmsnorm_forward(x, params[0], residual=res, **c))
-               for bm, nw, mr in FWD_CONFIGS]  # fmt: skip
-        fwd += [(dict(block_m=bm, num_warps=nw, programs_per_sm=p),
-                 lambda c: rmsnorm_forward(x, params[0], residual=res, **c))
-                for bm, nw, p in PERSISTENT_FWD_CONFIGS]  # fmt: skip
-        bwd = [(dict(block_m=bm, num_warps=nw, programs_per_sm=p, prefetch=pf),
-                lambda c: rmsnorm_backward(dy, xs, params[0], rstd, ds=ds, **c))
-               for bm, nw, p, pf in BWD_CONFIGS]  # fmt: skip
+        ref_fwd = as_tuple(op.reference(*[t.float() for t in acts], w.float()))
+        ref_fwd = ref_fwd[::-1] if res is not None else ref_fwd  # launcher order: (y, s)
+        xs32, w32 = up([xs, w])
+        dx32, dw32 = torch.autograd.grad(hf_rmsnorm(xs32, w32), [xs32, w32], dy.float())
+        ref_bwd = (dx32 + ds.float() if ds is not None else dx32, dw32)
+        fwd_bytes = 2 * k * M * N * e + N * e + 4 * M
+        bwd_bytes = (3 + (ds is not None)) * M * N * e + 4 * M + 2 * N * e
+        fwd = lambda c: rmsnorm_forward(x, w, residual=res, **c)[: 2 if res is not None else 1]  # noqa: E731
+        bwd = lambda c: rmsnorm_backward(dy, xs, w, rstd, ds=ds, **c)  # noqa: E731
     elif op.kind == "layernorm":
         _, mean, rstd = layernorm_forward(x, *params)
-        fwd_bytes, bwd_bytes = 2 * M * N * e + 2 * N * e + 8 * M, 3 * M * N * e + 8 * M
-        fwd = [(dict(block_m=bm, num_warps=nw, maxnreg=mr), lambda c: layernorm_forward(x, *params, **c))
-               for bm, nw, mr in FWD_CONFIGS]  # fmt: skip
-        bwd = [(dict(block_m=bm, num_warps=nw, programs_per_sm=p, prefetch=pf),
-                lambda c: layernorm_backward(dy, x, params[0], mean, rstd, **c))
-               for bm, nw, p, pf in BWD_CONFIGS]  # fmt: skip
+        ref_fwd = (F.layer_norm(x.float(), (N,), *[p.float() for p in params], EPS),)
+        x32, w32, b32 = up([x, *params])
+        ref_bwd = torch.autograd.grad(F.layer_norm(x32, (N,), w32, b32, EPS), [x32, w32, b32], dy.float())
+        fwd_bytes, bwd_bytes = 2 * M * N * e + 2 * N * e + 8 * M, 3 * M * N * e + 8 * M + 3 * N * e
+        fwd = lambda c: layernorm_forward(x, *params, EPS, **c)[:1]  # noqa: E731
+        bwd = lambda c: layernorm_backward(dy, x, params[0], mean, rstd, **c)  # noqa: E731
     else:
         y = softmax_forward(x)
+        ref_fwd = (torch.softmax(x.float(), -1),)
+        y32 = y.float()
+        ref_bwd = (y32 * (dy.float() - (y32 * dy.float()).sum(-1, keepdim=True)),)
         fwd_bytes, bwd_bytes = 2 * M * N * e, 3 * M * N * e
-        if N <= 16384:
-            cfgs = [dict(block_m=bm, num_warps=nw, maxnreg=mr) for bm, nw, mr in FWD_CONFIGS]
-        else:
-            cfgs = [dict(loop_block=lb, num_warps=nw, prefetch=pf) for lb, nw, pf in LOOP_CONFIGS]
-        fwd = [(c, lambda c: softmax_forward(x, **c)) for c in cfgs]
-        bwd = [(c, lambda c: softmax_backward(dy, y, **c)) for c in cfgs]
-    return fwd, bwd, fwd_bytes, bwd_bytes
+        fwd = lambda c: (softmax_forward(x, **c),)  # noqa: E731
+        bwd = lambda c: (softmax_backward(dy, y, **c),)  # noqa: E731
+    for kernel, call, nbytes, refs in (("fwd", fwd, fwd_bytes, ref_fwd), ("bwd", bwd, bwd_bytes, ref_bwd)):
+        refs = tuple(r.detach() for r in refs)
+        cases += [(kernel, c, call, nbytes, refs) for c in cfgs.get(kernel, [])]
+    return cases
+
+
+def variant_check(outs, refs) -> dict:
+    """A sweep variant's outputs against fp32 references: finite, and max error at most 2^-6 of max|ref|
+    (a few bf16 ulps at the largest value; the table rows apply the strict budget to the defaults)."""
+    errs = [float((o.float() - r).abs().max()) for o, r in zip(outs, refs)]
+    tols = [float(r.abs().max()) / 64 + 1e-6 for r in refs]
+    finite = all(bool(torch.isfinite(o).all()) for o in outs)
+    return {"ok": finite and all(e <= t for e, t in zip(errs, tols)), "max_abs_err": errs, "tol": tols}
 
 
 def sweep(rec, ops, dtype, device, timing_kw, bw, args):
-    """Time the solkit launchers alone over a few configs (fwd and bwd kernels separately)."""
+    """Time the solkit launchers alone over the SWEEP configs (fwd and bwd kernels separately), each
+    checked first; a variant whose first call is slow (cooperative programs not all resident, waits
+    running into their cap) is reported and not timed."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for op in ops:
-        fwd, bwd, fwd_bytes, bwd_bytes = sweep_variants(op, dtype, device)
-        for kernel, variants, nbytes in (("fwd", fwd, fwd_bytes), ("bwd", bwd, bwd_bytes)):
-            for cfg, call in variants:
-                if elapsed() > args.sweep_budget_s:
-                    return
-                row = {"op": op.name, "shape": list(op.shape), "kernel": kernel, "config": cfg, "bytes": nbytes}
-                try:
-                    r = benchmark(
-                        lambda c=cfg, f=call: f(c), **{**timing_kw, "calls_per_graph": calls_for(nbytes, timing_kw)}
-                    )
-                    row.update({"median_ms": r.median_ms, "cv": r.cv, "method": r.method})
-                    if device.type == "cuda":
-                        row.update(sol_cols(nbytes, r.median_ms, bw))
-                except Exception as exc:  # noqa: BLE001
-                    row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-                rec.add("sweep", row)
-                print(f"[{elapsed():6.1f}s] sweep {op.name:14s} {kernel} {cfg} "
-                      f"ms={row.get('median_ms', float('nan')):.4f} sol={row.get('sol_calibrated', float('nan')):.3f}",
-                      flush=True)  # fmt: skip
+        if elapsed() > args.sweep_budget_s:
+            return
+        try:
+            cases = sweep_cases(op, dtype, device)
+        except Exception as exc:  # noqa: BLE001
+            rec.add("sweep", {"op": op.name, "error": f"setup: {type(exc).__name__}: {str(exc)[:200]}"})
+            continue
+        for kernel, cfg, call, nbytes, refs in cases:
+            if elapsed() > args.sweep_budget_s:
+                return
+            row = {"op": op.name, "shape": list(op.shape), "kernel": kernel, "config": cfg, "bytes": nbytes}
+            try:
+                poison_free_memory(4 * nbytes, device)
+                sync()
+                t0 = time.perf_counter()
+                outs = call(cfg)
+                sync()
+                row["first_call_s"] = round(time.perf_counter() - t0, 4)
+                row.update(variant_check(outs, refs))
+                del outs
+                if device.type == "cuda" and row["first_call_s"] > 2.0:
+                    raise RuntimeError("first call over 2 s (cooperative waits timing out?); not timed")
+                kw = {**timing_kw, "calls_per_graph": calls_for(nbytes, timing_kw)}
+                r = benchmark(lambda c=cfg, f=call: f(c), **kw)
+                row.update({"median_ms": r.median_ms, "q1_ms": r.q1_ms, "q3_ms": r.q3_ms, "cv": r.cv,
+                            "method": r.method})  # fmt: skip
+                if device.type == "cuda":
+                    row.update(sol_cols(nbytes, r.median_ms, bw))
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            rec.add("sweep", row)
+            print(f"[{elapsed():6.1f}s] sweep {op.name:14s} {kernel} {cfg} ok={row.get('ok')} "
+                  f"us={row.get('median_ms', float('nan')) * 1e3:.1f} "
+                  f"sol={row.get('sol_calibrated', float('nan')):.3f} {row.get('error', '')[:80]}",
+                  flush=True)  # fmt: skip
+
+
+def partial_sum_sweep(rec, dtype, device, timing_kw, bw, args) -> None:
+    """The dW (and dB) partial-sum reduction alone: [2 x SMs, N] fp32 buffers, N = 4096 and 8192."""
+    for n_cols in (4096, 8192):
+        part = torch.randn(2 * sm_count(torch.empty(0, device=device)), n_cols, device=device)
+        ref = part.double().sum(0)
+        nbytes = part.numel() * 4 + n_cols * torch.tensor([], dtype=dtype).element_size()
+        for cfg in PARTIAL_SUM_SWEEP:
+            if elapsed() > args.sweep_budget_s:
+                return
+            row = {"op": f"sum_partials_{part.shape[0]}x{n_cols}", "kernel": "reduce", "config": cfg, "bytes": nbytes}
+            try:
+                out = sum_partials(part, dtype, **cfg)
+                row["ok"] = bool(torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2))
+                r = benchmark(lambda c=cfg, t=part: sum_partials(t, dtype, **c), **timing_kw)
+                row.update({"median_ms": r.median_ms, "cv": r.cv, "method": r.method})
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            rec.add("sweep", row)
+            print(f"[{elapsed():6.1f}s] sweep {row['op']} {cfg} ok={row.get('ok')} "
+                  f"us={row.get('median_ms', float('nan')) * 1e3:.2f}", flush=True)  # fmt: skip
 
 
 def main() -> int:
@@ -422,10 +515,14 @@ def main() -> int:
     p.add_argument("--compile-reserve-s", type=float, default=12.0, help="no compile starts this close to the budget")
     p.add_argument("--sweep", action="store_true", help="also time solkit launchers over a few configs")
     p.add_argument("--only-sweep", action="store_true")
-    p.add_argument("--coop-sweep", action="store_true", help="time the cooperative wide-row softmax last")
     p.add_argument("--sweep-budget-s", type=float, default=35.0, help="stop the sweep after this many seconds")
-    p.add_argument("--sweep-ops", default="rmsnorm,softmax_vocab,layernorm,softmax,add_rmsnorm", help="in order")
+    p.add_argument("--sweep-ops", default=",".join(list(SWEEP) + ["partial_sum"]),
+                   help="in order; partial_sum = the dW reduction alone")  # fmt: skip
     p.add_argument("--ops", default="", help="comma list of op names to run (default: all)")
+    p.add_argument("--backends", default="", help="comma list of backends for the table (default: all)")
+    p.add_argument("--nograph", action="store_true", help="also time eager forwards without graphs (host overhead)")
+    p.add_argument("--method", default="auto", help="timing method (auto: graph_events under 0.1 ms, else events)")
+    p.add_argument("--l2-flush", default="read", choices=("read", "write"), help="L2 flush between calls")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--pool", type=int, default=2, help="rotating input sets per timing")
@@ -440,7 +537,8 @@ def main() -> int:
         timing_kw = dict(method="wall", reps=2, trials=1, warmup=1)
     else:
         shapes = SHAPES
-        timing_kw = dict(method="graph", reps=args.reps, trials=args.trials, warmup=3, calls_per_graph=10)
+        timing_kw = dict(method=args.method, reps=args.reps, trials=args.trials, warmup=3, calls_per_graph=10,
+                         l2_flush_mode=args.l2_flush)  # fmt: skip
     meta = {
         "benchmark": "kernels_norm",
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
@@ -449,6 +547,13 @@ def main() -> int:
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "dtype": str(dtype).replace("torch.", ""),
         "timing": {k: v for k, v in timing_kw.items()},
+        "timing_protocol": (
+            f"solkit.harness.timing.benchmark(method={timing_kw['method']!r}, l2_flush_mode="
+            f"{timing_kw.get('l2_flush_mode')!r}): 'auto' = per-call CUDA events captured as nodes inside a CUDA "
+            "graph ('graph_events', the harness's median) for calls under 0.1 ms, CUDA events around eager "
+            "calls otherwise; L2 flushed before every call by a read sweep of 2x L2 (leaves L2 clean); two "
+            "rotating input sets; the resolved method is in each row"
+        ),
         "criteria": "max|out-ref| <= 2*max|torch_eager-ref| + 4e-3*max|ref|, ref = fp32 math on upcast inputs",
     }  # fmt: skip
     try:
@@ -468,9 +573,9 @@ def main() -> int:
     bw = None
     if device.type == "cuda":
         bw, copy_info = measure_copy_bandwidth(device, timing_kw)
-        note = "calibrated basis = 2 GiB bf16 copy_, CUDA events, read+write counted"
+        note = "calibrated basis = 1 GiB bf16 copy_ (as solkit calibrate), CUDA events, read+write counted"
         rec.doc["bandwidth"] = {"copy_measured_Bps": bw, "copy_runs": copy_info, "datasheet_Bps": DATASHEET_BW,
-                                "copy_bytes": 2 * 2**31, "note": note}  # fmt: skip
+                                "copy_bytes": 2 * 2**30, "note": note}  # fmt: skip
         print(f"copy bandwidth {bw / 1e12:.3f} TB/s (events)", flush=True)
         try:
             same_bytes_stream_rows(rec, dtype, device, timing_kw, bw)
@@ -493,15 +598,22 @@ def main() -> int:
         compile_ops = []
     if args.sweep or args.only_sweep:
         by_name = {o.name: o for o in ops}
-        names = [o.name for o in ops] if args.smoke else args.sweep_ops.split(",")
-        sweep(rec, [by_name[n] for n in names if n in by_name], dtype, device, timing_kw, bw, args)
+        names = [o.name for o in ops] + ["partial_sum"] if args.smoke else args.sweep_ops.split(",")
+        for name in names:  # in the order given, the most informative first
+            if name == "partial_sum":
+                partial_sum_sweep(rec, dtype, device, timing_kw, bw, args)
+            elif name in by_name:
+                sweep(rec, [by_name[name]], dtype, device, timing_kw, bw, args)
     if args.only_sweep:
         rec.flush()
         return 0
 
     modes = ("fwd", "fwdbwd")
+    backends = set(args.backends.split(",")) if args.backends else None
     for op in ops:
         for backend, fn in op.impls.items():
+            if backends is not None and backend not in backends:
+                continue
             for mode in modes:
                 if elapsed() > args.budget_s:
                     rec.add("rows", {"op": op.name, "backend": backend, "mode": mode, "ok": None,
@@ -510,61 +622,11 @@ def main() -> int:
                 bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, seed=op.seed)
     if run_compile:
         compile_rows(rec, compile_ops, dtype, device, timing_kw, bw, args)
-    if device.type == "cuda" and elapsed() < args.budget_s + 4:
+    if args.nograph and device.type == "cuda" and elapsed() < args.budget_s:
         nograph_rows(rec, ops, dtype, device, timing_kw, bw)
-    if args.coop_sweep and (device.type == "cuda" or args.smoke):
-        rec.flush()
-        print_table(rec.doc)  # printed now too, in case the cooperative sweep is cut off
-        coop_sweep(rec, ops, dtype, device, timing_kw, bw)
     rec.flush()
     print_table(rec.doc)
     return 0
-
-
-def _coop_variants(x, y, dy, mn_bytes):
-    """(kernel, segment, call(segment), bytes) for the cooperative softmax sweep."""
-    fwd = lambda sg: softmax_forward(x, coop=True, coop_segment=sg)
-    bwd = lambda sg: softmax_backward(dy, y, coop=True, coop_segment=sg)
-    return [("fwd", 16384, fwd, 2 * mn_bytes), ("fwd", 8192, fwd, 2 * mn_bytes),
-            ("bwd", 8192, bwd, 3 * mn_bytes), ("bwd", 16384, bwd, 3 * mn_bytes)]  # fmt: skip
-
-
-def coop_sweep(rec, ops, dtype, device, timing_kw, bw) -> None:
-    """The cooperative split-row softmax (not the default path yet) on the wide-row shapes, run last:
-    its programs wait on each other, so a problem here must not cost the rows above."""
-    for op in ops:
-        if op.kind != "softmax" or op.shape[1] <= 16384:
-            continue
-        M, N = op.shape
-        e = torch.tensor([], dtype=dtype).element_size()
-        acts, _, grads = make_inputs(op, dtype, device, 11)
-        x, dy = acts[0], grads[0]
-        y_ref = torch.softmax(x.float(), -1)
-        y = softmax_forward(x)
-        for kernel, seg, call, nbytes in _coop_variants(x, y, dy, M * N * e):
-            row = {"op": op.name, "shape": [M, N], "kernel": kernel, "config": {"coop": True, "coop_segment": seg},
-                   "bytes": nbytes}  # fmt: skip
-            try:
-                sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
-                sync()
-                t0 = time.perf_counter()
-                out = call(seg)
-                sync()
-                if x.is_cuda and time.perf_counter() - t0 > 0.2:  # waits hit their cap: partners never met
-                    raise RuntimeError(f"first call took {time.perf_counter() - t0:.2f} s; not timed")
-                ref = y_ref if kernel == "fwd" else softmax_backward(dy, y)
-                row["max_abs_err_vs_default"] = float((out.float() - ref.float()).abs().max())
-                row["ok"] = bool(torch.isfinite(out).all()) and row["max_abs_err_vs_default"] < 1e-2
-                kw = {**timing_kw, "calls_per_graph": calls_for(nbytes, timing_kw)}
-                r = benchmark(lambda f=call, sg=seg: f(sg), **kw)
-                row.update({"median_ms": r.median_ms, "cv": r.cv, "method": r.method})
-                row.update(sol_cols(nbytes, r.median_ms, bw))
-            except Exception as exc:  # noqa: BLE001
-                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            rec.add("sweep", row)
-            print(f"[{elapsed():6.1f}s] coop {op.name:14s} {kernel} seg={seg} ok={row.get('ok')} "
-                  f"ms={row.get('median_ms', float('nan')):.4f} sol={row.get('sol_calibrated', float('nan')):.3f}",
-                  flush=True)  # fmt: skip
 
 
 def nograph_rows(rec, ops, dtype, device, timing_kw, bw) -> None:

@@ -24,6 +24,7 @@ PATHS = {
     # fallback (partners not arrived yet) and the last one the exchange path.
     "coop": {"max_single_block": 64, "coop": True, "coop_segment": 64, "coop_per_sm": 2},
     "coop_gpu": {"coop": True},
+    "coop_gpu_4per_sm": {"coop": True, "coop_segment": 4096, "num_warps": 8, "coop_per_sm": 4},
 }
 
 
@@ -124,8 +125,9 @@ def test_softmax_beyond_int32_elements_gpu():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("path", ["coop_gpu", "coop_gpu_4per_sm"])
 @pytest.mark.parametrize("shape", [(300, 128256), (5, 262144), (1000, 20000)])
-def test_softmax_coop_bf16_gpu(shape):
+def test_softmax_coop_bf16_gpu(shape, path):
     """The cooperative split-row path on a GPU, where its programs really wait for each other."""
     x = torch.randn(*shape, dtype=torch.bfloat16) * 4
-    _check(x, "coop_gpu", "cuda")
+    _check(x, path, "cuda")

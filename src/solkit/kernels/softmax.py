@@ -339,8 +339,9 @@ def _coop_buffers(rows: int, segs: int, per_seg: int, device) -> tuple[torch.Ten
 
 def _max_spin() -> int:
     """Polls before a cooperative program stops waiting and computes the row statistics itself: none
-    under the interpreter (programs run one after another), 16k on a GPU (far beyond a normal wait)."""
-    return 0 if interpreting() else 1 << 14
+    under the interpreter (programs run one after another), 4096 on a GPU (milliseconds, far beyond a
+    normal wait of a few microseconds)."""
+    return 0 if interpreting() else 1 << 12
 
 
 def _plan(n_cols: int, elem_bytes: int, max_single: int, loop_block: int, block_m, num_warps):
