@@ -247,6 +247,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
     ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile[:tokens[:tile]],...")
+    ap.add_argument("--probe-fwd", action="store_true", help="also time the forward of every autotune candidate")
     ap.add_argument("--flce-chunks", default="", help="extra fused linear CE chunk sizes, comma separated")
     ap.add_argument("--markdown", metavar="JSON", help="print a markdown summary of a results file and exit")
     args = ap.parse_args(argv)
@@ -408,7 +409,7 @@ def _backend_fn(op, op_name, backend, backward, compiled):
     return op["fns"].get(backend)
 
 
-def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="auto"):
+def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="auto", reps=(30, 2)):
     n_grad = op["n_grad"]
     is_flce = op_name == "fused_linear_ce"
     pool = []
@@ -442,7 +443,7 @@ def _time_row(row, op, op_name, fn, base, backward, grad_outs, dev, bw, method="
             row["peak_mem_bytes"] = row["peak_extra_mem_bytes"] + inputs_bytes  # inputs + everything the call adds
         res = benchmark(call, pool, method="events", reps=2 if QUICK else 5, trials=2, warmup=1, l2_flush_mode=L2_FLUSH)
     else:
-        reps, trials = (2, 1) if QUICK else (30, 2)
+        reps, trials = (2, 1) if QUICK else reps
         res = benchmark(call, pool, method=method, reps=reps, trials=trials, warmup=1 if QUICK else 3,
                         calls_per_graph=10, l2_flush_mode=L2_FLUSH)  # fmt: skip
     keys = ("median_ms", "q1_ms", "q3_ms", "cv", "method", "reps", "trials", "host_ms", "l2_flush_mode")
@@ -498,13 +499,25 @@ def autotune(doc, op, op_name, base, grad_outs, sweep, spec_list, dev, bw, args,
             ok, errs, _ = max_ratio_check(got_out + got_grads, refs[0], refs[1])
             row.update(correct=ok, rel_err=errs)
             del got_out, got_grads
-            _time_row(row, op, op_name, fn, base, True, grad_outs, dev, bw)
+            _time_row(row, op, op_name, fn, base, True, grad_outs, dev, bw, reps=(20, 2))
             if ok:
                 results.append((row["median_ms"], cfg))
         except Exception as exc:  # noqa: BLE001
             row["error"] = f"{type(exc).__name__}: {exc}"[:400]
         doc["rows"].append(row)
         print(_row_line(row), flush=True)
+        if args.probe_fwd and "error" not in row:  # the forward alone too: separates read rate from L2 reuse
+            frow = {**{k: row[k] for k in ("op", "backend", "config", "autotune")}, "mode": "fwd"}
+            try:
+                got_out, _ = run_once(fn, base, op["n_grad"], False)
+                n = len(got_out)
+                ok, errs, _ = max_ratio_check(got_out, refs[0][:n], refs[1][:n])
+                frow.update(correct=ok, rel_err=errs)
+                _time_row(frow, op, op_name, fn, base, False, None, dev, bw, reps=(10, 1))
+            except Exception as exc:  # noqa: BLE001
+                frow["error"] = f"{type(exc).__name__}: {exc}"[:400]
+            doc["rows"].append(frow)
+            print(_row_line(frow), flush=True)
     best = min(results, key=lambda r: r[0])[1] if results else default
     config.clear()
     config.update({**default, **best})

@@ -8,11 +8,10 @@
 set -u
 START=$(date +%s)
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
-python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s 90 \
-  --ops cross_entropy,rope,swiglu,geglu,rope_interleaved,fused_linear_ce \
-  --ce-sweep 16384:16:3:1:1:1:0:0:0,8192:16:4:1:1:1:0:0:0,8192:16:5:1:1:1:0:0:0,16384:16:4:1:1:1:0:0:0,8192:16:1:1:1:1:2:0:0,8192:16:1:1:1:1:3:0:0,8192:16:1:1:1:1:3:1:0,16384:16:3:1:1:1:0:1:0,8192:16:5:1:1:1:0:1:0,8192:16:1:1:1:1:3:0:100,8192:16:5:1:1:1:0:0:100,4096:8:1:2:1:1:3:0:0,4096:16:6:1:1:1:0:0:0 \
-  --rope-sweep 4:8192:1:1,8:8192:1:1,2:8192:1:1,4:16384:2:1,8:16384:2:1,8:32768:4:1,16:32768:4:1,4:2048:2:0 \
-  --flce-chunks 4096
+python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s 94 --probe-fwd \
+  --ops cross_entropy,rope,rope_interleaved,swiglu,geglu,fused_linear_ce \
+  --ce-sweep 16384:16:3:1:1:1:0:0:0,8192:16:5:1:1:1:0:0:0,16384:16:4:1:1:1:0:0:0,8192:16:1:1:1:1:2:0:0,8192:16:1:1:1:1:3:0:0,8192:16:1:1:1:1:3:1:0,8192:16:5:1:1:1:0:1:0,8192:16:1:1:1:1:3:0:100,4096:8:1:2:1:1:3:0:0 \
+  --rope-sweep 4:8192:1:1,8:8192:1:1,4:16384:2:1,8:16384:2:1,8:32768:4:1,4:2048:2:0
 LEFT=$(( 106 - ($(date +%s) - START) ))
 echo "benchmark done; ${LEFT}s left for GPU tests"
 if [ "$LEFT" -gt 8 ]; then
