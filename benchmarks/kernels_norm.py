@@ -47,18 +47,23 @@ DATASHEET_BW = 4.8e12
 #: Launcher sweep, per op and kernel: solkit launcher keyword arguments, the measured default first.
 #: Wide softmax rows: the looped path against cooperative (segment, warps, programs per SM) variants.
 _RMS_FWD = [dict(num_warps=8), dict(num_warps=4), dict(num_warps=16), dict(block_m=2, num_warps=8)]
-_RMS_BWD = [dict(num_warps=16, programs_per_sm=2), dict(num_warps=8, programs_per_sm=2),
-            dict(num_warps=8, programs_per_sm=3), dict(num_warps=8, programs_per_sm=4),
-            dict(num_warps=4, programs_per_sm=4), dict(num_warps=16, programs_per_sm=2, prefetch=False)]  # fmt: skip
+_RMS_BWD = [
+    dict(num_warps=16, programs_per_sm=2),
+    dict(num_warps=16, programs_per_sm=2, prefetch=2),
+    dict(num_warps=32, programs_per_sm=1, prefetch=2),
+    dict(num_warps=8, programs_per_sm=2),
+    dict(num_warps=8, programs_per_sm=2, prefetch=2),
+]
 _COOP = dict(coop=True)
 _WIDE_FWD = [dict(coop=False), dict(_COOP, coop_segment=16384, num_warps=32, coop_per_sm=1),
-             dict(_COOP, coop_segment=8192, num_warps=16, coop_per_sm=2),
              dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1),
+             dict(_COOP, coop_segment=8192, num_warps=16, coop_per_sm=2),
+             dict(_COOP, coop_segment=4096, num_warps=16, coop_per_sm=2),
              dict(_COOP, coop_segment=4096, num_warps=8, coop_per_sm=4)]  # fmt: skip
 _WIDE_BWD = [dict(coop=False), dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1),
+             dict(_COOP, coop_segment=4096, num_warps=32, coop_per_sm=1),
              dict(_COOP, coop_segment=4096, num_warps=16, coop_per_sm=2),
-             dict(_COOP, coop_segment=4096, num_warps=8, coop_per_sm=4),
-             dict(_COOP, coop_segment=16384, num_warps=32, coop_per_sm=1)]  # fmt: skip
+             dict(_COOP, coop_segment=2048, num_warps=8, coop_per_sm=4)]  # fmt: skip
 SWEEP = {
     "softmax_vocab": {"fwd": _WIDE_FWD, "bwd": _WIDE_BWD},
     "softmax_256k": {"fwd": _WIDE_FWD, "bwd": _WIDE_BWD},
@@ -73,15 +78,14 @@ SWEEP = {
         ],
         "bwd": [
             dict(num_warps=8, programs_per_sm=2),
+            dict(num_warps=8, programs_per_sm=2, prefetch=2),
             dict(num_warps=16, programs_per_sm=2),
-            dict(num_warps=8, programs_per_sm=3),
-            dict(num_warps=4, programs_per_sm=4),
-            dict(num_warps=8, programs_per_sm=4),
-            dict(num_warps=8, programs_per_sm=2, prefetch=False),
+            dict(num_warps=32, programs_per_sm=1, prefetch=2),
+            dict(num_warps=32, programs_per_sm=1),
         ],
-    },  # fmt: skip
+    },
     "rmsnorm": {"fwd": _RMS_FWD, "bwd": _RMS_BWD},
-    "add_rmsnorm": {"fwd": _RMS_FWD, "bwd": _RMS_BWD[:5]},
+    "add_rmsnorm": {"fwd": _RMS_FWD, "bwd": _RMS_BWD},
     "softmax": {
         "fwd": [dict(num_warps=8), dict(num_warps=4), dict(num_warps=16)],
         "bwd": [dict(num_warps=8), dict(num_warps=4)],

@@ -66,7 +66,7 @@ def test_stats_and_partial_blocks(device):
     assert layernorm_forward(x, w, b, save_stats=False)[1] is None
     dy = torch.randn_like(x)
     xhat = (x - mean[:, None]) * rstd[:, None]
-    for block_m, prefetch in ((1, True), (4, False), (16, True)):
+    for block_m, prefetch in ((1, True), (4, False), (16, True), (2, 2), (1, 2)):
         _, dw, db = layernorm_backward(dy, x, w, mean, rstd, block_m=block_m, programs_per_sm=1, prefetch=prefetch)
         torch.testing.assert_close(dw, (dy * xhat).sum(0), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(db, dy.sum(0), rtol=1e-5, atol=1e-5)

@@ -122,7 +122,7 @@ def test_backward_partial_blocks(device):
     w = torch.randn(40, device=device)
     _, _, rstd = rmsnorm_forward(x, w)
     dy = torch.randn_like(x)
-    for block_m, prefetch in ((1, True), (4, False), (8, True)):
+    for block_m, prefetch in ((1, True), (4, False), (8, True), (2, 2), (1, 2)):
         dx, dw = rmsnorm_backward(dy, x, w, rstd, block_m=block_m, programs_per_sm=1, prefetch=prefetch)
         torch.testing.assert_close(dw, (dy * x * rstd[:, None]).sum(0), rtol=1e-5, atol=1e-5)
         dx_ref, _ = rmsnorm_backward(dy, x, w, rstd, block_m=2, programs_per_sm=3)

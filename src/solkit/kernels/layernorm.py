@@ -35,7 +35,6 @@ from solkit.kernels._utils import (
     check_rows,
     check_weight,
     load_tile,
-    load_tile_fp32,
     register_cap,
     row_config,
     sum_partials,
@@ -51,6 +50,7 @@ LAYERNORM_CONFIG = {
     "fwd_bytes_per_thread": 64,
     "bwd_bytes_per_thread": 32,
     "bwd_programs_per_sm": 2,
+    "bwd_prefetch": 1,
     "partial_sum": {"block_p": 32, "block_c": None, "num_warps": 4},
 }
 
@@ -101,6 +101,16 @@ def _layernorm_fwd_kernel(
 
 
 @triton.jit
+def _bwd_tiles(x_ptr, dy_ptr, mean_ptr, rstd_ptr, rows, cols, n_rows, n_cols, x_stride, dy_stride):
+    """One row block's backward inputs, x and dy unconverted: ``(x, dy, mean, rstd)``."""
+    x = load_tile(x_ptr, rows, x_stride, cols, n_rows, n_cols)
+    dy = load_tile(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
+    mean = tl.load(mean_ptr + rows, mask=rows < n_rows, other=0.0)
+    rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+    return x, dy, mean, rstd
+
+
+@triton.jit
 def _layernorm_bwd_kernel(
     dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, partial_ptr,
     n_rows, n_cols, dy_stride, x_stride, dx_stride,
@@ -113,28 +123,31 @@ def _layernorm_bwd_kernel(
     w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    # PREFETCH: load the next row block (x, dy and its mean and rstd) while this one is computed
-    # (register double buffer); without it the per-row statistics' latency is exposed every row.
-    next_rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
-    dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
-    mean_next = tl.load(mean_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
-    rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
+    # PREFETCH (1 or 2): load the next one or two row blocks (x, dy and their mean and rstd) while this
+    # one is computed (a register ring); without it the per-row statistics' latency is exposed every row.
+    rows1 = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    x1, dy1, m1, r1 = _bwd_tiles(x_ptr, dy_ptr, mean_ptr, rstd_ptr, rows1, cols, n_rows, n_cols, x_stride, dy_stride)
+    if PREFETCH == 2:
+        rows2 = rows1 + step * BLOCK_M
+        x2, dy2, m2, r2 = _bwd_tiles(
+            x_ptr, dy_ptr, mean_ptr, rstd_ptr, rows2, cols, n_rows, n_cols, x_stride, dy_stride
+        )
     for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         row_mask = rows < n_rows
-        if PREFETCH:
-            x, dy, mean, rstd = x_next.to(tl.float32), dy_next.to(tl.float32), mean_next, rstd_next
-            next_rows = rows + step * BLOCK_M
-            x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
-            dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
-            mean_next = tl.load(mean_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
-            rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
+        if PREFETCH == 0:
+            x, dy, mean, rstd = _bwd_tiles(x_ptr, dy_ptr, mean_ptr, rstd_ptr, rows, cols, n_rows, n_cols,
+                                           x_stride, dy_stride)  # fmt: skip
         else:
-            x = load_tile_fp32(x_ptr, rows, x_stride, cols, n_rows, n_cols)
-            dy = load_tile_fp32(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
-            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
-            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
+            x, dy, mean, rstd = x1, dy1, m1, r1
+            if PREFETCH == 2:
+                x1, dy1, m1, r1 = x2, dy2, m2, r2
+                x2, dy2, m2, r2 = _bwd_tiles(x_ptr, dy_ptr, mean_ptr, rstd_ptr, rows + 2 * step * BLOCK_M, cols,
+                                             n_rows, n_cols, x_stride, dy_stride)  # fmt: skip
+            else:
+                x1, dy1, m1, r1 = _bwd_tiles(x_ptr, dy_ptr, mean_ptr, rstd_ptr, rows + step * BLOCK_M, cols,
+                                             n_rows, n_cols, x_stride, dy_stride)  # fmt: skip
+        x, dy = x.to(tl.float32), dy.to(tl.float32)
         mask = row_mask[:, None] & col_mask[None, :]
         xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
         dw_acc += dy * xhat
@@ -204,11 +217,12 @@ def layernorm_backward(
     block_m: int | None = None,
     num_warps: int | None = None,
     programs_per_sm: int | None = None,
-    prefetch: bool = True,
+    prefetch: int | None = None,
     partial_sum: dict | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias). Launch
-    parameters left None come from :data:`LAYERNORM_CONFIG`."""
+    """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias).
+    ``prefetch``: row blocks loaded ahead (0, 1, 2; True means 1). Launch parameters left None come
+    from :data:`LAYERNORM_CONFIG`."""
     x2 = check_rows(x, "layernorm saved input")
     dy2 = check_rows(dy, "layernorm grad_output")
     n_rows, n_cols = x2.shape
@@ -225,7 +239,8 @@ def layernorm_backward(
     partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)
     _layernorm_bwd_kernel[(programs,)](
         dy2, x2, weight, mean, rstd, dx2, partial, n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0),
-        HAS_BIAS=has_bias, PREFETCH=prefetch, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+        HAS_BIAS=has_bias, PREFETCH=int(LAYERNORM_CONFIG["bwd_prefetch"] if prefetch is None else prefetch),
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
         maxnreg=register_cap(programs_per_sm, nw),
     )  # fmt: skip
     if not has_bias:

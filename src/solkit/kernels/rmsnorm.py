@@ -60,6 +60,7 @@ CASTINGS = ("llama", "gemma")
 RMSNORM_CONFIG = {
     "fwd_bytes_per_thread": 32,
     "bwd_programs_per_sm": 2,
+    "bwd_prefetch": 1,
     "partial_sum": {"block_p": 32, "block_c": None, "num_warps": 4},
 }
 
@@ -129,6 +130,19 @@ def _rmsnorm_fwd_kernel(
 
 
 @triton.jit
+def _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows, cols, n_rows, n_cols, x_stride, dy_stride, ds_stride,
+               HAS_DS: tl.constexpr):  # fmt: skip
+    """One row block's backward inputs, unconverted: ``(x, dy, rstd, ds)`` (``ds`` is ``dy`` without it)."""
+    x = load_tile(x_ptr, rows, x_stride, cols, n_rows, n_cols)
+    dy = load_tile(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
+    rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+    ds = dy
+    if HAS_DS:
+        ds = load_tile(ds_ptr, rows, ds_stride, cols, n_rows, n_cols)
+    return x, dy, rstd, ds
+
+
+@triton.jit
 def _rmsnorm_bwd_kernel(
     dy_ptr, ds_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_partial_ptr,
     n_rows, n_cols, dy_stride, ds_stride, x_stride, dx_stride, offset,
@@ -141,34 +155,32 @@ def _rmsnorm_bwd_kernel(
     col_mask = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    # PREFETCH: the next row block's x, dy and rstd are loaded before this one is computed, so each
-    # program keeps two blocks of loads in flight (a register double buffer) instead of stalling per
-    # row (rstd included: a per-row load issued at use would expose its latency every row).
-    next_rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
-    dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
-    rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
-    ds_next = dy_next
-    if HAS_DS:
-        ds_next = load_tile(ds_ptr, next_rows, ds_stride, cols, n_rows, n_cols)
+    # PREFETCH (1 or 2): the next one or two row blocks' x, dy, rstd (and ds) are loaded before this one
+    # is computed, so each program keeps that many blocks of loads in flight (a register ring) instead
+    # of stalling per row (rstd included: a per-row load issued at use would expose its latency).
+    rows1 = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    x1, dy1, r1, ds1 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows1, cols, n_rows, n_cols,
+                                  x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+    if PREFETCH == 2:
+        rows2 = rows1 + step * BLOCK_M
+        x2, dy2, r2, ds2 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows2, cols, n_rows, n_cols,
+                                      x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
     # Persistent: program p handles row blocks p, p + P, p + 2P, ... so the partial buffer has P rows.
     for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
-        if PREFETCH:
-            x, dy, rstd, ds = x_next.to(tl.float32), dy_next.to(tl.float32), rstd_next, ds_next
-            next_rows = rows + step * BLOCK_M
-            x_next = load_tile(x_ptr, next_rows, x_stride, cols, n_rows, n_cols)
-            dy_next = load_tile(dy_ptr, next_rows, dy_stride, cols, n_rows, n_cols)
-            rstd_next = tl.load(rstd_ptr + next_rows, mask=next_rows < n_rows, other=0.0)
-            if HAS_DS:
-                ds_next = load_tile(ds_ptr, next_rows, ds_stride, cols, n_rows, n_cols)
+        if PREFETCH == 0:
+            x, dy, rstd, ds = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows, cols, n_rows, n_cols,
+                                         x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
         else:
-            x = load_tile_fp32(x_ptr, rows, x_stride, cols, n_rows, n_cols)
-            dy = load_tile_fp32(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
-            rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
-            ds = dy
-            if HAS_DS:
-                ds = load_tile(ds_ptr, rows, ds_stride, cols, n_rows, n_cols)
+            x, dy, rstd, ds = x1, dy1, r1, ds1
+            if PREFETCH == 2:
+                x1, dy1, r1, ds1 = x2, dy2, r2, ds2
+                x2, dy2, r2, ds2 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows + 2 * step * BLOCK_M, cols,
+                                              n_rows, n_cols, x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+            else:
+                x1, dy1, r1, ds1 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows + step * BLOCK_M, cols,
+                                              n_rows, n_cols, x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+        x, dy = x.to(tl.float32), dy.to(tl.float32)
         xhat = x * rstd[:, None]
         if GEMMA:
             dw_acc += dy * xhat
@@ -253,12 +265,13 @@ def rmsnorm_backward(
     block_m: int | None = None,
     num_warps: int | None = None,
     programs_per_sm: int | None = None,
-    prefetch: bool = True,
+    prefetch: int | None = None,
     partial_sum: dict | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the backward. ``x`` is the normalised input (the sum ``s`` for add+RMSNorm); ``ds`` is the
-    gradient reaching the sum output, added to dx. Returns ``(dx, dweight)``. Launch parameters left
-    None come from :data:`RMSNORM_CONFIG`; ``partial_sum`` holds :func:`sum_partials` tile options."""
+    gradient reaching the sum output, added to dx. Returns ``(dx, dweight)``. ``prefetch``: row blocks
+    loaded ahead (0, 1, 2; True means 1). Launch parameters left None come from :data:`RMSNORM_CONFIG`;
+    ``partial_sum`` holds :func:`sum_partials` tile options."""
     x2 = check_rows(x, "rmsnorm saved input")
     dy2 = check_rows(dy, "rmsnorm grad_output")
     ds2 = check_rows(ds, "rmsnorm grad of sum") if ds is not None else None
@@ -273,8 +286,9 @@ def rmsnorm_backward(
     _rmsnorm_bwd_kernel[(programs,)](
         dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial,
         n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,
-        HAS_DS=ds2 is not None, GEMMA=casting == "gemma", PREFETCH=prefetch, BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
-        maxnreg=register_cap(programs_per_sm, nw),
+        HAS_DS=ds2 is not None, GEMMA=casting == "gemma",
+        PREFETCH=int(RMSNORM_CONFIG["bwd_prefetch"] if prefetch is None else prefetch),
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=register_cap(programs_per_sm, nw),
     )  # fmt: skip
     return dx2.view(x.shape), sum_partials(partial, weight.dtype, **(partial_sum or RMSNORM_CONFIG["partial_sum"]))
 
