@@ -25,6 +25,7 @@ the field (invalid JSON, no ``run``, a shape naming an unknown axis, a missing v
 from __future__ import annotations
 
 import hashlib
+import os
 import importlib.util
 import json
 import sys
@@ -268,10 +269,19 @@ def _slug(name: str) -> str:
 
 def import_source(source: str, module_name: str, directory: str | Path | None = None) -> Any:
     """Import Python source from a real file (Triton's ``@jit`` and ``inspect`` need one)."""
-    directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="solkit_src_"))
+    if directory is None:
+        # A path fixed by the content, not a fresh temp dir: torch.compile's on-disk caches key graphs
+        # partly by their source file, so the same reference compiled in another process (the bench's
+        # compile warm-up workers) must come from the same path to hit the cache.
+        digest = hashlib.sha1(f"{module_name}\n{source}".encode()).hexdigest()[:16]
+        directory = Path(tempfile.gettempdir()) / "solkit_src" / digest
+    directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{module_name}.py"
-    path.write_text(source)
+    if not (path.exists() and path.read_text() == source):
+        tmp = directory / f".{module_name}.{os.getpid()}.tmp"
+        tmp.write_text(source)
+        os.replace(tmp, path)  # atomic: a concurrent importer never reads a half-written file
     spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
