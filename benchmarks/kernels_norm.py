@@ -687,5 +687,52 @@ def print_table(doc) -> None:
               f"{r.get('error', '')[:60]}")  # fmt: skip
 
 
+TARGETS = {"fwd": 0.92, "fwdbwd": 0.80}
+
+
+def render_markdown(doc) -> str:
+    """The docs table of a result JSON: solkit against the competition per op and mode, then the sweep's
+    fastest checked config per op and kernel."""
+    by = {}
+    for r in doc["rows"]:
+        if r.get("mode") in TARGETS and r.get("ok") is not None:
+            by.setdefault((r["op"], r["mode"]), {})[r["backend"]] = r
+
+    def us(r):
+        if not r or ("median_ms" not in r and r.get("ok")):
+            return "-"
+        return f"{r['median_ms'] * 1e3:.1f}" + ("" if r.get("ok") else " (fails)") if "median_ms" in r else "fails"
+
+    out = ["| op (bf16) | mode | solkit µs | SOL cal. | SOL 4.8 | target | Liger µs | torch.compile µs | eager µs "
+           "| solkit vs faster of compile/Liger |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (op, mode), b in by.items():
+        sk = b.get("solkit")
+        if not sk or "median_ms" not in sk:
+            continue
+        rivals = [b[k]["median_ms"] for k in ("liger", "compile") if k in b and b[k].get("ok") and "median_ms" in b[k]]
+        verdict = "-" if not rivals else (f"{'yes' if sk['median_ms'] <= min(rivals) else 'no'} "
+                                          f"({min(rivals) / sk['median_ms']:.2f}x)")  # fmt: skip
+        met = "met" if sk.get("sol_calibrated", 0) >= TARGETS[mode] else "not met"
+        shape = "x".join(map(str, sk.get("shape", [])))
+        out.append(f"| {op} {shape} | {mode} | {us(sk)} | {sk.get('sol_calibrated', float('nan')):.3f} "
+                   f"| {sk.get('sol_datasheet', float('nan')):.3f} | >={TARGETS[mode]}: {met} | {us(b.get('liger'))} "
+                   f"| {us(b.get('compile'))} | {us(b.get('torch'))} | {verdict} |")  # fmt: skip
+    best = {}
+    for r in doc.get("sweep", []):
+        if r.get("ok") and "median_ms" in r:
+            key = (r["op"], r["kernel"])
+            if key not in best or r["median_ms"] < best[key]["median_ms"]:
+                best[key] = r
+    out += ["", "| sweep: op | kernel | fastest config | µs | SOL cal. of its bytes |", "|---|---|---|---|---|"]
+    for (op, kernel), r in best.items():
+        out.append(f"| {op} | {kernel} | `{r['config']}` | {r['median_ms'] * 1e3:.1f} "
+                   f"| {r.get('sol_calibrated', float('nan')):.3f} |")  # fmt: skip
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--render":  # python3 kernels_norm.py --render result.json
+        with open(sys.argv[2]) as fh:
+            print(render_markdown(json.load(fh)))
+        sys.exit(0)
     sys.exit(main())
