@@ -56,6 +56,7 @@ class Ceiling(BaseModel):
     sustained: float | None = None
     sustained_seconds: float | None = None
     telemetry: dict[str, Any] | None = None
+    shapes_tried: list[str] | None = None  # GEMMs: every shape measured; ``size`` is the best
 
 
 class Calibration(BaseModel):
@@ -204,19 +205,34 @@ def _bandwidth_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None
     torch.cuda.empty_cache()
 
 
-def _gemm_operands(dtype_name: str, n: int, dev: torch.device):
+def _gemm_operands(dtype_name: str, shape: tuple[int, int, int], dev: torch.device):
+    m, n, k = shape
     if dtype_name == "fp8":
-        a = torch.randn(n, n, device=dev).clamp(-2, 2).to(torch.float8_e4m3fn)
-        b = torch.randn(n, n, device=dev).clamp(-2, 2).to(torch.float8_e4m3fn).t()  # column-major B
+        a = torch.randn(m, k, device=dev).clamp(-2, 2).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device=dev).clamp(-2, 2).to(torch.float8_e4m3fn).t()  # column-major B
         one = torch.ones((), device=dev)
         return (lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)), (a, b)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}.get(
         dtype_name, torch.float64
     )
-    a = torch.randn(n, n, device=dev, dtype=dtype)
-    b = torch.randn(n, n, device=dev, dtype=dtype)
-    out = torch.empty(n, n, device=dev, dtype=dtype)
+    a = torch.randn(m, k, device=dev, dtype=dtype)
+    b = torch.randn(k, n, device=dev, dtype=dtype)
+    out = torch.empty(m, n, device=dev, dtype=dtype)
     return (lambda: torch.mm(a, b, out=out)), (a, b, out)
+
+
+#: GEMM shapes (M, N, K) tried per dtype; the ceiling is the best median among them. The 16-bit list
+#: holds the LLM projection shapes the bench times (a ceiling from square shapes alone was beaten by
+#: cuBLAS on 8192x4096x4096 on the H200, which flagged honest rows as SOL violations).
+GEMM_SHAPES: dict[str, list[tuple[int, int, int]]] = {
+    "bf16": [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 4096), (16384, 4096, 4096), (8192, 14336, 4096),
+             (8192, 4096, 14336), (8192, 8192, 4096)],
+    "fp16": [(8192, 8192, 8192), (8192, 4096, 4096), (8192, 14336, 4096)],
+    "tf32": [(8192, 8192, 8192)],
+    "fp32": [(4096, 4096, 4096)],
+    "fp64": [(4096, 4096, 4096)],
+    "fp8": [(8192, 8192, 8192), (8192, 4096, 4096), (8192, 14336, 4096)],
+}  # fmt: skip
 
 
 def _gemm_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None:
@@ -226,28 +242,31 @@ def _gemm_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None:
     dtypes = ["bf16", "fp16", "tf32", "fp32", "fp64"]
     if (major, minor) >= (8, 9) and hasattr(torch, "_scaled_mm"):
         dtypes.append("fp8")
-    sizes = {"bf16": [4096, 8192], "fp16": [8192], "tf32": [8192], "fp32": [4096], "fp64": [4096], "fp8": [8192]}
     sustain_s = 0.25 if quick else 1.0
     prev_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
         for name in dtypes:
             torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-            best: tuple[float, int, Any] | None = None
-            for n in sizes[name][:1] if quick else sizes[name]:
-                say(f"gemm: {name} {n}^3")
+            best: tuple[float, tuple[int, int, int], Any] | None = None
+            for shape in GEMM_SHAPES[name][:1] if quick else GEMM_SHAPES[name]:
+                size = "x".join(map(str, shape))
+                say(f"gemm: {name} {size}")
                 try:
-                    fn, keep = _gemm_operands(name, n, dev)
+                    fn, keep = _gemm_operands(name, shape, dev)
                     r = benchmark(fn, method="events", reps=10 if quick else 30, trials=3, flush_l2=True, device=dev)
                 except Exception as exc:  # noqa: BLE001 - a dtype the device/library lacks is skipped, noted
-                    cal.warnings.append(f"gemm {name} {n}: {type(exc).__name__}: {exc}".splitlines()[0])
+                    cal.warnings.append(f"gemm {name} {size}: {type(exc).__name__}: {exc}".splitlines()[0])
                     continue
-                flops = 2.0 * n**3
+                flops = 2.0 * shape[0] * shape[1] * shape[2]
                 if best is None or flops / r.median_ms > best[0]:
-                    best = (flops / r.median_ms, n, (fn, keep, r))
+                    best = (flops / r.median_ms, shape, (fn, keep, r))
+                else:
+                    del fn, keep, r  # free this shape's operands before the next
+                    torch.cuda.empty_cache()
             if best is None:
                 continue
-            _, n, (fn, keep, r) = best
-            flops = 2.0 * n**3
+            _, shape, (fn, keep, r) = best
+            flops = 2.0 * shape[0] * shape[1] * shape[2]
             samples = sorted(flops / (t * 1e-3) for t in _raw_samples(r))
             sustained, telem = _sustain(fn, flops, sustain_s, info.index)
             cal.gemm[name] = Ceiling(
@@ -258,7 +277,8 @@ def _gemm_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None:
                 unit="FLOP/s",
                 method=("torch._scaled_mm, scales 1.0, bf16 out" if name == "fp8" else "torch.mm")
                 + ", random normal inputs, CUDA events, L2 flushed",
-                size=f"{n}x{n}x{n}",
+                size="x".join(map(str, shape)),
+                shapes_tried=["x".join(map(str, s)) for s in (GEMM_SHAPES[name][:1] if quick else GEMM_SHAPES[name])],
                 samples=r.reps * r.trials,
                 telemetry=telem,
             )
