@@ -46,7 +46,8 @@ from solkit.sol.model import Ceilings, sol_fraction, t_sol  # noqa: E402
 DATASHEET_BW = 4.8e12
 #: Launcher sweep, per op and kernel: solkit launcher keyword arguments, the measured default first.
 #: Wide softmax rows: the looped path against cooperative (segment, warps, programs per SM) variants.
-_RMS_FWD = [dict(num_warps=8), dict(num_warps=4), dict(num_warps=16), dict(block_m=2, num_warps=8)]
+_RMS_FWD = [dict(num_warps=8), dict(num_warps=4), dict(num_warps=16), dict(block_m=2, num_warps=8),
+            dict(num_warps=8, maxnreg=32)]  # fmt: skip
 _RMS_BWD = [
     dict(num_warps=16, programs_per_sm=2),
     dict(num_warps=16, programs_per_sm=2, prefetch=2),
