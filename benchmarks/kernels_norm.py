@@ -58,11 +58,13 @@ _RMS_BWD = [
 _COOP = dict(coop=True)
 _WIDE_FWD = [dict(coop=False), dict(_COOP, coop_segment=16384, num_warps=32, coop_per_sm=1),
              dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1),
+             dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1, coop_lookahead=2),
              dict(_COOP, coop_segment=8192, num_warps=16, coop_per_sm=2),
-             dict(_COOP, coop_segment=4096, num_warps=16, coop_per_sm=2),
+             dict(_COOP, coop_segment=4096, num_warps=16, coop_per_sm=2, coop_lookahead=2),
              dict(_COOP, coop_segment=4096, num_warps=8, coop_per_sm=4)]  # fmt: skip
 _WIDE_BWD = [dict(coop=False), dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1),
              dict(_COOP, coop_segment=4096, num_warps=32, coop_per_sm=1),
+             dict(_COOP, coop_segment=4096, num_warps=32, coop_per_sm=1, coop_lookahead=2),
              dict(_COOP, coop_segment=4096, num_warps=16, coop_per_sm=2),
              dict(_COOP, coop_segment=2048, num_warps=8, coop_per_sm=4)]  # fmt: skip
 SWEEP = {

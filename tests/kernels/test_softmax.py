@@ -23,8 +23,15 @@ PATHS = {
     # some of them empty, with phantom rows; in the interpreter the first programs of a group take the
     # fallback (partners not arrived yet) and the last one the exchange path.
     "coop": {"max_single_block": 64, "coop": True, "coop_segment": 64, "coop_per_sm": 2},
+    "coop_lookahead2": {
+        "max_single_block": 64,
+        "coop": True,
+        "coop_segment": 64,
+        "coop_per_sm": 2,
+        "coop_lookahead": 2,
+    },
     "coop_gpu": {"coop": True},
-    "coop_gpu_4per_sm": {"coop": True, "coop_segment": 4096, "num_warps": 8, "coop_per_sm": 4},
+    "coop_gpu_4per_sm": {"coop": True, "coop_segment": 4096, "num_warps": 8, "coop_per_sm": 4, "coop_lookahead": 2},
 }
 
 
@@ -52,9 +59,9 @@ def _check(x, path, device):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("shape", [(1, 257), (6, 1031), (4, 5, 96), (3, 127)])
-@pytest.mark.parametrize("path", ["default", "looped", "looped_noprefetch", "coop"])
+@pytest.mark.parametrize("path", ["default", "looped", "looped_noprefetch", "coop", "coop_lookahead2"])
 def test_softmax_values_and_grads(dtype, shape, path, device):
-    if path == "coop" and shape[-1] > 300 and device == "cpu":
+    if path.startswith("coop") and shape[-1] > 300 and device == "cpu":
         pytest.skip("interpreter: the cooperative fallback re-reads whole rows; the small shapes cover it")
     gen = torch.Generator().manual_seed(sum(shape))
     x = (torch.randn(*shape, generator=gen) * 4).to(dtype)  # spread wide enough that the max matters

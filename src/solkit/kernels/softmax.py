@@ -45,10 +45,11 @@ MAX_SINGLE_BLOCK_COLS = 16384
 LOOP_BLOCK = 16384
 LOOP_BLOCK_BWD = 32768
 #: Cooperative path: ``default`` (taken when ``coop=None``, on a GPU), the widest row segment a program
-#: keeps in registers (the backward holds y and dy), warps, and resident programs per SM.
+#: keeps in registers (the backward holds y and dy), warps, resident programs per SM, and rows loaded
+#: ahead beyond the one whose partial is posted next (1 or 2).
 COOP_CONFIG = {
-    "fwd": {"default": False, "segment": 16384, "num_warps": 32, "per_sm": 1},
-    "bwd": {"default": False, "segment": 8192, "num_warps": 32, "per_sm": 1},
+    "fwd": {"default": False, "segment": 16384, "num_warps": 32, "per_sm": 1, "lookahead": 1},
+    "bwd": {"default": False, "segment": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 1},
 }
 
 
@@ -197,17 +198,25 @@ def _post_max_sum(x, part_ptr, cnt_ptr, row, seg, SEGS: tl.constexpr):
 
 
 @triton.jit
+def _seg_load(ptr, row, stride, cols, cmask, offs, n_rows, other):
+    """This program's segment of ``row`` (masked out past the last row: phantom rows). The scalar
+    condition is broadcast explicitly (``offs * 0 + ...``): the interpreter needs vector masks."""
+    return tl.load(ptr + row.to(tl.int64) * stride + cols, mask=cmask & (offs * 0 + row < n_rows), other=other)
+
+
+@triton.jit
 def _softmax_fwd_coop_kernel(
     x_ptr, y_ptr, cnt_ptr, part_ptr, n_rows, n_cols, x_stride, y_stride, seg_len, max_spin,
     SEGS: tl.constexpr, SEGS_P2: tl.constexpr, BLOCK_N: tl.constexpr, FB_BLOCK: tl.constexpr,
+    LOOKAHEAD: tl.constexpr,
 ):  # fmt: skip
     # Program p owns segment p % SEGS of rows p // SEGS, p // SEGS + G, ...: the SEGS programs of a group
     # walk the same rows, keep their segment in registers, and trade (max, sum) through memory, so x
-    # is read from DRAM once. Software pipeline, two rows deep: while row r is finished (wait for its
-    # partners, write y), the partial of row r + G is already posted and row r + 2G is being loaded,
-    # so a program almost never finds its partners missing and always has loads in flight. A program
-    # that waits too long (partners not resident, or the interpreter running programs one by one)
-    # computes the row statistics itself instead.
+    # is read from DRAM once. Software pipeline: while row r is finished (wait for its partners, write
+    # y), the partial of row r + G is already posted and rows up to r + (1 + LOOKAHEAD) G are being
+    # loaded, so a program almost never finds its partners missing and always has loads in flight. A
+    # program that waits too long (partners not resident, or the interpreter running programs one by
+    # one) computes the row statistics itself instead.
     pid = tl.program_id(0)
     seg = pid % SEGS
     n_groups = tl.num_programs(0) // SEGS
@@ -217,18 +226,15 @@ def _softmax_fwd_coop_kernel(
     neg_inf = -float("inf")
     first = pid // SEGS
     # Rows past the end are phantoms: loads and stores masked, their sync on spare counters (the
-    # buffers have n_rows + 2G rows). Scalar conditions are broadcast explicitly (offs * 0 + ...):
-    # the interpreter needs vector masks.
-    x_cur = tl.load(x_ptr + first.to(tl.int64) * x_stride + cols, mask=cmask & (offs * 0 + first < n_rows),
-                    other=neg_inf)  # fmt: skip
+    # buffers have n_rows + 2G rows).
+    x_cur = _seg_load(x_ptr, first, x_stride, cols, cmask, offs, n_rows, neg_inf)
     _post_max_sum(x_cur.to(tl.float32), part_ptr, cnt_ptr, first, seg, SEGS)
-    nxt = first + n_groups
-    x_nxt = tl.load(x_ptr + nxt.to(tl.int64) * x_stride + cols, mask=cmask & (offs * 0 + nxt < n_rows), other=neg_inf)
+    x_nxt = _seg_load(x_ptr, first + n_groups, x_stride, cols, cmask, offs, n_rows, neg_inf)
+    if LOOKAHEAD == 2:
+        x_nn = _seg_load(x_ptr, first + 2 * n_groups, x_stride, cols, cmask, offs, n_rows, neg_inf)
     for base in range(0, n_rows, n_groups):
         row = base + first
-        ahead = row + 2 * n_groups
-        x_ahead = tl.load(x_ptr + ahead.to(tl.int64) * x_stride + cols, mask=cmask & (offs * 0 + ahead < n_rows),
-                          other=neg_inf)  # fmt: skip
+        x_ahead = _seg_load(x_ptr, row + (1 + LOOKAHEAD) * n_groups, x_stride, cols, cmask, offs, n_rows, neg_inf)
         _post_max_sum(x_nxt.to(tl.float32), part_ptr, cnt_ptr, row + n_groups, seg, SEGS)
         x = x_cur.to(tl.float32)
         x_row = x_ptr + row.to(tl.int64) * x_stride
@@ -256,15 +262,20 @@ def _softmax_fwd_coop_kernel(
         row_ok = offs * 0 + row < n_rows
         tl.store(y_ptr + row.to(tl.int64) * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=cmask & row_ok)
         x_cur = x_nxt
-        x_nxt = x_ahead
+        if LOOKAHEAD == 2:
+            x_nxt = x_nn
+            x_nn = x_ahead
+        else:
+            x_nxt = x_ahead
 
 
 @triton.jit
 def _softmax_bwd_coop_kernel(
     dy_ptr, y_ptr, dx_ptr, cnt_ptr, part_ptr, n_rows, n_cols, dy_stride, y_stride, dx_stride, seg_len, max_spin,
     SEGS: tl.constexpr, SEGS_P2: tl.constexpr, BLOCK_N: tl.constexpr, FB_BLOCK: tl.constexpr,
+    LOOKAHEAD: tl.constexpr,
 ):  # fmt: skip
-    # Same partition and two-row-deep pipeline as the forward; the partial traded is sum(y * dy).
+    # Same partition and pipeline as the forward; the partial traded is sum(y * dy).
     pid = tl.program_id(0)
     seg = pid % SEGS
     n_groups = tl.num_programs(0) // SEGS
@@ -272,21 +283,20 @@ def _softmax_bwd_coop_kernel(
     cols = seg * seg_len + offs
     cmask = (offs < seg_len) & (cols < n_cols)
     first = pid // SEGS
-    m = cmask & (offs * 0 + first < n_rows)  # scalar conditions broadcast explicitly (interpreter)
-    y_cur = tl.load(y_ptr + first.to(tl.int64) * y_stride + cols, mask=m, other=0.0)
-    dy_cur = tl.load(dy_ptr + first.to(tl.int64) * dy_stride + cols, mask=m, other=0.0)
+    y_cur = _seg_load(y_ptr, first, y_stride, cols, cmask, offs, n_rows, 0.0)
+    dy_cur = _seg_load(dy_ptr, first, dy_stride, cols, cmask, offs, n_rows, 0.0)
     tl.store(part_ptr + first * SEGS + seg, tl.sum(y_cur.to(tl.float32) * dy_cur.to(tl.float32), axis=0))
     _post_partial(cnt_ptr, first)
-    nxt = first + n_groups
-    m = cmask & (offs * 0 + nxt < n_rows)
-    y_nxt = tl.load(y_ptr + nxt.to(tl.int64) * y_stride + cols, mask=m, other=0.0)
-    dy_nxt = tl.load(dy_ptr + nxt.to(tl.int64) * dy_stride + cols, mask=m, other=0.0)
+    y_nxt = _seg_load(y_ptr, first + n_groups, y_stride, cols, cmask, offs, n_rows, 0.0)
+    dy_nxt = _seg_load(dy_ptr, first + n_groups, dy_stride, cols, cmask, offs, n_rows, 0.0)
+    if LOOKAHEAD == 2:
+        y_nn = _seg_load(y_ptr, first + 2 * n_groups, y_stride, cols, cmask, offs, n_rows, 0.0)
+        dy_nn = _seg_load(dy_ptr, first + 2 * n_groups, dy_stride, cols, cmask, offs, n_rows, 0.0)
     for base in range(0, n_rows, n_groups):
         row = base + first
-        ahead = row + 2 * n_groups
-        m = cmask & (offs * 0 + ahead < n_rows)
-        y_ahead = tl.load(y_ptr + ahead.to(tl.int64) * y_stride + cols, mask=m, other=0.0)
-        dy_ahead = tl.load(dy_ptr + ahead.to(tl.int64) * dy_stride + cols, mask=m, other=0.0)
+        ahead = row + (1 + LOOKAHEAD) * n_groups
+        y_ahead = _seg_load(y_ptr, ahead, y_stride, cols, cmask, offs, n_rows, 0.0)
+        dy_ahead = _seg_load(dy_ptr, ahead, dy_stride, cols, cmask, offs, n_rows, 0.0)
         tl.store(part_ptr + (row + n_groups) * SEGS + seg,
                  tl.sum(y_nxt.to(tl.float32) * dy_nxt.to(tl.float32), axis=0))  # fmt: skip
         _post_partial(cnt_ptr, row + n_groups)
@@ -305,7 +315,11 @@ def _softmax_bwd_coop_kernel(
         dx = (y_cur.to(tl.float32) * (dy_cur.to(tl.float32) - dot)).to(dx_ptr.dtype.element_ty)
         tl.store(dx_ptr + row.to(tl.int64) * dx_stride + cols, dx, mask=cmask & (offs * 0 + row < n_rows))
         y_cur, dy_cur = y_nxt, dy_nxt
-        y_nxt, dy_nxt = y_ahead, dy_ahead
+        if LOOKAHEAD == 2:
+            y_nxt, dy_nxt = y_nn, dy_nn
+            y_nn, dy_nn = y_ahead, dy_ahead
+        else:
+            y_nxt, dy_nxt = y_ahead, dy_ahead
 
 
 def _coop_plan(
@@ -354,7 +368,7 @@ def _plan(n_cols: int, elem_bytes: int, max_single: int, loop_block: int, block_
     return True, 1, loop_block, num_warps or max(warps_for(loop_block, elem_bytes), 4)
 
 
-def _coop_launch(kernel, ptrs, strides, per_seg, cfg, coop_segment, num_warps, coop_per_sm) -> bool:
+def _coop_launch(kernel, ptrs, strides, per_seg, cfg, coop_segment, num_warps, coop_per_sm, lookahead) -> bool:
     """Launch a cooperative kernel over the 2-D tensors ``ptrs`` (inputs then output); False, with
     nothing launched, when a row needs more programs than can be resident at once."""
     t = ptrs[0]
@@ -370,6 +384,7 @@ def _coop_launch(kernel, ptrs, strides, per_seg, cfg, coop_segment, num_warps, c
     kernel[(grid,)](
         *ptrs, cnt, part, n_rows, n_cols, *strides, seg_len, _max_spin(),
         SEGS=segs, SEGS_P2=triton.next_power_of_2(segs), BLOCK_N=bn, FB_BLOCK=min(bn, 2048),
+        LOOKAHEAD=lookahead or cfg["lookahead"],
         # Registers capped so that per_sm programs fit on every SM: all must be resident at once.
         num_warps=num_warps, maxnreg=register_cap(per_sm, num_warps),
     )  # fmt: skip
@@ -395,6 +410,7 @@ def softmax_forward(
     coop: bool | None = None,
     coop_segment: int | None = None,
     coop_per_sm: int | None = None,
+    coop_lookahead: int | None = None,
 ) -> torch.Tensor:
     """Softmax over the last dimension of ``x`` (any leading shape).
 
@@ -407,7 +423,9 @@ def softmax_forward(
     cfg = COOP_CONFIG["fwd"]
     if looped and _use_coop(coop, cfg, x2):
         strides = (x2.stride(0), y2.stride(0))
-        if _coop_launch(_softmax_fwd_coop_kernel, (x2, y2), strides, 2, cfg, coop_segment, num_warps, coop_per_sm):
+        if _coop_launch(
+            _softmax_fwd_coop_kernel, (x2, y2), strides, 2, cfg, coop_segment, num_warps, coop_per_sm, coop_lookahead
+        ):
             return y2.view(x.shape)
     if looped:
         _softmax_fwd_looped_kernel[(n_rows,)](
@@ -433,6 +451,7 @@ def softmax_backward(
     coop: bool | None = None,
     coop_segment: int | None = None,
     coop_per_sm: int | None = None,
+    coop_lookahead: int | None = None,
 ) -> torch.Tensor:
     """Gradient of softmax: ``dx = y * (dy - sum(y * dy))`` over the last dimension (paths as in the forward)."""
     y2 = check_rows(y, "softmax saved output", max_cols=None)
@@ -444,7 +463,15 @@ def softmax_backward(
     if looped and _use_coop(coop, cfg, y2):
         strides = (dy2.stride(0), y2.stride(0), dx2.stride(0))
         if _coop_launch(
-            _softmax_bwd_coop_kernel, (dy2, y2, dx2), strides, 1, cfg, coop_segment, num_warps, coop_per_sm
+            _softmax_bwd_coop_kernel,
+            (dy2, y2, dx2),
+            strides,
+            1,
+            cfg,
+            coop_segment,
+            num_warps,
+            coop_per_sm,
+            coop_lookahead,
         ):
             return dx2.view(y.shape)
     if looped:
