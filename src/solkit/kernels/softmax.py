@@ -19,10 +19,11 @@ Three paths:
 * **cooperative** (wide rows; ``coop=True``, or the default when :data:`COOP_CONFIG` says so):
   ``S`` resident programs split each row into register-held segments and trade partial
   ``(max, sum)`` (backward: ``sum(y * dy)``) through a small buffer and a per-row arrival counter
-  (release atomic, acquire polls), so the row is read once. Software-pipelined two rows deep: a
-  program posts the partial of its next row before waiting for the current row's partners, and
-  loads the row after that meanwhile. ``S`` is chosen so that the groups fill every SM. Waits are
-  bounded; a program whose partners do not arrive computes the statistics itself.
+  (release atomic, acquire polls), so the row is read once. Software-pipelined: a program posts the
+  partial of its next row before waiting for the current row's partners, and keeps the loads of
+  the ``LOOKAHEAD`` (1 or 2) rows after that in flight meanwhile. ``S`` is chosen so that the groups
+  fill every SM. Waits are bounded; a program whose partners do not arrive computes the statistics
+  itself (correct, slow), so a co-residency failure cannot hang.
 
 Bytes per call (the minimum the benchmark scores against), ``M x N`` of ``e`` bytes:
 
