@@ -41,7 +41,6 @@ import triton.language as tl
 from solkit.errors import SolkitError
 from solkit.kernels._utils import (
     backward_programs,
-    backward_warps,
     check_rows,
     check_weight,
     load_tile,
@@ -54,11 +53,12 @@ from solkit.kernels._utils import (
 
 Casting = Literal["llama", "gemma"]
 CASTINGS = ("llama", "gemma")
-#: Launch defaults from the H200 sweeps (docs/kernels/norms.md): forward warps so each thread holds
-#: ``fwd_bytes_per_thread`` of the row tile (8 warps at 4096-wide bf16), backward programs per SM, and
-#: the dW partial-sum reduction's tile.
+#: Launch defaults from the H200 sweeps (docs/kernels/norms.md): warps so each thread holds
+#: ``*_bytes_per_thread`` of each streamed row tile (forward 8, backward 16 warps at 4096-wide bf16),
+#: backward programs per SM and row blocks prefetched, and the dW partial-sum reduction's tile.
 RMSNORM_CONFIG = {
     "fwd_bytes_per_thread": 32,
+    "bwd_bytes_per_thread": 16,
     "bwd_programs_per_sm": 2,
     "bwd_prefetch": 1,
     "partial_sum": {"block_p": 32, "block_c": None, "num_warps": 4},
@@ -279,7 +279,8 @@ def rmsnorm_backward(
     dx2 = torch.empty_like(x2)
     bm, bn, _ = row_config(n_cols, x2.element_size())
     bm = block_m or bm
-    nw = num_warps or backward_warps(bm * bn, x2.element_size())
+    bpt = RMSNORM_CONFIG["bwd_bytes_per_thread"]
+    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
     programs_per_sm = programs_per_sm or RMSNORM_CONFIG["bwd_programs_per_sm"]
     programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
     partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
