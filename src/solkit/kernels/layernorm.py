@@ -191,7 +191,7 @@ def layernorm_forward(
     # ~64 bytes per thread per tensor (4 warps for a 4096-wide bf16 row): the H200 round-2 sweep had
     # 36.5 us at 4 warps against 38.3 at 8 (8192 x 4096 bf16); LayerNorm keeps w, b and the centred row.
     bpt = LAYERNORM_CONFIG["fwd_bytes_per_thread"]
-    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
+    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
     _layernorm_fwd_kernel[(triton.cdiv(n_rows, bm),)](
         x2, weight, bias if bias is not None else weight, y2,
         stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
