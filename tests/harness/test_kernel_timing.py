@@ -66,3 +66,19 @@ def test_auto_picks_graph_events_for_short_calls():
     x = torch.randn(1024, 1024, device="cuda")
     res = benchmark(lambda a: a * 2, [(x,)], reps=20, trials=2, device="cuda")
     assert res.method == "cuda_graph_events" and res.l2_flush_mode == "read"
+
+
+@pytest.mark.gpu
+def test_harness_kernel_method_with_cooldown_passes_a_correct_solution():
+    from pathlib import Path
+
+    from harness_helpers import fast_options
+
+    from solkit.harness.evaluate import evaluate
+
+    ex = Path(__file__).parent / "examples" / "gelu_add"
+    sol = sorted(ex.glob("solution*.json"))[0]
+    traces = evaluate(ex, sol, fast_options(method="kernel", cooldown_ms=2.0, max_workloads=1))
+    e = traces[0].evaluation
+    assert e.status.value == "PASSED", e.log  # the profiler's own torch._dynamo import is no monkey-patch
+    assert e.performance.timing["method"] == "cupti_kernel_span" and e.performance.timing["cooldown_ms"] == 2.0
