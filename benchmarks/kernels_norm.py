@@ -374,6 +374,7 @@ def bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, se
                             **{**timing_kw, "calls_per_graph": calls_for(row["bytes"], timing_kw)})  # fmt: skip
             row.update({"median_ms": res.median_ms, "q1_ms": res.q1_ms, "q3_ms": res.q3_ms, "cv": res.cv,
                         "method": res.method, "l2_flush_mode": getattr(res, "l2_flush_mode", None),
+                        "host_launch_ms": res.host_ms,
                         "high_variance": res.high_variance})  # fmt: skip
             if device.type == "cuda":
                 row.update(sol_cols(row["bytes"], res.median_ms, bw))
