@@ -342,18 +342,26 @@ def measure_copy_bandwidth(device, timing_kw) -> tuple[float, dict]:
 
 def same_bytes_stream_rows(rec, dtype, device, timing_kw, bw) -> None:
     """An elementwise copy (``torch.mul(x, 1, out=y)``) of the norm activations, timed like the ops: the
-    practical ceiling for a one-read, one-write kernel of this size under this harness."""
+    practical ceiling for a one-read, one-write kernel of this size under this harness. Also timed
+    after the other L2 flush mode, to bracket how much of the output's write-back lands in the timed
+    call (read flush: L2 starts clean, up to an L2 of output may still be dirty when the call ends;
+    write flush: L2 starts full of dirty lines whose write-back the call pays)."""
     M, N = SHAPES["norm"]
+    other = "write" if timing_kw.get("l2_flush_mode", "read") == "read" else "read"
     for k in (1, 2):  # 1: read+write MN (norm fwd); 2: twice that (add+rmsnorm fwd)
         pool = [(torch.randn(k * M, N, device=device, dtype=dtype), torch.empty(k * M, N, device=device, dtype=dtype))
                 for _ in range(2)]  # fmt: skip
         nbytes = 2 * k * M * N * pool[0][0].element_size()
-        res = benchmark(lambda a, b: torch.mul(a, 1, out=b), pool, **timing_kw)
-        row = {"op": f"stream_copy_{k * M}x{N}", "shape": [k * M, N], "backend": "torch.mul(x,1,out=)", "mode": "fwd",
-               "bytes": nbytes, "ok": True, "median_ms": res.median_ms, "q1_ms": res.q1_ms, "q3_ms": res.q3_ms,
-               "cv": res.cv, "method": res.method, **sol_cols(nbytes, res.median_ms, bw)}  # fmt: skip
-        rec.add("rows", row)
-        print(f"[{elapsed():6.1f}s] {row['op']} {res.median_ms * 1e3:.1f} us sol={row['sol_calibrated']:.3f}")
+        for flush in (timing_kw.get("l2_flush_mode", "read"), other):
+            res = benchmark(lambda a, b: torch.mul(a, 1, out=b), pool, **{**timing_kw, "l2_flush_mode": flush})
+            row = {"op": f"stream_copy_{k * M}x{N}", "shape": [k * M, N], "backend": "torch.mul(x,1,out=)",
+                   "mode": "fwd" if flush == timing_kw.get("l2_flush_mode", "read") else f"fwd_{flush}_flush",
+                   "bytes": nbytes, "ok": True, "median_ms": res.median_ms, "q1_ms": res.q1_ms, "q3_ms": res.q3_ms,
+                   "cv": res.cv, "method": res.method, "l2_flush_mode": flush,
+                   **sol_cols(nbytes, res.median_ms, bw)}  # fmt: skip
+            rec.add("rows", row)
+            print(f"[{elapsed():6.1f}s] {row['op']} {flush} flush {res.median_ms * 1e3:.1f} us "
+                  f"sol={row['sol_calibrated']:.3f}", flush=True)  # fmt: skip
 
 
 def bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, seed):
