@@ -194,7 +194,13 @@ class Run:
             "gemm_timing": g,
             "copy_timing": c,
         }
-        self.log(f"calibrated: {flops / 1e12:.0f} TFLOP/s bf16, {bw / 1e12:.2f} TB/s copy")
+        # The timer's floor: a one-block kernel (64 bytes written) under the same protocol. What a decode
+        # row can never go below, whatever it moves.
+        tiny = torch.empty(16, device=self.device, dtype=torch.float32)
+        floor = self.timed(lambda t: t.fill_(1.0), [(tiny,)], reps=60, trials=2)
+        self.doc["ceilings"]["timer_floor"] = {"what": "torch fill_ of 16 floats (one tiny kernel)", **floor}
+        self.log(f"calibrated: {flops / 1e12:.0f} TFLOP/s bf16, {bw / 1e12:.2f} TB/s copy; "
+                 f"one-kernel floor {floor['median_ms'] * 1e3:.2f} us ({floor['method']})")  # fmt: skip
         self.save()
 
     # ------------------------------------------------------------------ one shape
@@ -232,7 +238,7 @@ class Run:
         return {"rel_err": err, "allowed_rel_err": allowed, "correct": ok}
 
     def variants(
-        self, M: int, N: int, K: int, decode: bool, only: str | None, with_compile: bool = False
+        self, M: int, N: int, K: int, decode: bool, only: str | tuple | None, with_compile: bool = False
     ) -> list[tuple[str, Any, bool]]:
         def fused(x, w, r):
             return G.gemm(x, w, residual=r)
@@ -250,7 +256,7 @@ class Run:
 
             rows.append(("solkit GEMM alone (same config)", plain, False))
         want_compile = not self.args.no_compile and self.device.type == "cuda"
-        if want_compile and (with_compile or only == "torch.compile"):
+        if want_compile and (with_compile or (only is not None and "torch.compile" in only)):
             # one compiled function per shape (dynamic=False): the code inductor emits for exactly it
             compiled = torch.compile(lambda x, w, r: x @ w.t() + r, dynamic=False)
             rows.append(("torch.compile (x @ W.T + r)", compiled, True))
@@ -313,7 +319,9 @@ class Run:
                 )
         return out
 
-    def shape(self, M: int, N: int, K: int, decode: bool, only: str | None = None, with_compile: bool = False) -> None:
+    def shape(
+        self, M: int, N: int, K: int, decode: bool, only: str | tuple | None = None, with_compile: bool = False
+    ) -> None:
         variants = self.variants(M, N, K, decode, only, with_compile)
         if not variants:
             return
@@ -589,6 +597,7 @@ def main() -> int:
     p.add_argument(
         "--table-prefill", choices=["all", "seed", "none"], default="all", help="prefill shapes of the table"
     )
+    p.add_argument("--compile-probe", action="store_true", help="at the end: torch.compile alone at the seed's shape")
     p.add_argument("--compile-seed-only", action="store_true", help="torch.compile at the seed's shape only")
     p.add_argument("--with-plain", action="store_true", help="add solkit's GEMM without the epilogue")
     p.add_argument("--no-decode", action="store_true")
@@ -605,7 +614,10 @@ def main() -> int:
         "--compile-reserve-s", type=float, default=30, help="start the first torch.compile only with this much left"
     )
     p.add_argument(
-        "--sweep-prefill", choices=["none", "seed", "all"], default="seed", help="prefill shapes the sweep covers"
+        "--sweep-prefill",
+        choices=["none", "seed", "two", "all"],
+        default="seed",
+        help="prefill shapes the sweep covers (two: the seed's and twice its M)",
     )
     p.add_argument(
         "--sweep-decode", choices=["none", "two", "all"], default="two", help="decode shapes the sweep covers"
@@ -640,7 +652,8 @@ def main() -> int:
 
     def sweeps() -> None:
         seed = [s for s in prefill if s == SEED_SHAPE] or prefill[:1]
-        pre = {"none": [], "seed": seed, "all": prefill}[args.sweep_prefill]
+        two_pre = seed + [s for s in prefill if s[0] == 2 * SEED_SHAPE[0] and s[1:] == SEED_SHAPE[1:]]
+        pre = {"none": [], "seed": seed, "two": two_pre, "all": prefill}[args.sweep_prefill]
         two = [s for s in decode if s in ((1, 4096, 4096), (16, 8192, 8192))] or decode[:1]
         dec = {"none": [], "two": two, "all": decode}[args.sweep_decode]
         order = [(dec, "decode"), (pre, "prefill")] if args.sweep_decode_first else [(pre, "prefill"), (dec, "decode")]
@@ -661,6 +674,9 @@ def main() -> int:
                 run.shape(M, N, K, decode=True)
     if args.sweep == "last":
         sweeps()
+    if args.compile_probe:  # the torch.compile row alone at the seed's shape (compile time, correctness)
+        probe = [s for s in prefill if s == SEED_SHAPE] or prefill[:1]
+        run.shape(*probe[0], decode=False, only=("torch.compile", "cuBLAS addmm"))
     if run.device.type == "cuda":
         run.gpu_state("end")
     run.doc["wall_s"] = time.time() - run.t0
