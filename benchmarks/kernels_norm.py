@@ -47,7 +47,7 @@ DATASHEET_BW = 4.8e12
 #: Launcher sweep, per op and kernel: solkit launcher keyword arguments, the measured default first.
 #: Wide softmax rows: the looped path against cooperative (segment, warps, programs per SM) variants.
 _RMS_FWD = [dict(num_warps=8), dict(num_warps=4), dict(num_warps=16), dict(block_m=2, num_warps=8),
-            dict(num_warps=8, maxnreg=32)]  # fmt: skip
+            dict(block_m=4, num_warps=16), dict(num_warps=8, maxnreg=32)]  # fmt: skip
 _RMS_BWD = [
     dict(num_warps=16, programs_per_sm=2),
     dict(num_warps=16, programs_per_sm=2, prefetch=2),
