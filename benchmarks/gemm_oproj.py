@@ -25,6 +25,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -461,9 +462,13 @@ class Run:
                             fn()
                         torch.cuda.synchronize(self.device)
                     kernels: dict[str, list[float]] = {}
-                    for ev in prof.events():
-                        if ev.device_type == torch.autograd.DeviceType.CUDA:
-                            kernels.setdefault(ev.name, []).append(ev.device_time_total / 1e3)
+                    with tempfile.TemporaryDirectory() as tmp:
+                        trace_path = Path(tmp) / "trace.json"
+                        prof.export_chrome_trace(str(trace_path))
+                        trace = json.loads(trace_path.read_text())
+                    for ev in trace.get("traceEvents", []):
+                        if ev.get("cat") == "kernel":
+                            kernels.setdefault(ev.get("name", "?"), []).append(float(ev.get("dur", 0.0)) / 1e3)
                     summary = {k: {"calls": len(v), "median_ms": statistics.median(v)} for k, v in kernels.items()}
                     item = {"M": M, "N": N, "K": K, "op": name, "kernels": summary}
                     out.append(item)
