@@ -23,28 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
-
-_DTYPES = {
-    "float64": "float64",
-    "float32": "float32",
-    "float16": "float16",
-    "bfloat16": "bfloat16",
-    "float8_e4m3fn": "float8_e4m3fn",
-    "float8_e5m2": "float8_e5m2",
-    "int64": "int64",
-    "int32": "int32",
-    "int16": "int16",
-    "int8": "int8",
-    "bool": "bool",
-}
+from solkit.problems.loader import torch_dtype
 
 
 def _torch_dtype(name: str):
-    import torch
-
-    if name not in _DTYPES:
-        raise SolkitError(f"unsupported dtype {name!r} for profiling; allowed: {', '.join(_DTYPES)}")
-    return getattr(torch, _DTYPES[name])
+    return torch_dtype(name)  # one table: the problem loader's (SolkitError naming the allowed dtypes)
 
 
 @dataclass
