@@ -270,9 +270,9 @@ def _slug(name: str) -> str:
 def import_source(source: str, module_name: str, directory: str | Path | None = None) -> Any:
     """Import Python source from a real file (Triton's ``@jit`` and ``inspect`` need one)."""
     if directory is None:
-        # A path fixed by the content, not a fresh temp dir: torch.compile's on-disk caches key graphs
-        # partly by their source file, so the same reference compiled in another process (the bench's
-        # compile warm-up workers) must come from the same path to hit the cache.
+        # A path fixed by the content, not a fresh temp dir per import: processes that import the same
+        # reference (the bench's compile warm-up workers, the harness's workers) share one file, and
+        # a long run does not leave a temp dir behind per import.
         digest = hashlib.sha1(f"{module_name}\n{source}".encode()).hexdigest()[:16]
         directory = Path(tempfile.gettempdir()) / "solkit_src" / digest
     directory = Path(directory)
