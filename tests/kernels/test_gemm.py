@@ -95,6 +95,23 @@ def test_tma_epilogue_subtiles(subtile, device):
     _assert_close(y, G.reference(x, w, b, r, **kw), _torch_same_dtype(x, w, b, r, ep), ATOL[dtype])
 
 
+@pytest.mark.parametrize(("prefetch", "flatten", "subtile"), [(3, False, 2), (3, True, 4), (4, True, 2)])
+def test_tma_residual_preloaded(prefetch, flatten, subtile, device):
+    """PREFETCH_RES 3/4: the residual tile by plain loads (tile start / epilogue start), split into the
+    epilogue pieces; ragged M and N."""
+    if device == "cuda" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA path needs sm_90+")
+    ep = EPILOGUES["bias_res_scaled"]
+    dtype = torch.float16
+    x, w, b, r = _inputs(70, 80, 64, dtype, device, ep, seed=prefetch)
+    kw = dict(alpha=ep["alpha"], beta=ep["beta"], activation=ep["activation"])
+    cfg = {**TMA_CPU_CONFIG, "BLOCK_N": 64, "EPI_SUBTILE": subtile, "FLATTEN": flatten, "PREFETCH_RES": prefetch}
+    if device == "cuda":
+        cfg.update(BLOCK_M=64, BLOCK_K=64, num_stages=3, PF_DIST=2)
+    y = G.gemm(x, w, b, r, config=cfg, **kw)
+    _assert_close(y, G.reference(x, w, b, r, **kw), _torch_same_dtype(x, w, b, r, ep), ATOL[dtype])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_leading_dims_and_plain_gemm(dtype, device):
     ep = EPILOGUES["plain"]

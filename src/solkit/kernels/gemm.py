@@ -146,12 +146,15 @@ def _gemm_tma_persistent_kernel(
             cols = off_n + tl.arange(0, BLOCK_N)
             res_pre = tl.load(res_ptr + rows[:, None] * stride_rm + cols[None, :],
                               mask=(rows < M)[:, None] & (cols < N)[None, :], other=0.0)  # fmt: skip
-        if HAS_RESIDUAL and (PREFETCH_RES == 1 or PREFETCH_RES == 2) and PF_DIST == 0:
+        # 4: L2 prefetch as 1, then the whole residual tile by plain loads when the epilogue starts (one
+        # batch of loads in flight, instead of one TMA round trip per epilogue piece)
+        L2PF: tl.constexpr = PREFETCH_RES == 1 or PREFETCH_RES == 2 or PREFETCH_RES == 4
+        if HAS_RESIDUAL and L2PF and PF_DIST == 0:
             _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
         pf_k = tl.maximum(k_tiles - PF_DIST, 0)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kk in range(k_tiles):
-            if HAS_RESIDUAL and (PREFETCH_RES == 1 or PREFETCH_RES == 2) and PF_DIST > 0:  # noqa: SIM102
+            if HAS_RESIDUAL and L2PF and PF_DIST > 0:  # noqa: SIM102 - compile-time test outside
                 if kk == pf_k:
                     _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
             a = x_desc.load([off_m, kk * BLOCK_K])
@@ -162,9 +165,14 @@ def _gemm_tma_persistent_kernel(
         pid_m, pid_n = _tile_coords(tile_epi, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
+        if HAS_RESIDUAL and PREFETCH_RES == 4:
+            rows = off_m + tl.arange(0, BLOCK_M)
+            cols = off_n + tl.arange(0, BLOCK_N)
+            res_pre = tl.load(res_ptr + rows[:, None] * stride_rm + cols[None, :],
+                              mask=(rows < M)[:, None] & (cols < N)[None, :], other=0.0)  # fmt: skip
+        PRE: tl.constexpr = PREFETCH_RES == 3 or PREFETCH_RES == 4
         # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
         # shared memory, so smaller pieces leave more of it to the K pipeline.
-        PRE: tl.constexpr = PREFETCH_RES == 3
         if EPI_SUBTILE == 1:
             _finish_tile(acc, res_pre, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
                          HAS_RESIDUAL, ACT, PRE)  # fmt: skip
@@ -287,8 +295,9 @@ def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.C
     params = {k: v for k, v in cfg.items() if k not in _META_KEYS}
     if cfg.get("kernel", kernel) == "tma_persistent":
         params = {**TMA_DEFAULTS, **params}
-        if interpreting() and params["PREFETCH_RES"] in (1, 2):
-            params["PREFETCH_RES"] = 0  # inline PTX does not run in the interpreter
+        if interpreting() and params["PREFETCH_RES"] in (1, 2, 4):
+            # inline PTX (the L2 prefetch) does not run in the interpreter; 4 without it is 3's code
+            params["PREFETCH_RES"] = {1: 0, 2: 0, 4: 3}[params["PREFETCH_RES"]]
     elif cfg.get("kernel", kernel) == "splitk":
         params = {**SPLITK_DEFAULTS, **{k: v for k, v in params.items() if k != "GROUP_M"}}
     return triton.Config(params, num_warps=int(cfg.get("num_warps", 4)), num_stages=int(cfg.get("num_stages", 3)))
