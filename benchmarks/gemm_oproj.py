@@ -61,6 +61,117 @@ def benchmark(fn, pool, **kw):
     return _harness_benchmark(fn, pool, **kw)
 
 
+def oproj_residual(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """The op in eager torch: what the torch.compile row compiles (module level, so a precompile worker
+    process compiles the same graph and leaves Inductor's caches warm for the main process)."""
+    return x @ w.t() + r
+
+
+def warm_tasks(args: argparse.Namespace, prefill, decode) -> list[dict[str, Any]]:
+    """What this run will compile: every sweep candidate and autotune entry (Triton), and
+    torch.compile at each prefill shape of the table; one task each."""
+    table = G.load_config_table()
+    tasks: list[dict[str, Any]] = []
+    seen: set[str] = set()
+
+    def add(cfg: dict[str, Any], residual: bool = True) -> None:
+        key = json.dumps([cfg, residual], sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            tasks.append({"kind": "triton", "config": cfg, "residual": residual})
+
+    for regime in ("prefill", "decode"):
+        entry = table["hopper"][regime]
+        sweep = args.sweep != "none" and getattr(args, f"sweep_{regime}") != "none"
+        for cfg in entry.get("candidates", []) if sweep else []:
+            add({"kernel": entry["kernel"], **cfg})
+        if args.sweep != "only":
+            for cfg in entry["autotune"]:
+                cfg = {"kernel": entry["kernel"], **{k: v for k, v in cfg.items() if k not in ("m_min", "m_max")}}
+                add(cfg)
+                if regime == "prefill" and args.with_plain:
+                    add(cfg, residual=False)
+    if args.sweep != "only" and not args.no_compile:
+        shapes = {"all": prefill, "seed": [s for s in prefill if s == SEED_SHAPE], "none": []}[args.table_prefill]
+        if args.compile_seed_only:
+            shapes = [s for s in shapes if s == SEED_SHAPE]
+        tasks += [{"kind": "compile", "shape": list(s)} for s in shapes]
+    elif args.compile_probe:
+        tasks.append({"kind": "compile", "shape": list(SEED_SHAPE)})
+    return tasks
+
+
+def warm_worker(tasks: list[dict[str, Any]]) -> int:
+    """In a worker process: compile each task by running it once on small inputs with the same
+    specialisation (dtype, 16-byte alignment, K a multiple of every BLOCK_K, so EVEN_K holds as at
+    the real shapes); Triton's and Inductor's on-disk caches keep the results."""
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    dt = torch.bfloat16 if cuda else torch.float16  # the CPU (interpreter) only checks the plumbing
+    for task in tasks:
+        t0 = time.time()
+        try:
+            if task["kind"] == "triton":
+                cfg = task["config"]
+                M = 64 if cfg["kernel"] != "tma_persistent" else 512
+                if cfg["kernel"] == "splitk" and cfg["BLOCK_M"] == 1:
+                    M = 1
+                x = torch.randn(M, 1024, device=dev, dtype=dt)
+                w = torch.randn(512, 1024, device=dev, dtype=dt)
+                r = torch.randn(M, 512, device=dev, dtype=dt) if task["residual"] else None
+                G.gemm(x, w, residual=r, config=cfg)
+            else:
+                M, N, K = task["shape"]
+                x = torch.randn(M, K, device=dev, dtype=dt)
+                w = torch.randn(N, K, device=dev, dtype=dt)
+                r = torch.randn(M, N, device=dev, dtype=dt)
+                torch.compile(oproj_residual, dynamic=False)(x, w, r)
+            if cuda:
+                torch.cuda.synchronize(dev)
+            print(json.dumps({"ok": True, "s": round(time.time() - t0, 2), "task": task}), flush=True)
+        except Exception as e:  # noqa: BLE001 - the main process compiles it itself
+            print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}", "task": task}), flush=True)
+    return 0
+
+
+def precompile(tasks: list[dict[str, Any]], workers: int, timeout_s: float) -> dict[str, Any]:
+    """Run ``tasks`` in about ``workers`` plain subprocesses (not multiprocessing children, whose Inductor
+    cache keys differ); returns wall time and failures. Nothing is timed meanwhile."""
+    import subprocess
+
+    t0 = time.time()
+    compiles = [t for t in tasks if t["kind"] == "compile"]
+    others = [t for t in tasks if t["kind"] != "compile"]
+    # each torch.compile task (tens of seconds) in a worker of its own, the Triton tasks spread over the rest
+    n_other = max(1, workers - len(compiles)) if others else 0
+    shards = [[t] for t in compiles] + [others[k::n_other] for k in range(n_other)]
+    shards = [sh for sh in shards if sh]
+    n = len(shards)
+    procs = []
+    for shard in shards:
+        cmd = [sys.executable, __file__, "--warm-worker", json.dumps(shard)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+    results = []
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=max(1.0, timeout_s - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        for line in out.splitlines():
+            if line.startswith("{"):
+                results.append(json.loads(line))
+    failed = [r for r in results if not r.get("ok")]
+    return {
+        "workers": n,
+        "tasks": len(tasks),
+        "done": sum(1 for r in results if r.get("ok")),
+        "failed": failed[:20],
+        "wall_s": round(time.time() - t0, 2),
+        "task_s_sum": round(sum(r.get("s", 0.0) for r in results), 2),
+    }
+
+
 class Run:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -259,7 +370,7 @@ class Run:
         want_compile = not self.args.no_compile and self.device.type == "cuda"
         if want_compile and (with_compile or (only is not None and "torch.compile" in only)):
             # one compiled function per shape (dynamic=False): the code inductor emits for exactly it
-            compiled = torch.compile(lambda x, w, r: x @ w.t() + r, dynamic=False)
+            compiled = torch.compile(oproj_residual, dynamic=False)
             rows.append(("torch.compile (x @ W.T + r)", compiled, True))
         return [r for r in rows if only is None or r[0].startswith(only)]
 
@@ -602,6 +713,9 @@ def main() -> int:
     p.add_argument(
         "--table-prefill", choices=["all", "seed", "none"], default="all", help="prefill shapes of the table"
     )
+    p.add_argument("--precompile", type=int, default=0, help="compile everything first in this many processes")
+    p.add_argument("--precompile-timeout-s", type=float, default=60)
+    p.add_argument("--warm-worker", metavar="JSON", help=argparse.SUPPRESS)
     p.add_argument("--compile-probe", action="store_true", help="at the end: torch.compile alone at the seed's shape")
     p.add_argument("--compile-seed-only", action="store_true", help="torch.compile at the seed's shape only")
     p.add_argument("--with-plain", action="store_true", help="add solkit's GEMM without the epilogue")
@@ -641,6 +755,8 @@ def main() -> int:
     p.add_argument("--render", metavar="JSON", help="print a result JSON as a markdown table and exit")
     p.add_argument("--calibration", metavar="JSON", help="with --render: take the copy bandwidth from this file")
     args = p.parse_args()
+    if args.warm_worker:
+        return warm_worker(json.loads(args.warm_worker))
     if args.render:
         print(render_markdown(args.render, args.calibration))
         return 0
@@ -653,6 +769,12 @@ def main() -> int:
     run.log(f"device {run.doc['device']['name']}, torch {torch.__version__}, triton {triton.__version__}")
     if run.device.type == "cuda":
         run.gpu_state("start")
+    if args.precompile > 0 and run.device.type == "cuda":
+        summary = precompile(warm_tasks(args, prefill, decode), args.precompile, args.precompile_timeout_s)
+        run.doc["precompile"] = summary
+        n_failed = len(summary["failed"])
+        run.log(f"precompiled {summary['done']}/{summary['tasks']} in {summary['wall_s']} s "
+                f"({summary['workers']} workers, {summary['task_s_sum']} s of tasks; {n_failed} failed)")  # fmt: skip
     run.calibrate()
 
     def sweeps() -> None:

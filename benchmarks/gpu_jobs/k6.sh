@@ -6,7 +6,7 @@
 # shape, so a kill keeps the rest.
 set -u
 export TRITON_CACHE_DIR=/tmp/k6_triton_cache TORCHINDUCTOR_CACHE_DIR=/tmp/k6_inductor_cache
-python3 benchmarks/gemm_oproj.py --sweep only --sweep-decode all --sweep-prefill two --sweep-decode-first \
+python3 benchmarks/gemm_oproj.py --precompile 8 --precompile-timeout-s 45 --sweep only --sweep-decode all --sweep-prefill two --sweep-decode-first \
   --kernel-names --compile-probe --reps 40 --trials 3 --sweep-trials 2 --budget-s 102 --compile-reserve-s 22 \
   --out "$OUT/gemm_oproj_h200_round3_r1.json" 2>&1 | tee "$OUT/bench.txt"
 echo "bench rc=${PIPESTATUS[0]}"
