@@ -45,6 +45,7 @@ def _splitk(**cfg):
 CPU_CONFIGS = {
     "gemv": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1),
     "gemv_split3": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=3),
+    "gemv_pipe2_split2": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, PIPE=2),
     "dot": _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1),
     "dot_split4": _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=4),
 }

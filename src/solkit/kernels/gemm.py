@@ -283,7 +283,7 @@ def load_config_table() -> dict[str, Any]:
 #: tma_persistent keys a config may leave out.
 TMA_DEFAULTS = {"EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": 0, "PF_DIST": 0}
 #: splitk keys a config may leave out (GROUP_M means nothing there and is dropped).
-SPLITK_DEFAULTS = {"SPLIT_K": 1}
+SPLITK_DEFAULTS = {"SPLIT_K": 1, "PIPE": 1}
 
 
 #: Keys of a YAML config entry that are not kernel parameters.

@@ -7,7 +7,8 @@ that every SM streams W at once, with enough bytes in flight, and that the launc
 One kernel, three knobs (all compile-time):
 
 * ``BLOCK_M == 1`` (M = 1): a GEMV without tensor cores. Each program keeps a [BLOCK_N, BLOCK_K]
-  fp32 partial product in registers and reduces it over K once, after the loop.
+  fp32 partial product in registers and reduces it over K once, after the loop. ``PIPE`` 2 double-
+  buffers the W block in registers (the next block's loads in flight during this block's FMAs).
 * ``BLOCK_M >= 16``: ``tl.dot`` on [BLOCK_M, BLOCK_K] x [BLOCK_K, BLOCK_N] tiles (rows past M are
   masked, so they cost no traffic), with ``num_stages`` cp.async buffers of W in flight.
 * ``SPLIT_K > 1``: the K range is cut into SPLIT_K pieces, one program each, so a narrow N still
@@ -29,13 +30,28 @@ import triton.language as tl
 from solkit.kernels.gemm_epilogue import apply_epilogue
 
 
+@triton.jit
+def _load_wx(w_ptrs, x_ptrs, k, K, offs_k, row_ok, live, EVEN_K: tl.constexpr):
+    """The W [BLOCK_N, BLOCK_K] and x [BLOCK_M, BLOCK_K] blocks at K offset k; nothing is read unless
+    ``live`` (a prefetch past the end of the piece)."""
+    if EVEN_K:
+        # a block-shaped mask, uniform along K: the loads stay vectorised (and the interpreter takes it)
+        w = tl.load(w_ptrs, mask=tl.full(w_ptrs.shape, True, tl.int1) & live, other=0.0)
+        xk = tl.load(x_ptrs, mask=tl.full(x_ptrs.shape, True, tl.int1) & row_ok[:, None] & live, other=0.0)
+    else:
+        k_ok = tl.full(offs_k.shape, True, tl.int1) & ((k + offs_k) < K) & live
+        w = tl.load(w_ptrs, mask=k_ok[None, :], other=0.0)
+        xk = tl.load(x_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+    return w, xk
+
+
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
 def _gemm_decode_kernel(
     x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
     M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta,
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    EVEN_K: tl.constexpr,
+    PIPE: tl.constexpr, EVEN_K: tl.constexpr,
 ):  # fmt: skip
     """Program (n tile, K piece, m tile); each K piece is whole BLOCK_K steps, the last one may be short."""
     pid_n = tl.program_id(0)
@@ -55,17 +71,23 @@ def _gemm_decode_kernel(
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + (k_lo + offs_k)[None, :]
     if BLOCK_M == 1:
         part2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-        for k in range(k_lo, k_hi, BLOCK_K):
-            if EVEN_K:
-                w = tl.load(w_ptrs)
-                xk = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
-            else:
-                k_ok = (k + offs_k) < K
-                w = tl.load(w_ptrs, mask=k_ok[None, :], other=0.0)
-                xk = tl.load(x_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-            part2 += w.to(tl.float32) * xk.to(tl.float32)
-            w_ptrs += BLOCK_K
-            x_ptrs += BLOCK_K
+        if PIPE == 1:
+            for k in range(k_lo, k_hi, BLOCK_K):
+                w, xk = _load_wx(w_ptrs, x_ptrs, k, K, offs_k, row_ok, k < k_hi, EVEN_K)
+                part2 += w.to(tl.float32) * xk.to(tl.float32)
+                w_ptrs += BLOCK_K
+                x_ptrs += BLOCK_K
+        else:
+            # register double buffer: the next block's loads are issued before this block's FMAs, so
+            # two blocks per program are in flight (no cp.async pipelining without tl.dot)
+            w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, k_lo, K, offs_k, row_ok, k_lo < k_hi, EVEN_K)
+            for k in range(k_lo, k_hi, BLOCK_K):
+                w = w_nx
+                xk = x_nx
+                w_ptrs += BLOCK_K
+                x_ptrs += BLOCK_K
+                w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, k + BLOCK_K, K, offs_k, row_ok, k + BLOCK_K < k_hi, EVEN_K)
+                part2 += w.to(tl.float32) * xk.to(tl.float32)
         acc = tl.sum(part2, axis=1)[None, :]
     else:
         PRECISION: tl.constexpr = "ieee" if x_ptr.dtype.element_ty == tl.float32 else "tf32"
