@@ -685,6 +685,10 @@ def targets_markdown(doc: dict[str, Any]) -> list[str]:
             if "median_ms" in mm:
                 x = fused["median_ms"] / mm["median_ms"] - 1
                 out.append(f"| {shape} | time over matmul alone | {x:+.1%} | <= +3% | {'yes' if x <= 0.03 else 'no'} |")
+            comp = rows.get("torch.compile", {})
+            if "median_ms" in comp:
+                x = comp["median_ms"] / fused["median_ms"]
+                out.append(f"| {shape} | speed vs torch.compile | {x:.3f}x | (no target) | - |")
         else:
             sol = fused["sol_calibrated"]
             out.append(
