@@ -97,7 +97,7 @@ SWEEP = {
 #: dW partial-sum reduction (P = 2 programs x 132 SMs rows): sum_partials keyword arguments.
 PARTIAL_SUM_SWEEP = [dict(block_p=32, block_c=None, num_warps=4), dict(block_p=128, block_c=32, num_warps=4),
                      dict(block_p=64, block_c=64, num_warps=8), dict(block_p=256, block_c=16, num_warps=8),
-                     dict(block_p=128, block_c=16, num_warps=4)]  # fmt: skip
+                     dict(block_p=512, block_c=8, num_warps=8), dict(block_p=128, block_c=16, num_warps=4)]  # fmt: skip
 SHAPES = {"norm": (8192, 4096), "softmax": {"": (8192, 4096), "_vocab": (4096, 128256), "_256k": (1024, 262144)}}
 EPS = 1e-6
 T0 = time.perf_counter()
