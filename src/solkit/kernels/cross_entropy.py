@@ -146,6 +146,7 @@ def _ce_fwd_kernel(
             tl.store(loss_ptr + row64, loss)
             tl.store(lse_ptr + row64, lse)
             if WRITE_GRAD:
+                tl.debug_barrier()  # the target logit is read by every warp before the gradient overwrites it
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
                 _row_grad(x_row, g_row, 0, n_cols, target, lse2, p_scale, label_smoothing / n_cols * grad_scale,
                           (1.0 - label_smoothing) * grad_scale, softcap, HAS_SOFTCAP, BLOCK, NUM_STAGES)  # fmt: skip
@@ -264,6 +265,8 @@ def _ce_flat_kernel(
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
                 uniform = label_smoothing / n_cols * grad_scale
                 hit = (1.0 - label_smoothing) * grad_scale
+                # every warp has read the target logit before any warp overwrites it with its gradient
+                tl.debug_barrier()
         elif WRITE_GRAD:  # gradient sweep, blocks in reverse
             g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
             g = tl.where(cols == target, g - hit, g)
