@@ -16,6 +16,7 @@ echo "h4 start $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader | tee "$OUT/nvidia_smi_before.txt"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
 echo "ncu: ${NCU:-none}; nvcc: $(command -v nvcc || echo none)"
+python3 -c "import torch, triton, json, platform; print(json.dumps({'torch': torch.__version__, 'triton': triton.__version__, 'cuda': torch.version.cuda, 'python': platform.python_version(), 'device': torch.cuda.get_device_name()}))" > "$OUT/versions.json"
 SXB=/tmp/h4_sxb
 rm -rf "$SXB"; mkdir -p "$SXB"
 if [ -f benchmarks/gpu_jobs/h4_sxb_examples.tar.gz ]; then tar -xzf benchmarks/gpu_jobs/h4_sxb_examples.tar.gz -C "$SXB"; fi
@@ -217,5 +218,4 @@ fi
 # 2. every workload of SOL-ExecBench's examples with what is left
 [ $(left) -gt 7 ] && timeout $(( $(left) - 1 )) python3 /tmp/h4_driver.py sxb_full $(( START + 93 )) || echo "sxb rc=$?"
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader > "$OUT/nvidia_smi_after.txt"
-python3 -c "import torch, triton, json, platform; print(json.dumps({'torch': torch.__version__, 'triton': triton.__version__, 'cuda': torch.version.cuda, 'python': platform.python_version(), 'device': torch.cuda.get_device_name()}))" > "$OUT/versions.json"
 echo "h4 done in $(( $(date +%s) - START ))s"
