@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from solkit.hardware.calibrate import versions
     from solkit.report.render import write_report
 
+    started = time.perf_counter()
     device = _device(args.device)
     if args.list_backends:
         return cmd_list_backends(device, args.json)
@@ -231,6 +233,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     }
     if args.profile and device != "cpu":
         _add_diagnoses(results, notes, out)
+    # Wall time of the whole job up to here (detection, calibration, compile warm-up, every row).
+    results["meta"]["elapsed_s"] = round(time.perf_counter() - started, 1)
     paths = write_report(results, out)
     (out / "results.partial.json").unlink(missing_ok=True)
     if args.json:
@@ -238,6 +242,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         print_table(results)
         console.print(f"report: {paths['html']} (also {paths['markdown'].name}, results.json, results.csv)")
+        console.print(f"done in {time.perf_counter() - started:.1f} s")
     bad = [r for r in rows if r.status in ("incorrect", "error")]
     for r in bad:
         warn(f"{r.problem} [{r.size}/{r.model}] {r.backend}: {r.status}: {r.error}")
