@@ -89,10 +89,12 @@ FLAT_CONFIGS = [  # the flat-loop kernel: Triton's pipeliner, 1-3 blocks prefetc
     {"block": 512, "flat": 1, "prefetch": 1},
     {"block": 512, "flat": 1, "prefetch": 2, "evict": 1},
     {"block": 512, "flat": 1, "prefetch": 3, "programs": 3},
+    {"block": 256, "flat": 1, "prefetch": 2, "hold": 4},  # 6 blocks per row, the first 4 kept in registers
+    {"block": 512, "flat": 1, "prefetch": 1, "hold": 4},  # 3 blocks per row: fewer than hold
 ]
 
 
-@pytest.mark.parametrize("cfg", FLAT_CONFIGS, ids=lambda c: f"pf{c['prefetch']}")
+@pytest.mark.parametrize("cfg", FLAT_CONFIGS, ids=lambda c: f"pf{c['prefetch']}-hold{c.get('hold', 0)}")
 def test_flat_loop_kernel(cfg, device):
     """Several rows per program (grid capped), rows of several blocks, a partial last block, an ignored
     row, every option; gradient in place, the loss of rows read before their gradient overwrote them."""
@@ -235,7 +237,8 @@ def test_gpu_split_rows_in_place(split, programs_per_sm):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg", [{"flat": 1, "prefetch": 3, "block": 8192}, {"flat": 1, "prefetch": 0, "block": 16384},
-                                 {"flat": 1, "prefetch": 2, "evict": 1, "block": 8192, "programs": 100}])  # fmt: skip
+                                 {"flat": 1, "prefetch": 2, "evict": 1, "block": 8192, "programs": 100},
+                                 {"flat": 1, "prefetch": 2, "hold": 4, "block": 8192}])  # fmt: skip
 def test_gpu_flat_kernel_in_place(cfg):
     torch.manual_seed(3)
     x = (torch.randn(300, 128256, device="cuda") * 3).to(torch.bfloat16)

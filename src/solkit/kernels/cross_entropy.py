@@ -166,15 +166,25 @@ def _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, B
 
 
 @triton.jit
+def _load_limit(it, k, blk, n_blocks, n_cols, total, HOLD: tl.constexpr):
+    """Columns below this limit are loaded at step ``it``: none past the end, none for a gradient step
+    whose block is held in registers (scalar selects: the interpreter rejects block & scalar masks)."""
+    limit = tl.where(it < total, n_cols, 0)
+    if HOLD > 0:
+        limit = tl.where(k >= n_blocks, tl.where(blk < HOLD, 0, limit), limit)
+    return limit
+
+
+@triton.jit
 def _flat_load(logits_ptr, it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, BLOCK: tl.constexpr,
-               EVICT: tl.constexpr):  # fmt: skip
-    row_off, k, cols, mask = _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, BLOCK)
+               EVICT: tl.constexpr, HOLD: tl.constexpr):  # fmt: skip
+    row_off, k, cols, _ = _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, BLOCK)
+    limit = _load_limit(it, k, tl.where(k < n_blocks, k, per_row - 1 - k), n_blocks, n_cols, total, HOLD)
     ptrs = logits_ptr + row_off + cols
     if EVICT:  # two loads, each masked to its sweep (a fully masked-off load moves no bytes)
-        limit = tl.where(it < total, n_cols, 0)  # (scalar selects: the interpreter rejects block & scalar masks)
         first = tl.load(ptrs, mask=cols < tl.where(k < n_blocks, limit, 0), other=0.0, eviction_policy="evict_last")
         return tl.load(ptrs, mask=cols < tl.where(k < n_blocks, 0, limit), other=first, eviction_policy="evict_first")
-    return tl.load(ptrs, mask=mask, other=0.0)
+    return tl.load(ptrs, mask=cols < limit, other=0.0)
 
 
 @triton.jit
@@ -184,6 +194,7 @@ def _ce_flat_kernel(
     ignore_index, label_smoothing, z_loss_scale, softcap,
     MEAN: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr,
     BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr, PREFETCH: tl.constexpr, EVICT: tl.constexpr,
+    HOLD: tl.constexpr,
 ):  # fmt: skip
     """Persistent grid; program ``pid`` owns rows pid, pid + P, ... and walks both sweeps of all of them
     as ONE flat loop over blocks, so the memory pipe never drains at a row or sweep boundary (a loop
@@ -192,7 +203,9 @@ def _ce_flat_kernel(
     processed; a block is never read after its gradient is stored, so these early loads are safe in
     place. PREFETCH = 0 leaves the prefetch to Triton's pipeliner (``tl.range(num_stages)``; it does not
     pipeline these loads on Triton 3.6: no cp.async is emitted). EVICT: L2 hints, statistics reads
-    evict_last (they are read again soon), gradient reads and stores evict_first."""
+    evict_last (they are read again soon), gradient reads and stores evict_first. HOLD = h (0..4): the
+    first h blocks of each row stay in registers from the statistics sweep to the gradient sweep (they
+    are the ones re-read last, the likeliest to have left L2), so they are read from DRAM once."""
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     n_blocks = tl.cdiv(n_cols, BLOCK)
@@ -208,37 +221,60 @@ def _ce_flat_kernel(
     lane_z = tl.zeros([BLOCK], dtype=tl.float32)
     lse2, p_scale, uniform, hit, row_on = zero, zero, zero, zero, zero
     target = tl.zeros([], dtype=tl.int32)
+    h1 = tl.zeros([BLOCK], dtype=logits_ptr.dtype.element_ty)
+    h2 = tl.zeros([BLOCK], dtype=logits_ptr.dtype.element_ty)
+    h3 = tl.zeros([BLOCK], dtype=logits_ptr.dtype.element_ty)
+    h4 = tl.zeros([BLOCK], dtype=logits_ptr.dtype.element_ty)
     if PREFETCH >= 1:
-        x_a = _flat_load(logits_ptr, 0, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT)
+        x_a = _flat_load(
+            logits_ptr, 0, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
+        )
     if PREFETCH >= 2:
-        x_b = _flat_load(logits_ptr, 1, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT)
+        x_b = _flat_load(
+            logits_ptr, 1, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
+        )
     if PREFETCH >= 3:
-        x_c = _flat_load(logits_ptr, 2, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT)
+        x_c = _flat_load(
+            logits_ptr, 2, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
+        )
     for it in tl.range(0, total, num_stages=NUM_STAGES):
         row_off, k, cols, mask = _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total,
                                              BLOCK)  # fmt: skip
         if PREFETCH == 0:
             x = _flat_load(
-                logits_ptr, it, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT
+                logits_ptr, it, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
             )
         elif PREFETCH == 1:
             x = x_a
             x_a = _flat_load(
-                logits_ptr, it + 1, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT
+                logits_ptr, it + 1, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
             )
         elif PREFETCH == 2:
             x = x_a
             x_a = x_b
             x_b = _flat_load(
-                logits_ptr, it + 2, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT
+                logits_ptr, it + 2, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
             )
         else:
             x = x_a
             x_a = x_b
             x_b = x_c
             x_c = _flat_load(
-                logits_ptr, it + 3, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT
+                logits_ptr, it + 3, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
             )
+        if HOLD > 0:  # (single-level ifs: Triton 3.6 drops loop-carried values assigned in nested ifs)
+            if (k < n_blocks) & (k < HOLD):  # shift in: after HOLD steps h1 holds block HOLD-1, h<HOLD> block 0
+                if HOLD >= 4:
+                    h4 = h3
+                if HOLD >= 3:
+                    h3 = h2
+                if HOLD >= 2:
+                    h2 = h1
+                h1 = x
+            # 0 for the last block shifted in (HOLD-1, or n_blocks-1 for short rows) ... for block 0
+            slot = tl.minimum(n_blocks, HOLD) - 1 - (per_row - 1 - k)
+            if (k >= n_blocks) & (slot >= 0):
+                x = tl.where(slot == 0, h1, tl.where(slot == 1, h2, tl.where(slot == 2, h3, h4)))
         z = _softcapped(x.to(tl.float32), softcap, HAS_SOFTCAP)
         if k < n_blocks:  # statistics sweep: online softmax, max per block, sum per lane
             fresh = k == 0
@@ -409,9 +445,10 @@ def _scale_rows_kernel(
 #: (benchmarks/results/kernels_gates_round2.json): persistent, one program per SM, 16k-logit blocks.
 #: flat = 1 selects the flat-loop kernel (one loop over both sweeps of all a program's rows) with
 #: ``prefetch`` blocks loaded ahead into registers (0 = Triton's pipeliner with num_stages instead).
-#: ``evict`` = 1 adds L2 eviction hints; ``programs`` > 0 sets the flat kernel's grid outright.
+#: ``evict`` = 1 adds L2 eviction hints; ``programs`` > 0 sets the flat kernel's grid outright; ``hold``
+#: (0-4) blocks per row kept in registers between the sweeps.
 CE_CONFIG = {"block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "split": 1, "flat": 0,
-             "prefetch": 0, "evict": 0, "programs": 0}  # fmt: skip
+             "prefetch": 0, "evict": 0, "programs": 0, "hold": 0}  # fmt: skip
 
 
 def _num_sms(device: torch.device) -> int:
@@ -471,7 +508,8 @@ def launch_cross_entropy_rows(
             grid = max(1, min(n_rows, int(cfg["programs"])))
         _ce_flat_kernel[(grid,)](
             logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride,
-            *scalars, PREFETCH=int(cfg.get("prefetch", 0)), EVICT=bool(cfg.get("evict", 0)), **common,
+            *scalars, PREFETCH=int(cfg.get("prefetch", 0)), EVICT=bool(cfg.get("evict", 0)),
+            HOLD=min(4, int(cfg.get("hold", 0))), **common,
         )  # fmt: skip
         return
     if split == 1:
