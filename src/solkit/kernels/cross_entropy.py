@@ -20,14 +20,16 @@ row) when it equals 1, as for ``loss.backward()``.
 Bytes per call, ``T`` rows x ``V`` classes, ``b`` bytes per logit:
 
 * SOL (forward + backward): one read of the logits and one write of the gradient, ``2·b·T·V``, plus
-  ``8·T`` of targets and ``4·T`` of per-row loss. This kernel reads each row twice (the second sweep,
-  run in reverse, is meant to hit L2 while the row is still cached: with one resident program per SM
-  the rows in flight take ~132 x 256 KB = 33 MB of the 50 MB L2 at V = 128256 bf16), so DRAM traffic
-  is between ``2·b·T·V`` and ``3·b·T·V`` depending on the L2 hit rate. Both sweeps prefetch the next
-  blocks with cp.async (``tl.range(num_stages=...)``) to keep enough bytes in flight per SM.
-  With ``split > 1`` (see :data:`CE_CONFIG`), ``split`` programs share a row, one column chunk each,
-  and meet on a per-row counter to combine their partial statistics: the chunk each re-reads is
-  ``V/split`` wide, so the working set in flight shrinks by ``split`` and the re-read stays in L2.
+  ``8·T`` of targets and ``4·T`` of per-row loss. These kernels read each row twice (statistics sweep,
+  then the gradient sweep in reverse, meant to hit L2 while the row is still cached: with one resident
+  program per SM the rows in flight take ~132 x 256 KB = 33 MB of the 50 MB L2 at V = 128256 bf16), so
+  DRAM traffic is between ``2·b·T·V`` and ``3·b·T·V`` depending on the L2 hit rate.
+  Three kernels (see :data:`CE_CONFIG`): the row kernel (a loop per sweep, cp.async prefetch through
+  ``tl.range(num_stages)``, restarted twice per row); the flat kernel (``flat=1``: both sweeps of all
+  of a program's rows as one loop, loads issued ``prefetch`` blocks ahead, optional L2 eviction hints
+  and ``hold`` blocks per row kept in registers between the sweeps, each of which saves its re-read);
+  and the split-row kernel (``split > 1``: ``split`` programs share a row, one column chunk each, and
+  meet on a per-row counter to combine their partial statistics).
 * forward only (no grad): one read, ``b·T·V``.
 * backward with ``grad_output == 1``: ~0 bytes; otherwise ``2·b·T·V`` (a read and write of the grad).
 """
