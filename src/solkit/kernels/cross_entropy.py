@@ -203,8 +203,8 @@ def _ce_flat_kernel(
     per sweep restarts its prefetch twice per row: ~1 DRAM latency lost per 8-block sweep). With
     PREFETCH = d > 0 the loads of steps it+1..it+d are issued (into registers) before step ``it`` is
     processed; a block is never read after its gradient is stored, so these early loads are safe in
-    place. PREFETCH = 0 leaves the prefetch to Triton's pipeliner (``tl.range(num_stages)``; it does not
-    pipeline these loads on Triton 3.6: no cp.async is emitted). EVICT: L2 hints, statistics reads
+    place. PREFETCH = 0 leaves the prefetch to Triton's pipeliner (``tl.range(num_stages)``: cp.async into
+    shared memory; Triton 3.6 does not pipeline the loop once ``hold`` is on). EVICT: L2 hints, statistics reads
     evict_last (they are read again soon), gradient reads and stores evict_first. HOLD = h (0..4): the
     first h blocks of each row stay in registers from the statistics sweep to the gradient sweep (they
     are the ones re-read last, the likeliest to have left L2), so they are read from DRAM once."""
