@@ -49,7 +49,8 @@ class EvalOptions:
     reps: int = 50  # timed repetitions per timing trial
     timing_trials: int = 3
     warmup: int = 5
-    method: str = "auto"  # GPU: auto (graph_events below 100 µs, else events), graph_events, events, graph, kernel
+    method: str = "auto"  # GPU: auto (kernel span from the profiler; else graph_events < 100 µs, else events),
+    # kernel, graph_events, events, graph
     cooldown_ms: float = 0.0  # GPU idle before every timed call (isolated launches, as under Nsight Compute)
     pool: int = 3  # rotating input sets during timing
     matched_ratio: float | None = None  # override of required_matched_ratio

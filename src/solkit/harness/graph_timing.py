@@ -89,5 +89,6 @@ def bench_graph_events(
         medians.append(statistics.median(trial))
     return summarize(
         samples, medians, method="cuda_graph_events", reps=replays * n, trials=max(int(trials), 1),
-        l2_flushed=flusher is not None, rotating_buffers=len(pool or ()) or 1, calls_per_sample=1, l2_flush_mode=flush_mode,
+        l2_flushed=flusher is not None, rotating_buffers=len(pool or ()) or 1, calls_per_sample=1,
+        l2_flush_mode=flush_mode,
     )  # fmt: skip
