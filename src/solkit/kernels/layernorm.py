@@ -46,12 +46,17 @@ from solkit.kernels._utils import (
 #: of each streamed row tile (4 forward, 8 backward warps at 4096-wide bf16); backward programs per SM;
 #: the dW/dB partial-sum reduction's tile.
 LAYERNORM_CONFIG = {
-    "one_pass": False,
+    # 4096-wide bf16, round 3a sweep (8192 rows, us): one pass, 2 rows x 8 warps 34.0; one pass, 1 row x
+    # 4 warps 35.4; two passes, 1 row x 4 warps 37.0 (two rows share the weight and bias loads).
+    "one_pass": True,
+    "fwd_min_tile": 8192,
     "fwd_bytes_per_thread": 64,
+    # backward 8 warps, 2 programs/SM, 1 block ahead: 57.2 (16 warps 62.9; 2 blocks ahead 60.5)
     "bwd_bytes_per_thread": 32,
     "bwd_programs_per_sm": 2,
     "bwd_prefetch": 1,
-    "partial_sum": {"block_p": 32, "block_c": None, "num_warps": 4},
+    # the dW/dB reduction of [264, 8192] fp32: 7.4 us against 8.2 at (32, 64, 4 warps)
+    "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
 }
 
 
@@ -186,10 +191,8 @@ def layernorm_forward(
     check_weight(bias, n_cols, "layernorm bias", x.device)
     y2 = torch.empty_like(x2)
     stats = torch.empty(2, n_rows, dtype=torch.float32, device=x.device) if save_stats else None
-    bm, bn, _ = row_config(n_cols, x2.element_size())
+    bm, bn, _ = row_config(n_cols, x2.element_size(), min_tile=LAYERNORM_CONFIG["fwd_min_tile"])
     bm = block_m or bm
-    # ~64 bytes per thread per tensor (4 warps for a 4096-wide bf16 row): the H200 round-2 sweep had
-    # 36.5 us at 4 warps against 38.3 at 8 (8192 x 4096 bf16); LayerNorm keeps w, b and the centred row.
     bpt = LAYERNORM_CONFIG["fwd_bytes_per_thread"]
     nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
     _layernorm_fwd_kernel[(triton.cdiv(n_rows, bm),)](
@@ -229,8 +232,6 @@ def layernorm_backward(
     dx2 = torch.empty_like(x2)
     bm, bn, _ = row_config(n_cols, x2.element_size())
     bm = block_m or bm
-    # 8 warps (~32 bytes per thread per tensor) with 2 programs per SM: 67.0 us against 69.1 at 16 warps
-    # in the H200 round-2 sweep; LayerNorm's backward holds more per row than RMSNorm's.
     bpt = LAYERNORM_CONFIG["bwd_bytes_per_thread"]
     nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
     programs_per_sm = programs_per_sm or LAYERNORM_CONFIG["bwd_programs_per_sm"]

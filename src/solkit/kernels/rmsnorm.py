@@ -53,15 +53,22 @@ from solkit.kernels._utils import (
 
 Casting = Literal["llama", "gemma"]
 CASTINGS = ("llama", "gemma")
-#: Launch defaults from the H200 sweeps (docs/kernels/norms.md): warps so each thread holds
-#: ``*_bytes_per_thread`` of each streamed row tile (forward 8, backward 16 warps at 4096-wide bf16),
-#: backward programs per SM and row blocks prefetched, and the dW partial-sum reduction's tile.
+#: Launch defaults from the H200 sweeps (docs/kernels/norms.md): forward rows per program (so a
+#: program holds at least ``min_tile`` elements) and warps (each thread holds ``bytes_per_thread`` of
+#: each streamed tile), backward warps, programs per SM and row blocks prefetched, and the dW
+#: partial-sum reduction's tile.
 RMSNORM_CONFIG = {
-    "fwd_bytes_per_thread": 32,
+    # 4096-wide bf16, round 3a sweep (8192 rows, us): 2 rows x 8 warps 33.2, 1 row x 8 warps 33.7
+    # (the rstd store in); with the residual 1 row x 4 warps 66.1 against 66.8 for 2 rows.
+    "fwd": {"min_tile": 8192, "bytes_per_thread": 64},
+    "fwd_residual": {"min_tile": 4096, "bytes_per_thread": 64},
+    # backward 16 warps (53.9 us, 8 warps 58.0); with ds (add+RMSNorm) 8 warps (68.7 against 71.1)
     "bwd_bytes_per_thread": 16,
+    "bwd_bytes_per_thread_ds": 32,
     "bwd_programs_per_sm": 2,
     "bwd_prefetch": 1,
-    "partial_sum": {"block_p": 32, "block_c": None, "num_warps": 4},
+    # the dW reduction of [264, 4096] fp32: 6.4 us against 7.7 at (32, 32, 4 warps)
+    "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
 }
 
 
@@ -232,11 +239,11 @@ def rmsnorm_forward(
         s2 = torch.empty_like(x2)
     y2 = torch.empty_like(x2)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if save_rstd else None
-    bm, bn, _ = row_config(n_cols, x2.element_size())
+    key = "fwd_residual" if residual is not None else "fwd"
+    bm, bn, _ = row_config(n_cols, x2.element_size(), min_tile=RMSNORM_CONFIG[key]["min_tile"])
     bm = block_m or bm
-    nw = num_warps or max(
-        warps_for(bm * bn, x2.element_size(), bytes_per_thread=RMSNORM_CONFIG["fwd_bytes_per_thread"]), 4
-    )
+    bpt = RMSNORM_CONFIG[key]["bytes_per_thread"]
+    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
     n_blocks = triton.cdiv(n_rows, bm)
     grid = n_blocks
     if programs_per_sm:  # persistent: every program must be resident at once (see register_cap)
@@ -279,7 +286,7 @@ def rmsnorm_backward(
     dx2 = torch.empty_like(x2)
     bm, bn, _ = row_config(n_cols, x2.element_size())
     bm = block_m or bm
-    bpt = RMSNORM_CONFIG["bwd_bytes_per_thread"]
+    bpt = RMSNORM_CONFIG["bwd_bytes_per_thread_ds" if ds is not None else "bwd_bytes_per_thread"]
     nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
     programs_per_sm = programs_per_sm or RMSNORM_CONFIG["bwd_programs_per_sm"]
     programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
