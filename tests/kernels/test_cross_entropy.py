@@ -121,6 +121,27 @@ def test_flat_loop_kernel(cfg, device):
     torch.testing.assert_close(plain.double(), ref_loss(keep.double(), y), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("vocab", [3000, 700])
+def test_row_kernel_warp_statistics(vocab, device):
+    """warp_stats: one running max per warp ([REP, warps, 256] tiles); a short row leaves whole warps with
+    only padding in the first block (their max stays -inf until real logits arrive)."""
+    torch.manual_seed(vocab)
+    x = (torch.randn(5, vocab) * 4).to(device)
+    y = torch.randint(0, vocab, (5,), device=device)
+    y[1] = -100
+    cfg = {"block": 1024, "num_warps": 2, "warp_stats": 1, "num_stages": 2}
+    opts = {"label_smoothing": 0.1, "softcap": 20.0, "z_loss_scale": 1e-3}
+    x64 = x.double().requires_grad_()
+    ref = ref_loss(x64, y, reduction="none", **opts)
+    go = torch.randn_like(ref)
+    (rgrad,) = torch.autograd.grad(ref, x64, go)
+    xs = x.clone().requires_grad_()
+    loss = cross_entropy(xs, y, reduction="none", config=cfg, **opts)
+    (grad,) = torch.autograd.grad(loss, xs, go.float())
+    torch.testing.assert_close(loss.double(), ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grad.double(), rgrad, atol=1e-5, rtol=1e-5)
+
+
 def test_custom_ignore_index_and_all_ignored(device):
     x = torch.randn(4, 37, device=device)
     y = torch.tensor([3, 5, 5, 0], device=device)
@@ -238,7 +259,9 @@ def test_gpu_split_rows_in_place(split, programs_per_sm):
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg", [{"flat": 1, "prefetch": 3, "block": 8192}, {"flat": 1, "prefetch": 0, "block": 16384},
                                  {"flat": 1, "prefetch": 2, "evict": 1, "block": 8192, "programs": 100},
-                                 {"flat": 1, "prefetch": 2, "hold": 4, "block": 8192}])  # fmt: skip
+                                 {"flat": 1, "prefetch": 2, "hold": 4, "block": 8192},
+                                 {"warp_stats": 1, "block": 16384, "num_stages": 3},
+                                 {"warp_stats": 1, "block": 16384, "num_warps": 8, "num_stages": 3}])  # fmt: skip
 def test_gpu_flat_kernel_in_place(cfg):
     torch.manual_seed(3)
     x = (torch.randn(300, 128256, device="cuda") * 3).to(torch.bfloat16)

@@ -79,6 +79,37 @@ def _row_stats(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constexpr, HA
 
 
 @triton.jit
+def _row_stats_warps(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
+                     REP: tl.constexpr, WARPS: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
+    """:func:`_row_stats` with one running max per *warp*: a block is a [REP, WARPS, 256] tile in which
+    each warp owns the middle index (256 contiguous logits, 8 per lane), so the per-block max needs
+    only shuffles inside a warp and no barrier of the whole program; warps drift apart and overlap
+    each other's loads and math. The warps' (max, sum) pairs are combined once per row."""
+    offs = tl.arange(0, REP * WARPS * 256)
+    n_blocks = tl.cdiv(tl.maximum(col_end - col_start, 0), REP * WARPS * 256)
+    m2 = tl.full([1, WARPS, 1], -float("inf"), dtype=tl.float32)  # kept 3-D: no layout change in the loop
+    lane_sum = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
+    lane_z = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
+    for blk in tl.range(0, n_blocks, num_stages=NUM_STAGES):
+        cols = col_start + blk * (REP * WARPS * 256) + offs
+        mask = cols < col_end
+        # loaded flat (8 contiguous logits per lane, 256 per warp, then the next warp), seen as
+        # [REP, WARPS, 256]: the same placement, so the reshape moves nothing
+        z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
+        z2 = tl.reshape(tl.where(mask, z * 1.4426950408889634, -float("inf")), (REP, WARPS, 256))
+        m2_new = tl.maximum(m2, tl.max(tl.max(z2, axis=0, keep_dims=True), axis=2, keep_dims=True))
+        m_ref = tl.where(m2_new == -float("inf"), 0.0, m2_new)  # a warp that has seen only padding so far
+        lane_sum = lane_sum * tl.exp2(m2 - m_ref) + tl.exp2(z2 - m_ref)
+        if HAS_SMOOTHING:
+            lane_z += tl.reshape(tl.where(mask, z, 0.0), (REP, WARPS, 256))
+        m2 = m2_new
+    big = tl.max(tl.max(tl.max(m2, axis=2), axis=1), axis=0)
+    per_warp = tl.sum(tl.sum(lane_sum, axis=0, keep_dims=True), axis=2, keep_dims=True) * tl.exp2(m2 - big)
+    total = tl.sum(tl.sum(tl.sum(per_warp, axis=2), axis=1), axis=0)
+    return big, total, tl.sum(tl.sum(tl.sum(lane_z, axis=0), axis=1), axis=0)
+
+
+@triton.jit
 def _row_grad(x_row, g_row, col_start, col_end, target, lse2, p_scale, uniform, hit, softcap,
               HAS_SOFTCAP: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
     """dL/dx over columns [col_start, col_end), last block first: the blocks read most recently by
@@ -121,9 +152,10 @@ def _ce_fwd_kernel(
     n_rows, n_cols, logits_row_stride, grad_row_stride,
     ignore_index, label_smoothing, z_loss_scale, softcap,
     MEAN: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
-    WRITE_GRAD: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr,
+    WRITE_GRAD: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr, WARP_STATS: tl.constexpr = 0,
 ):  # fmt: skip
-    """One program per row (or a persistent loop over rows): both sweeps over the whole row."""
+    """One program per row (or a persistent loop over rows): both sweeps over the whole row. WARP_STATS =
+    w > 0: the statistics sweep keeps one running max per warp (:func:`_row_stats_warps`, w = num_warps)."""
     pid = tl.program_id(0)
     if MEAN:
         grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
@@ -140,7 +172,11 @@ def _ce_fwd_kernel(
             if WRITE_GRAD:
                 _zero_grad(g_row, 0, n_cols, BLOCK)
         else:
-            m2, s, sum_z = _row_stats(x_row, 0, n_cols, softcap, HAS_SOFTCAP, HAS_SMOOTHING, BLOCK, NUM_STAGES)
+            if WARP_STATS > 0:
+                m2, s, sum_z = _row_stats_warps(x_row, 0, n_cols, softcap, HAS_SOFTCAP, HAS_SMOOTHING,
+                                                BLOCK // (WARP_STATS * 256), WARP_STATS, NUM_STAGES)  # fmt: skip
+            else:
+                m2, s, sum_z = _row_stats(x_row, 0, n_cols, softcap, HAS_SOFTCAP, HAS_SMOOTHING, BLOCK, NUM_STAGES)
             lse2 = m2 + tl.log2(s)
             lse = lse2 * 0.6931471805599453
             loss = _row_loss(x_row, target, n_cols, lse, sum_z, label_smoothing, z_loss_scale, softcap,
@@ -448,9 +484,10 @@ def _scale_rows_kernel(
 #: flat = 1 selects the flat-loop kernel (one loop over both sweeps of all a program's rows) with
 #: ``prefetch`` blocks loaded ahead into registers (0 = Triton's pipeliner with num_stages instead).
 #: ``evict`` = 1 adds L2 eviction hints; ``programs`` > 0 sets the flat kernel's grid outright; ``hold``
-#: (0-4) blocks per row kept in registers between the sweeps.
+#: (0-4) blocks per row kept in registers between the sweeps. ``warp_stats`` = 1 (row kernel): one running
+#: max per warp in the statistics sweep (no barrier of the whole program per block).
 CE_CONFIG = {"block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "split": 1, "flat": 0,
-             "prefetch": 0, "evict": 0, "programs": 0, "hold": 0}  # fmt: skip
+             "prefetch": 0, "evict": 0, "programs": 0, "hold": 0, "warp_stats": 0}  # fmt: skip
 
 
 def _num_sms(device: torch.device) -> int:
@@ -515,9 +552,11 @@ def launch_cross_entropy_rows(
         )  # fmt: skip
         return
     if split == 1:
+        # warp statistics need a block of whole [warps x 256] tiles
+        warp_stats = cfg["num_warps"] if cfg.get("warp_stats", 0) and block % (cfg["num_warps"] * 256) == 0 else 0
         _ce_fwd_kernel[(_grid(n_rows, logits.device, cfg["programs_per_sm"]),)](
             logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride,
-            *scalars, **common,
+            *scalars, WARP_STATS=warp_stats, **common,
         )  # fmt: skip
         return
     # Split rows: a persistent grid of whole groups, at most one program per SM so all are co-resident.

@@ -46,7 +46,9 @@ _LAYOUTS = ("bshd", "bhsd")
 #: loaded before any store), used when one token's heads fit in ``max_tile`` elements; tile = 0: the
 #: per-token kernel, head tiles of at most ``max_tile`` elements one after another, ``tokens`` tokens
 #: per program (unrolled). ``num_warps`` per program.
-ROPE_CONFIG = {"num_warps": 4, "max_tile": 2048, "tokens": 1, "tile": 0}
+#: Default: the fastest correct candidate on an H200 at Llama-3-8B shapes (kernels_gates_round3a.json): the tile
+#: kernel, one token (32 q + 8 k heads) per program, 8 warps.
+ROPE_CONFIG = {"num_warps": 8, "max_tile": 8192, "tokens": 1, "tile": 1}
 
 
 @triton.jit
