@@ -120,7 +120,7 @@ def test_several_tokens_per_program(tokens, device, monkeypatch):
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
-@pytest.mark.parametrize("tokens", [1, 4])
+@pytest.mark.parametrize("tokens", [1, 3, 4])
 def test_tile_kernel(tokens, interleaved, device, monkeypatch):
     """ROPE_CONFIG["tile"]: whole tokens per program (q and k heads as one tile each); odd head counts
     (padded to a power of two, masked), a token count that leaves a partial last program, a batch of

@@ -301,9 +301,8 @@ def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, b
         heads_q, heads_k = triton.next_power_of_2(n_q), triton.next_power_of_2(n_k)
         if ROPE_CONFIG.get("tile", 0) and (heads_q + heads_k) * dim <= ROPE_CONFIG["max_tile"]:
             # Whole tokens per program; as many as fit in max_tile elements, at most ``tokens``.
-            block_t = max(
-                1, min(triton.next_power_of_2(tokens), ROPE_CONFIG["max_tile"] // ((heads_q + heads_k) * dim))
-            )
+            fit = max(1, min(tokens, ROPE_CONFIG["max_tile"] // ((heads_q + heads_k) * dim)))
+            block_t = 1 << (fit.bit_length() - 1)  # a power of two (tl.arange), at most ``fit``
             _rope_tile_kernel[(triton.cdiv(batch * seq, block_t),)](
                 qv, kv, qo, ko, cos_t, sin_t, pos, batch * seq, seq, n_q, n_k, *strides,
                 HALF=half, BLOCK_T=block_t, BLOCK_HQ=heads_q, BLOCK_HK=heads_k,
