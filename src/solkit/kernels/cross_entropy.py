@@ -95,8 +95,12 @@ def _row_stats_warps(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constex
         mask = cols < col_end
         # loaded flat (8 contiguous logits per lane, 256 per warp, then the next warp), seen as
         # [REP, WARPS, 256]: the same placement, so the reshape moves nothing
-        z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
-        z2 = tl.reshape(tl.where(mask, z * 1.4426950408889634, -float("inf")), (REP, WARPS, 256))
+        if HAS_SOFTCAP:
+            z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
+            z2 = tl.reshape(tl.where(mask, z * 1.4426950408889634, -float("inf")), (REP, WARPS, 256))
+        else:  # padding loaded as -inf: no per-logit select, and z * log2e - m fuses into one FMA
+            z = tl.load(x_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
+            z2 = tl.reshape(z * 1.4426950408889634, (REP, WARPS, 256))
         m2_new = tl.maximum(m2, tl.max(tl.max(z2, axis=0, keep_dims=True), axis=2, keep_dims=True))
         m_ref = tl.where(m2_new == -float("inf"), 0.0, m2_new)  # a warp that has seen only padding so far
         lane_sum = lane_sum * tl.exp2(m2 - m_ref) + tl.exp2(z2 - m_ref)
@@ -111,9 +115,11 @@ def _row_stats_warps(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constex
 
 @triton.jit
 def _row_grad(x_row, g_row, col_start, col_end, target, lse2, p_scale, uniform, hit, softcap,
-              HAS_SOFTCAP: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
+              HAS_SOFTCAP: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr,
+              WITH_TARGET: tl.constexpr = True):  # fmt: skip
     """dL/dx over columns [col_start, col_end), last block first: the blocks read most recently by
-    _row_stats are the likeliest to still be in L2."""
+    _row_stats are the likeliest to still be in L2. WITH_TARGET = False leaves out the ``- hit`` at the
+    target column (three instructions per logit saved); the caller then writes that one value itself."""
     offs = tl.arange(0, BLOCK)
     n_blocks = tl.cdiv(tl.maximum(col_end - col_start, 0), BLOCK)
     for i in tl.range(0, n_blocks, num_stages=NUM_STAGES):
@@ -121,17 +127,23 @@ def _row_grad(x_row, g_row, col_start, col_end, target, lse2, p_scale, uniform, 
         mask = cols < col_end
         z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
         g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
-        g = tl.where(cols == target, g - hit, g)
+        if WITH_TARGET:
+            g = tl.where(cols == target, g - hit, g)
         if HAS_SOFTCAP:
             g = g * (1.0 - (z / softcap) * (z / softcap))
         tl.store(g_row + cols, g.to(g_row.dtype.element_ty), mask=mask)
 
 
 @triton.jit
+def _target_logit(x_row, target, n_cols, softcap, HAS_SOFTCAP: tl.constexpr):
+    in_range = (target >= 0) & (target < n_cols)
+    return _softcapped(tl.load(x_row + tl.where(in_range, target, 0)).to(tl.float32), softcap, HAS_SOFTCAP)
+
+
+@triton.jit
 def _row_loss(x_row, target, n_cols, lse, sum_z, label_smoothing, z_loss_scale, softcap,
               HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
-    in_range = (target >= 0) & (target < n_cols)
-    z_t = _softcapped(tl.load(x_row + tl.where(in_range, target, 0)).to(tl.float32), softcap, HAS_SOFTCAP)
+    z_t = _target_logit(x_row, target, n_cols, softcap, HAS_SOFTCAP)
     loss = lse - z_t
     if HAS_SMOOTHING:
         loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sum_z / n_cols)
@@ -184,10 +196,20 @@ def _ce_fwd_kernel(
             tl.store(loss_ptr + row64, loss)
             tl.store(lse_ptr + row64, lse)
             if WRITE_GRAD:
+                z_t = _target_logit(x_row, target, n_cols, softcap, HAS_SOFTCAP)
                 tl.debug_barrier()  # the target logit is read by every warp before the gradient overwrites it
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
-                _row_grad(x_row, g_row, 0, n_cols, target, lse2, p_scale, label_smoothing / n_cols * grad_scale,
-                          (1.0 - label_smoothing) * grad_scale, softcap, HAS_SOFTCAP, BLOCK, NUM_STAGES)  # fmt: skip
+                uniform = label_smoothing / n_cols * grad_scale
+                hit = (1.0 - label_smoothing) * grad_scale
+                _row_grad(x_row, g_row, 0, n_cols, target, lse2, p_scale, uniform, hit, softcap, HAS_SOFTCAP,
+                          BLOCK, NUM_STAGES, WITH_TARGET=False)  # fmt: skip
+                # the target column: p - eps/V - (1 - eps), written after the sweep's own store there
+                g_t = tl.exp2(z_t * 1.4426950408889634 - lse2) * p_scale - uniform - hit
+                if HAS_SOFTCAP:
+                    g_t = g_t * (1.0 - (z_t / softcap) * (z_t / softcap))
+                tl.debug_barrier()
+                if (target >= 0) & (target < n_cols):
+                    tl.store(g_row + target, g_t.to(g_row.dtype.element_ty))
 
 
 @triton.jit
