@@ -11,7 +11,7 @@ START=$(date +%s)
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s 80 \
   --ops cross_entropy,rope,rope_interleaved,swiglu,geglu,fused_linear_ce \
-  --ce-sweep 16384:16:3:1:1:0:0:0:0:0:1,8192:16:4:1:1:0:0:0:0:0:1,16384:16:4:1:1:0:0:0:0:0:1,16384:8:3:1:1:0:0:0:0:0:1,8192:16:6:1:1:0:0:0:0:0:1,16384:16:4:1:1:0:0:0:0:0:0 \
+  --ce-sweep 16384:16:3:1:1:0:0:0:0:0:1,8192:16:4:1:1:0:0:0:0:0:1,16384:16:4:1:1:0:0:0:0:0:1,16384:8:3:1:1:0:0:0:0:0:1,8192:16:6:1:1:0:0:0:0:0:1,4096:8:4:2:1:0:0:0:0:0:1,16384:16:4:1:1:0:0:0:0:0:0 \
   --rope-sweep 16:8192:1:1,4:8192:1:1
 LEFT=$(( 96 - ($(date +%s) - START) ))
 echo "benchmark done; ${LEFT}s left for GPU tests"
