@@ -13,6 +13,7 @@ import torch
 
 from solkit.errors import SolkitError
 from solkit.kernels.softmax import Softmax, _coop_plan, softmax, softmax_backward, softmax_forward
+from solkit.kernels.softmax_split import split_plan
 
 ATOL = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}
 PATHS = {
@@ -30,7 +31,14 @@ PATHS = {
         "coop_per_sm": 2,
         "coop_lookahead": 2,
     },
+    # Split-row path: 2+ segments per row on the CPU's 4 stand-in SMs x 2, 16/32-wide chunks; pass 2 one row
+    # behind pass 1 or right after it. In the interpreter the first programs of a group fall back to
+    # the whole row (partners not run yet), the last one reads the published partials.
+    "split": {"max_single_block": 64, "split": {"segment": 64, "chunk": 32, "per_sm": 2}},
+    "split_same_row": {"max_single_block": 64, "split": {"segment": 48, "chunk": 16, "per_sm": 2, "lookahead": 0}},
     "coop_gpu": {"coop": True},
+    "split_gpu": {"split": True},
+    "split_gpu_1per_sm": {"split": {"segment": 32768, "chunk": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 0}},
     "coop_gpu_4per_sm": {"coop": True, "coop_segment": 4096, "num_warps": 8, "coop_per_sm": 4, "coop_lookahead": 2},
 }
 
@@ -59,9 +67,11 @@ def _check(x, path, device):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("shape", [(1, 257), (6, 1031), (4, 5, 96), (3, 127)])
-@pytest.mark.parametrize("path", ["default", "looped", "looped_noprefetch", "coop", "coop_lookahead2"])
+@pytest.mark.parametrize(
+    "path", ["default", "looped", "looped_noprefetch", "coop", "coop_lookahead2", "split", "split_same_row"]
+)
 def test_softmax_values_and_grads(dtype, shape, path, device):
-    if path.startswith("coop") and shape[-1] > 300 and device == "cpu":
+    if path.startswith(("coop", "split")) and shape[-1] > 300 and device == "cpu":
         pytest.skip("interpreter: the cooperative fallback re-reads whole rows; the small shapes cover it")
     gen = torch.Generator().manual_seed(sum(shape))
     x = (torch.randn(*shape, generator=gen) * 4).to(dtype)  # spread wide enough that the max matters
@@ -77,7 +87,17 @@ def test_coop_plan_fills_every_sm():
     assert _coop_plan(4, 10**7, t, 16384, 1) is None  # more segments than resident programs
 
 
-@pytest.mark.parametrize("path", ["default", "looped", "coop"])
+def test_split_plan_fills_every_sm():
+    """128256-wide rows, 16k-column segments, 2 programs on each of 132 SMs: 8 segments x 33 groups;
+    262144-wide rows: 22 x 12 (not 16 x 16 = 256 of the 264 slots)."""
+    assert split_plan(4096, 128256, 16384, 264) == (264, 8, 16032)
+    grid, segs, seg_len = split_plan(1024, 262144, 16384, 264)
+    assert (grid, segs) == (264, 22) and segs * seg_len >= 262144 and seg_len % 16 == 0
+    assert split_plan(3, 128256, 16384, 264)[:2] == (48, 16)  # few rows: one group each, more segments
+    assert split_plan(4, 10**7, 16384, 264) is None  # more segments than resident programs
+
+
+@pytest.mark.parametrize("path", ["default", "looped", "coop", "split"])
 def test_masked_rows(path, device):
     """-inf entries (attention masks) get probability 0; a row whose first chunks are all -inf stays finite."""
     x = torch.randn(3, 300, device=device)
@@ -132,7 +152,7 @@ def test_softmax_beyond_int32_elements_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", ["coop_gpu", "coop_gpu_4per_sm"])
+@pytest.mark.parametrize("path", ["coop_gpu", "coop_gpu_4per_sm", "split_gpu", "split_gpu_1per_sm"])
 @pytest.mark.parametrize("shape", [(300, 128256), (5, 262144), (1000, 20000)])
 def test_softmax_coop_bf16_gpu(shape, path):
     """The cooperative split-row path on a GPU, where its programs really wait for each other."""

@@ -38,6 +38,7 @@ import triton
 import triton.language as tl
 
 from solkit.kernels._utils import check_rows, interpreting, register_cap, row_config, sm_count, warps_for
+from solkit.kernels.softmax_split import _softmax_bwd_split_kernel, _softmax_fwd_split_kernel, split_plan
 
 #: Widest row kept whole in registers; wider rows take the looped path.
 MAX_SINGLE_BLOCK_COLS = 16384
@@ -48,6 +49,13 @@ LOOP_BLOCK_BWD = 32768
 #: Cooperative path: ``default`` (taken when ``coop=None``, on a GPU), the widest row segment a program
 #: keeps in registers (the backward holds y and dy), warps, resident programs per SM, and rows loaded
 #: ahead beyond the one whose partial is posted next (1 or 2).
+#: Split-row path (:mod:`solkit.kernels.softmax_split`): ``default`` (taken when ``split=None``, on a
+#: GPU), widest row segment per program (small enough that two segments per resident program stay
+#: well inside L2), chunk width, warps, programs per SM, and whether pass 2 runs one row behind pass 1.
+SPLIT_CONFIG = {
+    "fwd": {"default": True, "segment": 16384, "chunk": 8192, "num_warps": 16, "per_sm": 2, "lookahead": 1},
+    "bwd": {"default": True, "segment": 8192, "chunk": 4096, "num_warps": 16, "per_sm": 2, "lookahead": 1},
+}
 COOP_CONFIG = {
     "fwd": {"default": False, "segment": 16384, "num_warps": 32, "per_sm": 1, "lookahead": 1},
     "bwd": {"default": False, "segment": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 1},
@@ -392,11 +400,45 @@ def _coop_launch(kernel, ptrs, strides, per_seg, cfg, coop_segment, num_warps, c
     return True
 
 
-def _use_coop(coop: bool | None, cfg: dict, t: torch.Tensor) -> bool:
-    """``coop=None`` follows the measured default, on a GPU only (the interpreter runs programs one by one)."""
+def _use_coop(coop, cfg: dict, t: torch.Tensor) -> bool:
+    """``None`` follows the measured default, on a GPU only (the interpreter runs programs one by one)."""
     if coop is None:
         return bool(cfg["default"]) and t.is_cuda and not interpreting()
-    return coop
+    return bool(coop)
+
+
+def _split_launch(kernel, ptrs, strides, cfg: dict, split, num_warps) -> bool:
+    """Launch a split-row kernel (options: ``cfg`` updated by ``split`` when it is a dict); False, with
+    nothing launched, when a row needs more programs than can be resident at once."""
+    opts = {**cfg, **(split if isinstance(split, dict) else {})}
+    t = ptrs[0]
+    n_rows, n_cols = t.shape
+    plan = split_plan(n_rows, n_cols, opts["segment"], sm_count(t) * opts["per_sm"])
+    if plan is None:
+        return False
+    grid, segs, seg_len = plan
+    nw = num_warps or opts["num_warps"]
+    if kernel is _softmax_fwd_split_kernel:  # (max, sum) bit patterns; all ones = NaN = not published
+        part = torch.full((n_rows * segs,), -1, dtype=torch.int64, device=t.device)
+    else:
+        part = torch.full((n_rows * segs,), float("nan"), dtype=torch.float32, device=t.device)
+    kernel[(grid,)](
+        *ptrs, part, n_rows, n_cols, *strides, seg_len, _max_spin(),
+        SEGS=segs, SEGS_P2=triton.next_power_of_2(segs), CHUNK=min(opts["chunk"], triton.next_power_of_2(seg_len)),
+        LOOKAHEAD=int(opts["lookahead"]), num_warps=nw, maxnreg=register_cap(opts["per_sm"], nw),
+    )  # fmt: skip
+    return True
+
+
+def _wide_path(coop, split, direction: str, t: torch.Tensor) -> str:
+    """Path of a row too wide for one block: an explicit ``coop`` or ``split`` wins, then the defaults."""
+    if coop:
+        return "coop"
+    if _use_coop(split, SPLIT_CONFIG[direction], t):
+        return "split"
+    if _use_coop(coop, COOP_CONFIG[direction], t):
+        return "coop"
+    return "looped"
 
 
 def softmax_forward(
@@ -412,17 +454,24 @@ def softmax_forward(
     coop_segment: int | None = None,
     coop_per_sm: int | None = None,
     coop_lookahead: int | None = None,
+    split: bool | dict | None = None,
 ) -> torch.Tensor:
     """Softmax over the last dimension of ``x`` (any leading shape).
 
-    Rows wider than ``max_single_block`` take the cooperative split-row path when ``coop`` is True
-    (None: :data:`COOP_CONFIG`'s measured default), else the looped one."""
+    Rows wider than ``max_single_block`` take the cooperative path when ``coop`` is True, the split-row
+    path when ``split`` is True or a dict of :data:`SPLIT_CONFIG` overrides (None: the measured
+    defaults), else the looped one."""
     x2 = check_rows(x, "softmax input", max_cols=None)
     n_rows, n_cols = x2.shape
     y2 = torch.empty_like(x2)
     looped, bm, bn, nw = _plan(n_cols, x2.element_size(), max_single_block, loop_block, block_m, num_warps)
     cfg = COOP_CONFIG["fwd"]
-    if looped and _use_coop(coop, cfg, x2):
+    path = _wide_path(coop, split, "fwd", x2) if looped else "single"
+    if path == "split":
+        if _split_launch(_softmax_fwd_split_kernel, (x2, y2), (x2.stride(0), y2.stride(0)), SPLIT_CONFIG["fwd"],
+                         split, num_warps):  # fmt: skip
+            return y2.view(x.shape)
+    elif path == "coop":
         strides = (x2.stride(0), y2.stride(0))
         if _coop_launch(
             _softmax_fwd_coop_kernel, (x2, y2), strides, 2, cfg, coop_segment, num_warps, coop_per_sm, coop_lookahead
@@ -453,6 +502,7 @@ def softmax_backward(
     coop_segment: int | None = None,
     coop_per_sm: int | None = None,
     coop_lookahead: int | None = None,
+    split: bool | dict | None = None,
 ) -> torch.Tensor:
     """Gradient of softmax: ``dx = y * (dy - sum(y * dy))`` over the last dimension (paths as in the forward)."""
     y2 = check_rows(y, "softmax saved output", max_cols=None)
@@ -461,19 +511,14 @@ def softmax_backward(
     dx2 = torch.empty_like(y2)
     looped, bm, bn, nw = _plan(n_cols, y2.element_size(), max_single_block, loop_block, block_m, num_warps)
     cfg = COOP_CONFIG["bwd"]
-    if looped and _use_coop(coop, cfg, y2):
-        strides = (dy2.stride(0), y2.stride(0), dx2.stride(0))
-        if _coop_launch(
-            _softmax_bwd_coop_kernel,
-            (dy2, y2, dx2),
-            strides,
-            1,
-            cfg,
-            coop_segment,
-            num_warps,
-            coop_per_sm,
-            coop_lookahead,
-        ):
+    path = _wide_path(coop, split, "bwd", y2) if looped else "single"
+    strides = (dy2.stride(0), y2.stride(0), dx2.stride(0))
+    if path == "split":
+        if _split_launch(_softmax_bwd_split_kernel, (dy2, y2, dx2), strides, SPLIT_CONFIG["bwd"], split, num_warps):
+            return dx2.view(y.shape)
+    elif path == "coop":
+        args = (strides, 1, cfg, coop_segment, num_warps, coop_per_sm, coop_lookahead)
+        if _coop_launch(_softmax_bwd_coop_kernel, (dy2, y2, dx2), *args):
             return dx2.view(y.shape)
     if looped:
         _softmax_bwd_looped_kernel[(n_rows,)](
