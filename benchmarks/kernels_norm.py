@@ -55,18 +55,19 @@ _RMS_BWD = [
     dict(num_warps=8, programs_per_sm=2),
     dict(num_warps=8, programs_per_sm=2, prefetch=2),
 ]
-_COOP = dict(coop=True)
-_WIDE_FWD = [dict(coop=False), dict(_COOP, coop_segment=16384, num_warps=32, coop_per_sm=1),
-             dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1),
-             dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1, coop_lookahead=2),
-             dict(_COOP, coop_segment=8192, num_warps=16, coop_per_sm=2),
-             dict(_COOP, coop_segment=4096, num_warps=16, coop_per_sm=2, coop_lookahead=2),
-             dict(_COOP, coop_segment=4096, num_warps=8, coop_per_sm=4)]  # fmt: skip
-_WIDE_BWD = [dict(coop=False), dict(_COOP, coop_segment=8192, num_warps=32, coop_per_sm=1),
-             dict(_COOP, coop_segment=4096, num_warps=32, coop_per_sm=1),
-             dict(_COOP, coop_segment=4096, num_warps=32, coop_per_sm=1, coop_lookahead=2),
-             dict(_COOP, coop_segment=4096, num_warps=16, coop_per_sm=2),
-             dict(_COOP, coop_segment=2048, num_warps=8, coop_per_sm=4)]  # fmt: skip
+_LOOPED = dict(coop=False, split=False)
+
+
+def _split(segment, chunk, warps, per_sm, lookahead=1):
+    return dict(split=dict(segment=segment, chunk=chunk, num_warps=warps, per_sm=per_sm, lookahead=lookahead))
+
+
+# Wide rows: the looped path, the split-row path (default first), one cooperative variant (round 3a's best).
+_WIDE_FWD = [_split(16384, 8192, 16, 2), _LOOPED, _split(32768, 8192, 16, 2), _split(8192, 8192, 16, 2),
+             _split(32768, 16384, 32, 1), _split(16384, 4096, 8, 4), _split(16384, 8192, 16, 2, 0),
+             dict(coop=True, coop_segment=4096, num_warps=8, coop_per_sm=4)]  # fmt: skip
+_WIDE_BWD = [_split(8192, 4096, 16, 2), _LOOPED, _split(16384, 4096, 16, 2), _split(4096, 4096, 16, 2),
+             _split(16384, 8192, 32, 1), _split(8192, 2048, 8, 4), _split(8192, 4096, 16, 2, 0)]  # fmt: skip
 SWEEP = {
     "softmax_vocab": {"fwd": _WIDE_FWD, "bwd": _WIDE_BWD},
     "softmax_256k": {"fwd": _WIDE_FWD, "bwd": _WIDE_BWD},
@@ -136,6 +137,20 @@ def _liger():
     }
 
 
+class LoopedSoftmax(torch.autograd.Function):
+    """solkit's softmax forced onto the looped wide-row path (the default's alternative)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = softmax_forward(x, coop=False, split=False)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        return softmax_backward(dy, ctx.saved_tensors[0], coop=False, split=False)
+
+
 @dataclass
 class Op:
     """One benchmarked operation: ``fn(*acts, *params) -> output or tuple``; acts and params get grads."""
@@ -184,6 +199,8 @@ def make_ops(shapes: dict, dtype: torch.dtype) -> list[Op]:
             reference=lambda x: torch.softmax(x, -1),
             impls={"solkit": lambda x: softmax(x), "torch": lambda x: torch.softmax(x, -1)},
         ))  # fmt: skip
+        if n > 16384:  # the looped path next to the default, in the same run
+            ops[-1].impls["solkit_looped"] = lambda x: LoopedSoftmax.apply(x)
     return ops
 
 
