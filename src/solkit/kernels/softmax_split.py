@@ -77,6 +77,9 @@ def _fwd_finish(x_ptr, y_ptr, part_ptr, row, seg, n_rows, n_cols, x_stride, y_st
                 SEGS: tl.constexpr, SEGS_P2: tl.constexpr, CHUNK: tl.constexpr):  # fmt: skip
     """Pass 2 of ``row``: wait for its ``SEGS`` published ``(max, sum)``, then write ``y`` over ``[c0, c1)``."""
     x_row = x_ptr + row.to(tl.int64) * x_stride
+    cols = tl.arange(0, CHUNK)
+    # The segment's first chunk is requested before the poll, so the two round trips overlap.
+    x_next = tl.load(x_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
     k = tl.arange(0, SEGS_P2)
     km = k < SEGS
     slots = part_ptr + row.to(tl.int64) * SEGS + k
@@ -97,9 +100,7 @@ def _fwd_finish(x_ptr, y_ptr, part_ptr, row, seg, n_rows, n_cols, x_stride, y_st
     else:  # partners never published (not resident, or the interpreter): the whole row, here
         m_all, s_all = _online_max_sum(x_row, 0, n_cols, CHUNK, "evict_first")
     inv_s = 1.0 / s_all
-    cols = tl.arange(0, CHUNK)
     y_row = y_ptr + row.to(tl.int64) * y_stride
-    x_next = tl.load(x_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
     for start in range(c0, c1, CHUNK):
         x = x_next.to(tl.float32)
         nxt = start + CHUNK + cols
@@ -160,6 +161,9 @@ def _softmax_bwd_split_kernel(
             d64 = done.to(tl.int64)
             y_row = y_ptr + d64 * y_stride
             dy_row = dy_ptr + d64 * dy_stride
+            # The segment's first chunk is requested before the poll, so the two round trips overlap.
+            y_next = tl.load(y_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
+            dy_next = tl.load(dy_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
             slots = part_ptr + d64 * SEGS + k
             p = tl.load(slots, mask=km, other=0.0, volatile=True)
             missing = tl.sum((km & (p != p)).to(tl.int32), axis=0)
@@ -173,8 +177,6 @@ def _softmax_bwd_split_kernel(
             else:  # partners never published: the whole row's dot product, here
                 dot_all = _dot_range(y_row, dy_row, 0, n_cols, CHUNK, "evict_first")
             dx_row = dx_ptr + d64 * dx_stride
-            y_next = tl.load(y_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
-            dy_next = tl.load(dy_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
             for start in range(c0, c1, CHUNK):
                 y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
                 nxt = start + CHUNK + cols
