@@ -84,17 +84,14 @@ def test_split_row_kernel(split, device):
     torch.testing.assert_close(grad.double(), rgrad, atol=1e-5, rtol=1e-5)
 
 
-FLAT_CONFIGS = [  # the flat-loop kernel: Triton's pipeliner, 1-3 blocks prefetched by hand, L2 hints, a set grid
-    {"block": 512, "flat": 1, "prefetch": 0, "num_stages": 3},
-    {"block": 512, "flat": 1, "prefetch": 1},
-    {"block": 512, "flat": 1, "prefetch": 2, "evict": 1},
-    {"block": 512, "flat": 1, "prefetch": 3, "programs": 3},
-    {"block": 256, "flat": 1, "prefetch": 2, "hold": 4},  # 6 blocks per row, the first 4 kept in registers
-    {"block": 512, "flat": 1, "prefetch": 1, "hold": 4},  # 3 blocks per row: fewer than hold
+FLAT_CONFIGS = [  # the flat-loop kernel: 1-3 blocks prefetched, a capped grid (several rows per program)
+    {"block": 512, "num_warps": 2, "flat": 1, "prefetch": 1},
+    {"block": 512, "num_warps": 1, "flat": 1, "prefetch": 2, "programs": 2},
+    {"block": 512, "num_warps": 1, "flat": 1, "prefetch": 3, "programs": 3},
 ]
 
 
-@pytest.mark.parametrize("cfg", FLAT_CONFIGS, ids=lambda c: f"pf{c['prefetch']}-hold{c.get('hold', 0)}")
+@pytest.mark.parametrize("cfg", FLAT_CONFIGS, ids=lambda c: f"pf{c['prefetch']}")
 def test_flat_loop_kernel(cfg, device):
     """Several rows per program (grid capped), rows of several blocks, a partial last block, an ignored
     row, every option; gradient in place, the loss of rows read before their gradient overwrote them."""
@@ -257,11 +254,17 @@ def test_gpu_split_rows_in_place(split, programs_per_sm):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", [{"flat": 1, "prefetch": 3, "block": 8192}, {"flat": 1, "prefetch": 0, "block": 16384},
-                                 {"flat": 1, "prefetch": 2, "evict": 1, "block": 8192, "programs": 100},
-                                 {"flat": 1, "prefetch": 2, "hold": 4, "block": 8192},
-                                 {"warp_stats": 1, "block": 16384, "num_stages": 3},
-                                 {"warp_stats": 1, "block": 16384, "num_warps": 8, "num_stages": 3}])  # fmt: skip
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"flat": 1, "prefetch": 3, "block": 8192},
+        {"flat": 1, "prefetch": 2, "block": 16384},
+        {"flat": 1, "prefetch": 3, "block": 4096, "num_warps": 8, "programs_per_sm": 2},
+        {"flat": 1, "prefetch": 1, "block": 8192, "programs": 100},
+        {"warp_stats": 1, "block": 16384, "num_stages": 3},
+        {"warp_stats": 1, "block": 4096, "num_warps": 8, "num_stages": 4, "programs_per_sm": 2},
+    ],
+)
 def test_gpu_flat_kernel_in_place(cfg):
     torch.manual_seed(3)
     x = (torch.randn(300, 128256, device="cuda") * 3).to(torch.bfloat16)

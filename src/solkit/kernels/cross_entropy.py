@@ -26,8 +26,8 @@ Bytes per call, ``T`` rows x ``V`` classes, ``b`` bytes per logit:
   DRAM traffic is between ``2·b·T·V`` and ``3·b·T·V`` depending on the L2 hit rate.
   Three kernels (see :data:`CE_CONFIG`): the row kernel (a loop per sweep, cp.async prefetch through
   ``tl.range(num_stages)``, restarted twice per row); the flat kernel (``flat=1``: both sweeps of all
-  of a program's rows as one loop, loads issued ``prefetch`` blocks ahead, optional L2 eviction hints
-  and ``hold`` blocks per row kept in registers between the sweeps, each of which saves its re-read);
+  of a program's rows as one loop, loads issued ``prefetch`` blocks ahead into registers, one running
+  max per warp);
   and the split-row kernel (``split > 1``: ``split`` programs share a row, one column chunk each, and
   meet on a per-row counter to combine their partial statistics).
 * forward only (no grad): one read, ``b·T·V``.
@@ -213,38 +213,20 @@ def _ce_fwd_kernel(
 
 
 @triton.jit
-def _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, BLOCK: tl.constexpr):
-    """Step ``it`` of a program's flat loop: (row offset, step within the row, columns, load mask). Each
-    row takes ``per_row`` steps: ``n_blocks`` of statistics (blocks in order), then, with a gradient,
-    ``n_blocks`` of gradient (blocks in reverse, the most recently read first: likeliest in L2)."""
-    r = it // per_row
-    k = it - r * per_row
+def _flat_addr(r, k, pid, n_prog, per_row, n_blocks, row_stride, BLOCK: tl.constexpr):
+    """Row offset and columns of step k of the program's r-th row. A row takes ``per_row`` steps:
+    ``n_blocks`` of statistics (blocks in order), then, with a gradient, ``n_blocks`` of gradient
+    (blocks in reverse, the most recently read first: the likeliest to be in L2)."""
     blk = tl.where(k < n_blocks, k, per_row - 1 - k)
-    row_off = (pid + r * n_prog).to(tl.int64) * row_stride
-    cols = blk * BLOCK + tl.arange(0, BLOCK)
-    return row_off, k, cols, cols < tl.where(it < total, n_cols, 0)
+    return (pid + r * n_prog).to(tl.int64) * row_stride, blk * BLOCK + tl.arange(0, BLOCK)
 
 
 @triton.jit
-def _load_limit(it, k, blk, n_blocks, n_cols, total, HOLD: tl.constexpr):
-    """Columns below this limit are loaded at step ``it``: none past the end, none for a gradient step
-    whose block is held in registers (scalar selects: the interpreter rejects block & scalar masks)."""
-    limit = tl.where(it < total, n_cols, 0)
-    if HOLD > 0:
-        limit = tl.where(k >= n_blocks, tl.where(blk < HOLD, 0, limit), limit)
-    return limit
-
-
-@triton.jit
-def _flat_load(logits_ptr, it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, BLOCK: tl.constexpr,
-               EVICT: tl.constexpr, HOLD: tl.constexpr):  # fmt: skip
-    row_off, k, cols, _ = _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, row_stride, total, BLOCK)
-    limit = _load_limit(it, k, tl.where(k < n_blocks, k, per_row - 1 - k), n_blocks, n_cols, total, HOLD)
-    ptrs = logits_ptr + row_off + cols
-    if EVICT:  # two loads, each masked to its sweep (a fully masked-off load moves no bytes)
-        first = tl.load(ptrs, mask=cols < tl.where(k < n_blocks, limit, 0), other=0.0, eviction_policy="evict_last")
-        return tl.load(ptrs, mask=cols < tl.where(k < n_blocks, 0, limit), other=first, eviction_policy="evict_first")
-    return tl.load(ptrs, mask=cols < limit, other=0.0)
+def _flat_load(logits_ptr, r, k, live, pid, n_prog, per_row, n_blocks, n_cols, row_stride, BLOCK: tl.constexpr,
+               PAD: tl.constexpr):  # fmt: skip
+    row_off, cols = _flat_addr(r, k, pid, n_prog, per_row, n_blocks, row_stride, BLOCK)
+    # (a scalar select, not block & scalar: the interpreter rejects mixed masks)
+    return tl.load(logits_ptr + row_off + cols, mask=cols < tl.where(live, n_cols, 0), other=PAD)
 
 
 @triton.jit
@@ -253,19 +235,18 @@ def _ce_flat_kernel(
     n_rows, n_cols, logits_row_stride, grad_row_stride,
     ignore_index, label_smoothing, z_loss_scale, softcap,
     MEAN: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr,
-    BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr, PREFETCH: tl.constexpr, EVICT: tl.constexpr,
-    HOLD: tl.constexpr,
+    REP: tl.constexpr, WARPS: tl.constexpr, PREFETCH: tl.constexpr,
 ):  # fmt: skip
     """Persistent grid; program ``pid`` owns rows pid, pid + P, ... and walks both sweeps of all of them
-    as ONE flat loop over blocks, so the memory pipe never drains at a row or sweep boundary (a loop
-    per sweep restarts its prefetch twice per row: ~1 DRAM latency lost per 8-block sweep). With
-    PREFETCH = d > 0 the loads of steps it+1..it+d are issued (into registers) before step ``it`` is
-    processed; a block is never read after its gradient is stored, so these early loads are safe in
-    place. PREFETCH = 0 leaves the prefetch to Triton's pipeliner (``tl.range(num_stages)``: cp.async into
-    shared memory; Triton 3.6 does not pipeline the loop once ``hold`` is on). EVICT: L2 hints, statistics reads
-    evict_last (they are read again soon), gradient reads and stores evict_first. HOLD = h (0..4): the
-    first h blocks of each row stay in registers from the statistics sweep to the gradient sweep (they
-    are the ones re-read last, the likeliest to have left L2), so they are read from DRAM once."""
+    as ONE flat loop over blocks of REP x WARPS x 256 logits, so the memory pipe never drains at a row
+    or sweep boundary (a loop per sweep restarts its prefetch twice per row). The loads of steps
+    it+1..it+PREFETCH are issued (into registers) before step ``it`` is processed; a block is never
+    read after its gradient is stored, so these early loads are safe in place. The step counters are
+    advanced incrementally (an integer division per step costs as much as the math of 8 logits).
+    Statistics keep one running max per warp (as :func:`_row_stats_warps`), so a block needs no barrier
+    of the whole program; the target column is written once per row, after the gradient sweep."""
+    BLOCK: tl.constexpr = REP * WARPS * 256
+    PAD: tl.constexpr = 0.0 if HAS_SOFTCAP else -float("inf")  # -inf padding needs no select (no softcap)
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     n_blocks = tl.cdiv(n_cols, BLOCK)
@@ -276,84 +257,70 @@ def _ce_flat_kernel(
     else:
         grad_scale = 1.0
     zero = tl.zeros([], dtype=tl.float32)
-    m2 = zero - float("inf")
-    lane_sum = tl.zeros([BLOCK], dtype=tl.float32)
-    lane_z = tl.zeros([BLOCK], dtype=tl.float32)
-    lse2, p_scale, uniform, hit, row_on = zero, zero, zero, zero, zero
+    m2 = tl.full([1, WARPS, 1], -float("inf"), dtype=tl.float32)
+    lane_sum = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
+    lane_z = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
+    lse2, p_scale, uniform, hit, row_on, z_t = zero, zero, zero, zero, zero, zero
     target = tl.zeros([], dtype=tl.int32)
-    h1 = tl.zeros([BLOCK], dtype=logits_ptr.dtype.element_ty)
-    h2 = tl.zeros([BLOCK], dtype=logits_ptr.dtype.element_ty)
-    h3 = tl.zeros([BLOCK], dtype=logits_ptr.dtype.element_ty)
-    h4 = tl.zeros([BLOCK], dtype=logits_ptr.dtype.element_ty)
-    if PREFETCH >= 1:
-        x_a = _flat_load(
-            logits_ptr, 0, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
-        )
+    # prologue: steps 0 .. PREFETCH-1 in flight; (pr, pk) = position of step PREFETCH
+    x_a = _flat_load(logits_ptr, 0 // per_row, 0 % per_row, total > 0, pid, n_prog, per_row, n_blocks, n_cols,
+                     logits_row_stride, BLOCK, PAD)  # fmt: skip
+    x_b = x_a
+    x_c = x_a
     if PREFETCH >= 2:
-        x_b = _flat_load(
-            logits_ptr, 1, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
-        )
+        x_b = _flat_load(logits_ptr, 1 // per_row, 1 % per_row, total > 1, pid, n_prog, per_row, n_blocks, n_cols,
+                         logits_row_stride, BLOCK, PAD)  # fmt: skip
     if PREFETCH >= 3:
-        x_c = _flat_load(
-            logits_ptr, 2, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
-        )
-    for it in tl.range(0, total, num_stages=NUM_STAGES):
-        row_off, k, cols, mask = _flat_block(it, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total,
-                                             BLOCK)  # fmt: skip
-        if PREFETCH == 0:
-            x = _flat_load(
-                logits_ptr, it, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
-            )
-        elif PREFETCH == 1:
-            x = x_a
-            x_a = _flat_load(
-                logits_ptr, it + 1, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
-            )
+        x_c = _flat_load(logits_ptr, 2 // per_row, 2 % per_row, total > 2, pid, n_prog, per_row, n_blocks, n_cols,
+                         logits_row_stride, BLOCK, PAD)  # fmt: skip
+    pr = PREFETCH // per_row
+    pk = PREFETCH % per_row
+    r = tl.zeros([], dtype=tl.int32)
+    k = tl.zeros([], dtype=tl.int32)
+    for it in range(0, total):
+        x = x_a
+        nxt = _flat_load(logits_ptr, pr, pk, it + PREFETCH < total, pid, n_prog, per_row, n_blocks, n_cols,
+                         logits_row_stride, BLOCK, PAD)  # fmt: skip
+        if PREFETCH == 1:
+            x_a = nxt
         elif PREFETCH == 2:
-            x = x_a
             x_a = x_b
-            x_b = _flat_load(
-                logits_ptr, it + 2, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
-            )
+            x_b = nxt
         else:
-            x = x_a
             x_a = x_b
             x_b = x_c
-            x_c = _flat_load(
-                logits_ptr, it + 3, pid, n_prog, per_row, n_blocks, n_cols, logits_row_stride, total, BLOCK, EVICT, HOLD
-            )
-        if HOLD > 0:  # (single-level ifs: Triton 3.6 drops loop-carried values assigned in nested ifs)
-            if (k < n_blocks) & (k < HOLD):  # shift in: after HOLD steps h1 holds block HOLD-1, h<HOLD> block 0
-                if HOLD >= 4:
-                    h4 = h3
-                if HOLD >= 3:
-                    h3 = h2
-                if HOLD >= 2:
-                    h2 = h1
-                h1 = x
-            # 0 for the last block shifted in (HOLD-1, or n_blocks-1 for short rows) ... for block 0
-            slot = tl.minimum(n_blocks, HOLD) - 1 - (per_row - 1 - k)
-            if (k >= n_blocks) & (slot >= 0):
-                x = tl.where(slot == 0, h1, tl.where(slot == 1, h2, tl.where(slot == 2, h3, h4)))
+            x_c = nxt
+        pk += 1
+        pr = tl.where(pk == per_row, pr + 1, pr)
+        pk = tl.where(pk == per_row, 0, pk)
+        row_off, cols = _flat_addr(r, k, pid, n_prog, per_row, n_blocks, logits_row_stride, BLOCK)
+        mask = cols < n_cols
         z = _softcapped(x.to(tl.float32), softcap, HAS_SOFTCAP)
-        if k < n_blocks:  # statistics sweep: online softmax, max per block, sum per lane
+        if k < n_blocks:  # statistics sweep: online softmax, one running max per warp, sums per lane
             fresh = k == 0
             m2 = tl.where(fresh, -float("inf"), m2)
             lane_sum = tl.where(fresh, 0.0, lane_sum)
-            z2 = tl.where(mask, z * 1.4426950408889634, -float("inf"))
-            m2_new = tl.maximum(m2, tl.max(z2, axis=0))
-            lane_sum = lane_sum * tl.exp2(m2 - m2_new) + tl.exp2(z2 - m2_new)
+            if HAS_SOFTCAP:
+                z2 = tl.reshape(tl.where(mask, z * 1.4426950408889634, -float("inf")), (REP, WARPS, 256))
+            else:
+                z2 = tl.reshape(z * 1.4426950408889634, (REP, WARPS, 256))
+            m2_new = tl.maximum(m2, tl.max(tl.max(z2, axis=0, keep_dims=True), axis=2, keep_dims=True))
+            m_ref = tl.where(m2_new == -float("inf"), 0.0, m2_new)  # a warp that has seen only padding so far
+            lane_sum = lane_sum * tl.exp2(m2 - m_ref) + tl.exp2(z2 - m_ref)
             m2 = m2_new
             if HAS_SMOOTHING:
-                lane_z = tl.where(fresh, 0.0, lane_z) + tl.where(mask, z, 0.0)
+                lane_z = tl.where(fresh, 0.0, lane_z) + tl.reshape(tl.where(mask, z, 0.0), (REP, WARPS, 256))
             if k == n_blocks - 1:  # row complete: loss and lse now, before any gradient store of this row
-                row = it // per_row
-                row64 = (pid + row * n_prog).to(tl.int64)
+                row64 = (pid + r * n_prog).to(tl.int64)
                 target = tl.load(targets_ptr + row64).to(tl.int32)
-                lse2 = m2 + tl.log2(tl.sum(lane_sum, axis=0))
+                big = tl.max(tl.max(tl.max(m2, axis=2), axis=1), axis=0)
+                per_warp = tl.sum(tl.sum(lane_sum, axis=0, keep_dims=True), axis=2, keep_dims=True)
+                lse2 = big + tl.log2(tl.sum(tl.sum(tl.sum(per_warp * tl.exp2(m2 - big), axis=2), axis=1), axis=0))
                 lse = lse2 * 0.6931471805599453
-                loss = _row_loss(logits_ptr + row_off, target, n_cols, lse, tl.sum(lane_z, axis=0), label_smoothing,
-                                 z_loss_scale, softcap, HAS_SOFTCAP, HAS_SMOOTHING)  # fmt: skip
+                sum_z = tl.sum(tl.sum(tl.sum(lane_z, axis=0), axis=1), axis=0)
+                loss = _row_loss(logits_ptr + row_off, target, n_cols, lse, sum_z, label_smoothing, z_loss_scale,
+                                 softcap, HAS_SOFTCAP, HAS_SMOOTHING)  # fmt: skip
+                z_t = _target_logit(logits_ptr + row_off, target, n_cols, softcap, HAS_SOFTCAP)
                 ignored = target == ignore_index
                 tl.store(loss_ptr + row64, tl.where(ignored, 0.0, loss))
                 tl.store(lse_ptr + row64, tl.where(ignored, 0.0, lse))
@@ -361,20 +328,24 @@ def _ce_flat_kernel(
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
                 uniform = label_smoothing / n_cols * grad_scale
                 hit = (1.0 - label_smoothing) * grad_scale
-                # every warp has read the target logit before any warp overwrites it with its gradient
-                tl.debug_barrier()
-        elif WRITE_GRAD:  # gradient sweep, blocks in reverse
+                tl.debug_barrier()  # every warp has read the target logit before any gradient store
+        elif WRITE_GRAD:  # gradient sweep, blocks in reverse; the target column is fixed up below
             g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
-            g = tl.where(cols == target, g - hit, g)
             if HAS_SOFTCAP:
                 g = g * (1.0 - (z / softcap) * (z / softcap))
             g = tl.where(row_on != 0.0, g, 0.0)
-            grad_off = (pid + (it // per_row) * n_prog).to(tl.int64) * grad_row_stride
-            if EVICT:
-                tl.store(grad_ptr + grad_off + cols, g.to(grad_ptr.dtype.element_ty), mask=mask,
-                         eviction_policy="evict_first")  # fmt: skip
-            else:
-                tl.store(grad_ptr + grad_off + cols, g.to(grad_ptr.dtype.element_ty), mask=mask)
+            grad_off = (pid + r * n_prog).to(tl.int64) * grad_row_stride
+            tl.store(grad_ptr + grad_off + cols, g.to(grad_ptr.dtype.element_ty), mask=mask)
+            if k == per_row - 1:  # row done: p - eps/V - (1 - eps) at the target, after the sweep's store there
+                g_t = tl.exp2(z_t * 1.4426950408889634 - lse2) * p_scale - uniform - hit
+                if HAS_SOFTCAP:
+                    g_t = g_t * (1.0 - (z_t / softcap) * (z_t / softcap))
+                tl.debug_barrier()
+                if (row_on != 0.0) & (target >= 0) & (target < n_cols):
+                    tl.store(grad_ptr + grad_off + target, g_t.to(grad_ptr.dtype.element_ty))
+        k += 1
+        r = tl.where(k == per_row, r + 1, r)
+        k = tl.where(k == per_row, 0, k)
 
 
 @triton.jit
@@ -504,12 +475,11 @@ def _scale_rows_kernel(
 #: Default: the fastest correct candidate of the in-run autotuning on an H200 at [8192, 128256] bf16
 #: (benchmarks/results/kernels_gates_round2.json): persistent, one program per SM, 16k-logit blocks.
 #: flat = 1 selects the flat-loop kernel (one loop over both sweeps of all a program's rows) with
-#: ``prefetch`` blocks loaded ahead into registers (0 = Triton's pipeliner with num_stages instead).
-#: ``evict`` = 1 adds L2 eviction hints; ``programs`` > 0 sets the flat kernel's grid outright; ``hold``
-#: (0-4) blocks per row kept in registers between the sweeps. ``warp_stats`` = 1 (row kernel): one running
-#: max per warp in the statistics sweep (no barrier of the whole program per block).
+#: ``prefetch`` (1-3) blocks loaded ahead into registers; ``programs`` > 0 sets its grid outright.
+#: ``warp_stats`` = 1 (row kernel): one running max per warp in the statistics sweep (no barrier of the
+#: whole program per block; the flat kernel always works so).
 CE_CONFIG = {"block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "split": 1, "flat": 0,
-             "prefetch": 0, "evict": 0, "programs": 0, "hold": 0, "warp_stats": 0}  # fmt: skip
+             "prefetch": 1, "programs": 0, "warp_stats": 0}  # fmt: skip
 
 
 def _num_sms(device: torch.device) -> int:
@@ -564,13 +534,16 @@ def launch_cross_entropy_rows(
     scalars = (ignore_index, float(label_smoothing), float(z_loss_scale), float(softcap or 1.0))
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
     if split == 1 and cfg.get("flat", 0):
+        warps = cfg["num_warps"]
+        rep = max(1, block // (warps * 256))  # blocks of whole [warps x 256] tiles
         grid = _grid(n_rows, logits.device, max(1, cfg["programs_per_sm"]))
         if cfg.get("programs", 0) > 0:  # an explicit grid (fewer rows in flight: a smaller L2 working set)
             grid = max(1, min(n_rows, int(cfg["programs"])))
         _ce_flat_kernel[(grid,)](
             logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride,
-            *scalars, PREFETCH=int(cfg.get("prefetch", 0)), EVICT=bool(cfg.get("evict", 0)),
-            HOLD=min(4, int(cfg.get("hold", 0))), **common,
+            *scalars, MEAN=mean, HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=label_smoothing > 0,
+            WRITE_GRAD=grad is not None, REP=rep, WARPS=warps, PREFETCH=min(3, max(1, int(cfg.get("prefetch", 1)))),
+            num_warps=warps,
         )  # fmt: skip
         return
     if split == 1:
