@@ -297,9 +297,6 @@ def _ce_flat_kernel(
         mask = cols < n_cols
         z = _softcapped(x.to(tl.float32), softcap, HAS_SOFTCAP)
         if k < n_blocks:  # statistics sweep: online softmax, one running max per warp, sums per lane
-            fresh = k == 0
-            m2 = tl.where(fresh, -float("inf"), m2)
-            lane_sum = tl.where(fresh, 0.0, lane_sum)
             if HAS_SOFTCAP:
                 z2 = tl.reshape(tl.where(mask, z * 1.4426950408889634, -float("inf")), (REP, WARPS, 256))
             else:
@@ -309,7 +306,7 @@ def _ce_flat_kernel(
             lane_sum = lane_sum * tl.exp2(m2 - m_ref) + tl.exp2(z2 - m_ref)
             m2 = m2_new
             if HAS_SMOOTHING:
-                lane_z = tl.where(fresh, 0.0, lane_z) + tl.reshape(tl.where(mask, z, 0.0), (REP, WARPS, 256))
+                lane_z += tl.reshape(tl.where(mask, z, 0.0), (REP, WARPS, 256))
             if k == n_blocks - 1:  # row complete: loss and lse now, before any gradient store of this row
                 row64 = (pid + r * n_prog).to(tl.int64)
                 target = tl.load(targets_ptr + row64).to(tl.int32)
@@ -328,6 +325,9 @@ def _ce_flat_kernel(
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
                 uniform = label_smoothing / n_cols * grad_scale
                 hit = (1.0 - label_smoothing) * grad_scale
+                m2 = tl.full([1, WARPS, 1], -float("inf"), dtype=tl.float32)  # fresh statistics for the next row
+                lane_sum = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
+                lane_z = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
                 tl.debug_barrier()  # every warp has read the target logit before any gradient store
         elif WRITE_GRAD:  # gradient sweep, blocks in reverse; the target column is fixed up below
             g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
