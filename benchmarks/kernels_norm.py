@@ -65,9 +65,15 @@ def _split(segment, chunk, warps, per_sm, lookahead=1):
 # Wide rows: the looped path, the split-row path (default first), one cooperative variant (round 3a's best).
 _WIDE_FWD = [_split(16384, 8192, 16, 2), _LOOPED, _split(32768, 8192, 16, 2), _split(8192, 8192, 16, 2),
              _split(32768, 16384, 32, 1), _split(16384, 4096, 8, 4), _split(16384, 8192, 16, 2, 0),
-             dict(coop=True, coop_segment=4096, num_warps=8, coop_per_sm=4)]  # fmt: skip
+             _split(65536, 8192, 16, 2, 0), dict(coop=True, coop_segment=4096, num_warps=8, coop_per_sm=4)]  # fmt: skip
 _WIDE_BWD = [_split(8192, 4096, 16, 2), _LOOPED, _split(16384, 4096, 16, 2), _split(4096, 4096, 16, 2),
              _split(16384, 8192, 32, 1), _split(8192, 2048, 8, 4), _split(8192, 4096, 16, 2, 0)]  # fmt: skip
+#: Round 3b's extra forward variants around the defaults set from round 3a (more rows per program share
+#: the parameter loads).
+FWD_EXTRA = {
+    "layernorm": [dict(block_m=2, num_warps=8), dict(block_m=4, num_warps=16), dict(block_m=4, num_warps=8)],
+    "rmsnorm": [dict(block_m=2, num_warps=8), dict(block_m=4, num_warps=8), dict(num_warps=4)],
+}
 SWEEP = {
     "softmax_vocab": {"fwd": _WIDE_FWD, "bwd": _WIDE_BWD},
     "softmax_256k": {"fwd": _WIDE_FWD, "bwd": _WIDE_BWD},
@@ -89,6 +95,8 @@ SWEEP = {
         ],
     },
     "rmsnorm": {"fwd": _RMS_FWD, "bwd": _RMS_BWD},
+    "rmsnorm_fwd_extra": {"fwd": FWD_EXTRA["rmsnorm"]},
+    "layernorm_fwd_extra": {"fwd": FWD_EXTRA["layernorm"]},
     "add_rmsnorm": {"fwd": _RMS_FWD, "bwd": _RMS_BWD},
     "softmax": {
         "fwd": [dict(num_warps=8), dict(num_warps=4), dict(num_warps=16)],
@@ -414,7 +422,7 @@ def bench_row(rec, op, backend, fn, mode, dtype, device, timing_kw, bw, args, se
           f"{row.get('error', '')[:80]}", flush=True)  # fmt: skip
 
 
-def sweep_cases(op, dtype, device):
+def sweep_cases(op, dtype, device, key=None):
     """``[(kernel, config, call(config) -> outputs, bytes, fp32 references)]`` for one op's launcher sweep.
 
     The references are fp32 computations on the same (upcast) inputs the kernels get; the backward
@@ -424,7 +432,7 @@ def sweep_cases(op, dtype, device):
     acts, params, grads = make_inputs(op, dtype, device, 7)
     x, dy = acts[0], grads[0]
     up = lambda ts: [t.float().requires_grad_() for t in ts]  # noqa: E731
-    cfgs = SWEEP.get(op.name) or (SWEEP["softmax_vocab"] if op.kind == "softmax" and N > 16384 else {})
+    cfgs = SWEEP.get(key or op.name) or (SWEEP["softmax_vocab"] if op.kind == "softmax" and N > 16384 else {})
     cases = []
     if op.kind in ("rmsnorm", "add_rmsnorm"):
         res = acts[1] if op.kind == "add_rmsnorm" else None
@@ -473,7 +481,7 @@ def variant_check(outs, refs) -> dict:
     return {"ok": finite and all(e <= t for e, t in zip(errs, tols)), "max_abs_err": errs, "tol": tols}
 
 
-def sweep(rec, ops, dtype, device, timing_kw, bw, args):
+def sweep(rec, ops, dtype, device, timing_kw, bw, args, key=None):
     """Time the solkit launchers alone over the SWEEP configs (fwd and bwd kernels separately), each
     checked first; a variant whose checked (second) call is slow (cooperative programs not all
     resident, waits running into their cap) is reported and not timed."""
@@ -482,7 +490,7 @@ def sweep(rec, ops, dtype, device, timing_kw, bw, args):
         if elapsed() > args.sweep_budget_s:
             return
         try:
-            cases = sweep_cases(op, dtype, device)
+            cases = sweep_cases(op, dtype, device, key)
         except Exception as exc:  # noqa: BLE001
             rec.add("sweep", {"op": op.name, "error": f"setup: {type(exc).__name__}: {str(exc)[:200]}"})
             continue
@@ -638,6 +646,8 @@ def main() -> int:
                 partial_sum_sweep(rec, dtype, device, timing_kw, bw, args)
             elif name in by_name:
                 sweep(rec, [by_name[name]], dtype, device, timing_kw, bw, args)
+            elif name.endswith("_fwd_extra") and name.removesuffix("_fwd_extra") in by_name:
+                sweep(rec, [by_name[name.removesuffix("_fwd_extra")]], dtype, device, timing_kw, bw, args, key=name)
     if args.only_sweep:
         rec.flush()
         return 0
