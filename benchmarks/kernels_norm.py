@@ -525,6 +525,35 @@ def sweep(rec, ops, dtype, device, timing_kw, bw, args, key=None):
                   flush=True)  # fmt: skip
 
 
+def adopt_wide_softmax(rec) -> None:
+    """Set the wide-row softmax defaults (``SPLIT_CONFIG``) in this process to the sweep's fastest
+    checked choice per direction, by total time over the wide shapes measured; the table rows that
+    follow then measure exactly that configuration, and the JSON records it (``adopted``)."""
+    from solkit.kernels import softmax as sm
+
+    for kernel, direction in (("fwd", "fwd"), ("bwd", "bwd")):
+        totals = {}
+        for r in rec.doc["sweep"]:
+            if r["op"].startswith("softmax_") and r.get("kernel") == kernel and r.get("ok") and "median_ms" in r:
+                cfg = r["config"]
+                if cfg.get("coop"):
+                    continue
+                key = json.dumps(cfg.get("split") if cfg.get("split") else "looped", sort_keys=True)
+                totals.setdefault(key, []).append(r["median_ms"])
+        n_shapes = max((len(v) for v in totals.values()), default=0)
+        complete = {k: sum(v) for k, v in totals.items() if len(v) == n_shapes}
+        if not complete:
+            continue
+        best = json.loads(min(complete, key=complete.get))
+        if best == "looped":
+            sm.SPLIT_CONFIG[direction]["default"] = False
+        else:
+            sm.SPLIT_CONFIG[direction].update(best, default=True)
+        rec.doc.setdefault("adopted", {})[direction] = {"split_config": dict(sm.SPLIT_CONFIG[direction]),
+                                                         "total_ms": complete}  # fmt: skip
+        print(f"adopted wide softmax {direction}: {sm.SPLIT_CONFIG[direction]}", flush=True)
+
+
 def partial_sum_sweep(rec, dtype, device, timing_kw, bw, args) -> None:
     """The dW (and dB) partial-sum reduction alone: [2 x SMs, N] fp32 buffers, N = 4096 and 8192."""
     for n_cols in (4096, 8192):
@@ -560,6 +589,8 @@ def main() -> int:
     p.add_argument("--sweep-budget-s", type=float, default=35.0, help="stop the sweep after this many seconds")
     p.add_argument("--sweep-ops", default=",".join(list(SWEEP) + ["partial_sum"]),
                    help="in order; partial_sum = the dW reduction alone")  # fmt: skip
+    p.add_argument("--adopt-wide-softmax", action="store_true",
+                   help="use the sweep's fastest wide-row softmax config for the table rows (recorded)")  # fmt: skip
     p.add_argument("--ops", default="", help="comma list of op names to run (default: all)")
     p.add_argument("--backends", default="", help="comma list of backends for the table (default: all)")
     p.add_argument("--nograph", action="store_true", help="also time eager forwards without graphs (host overhead)")
@@ -648,6 +679,8 @@ def main() -> int:
                 sweep(rec, [by_name[name]], dtype, device, timing_kw, bw, args)
             elif name.endswith("_fwd_extra") and name.removesuffix("_fwd_extra") in by_name:
                 sweep(rec, [by_name[name.removesuffix("_fwd_extra")]], dtype, device, timing_kw, bw, args, key=name)
+    if args.adopt_wide_softmax:
+        adopt_wide_softmax(rec)
     if args.only_sweep:
         rec.flush()
         return 0
