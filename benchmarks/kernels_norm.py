@@ -778,7 +778,10 @@ def render_markdown(doc) -> str:
 
     out = ["| op (bf16) | mode | solkit µs | SOL cal. | SOL 4.8 | target | Liger µs | torch.compile µs | eager µs "
            "| solkit vs faster of compile/Liger |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for (op, mode), b in by.items():
+    for (op, mode), b in [(k, v) for k, v in by.items()] + [
+        ((f"{op} (looped path)", mode), {**b, "solkit": b["solkit_looped"]}) for (op, mode), b in by.items()
+        if "solkit_looped" in b
+    ]:  # fmt: skip
         sk = b.get("solkit")
         if not sk or "median_ms" not in sk:
             continue
