@@ -65,9 +65,11 @@ def _split(segment, chunk, warps, per_sm, lookahead=1):
 # Wide rows: the looped path, the split-row path (default first), one cooperative variant (round 3a's best).
 _WIDE_FWD = [_split(16384, 8192, 16, 2), _LOOPED, _split(32768, 8192, 16, 2), _split(8192, 8192, 16, 2),
              _split(32768, 16384, 32, 1), _split(16384, 4096, 8, 4), _split(16384, 8192, 16, 2, 0),
-             _split(65536, 8192, 16, 2, 0), dict(coop=True, coop_segment=4096, num_warps=8, coop_per_sm=4)]  # fmt: skip
+             _split(65536, 8192, 16, 2, 0), _split(65536, 16384, 32, 1, 0),
+             dict(coop=True, coop_segment=4096, num_warps=8, coop_per_sm=4)]  # fmt: skip
 _WIDE_BWD = [_split(8192, 4096, 16, 2), _LOOPED, _split(16384, 4096, 16, 2), _split(4096, 4096, 16, 2),
-             _split(16384, 8192, 32, 1), _split(8192, 2048, 8, 4), _split(8192, 4096, 16, 2, 0)]  # fmt: skip
+             _split(16384, 8192, 32, 1), _split(8192, 2048, 8, 4), _split(8192, 4096, 16, 2, 0),
+             _split(32768, 8192, 32, 1, 0)]  # fmt: skip
 #: Round 3b's extra forward variants around the defaults set from round 3a (more rows per program share
 #: the parameter loads).
 FWD_EXTRA = {
