@@ -14,7 +14,7 @@ date -u
 timeout 38 python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_rmsnorm.py \
   tests/kernels/test_layernorm.py tests/kernels/test_softmax.py 2>&1 | tail -n 25 | tee "$OUT/pytest_gpu.txt"
 date -u
-python3 benchmarks/kernels_norm.py --sweep --sweep-ops softmax_vocab,softmax_256k,layernorm_fwd_extra,rmsnorm_fwd_extra --sweep-budget-s 30 --adopt-wide-softmax \
+python3 benchmarks/kernels_norm.py --sweep --sweep-ops softmax_vocab,softmax_256k,layernorm_fwd_extra,rmsnorm_fwd_extra --sweep-budget-s 32 --adopt-wide-softmax \
   --budget-s 52 --compile-reserve-s 5 --out "$OUT/kernels_norm_round3b.json" 2>&1 | tee "$OUT/bench.txt"
 echo "bench rc=${PIPESTATUS[0]}"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader || true
