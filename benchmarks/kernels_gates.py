@@ -243,7 +243,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--ce-sweep",
         default="",
-        help="CE candidates: block:warps:stages:progs_per_sm[:split:flat:prefetch:programs:warp_stats]",
+        help="CE candidates: block:warps:stages:progs_per_sm[:warp_stats],...",
     )
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
     ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile[:tokens[:tile]],...")
@@ -471,7 +471,7 @@ SWEEPS = {
     "cross_entropy": (
         "ce_sweep",
         CE_CONFIG,
-        ("block", "num_warps", "num_stages", "programs_per_sm", "split", "flat", "prefetch", "programs", "warp_stats"),
+        ("block", "num_warps", "num_stages", "programs_per_sm", "warp_stats"),
     ),
     "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),
     "rope": ("rope_sweep", ROPE_CONFIG, ("num_warps", "max_tile", "tokens", "tile")),

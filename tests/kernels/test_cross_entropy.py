@@ -65,59 +65,6 @@ def test_fp32_all_options(shape, opts, reduction, device):
     assert grad.data_ptr() == xs.data_ptr(), "gradient should be written in place into the logits"
 
 
-@pytest.mark.parametrize("split", [2, 3])
-def test_split_row_kernel(split, device):
-    """Rows shared by several programs. Under the interpreter programs run one after another, so the
-    first program of each row gives up waiting and computes the whole row (the abort path)."""
-    torch.manual_seed(split)
-    x = (torch.randn(6, 1500) * 3).to(device)
-    y = torch.randint(0, 1500, (6,), device=device)
-    y[2] = -100
-    cfg = {"block": 256, "split": split, "programs_per_sm": 1}
-    x64 = x.double().requires_grad_()
-    ref = ref_loss(x64, y, label_smoothing=0.1, z_loss_scale=1e-3)
-    (rgrad,) = torch.autograd.grad(ref, x64)
-    xs = x.clone().requires_grad_()
-    loss = cross_entropy(xs, y, label_smoothing=0.1, z_loss_scale=1e-3, config=cfg)
-    (grad,) = torch.autograd.grad(loss, xs)
-    torch.testing.assert_close(loss.double(), ref, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(grad.double(), rgrad, atol=1e-5, rtol=1e-5)
-
-
-FLAT_CONFIGS = [  # the flat-loop kernel: 1-3 blocks prefetched, a capped grid (several rows per program)
-    {"block": 512, "num_warps": 2, "flat": 1, "prefetch": 1},
-    {"block": 512, "num_warps": 1, "flat": 1, "prefetch": 2, "programs": 2},
-    {"block": 512, "num_warps": 1, "flat": 1, "prefetch": 3, "programs": 3},
-]
-
-
-@pytest.mark.parametrize("cfg", FLAT_CONFIGS, ids=lambda c: f"pf{c['prefetch']}")
-def test_flat_loop_kernel(cfg, device):
-    """Several rows per program (grid capped), rows of several blocks, a partial last block, an ignored
-    row, every option; gradient in place, the loss of rows read before their gradient overwrote them."""
-    torch.manual_seed(cfg["prefetch"])
-    x = (torch.randn(7, 1300) * 3).to(device)
-    y = torch.randint(0, 1300, (7,), device=device)
-    y[2] = -100
-    cfg = {"programs_per_sm": 1, **cfg}
-    opts = {"label_smoothing": 0.1, "z_loss_scale": 1e-3, "softcap": 20.0}
-    x64 = x.double().requires_grad_()
-    ref = ref_loss(x64, y, reduction="none", **opts)
-    go = torch.randn_like(ref)
-    (rgrad,) = torch.autograd.grad(ref, x64, go)
-    xs = x.clone().requires_grad_()
-    loss = cross_entropy(xs, y, reduction="none", config=cfg, **opts)
-    (grad,) = torch.autograd.grad(loss, xs, go.float())
-    assert grad.data_ptr() == xs.data_ptr()
-    torch.testing.assert_close(loss.double(), ref, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(grad.double(), rgrad, atol=1e-5, rtol=1e-5)
-    with torch.no_grad():  # forward only: one sweep per row, logits untouched
-        keep = x.clone()
-        plain = cross_entropy(x, y, config=cfg)
-    assert torch.equal(x, keep)
-    torch.testing.assert_close(plain.double(), ref_loss(keep.double(), y), atol=1e-5, rtol=1e-5)
-
-
 @pytest.mark.parametrize("vocab", [3000, 700])
 def test_row_kernel_warp_statistics(vocab, device):
     """warp_stats: one running max per warp ([REP, warps, 256] tiles); a short row leaves whole warps with
@@ -234,38 +181,15 @@ def test_gpu_llama3_vocab(dtype, opts):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("split,programs_per_sm", [(2, 1), (4, 1), (3, 2)])
-def test_gpu_split_rows_in_place(split, programs_per_sm):
-    """On the GPU the programs sharing a row meet on the counter (the combine path), in place."""
-    torch.manual_seed(split)
-    x = (torch.randn(300, 128256, device="cuda") * 3).to(torch.bfloat16)
-    y = torch.randint(0, 128256, (300,), device="cuda")
-    y[::5] = -100
-    cfg = {"block": 4096, "num_warps": 16, "num_stages": 4, "programs_per_sm": programs_per_sm, "split": split}
-    x64 = x.double().requires_grad_()
-    ref = ref_loss(x64, y, label_smoothing=0.1)
-    (rgrad,) = torch.autograd.grad(ref, x64)
-    xs = x.clone().requires_grad_()
-    loss = cross_entropy(xs, y, label_smoothing=0.1, config=cfg)
-    (grad,) = torch.autograd.grad(loss, xs)
-    assert grad.data_ptr() == xs.data_ptr()
-    torch.testing.assert_close(loss.double(), ref, atol=1e-3, rtol=1e-3)
-    torch.testing.assert_close(grad.double(), rgrad.to(torch.bfloat16).double(), atol=1e-8, rtol=1e-2)
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize(
     "cfg",
     [
-        {"flat": 1, "prefetch": 3, "block": 8192},
-        {"flat": 1, "prefetch": 2, "block": 16384},
-        {"flat": 1, "prefetch": 3, "block": 4096, "num_warps": 8, "programs_per_sm": 2},
-        {"flat": 1, "prefetch": 1, "block": 8192, "programs": 100},
         {"warp_stats": 1, "block": 16384, "num_stages": 3},
         {"warp_stats": 1, "block": 4096, "num_warps": 8, "num_stages": 4, "programs_per_sm": 2},
+        {"block": 4096, "num_warps": 8, "num_stages": 4, "programs_per_sm": 0},  # one program per row
     ],
 )
-def test_gpu_flat_kernel_in_place(cfg):
+def test_gpu_configs_in_place(cfg):
     torch.manual_seed(3)
     x = (torch.randn(300, 128256, device="cuda") * 3).to(torch.bfloat16)
     y = torch.randint(0, 128256, (300,), device="cuda")

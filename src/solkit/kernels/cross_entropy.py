@@ -24,12 +24,8 @@ Bytes per call, ``T`` rows x ``V`` classes, ``b`` bytes per logit:
   then the gradient sweep in reverse, meant to hit L2 while the row is still cached: with one resident
   program per SM the rows in flight take ~132 x 256 KB = 33 MB of the 50 MB L2 at V = 128256 bf16), so
   DRAM traffic is between ``2·b·T·V`` and ``3·b·T·V`` depending on the L2 hit rate.
-  Three kernels (see :data:`CE_CONFIG`): the row kernel (a loop per sweep, cp.async prefetch through
-  ``tl.range(num_stages)``, restarted twice per row); the flat kernel (``flat=1``: both sweeps of all
-  of a program's rows as one loop, loads issued ``prefetch`` blocks ahead into registers, one running
-  max per warp);
-  and the split-row kernel (``split > 1``: ``split`` programs share a row, one column chunk each, and
-  meet on a per-row counter to combine their partial statistics).
+  One persistent program per SM walks its rows: a loop per sweep, cp.async prefetch of the next
+  blocks (``tl.range(num_stages)``); see :data:`CE_CONFIG` for the per-warp statistics option.
 * forward only (no grad): one read, ``b·T·V``.
 * backward with ``grad_output == 1``: ~0 bytes; otherwise ``2·b·T·V`` (a read and write of the grad).
 """
@@ -114,12 +110,11 @@ def _row_stats_warps(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constex
 
 
 @triton.jit
-def _row_grad(x_row, g_row, col_start, col_end, target, lse2, p_scale, uniform, hit, softcap,
-              HAS_SOFTCAP: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr,
-              WITH_TARGET: tl.constexpr = True):  # fmt: skip
-    """dL/dx over columns [col_start, col_end), last block first: the blocks read most recently by
-    _row_stats are the likeliest to still be in L2. WITH_TARGET = False leaves out the ``- hit`` at the
-    target column (three instructions per logit saved); the caller then writes that one value itself."""
+def _row_grad(x_row, g_row, col_start, col_end, lse2, p_scale, uniform, softcap, HAS_SOFTCAP: tl.constexpr,
+              BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
+    """dL/dx over columns [col_start, col_end) except the target's ``- (1 - eps)`` (the caller writes that
+    one value afterwards: no compare/select per logit), last block first: the blocks read most recently by
+    the statistics sweep are the likeliest to still be in L2."""
     offs = tl.arange(0, BLOCK)
     n_blocks = tl.cdiv(tl.maximum(col_end - col_start, 0), BLOCK)
     for i in tl.range(0, n_blocks, num_stages=NUM_STAGES):
@@ -127,8 +122,6 @@ def _row_grad(x_row, g_row, col_start, col_end, target, lse2, p_scale, uniform, 
         mask = cols < col_end
         z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
         g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
-        if WITH_TARGET:
-            g = tl.where(cols == target, g - hit, g)
         if HAS_SOFTCAP:
             g = g * (1.0 - (z / softcap) * (z / softcap))
         tl.store(g_row + cols, g.to(g_row.dtype.element_ty), mask=mask)
@@ -201,8 +194,7 @@ def _ce_fwd_kernel(
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
                 uniform = label_smoothing / n_cols * grad_scale
                 hit = (1.0 - label_smoothing) * grad_scale
-                _row_grad(x_row, g_row, 0, n_cols, target, lse2, p_scale, uniform, hit, softcap, HAS_SOFTCAP,
-                          BLOCK, NUM_STAGES, WITH_TARGET=False)  # fmt: skip
+                _row_grad(x_row, g_row, 0, n_cols, lse2, p_scale, uniform, softcap, HAS_SOFTCAP, BLOCK, NUM_STAGES)
                 # the target column: p - eps/V - (1 - eps), written after the sweep's own store there
                 g_t = tl.exp2(z_t * 1.4426950408889634 - lse2) * p_scale - uniform - hit
                 if HAS_SOFTCAP:
@@ -210,244 +202,6 @@ def _ce_fwd_kernel(
                 tl.debug_barrier()
                 if (target >= 0) & (target < n_cols):
                     tl.store(g_row + target, g_t.to(g_row.dtype.element_ty))
-
-
-@triton.jit
-def _flat_addr(r, k, pid, n_prog, per_row, n_blocks, row_stride, BLOCK: tl.constexpr):
-    """Row offset and columns of step k of the program's r-th row. A row takes ``per_row`` steps:
-    ``n_blocks`` of statistics (blocks in order), then, with a gradient, ``n_blocks`` of gradient
-    (blocks in reverse, the most recently read first: the likeliest to be in L2)."""
-    blk = tl.where(k < n_blocks, k, per_row - 1 - k)
-    return (pid + r * n_prog).to(tl.int64) * row_stride, blk * BLOCK + tl.arange(0, BLOCK)
-
-
-@triton.jit
-def _flat_load(logits_ptr, r, k, live, pid, n_prog, per_row, n_blocks, n_cols, row_stride, BLOCK: tl.constexpr,
-               PAD: tl.constexpr):  # fmt: skip
-    row_off, cols = _flat_addr(r, k, pid, n_prog, per_row, n_blocks, row_stride, BLOCK)
-    # (a scalar select, not block & scalar: the interpreter rejects mixed masks)
-    return tl.load(logits_ptr + row_off + cols, mask=cols < tl.where(live, n_cols, 0), other=PAD)
-
-
-@triton.jit
-def _ce_flat_kernel(
-    logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr,
-    n_rows, n_cols, logits_row_stride, grad_row_stride,
-    ignore_index, label_smoothing, z_loss_scale, softcap,
-    MEAN: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr,
-    REP: tl.constexpr, WARPS: tl.constexpr, PREFETCH: tl.constexpr,
-):  # fmt: skip
-    """Persistent grid; program ``pid`` owns rows pid, pid + P, ... and walks both sweeps of all of them
-    as ONE flat loop over blocks of REP x WARPS x 256 logits, so the memory pipe never drains at a row
-    or sweep boundary (a loop per sweep restarts its prefetch twice per row). The loads of steps
-    it+1..it+PREFETCH are issued (into registers) before step ``it`` is processed; a block is never
-    read after its gradient is stored, so these early loads are safe in place. The step counters are
-    advanced incrementally (an integer division per step costs as much as the math of 8 logits).
-    Statistics keep one running max per warp (as :func:`_row_stats_warps`), so a block needs no barrier
-    of the whole program; the target column is written once per row, after the gradient sweep."""
-    BLOCK: tl.constexpr = REP * WARPS * 256
-    PAD: tl.constexpr = 0.0 if HAS_SOFTCAP else -float("inf")  # -inf padding needs no select (no softcap)
-    pid = tl.program_id(0)
-    n_prog = tl.num_programs(0)
-    n_blocks = tl.cdiv(n_cols, BLOCK)
-    per_row = 2 * n_blocks if WRITE_GRAD else n_blocks
-    total = tl.cdiv(tl.maximum(n_rows - pid, 0), n_prog) * per_row
-    if MEAN:
-        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
-    else:
-        grad_scale = 1.0
-    zero = tl.zeros([], dtype=tl.float32)
-    m2 = tl.full([1, WARPS, 1], -float("inf"), dtype=tl.float32)
-    lane_sum = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
-    lane_z = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
-    lse2, p_scale, uniform, hit, row_on, z_t = zero, zero, zero, zero, zero, zero
-    target = tl.zeros([], dtype=tl.int32)
-    # prologue: steps 0 .. PREFETCH-1 in flight; (pr, pk) = position of step PREFETCH
-    x_a = _flat_load(logits_ptr, 0 // per_row, 0 % per_row, total > 0, pid, n_prog, per_row, n_blocks, n_cols,
-                     logits_row_stride, BLOCK, PAD)  # fmt: skip
-    x_b = x_a
-    x_c = x_a
-    if PREFETCH >= 2:
-        x_b = _flat_load(logits_ptr, 1 // per_row, 1 % per_row, total > 1, pid, n_prog, per_row, n_blocks, n_cols,
-                         logits_row_stride, BLOCK, PAD)  # fmt: skip
-    if PREFETCH >= 3:
-        x_c = _flat_load(logits_ptr, 2 // per_row, 2 % per_row, total > 2, pid, n_prog, per_row, n_blocks, n_cols,
-                         logits_row_stride, BLOCK, PAD)  # fmt: skip
-    pr = PREFETCH // per_row
-    pk = PREFETCH % per_row
-    r = tl.zeros([], dtype=tl.int32)
-    k = tl.zeros([], dtype=tl.int32)
-    for it in range(0, total):
-        x = x_a
-        nxt = _flat_load(logits_ptr, pr, pk, it + PREFETCH < total, pid, n_prog, per_row, n_blocks, n_cols,
-                         logits_row_stride, BLOCK, PAD)  # fmt: skip
-        if PREFETCH == 1:
-            x_a = nxt
-        elif PREFETCH == 2:
-            x_a = x_b
-            x_b = nxt
-        else:
-            x_a = x_b
-            x_b = x_c
-            x_c = nxt
-        pk += 1
-        pr = tl.where(pk == per_row, pr + 1, pr)
-        pk = tl.where(pk == per_row, 0, pk)
-        row_off, cols = _flat_addr(r, k, pid, n_prog, per_row, n_blocks, logits_row_stride, BLOCK)
-        mask = cols < n_cols
-        z = _softcapped(x.to(tl.float32), softcap, HAS_SOFTCAP)
-        if k < n_blocks:  # statistics sweep: online softmax, one running max per warp, sums per lane
-            if HAS_SOFTCAP:
-                z2 = tl.reshape(tl.where(mask, z * 1.4426950408889634, -float("inf")), (REP, WARPS, 256))
-            else:
-                z2 = tl.reshape(z * 1.4426950408889634, (REP, WARPS, 256))
-            m2_new = tl.maximum(m2, tl.max(tl.max(z2, axis=0, keep_dims=True), axis=2, keep_dims=True))
-            m_ref = tl.where(m2_new == -float("inf"), 0.0, m2_new)  # a warp that has seen only padding so far
-            lane_sum = lane_sum * tl.exp2(m2 - m_ref) + tl.exp2(z2 - m_ref)
-            m2 = m2_new
-            if HAS_SMOOTHING:
-                lane_z += tl.reshape(tl.where(mask, z, 0.0), (REP, WARPS, 256))
-            if k == n_blocks - 1:  # row complete: loss and lse now, before any gradient store of this row
-                row64 = (pid + r * n_prog).to(tl.int64)
-                target = tl.load(targets_ptr + row64).to(tl.int32)
-                big = tl.max(tl.max(tl.max(m2, axis=2), axis=1), axis=0)
-                per_warp = tl.sum(tl.sum(lane_sum, axis=0, keep_dims=True), axis=2, keep_dims=True)
-                lse2 = big + tl.log2(tl.sum(tl.sum(tl.sum(per_warp * tl.exp2(m2 - big), axis=2), axis=1), axis=0))
-                lse = lse2 * 0.6931471805599453
-                sum_z = tl.sum(tl.sum(tl.sum(lane_z, axis=0), axis=1), axis=0)
-                loss = _row_loss(logits_ptr + row_off, target, n_cols, lse, sum_z, label_smoothing, z_loss_scale,
-                                 softcap, HAS_SOFTCAP, HAS_SMOOTHING)  # fmt: skip
-                z_t = _target_logit(logits_ptr + row_off, target, n_cols, softcap, HAS_SOFTCAP)
-                ignored = target == ignore_index
-                tl.store(loss_ptr + row64, tl.where(ignored, 0.0, loss))
-                tl.store(lse_ptr + row64, tl.where(ignored, 0.0, lse))
-                row_on = tl.where(ignored, 0.0, 1.0)
-                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
-                uniform = label_smoothing / n_cols * grad_scale
-                hit = (1.0 - label_smoothing) * grad_scale
-                m2 = tl.full([1, WARPS, 1], -float("inf"), dtype=tl.float32)  # fresh statistics for the next row
-                lane_sum = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
-                lane_z = tl.zeros([REP, WARPS, 256], dtype=tl.float32)
-                tl.debug_barrier()  # every warp has read the target logit before any gradient store
-        elif WRITE_GRAD:  # gradient sweep, blocks in reverse; the target column is fixed up below
-            g = tl.exp2(z * 1.4426950408889634 - lse2) * p_scale - uniform
-            if HAS_SOFTCAP:
-                g = g * (1.0 - (z / softcap) * (z / softcap))
-            g = tl.where(row_on != 0.0, g, 0.0)
-            grad_off = (pid + r * n_prog).to(tl.int64) * grad_row_stride
-            tl.store(grad_ptr + grad_off + cols, g.to(grad_ptr.dtype.element_ty), mask=mask)
-            if k == per_row - 1:  # row done: p - eps/V - (1 - eps) at the target, after the sweep's store there
-                g_t = tl.exp2(z_t * 1.4426950408889634 - lse2) * p_scale - uniform - hit
-                if HAS_SOFTCAP:
-                    g_t = g_t * (1.0 - (z_t / softcap) * (z_t / softcap))
-                tl.debug_barrier()
-                if (row_on != 0.0) & (target >= 0) & (target < n_cols):
-                    tl.store(grad_ptr + grad_off + target, g_t.to(grad_ptr.dtype.element_ty))
-        k += 1
-        r = tl.where(k == per_row, r + 1, r)
-        k = tl.where(k == per_row, 0, k)
-
-
-@triton.jit
-def _ce_split_kernel(
-    logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, partials_ptr, counters_ptr,
-    n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
-    ignore_index, label_smoothing, z_loss_scale, softcap, max_spin,
-    MEAN: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
-    WRITE_GRAD: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr, SPLIT: tl.constexpr,
-):  # fmt: skip
-    """Persistent grid; SPLIT consecutive programs share each row, one column chunk each, so the chunk a
-    program re-reads in its gradient sweep is small (V/SPLIT) and still in L2. Each program publishes
-    its partial (max, sum, sum z) and counts itself in on a per-row counter; once all SPLIT are in,
-    each combines the partials and writes its chunk's gradient (in place is safe: nobody reads another
-    chunk). All programs are co-resident (grid <= one per SM), so the wait is short. If a program
-    still waits after max_spin polls (SMs held by other work), it tries to *abort* the row with a CAS
-    on the counter: on success it alone computes the whole row (statistics and gradient), and the
-    others, seeing the abort mark, skip the row; if the CAS loses, the row completed or was aborted by
-    another program. Either way: never a hang, never a read of a chunk already overwritten."""
-    pid = tl.program_id(0)
-    part = pid % SPLIT
-    n_groups = tl.num_programs(0) // SPLIT
-    col_start = part * chunk_cols
-    col_end = tl.minimum(col_start + chunk_cols, n_cols)
-    if MEAN:
-        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
-    else:
-        grad_scale = 1.0
-    abort_mark = -(1 << 30)
-    patience = max_spin
-    for row in range(pid // SPLIT, n_rows, n_groups):
-        row64 = tl.cast(row, tl.int64)
-        x_row = logits_ptr + row64 * logits_row_stride
-        g_row = grad_ptr + row64 * grad_row_stride
-        target = tl.load(targets_ptr + row64).to(tl.int32)
-        if target == ignore_index:
-            if part == 0:
-                tl.store(loss_ptr + row64, 0.0)
-                tl.store(lse_ptr + row64, 0.0)
-            if WRITE_GRAD:
-                _zero_grad(g_row, col_start, col_end, BLOCK)
-        else:
-            m2, s, sum_z = _row_stats(x_row, col_start, col_end, softcap, HAS_SOFTCAP, HAS_SMOOTHING, BLOCK,
-                                      NUM_STAGES)  # fmt: skip
-            mine = partials_ptr + (row64 * SPLIT + part) * 3
-            tl.store(mine, m2)
-            tl.store(mine + 1, s)
-            tl.store(mine + 2, sum_z)
-            counter = counters_ptr + row64
-            tl.debug_barrier()  # every thread's partial stores before the (single-thread) release below
-            arrived = tl.atomic_add(counter, 1, sem="acq_rel") + 1
-            # state: 0 waiting, 1 all in (combine), 2 aborted by another program (skip), 3 aborted by me
-            state = tl.where(arrived < 0, 2, 0)
-            spins = 0
-            while state == 0:
-                if arrived >= SPLIT:
-                    state = 1
-                elif spins >= patience:
-                    seen = tl.atomic_cas(counter, arrived, abort_mark, sem="acq_rel")
-                    if seen == arrived:
-                        state = 3
-                    else:
-                        arrived = seen
-                        state = tl.where(seen < 0, 2, 0)
-                else:
-                    arrived = tl.atomic_add(counter, 0, sem="acquire")
-                    state = tl.where(arrived < 0, 2, 0)
-                    spins += 1
-            tl.debug_barrier()
-            if state == 1:
-                first = partials_ptr + row64 * SPLIT * 3  # chunk 0 always holds column 0: finite max
-                big = tl.load(first, volatile=True)
-                total = tl.load(first + 1, volatile=True)
-                sum_z = tl.load(first + 2, volatile=True)
-                for q in tl.static_range(1, SPLIT):
-                    mq = tl.load(first + 3 * q, volatile=True)
-                    sq = tl.load(first + 3 * q + 1, volatile=True)
-                    big_new = tl.maximum(big, mq)
-                    total = total * tl.exp2(big - big_new) + tl.where(sq > 0, sq * tl.exp2(mq - big_new), 0.0)
-                    sum_z += tl.load(first + 3 * q + 2, volatile=True)
-                    big = big_new
-                lse2 = big + tl.log2(total)
-                lo, hi = col_start, col_end
-            else:
-                if state == 3:
-                    patience = 0  # the group is out of step: stop waiting for the rest of this launch
-                m2, s, sum_z = _row_stats(x_row, 0, n_cols, softcap, HAS_SOFTCAP, HAS_SMOOTHING, BLOCK, NUM_STAGES)
-                lse2 = m2 + tl.log2(s)
-                lo, hi = 0, tl.where(state == 3, n_cols, 0)  # the aborter writes the whole row, others nothing
-            lse = lse2 * 0.6931471805599453
-            # The loss is written by the program owning the target's column, which reads that logit before
-            # its own gradient sweep overwrites it (another chunk may already hold gradients).
-            owner = tl.where((target >= 0) & (target < n_cols), target, 0) // chunk_cols
-            if ((state == 1) & (part == owner)) | (state == 3):
-                loss = _row_loss(x_row, target, n_cols, lse, sum_z, label_smoothing, z_loss_scale, softcap,
-                                 HAS_SOFTCAP, HAS_SMOOTHING)  # fmt: skip
-                tl.store(loss_ptr + row64, loss)
-                tl.store(lse_ptr + row64, lse)
-            if WRITE_GRAD:
-                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
-                _row_grad(x_row, g_row, lo, hi, target, lse2, p_scale, label_smoothing / n_cols * grad_scale,
-                          (1.0 - label_smoothing) * grad_scale, softcap, HAS_SOFTCAP, BLOCK, NUM_STAGES)  # fmt: skip
 
 
 @triton.jit
@@ -471,15 +225,11 @@ def _scale_rows_kernel(
 
 #: Launch settings: logits per block, warps, software-pipelining depth of the two sweeps over a row
 #: (cp.async prefetch of the next blocks; 1 = none), programs per SM (0 = one program per row), and
-#: split: programs sharing one row (> 1 selects the split-row kernel, whose grid is persistent).
-#: Default: the fastest correct candidate of the in-run autotuning on an H200 at [8192, 128256] bf16
-#: (benchmarks/results/kernels_gates_round2.json): persistent, one program per SM, 16k-logit blocks.
-#: flat = 1 selects the flat-loop kernel (one loop over both sweeps of all a program's rows) with
-#: ``prefetch`` (1-3) blocks loaded ahead into registers; ``programs`` > 0 sets its grid outright.
-#: ``warp_stats`` = 1 (row kernel): one running max per warp in the statistics sweep (no barrier of the
-#: whole program per block; the flat kernel always works so).
-CE_CONFIG = {"block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "split": 1, "flat": 0,
-             "prefetch": 1, "programs": 0, "warp_stats": 0}  # fmt: skip
+#: ``warp_stats`` = 1: one running max per warp in the statistics sweep (no barrier of the whole program
+#: per block; 6-10 % faster forward, the same forward + backward on the H200).
+#: Default: the fastest correct forward + backward of the in-run autotuning on an H200 at [8192, 128256]
+#: bf16 (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
+CE_CONFIG = {"block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 0}
 
 
 def _num_sms(device: torch.device) -> int:
@@ -526,44 +276,14 @@ def launch_cross_entropy_rows(
     if not (n_rows and n_cols):
         return
     block = min(cfg["block"], triton.next_power_of_2(max(n_cols, 16)))
-    split = max(1, int(cfg.get("split", 1)))
-    common = dict(
-        MEAN=mean, HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None,
-        BLOCK=block, NUM_STAGES=cfg["num_stages"], num_warps=cfg["num_warps"],
-    )  # fmt: skip
     scalars = (ignore_index, float(label_smoothing), float(z_loss_scale), float(softcap or 1.0))
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
-    if split == 1 and cfg.get("flat", 0):
-        warps = cfg["num_warps"]
-        rep = max(1, block // (warps * 256))  # blocks of whole [warps x 256] tiles
-        grid = _grid(n_rows, logits.device, max(1, cfg["programs_per_sm"]))
-        if cfg.get("programs", 0) > 0:  # an explicit grid (fewer rows in flight: a smaller L2 working set)
-            grid = max(1, min(n_rows, int(cfg["programs"])))
-        _ce_flat_kernel[(grid,)](
-            logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride,
-            *scalars, MEAN=mean, HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=label_smoothing > 0,
-            WRITE_GRAD=grad is not None, REP=rep, WARPS=warps, PREFETCH=min(3, max(1, int(cfg.get("prefetch", 1)))),
-            num_warps=warps,
-        )  # fmt: skip
-        return
-    if split == 1:
-        # warp statistics need a block of whole [warps x 256] tiles
-        warp_stats = cfg["num_warps"] if cfg.get("warp_stats", 0) and block % (cfg["num_warps"] * 256) == 0 else 0
-        _ce_fwd_kernel[(_grid(n_rows, logits.device, cfg["programs_per_sm"]),)](
-            logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride,
-            *scalars, WARP_STATS=warp_stats, **common,
-        )  # fmt: skip
-        return
-    # Split rows: a persistent grid of whole groups, at most one program per SM so all are co-resident.
-    n_programs = max(split, (_num_sms(logits.device) * max(1, cfg["programs_per_sm"])) // split * split)
-    chunk = triton.cdiv(triton.cdiv(n_cols, split), block) * block
-    partials = torch.empty(n_rows * split * 3, dtype=torch.float32, device=logits.device)
-    counters = torch.zeros(n_rows, dtype=torch.int32, device=logits.device)
-    # The interpreter runs programs one after another: never wait there (exercises both paths).
-    max_spin = 20_000 if logits.device.type == "cuda" else 1
-    _ce_split_kernel[(n_programs,)](
-        logits, grad_arg, targets, losses, lse, n_valid, partials, counters, n_rows, n_cols, chunk,
-        logits.stride(0), grad_stride, *scalars, max_spin, SPLIT=split, **common,
+    # warp statistics need a block of whole [warps x 256] tiles
+    warp_stats = cfg["num_warps"] if cfg.get("warp_stats", 0) and block % (cfg["num_warps"] * 256) == 0 else 0
+    _ce_fwd_kernel[(_grid(n_rows, logits.device, cfg["programs_per_sm"]),)](
+        logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride, *scalars,
+        MEAN=mean, HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None,
+        BLOCK=block, NUM_STAGES=cfg["num_stages"], WARP_STATS=warp_stats, num_warps=cfg["num_warps"],
     )  # fmt: skip
 
 
