@@ -5,7 +5,7 @@ Math, per row ``x`` of ``N`` elements, fp32 arithmetic, one rounding of the outp
     m  = max(x),   s = sum(exp(x - m)),   y = exp(x - m) / s
     backward:  dx = y * (dy - sum(y * dy))
 
-Three paths:
+Four paths:
 
 * **single block** (``N`` up to :data:`MAX_SINGLE_BLOCK_COLS`): the whole row (``BLOCK_M`` rows for
   narrow ones) sits in registers; one read, one write;
@@ -16,7 +16,10 @@ Three paths:
   Reversing makes the chunks read last in pass 1 the first re-read in pass 2, so part of the re-read
   hits L2; the rest is read from DRAM twice (with 128k-wide rows most of it, see docs/kernels/norms.md).
   Backward does the same with ``sum(y * dy)``;
-* **cooperative** (wide rows; ``coop=True``, or the default when :data:`COOP_CONFIG` says so):
+* **split-row** (wide rows; :mod:`solkit.kernels.softmax_split`): programs split each row into
+  segments, publish per-segment statistics, and re-read their segment from L2 for the output: one
+  DRAM read. The default on a GPU when one row per SM would overflow the L2 (:data:`SPLIT_CONFIG`);
+* **cooperative** (wide rows; ``coop=True``; measured 2-3x slower than looped, kept opt-in):
   ``S`` resident programs split each row into register-held segments and trade partial
   ``(max, sum)`` (backward: ``sum(y * dy)``) through a small buffer and a per-row arrival counter
   (release atomic, acquire polls), so the row is read once. Software-pipelined: a program posts the
