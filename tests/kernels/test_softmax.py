@@ -158,3 +158,17 @@ def test_softmax_coop_bf16_gpu(shape, path):
     """The cooperative split-row path on a GPU, where its programs really wait for each other."""
     x = torch.randn(*shape, dtype=torch.bfloat16) * 4
     _check(x, path, "cuda")
+
+
+def test_wide_path_choice(monkeypatch):
+    """Explicit ``coop``/``split`` win; otherwise "auto" splits exactly when a row per SM overflows the L2."""
+    import solkit.kernels.softmax as sm
+
+    t = torch.empty(2, 8)
+    for overflows, expected in ((True, "split"), (False, "looped")):
+        monkeypatch.setattr(sm, "_split_by_default", lambda _t, o=overflows: o)
+        assert sm._wide_path(None, None, "fwd", t) == expected
+        assert sm._wide_path(None, False, "bwd", t) == "looped"
+        assert sm._wide_path(True, None, "fwd", t) == "coop"
+    assert sm._wide_path(None, True, "fwd", t) == "split"
+    assert not sm._split_by_default(t)  # never on the CPU (the interpreter runs programs one by one)
