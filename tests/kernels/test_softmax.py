@@ -165,10 +165,10 @@ def test_wide_path_choice(monkeypatch):
     import solkit.kernels.softmax as sm
 
     t = torch.empty(2, 8)
+    assert not sm._split_by_default(t)  # never on the CPU (the interpreter runs programs one by one)
     for overflows, expected in ((True, "split"), (False, "looped")):
         monkeypatch.setattr(sm, "_split_by_default", lambda _t, o=overflows: o)
         assert sm._wide_path(None, None, "fwd", t) == expected
         assert sm._wide_path(None, False, "bwd", t) == "looped"
         assert sm._wide_path(True, None, "fwd", t) == "coop"
     assert sm._wide_path(None, True, "fwd", t) == "split"
-    assert not sm._split_by_default(t)  # never on the CPU (the interpreter runs programs one by one)
