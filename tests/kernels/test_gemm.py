@@ -95,13 +95,18 @@ def test_tma_epilogue_subtiles(subtile, device):
     _assert_close(y, G.reference(x, w, b, r, **kw), _torch_same_dtype(x, w, b, r, ep), ATOL[dtype])
 
 
-@pytest.mark.parametrize(("prefetch", "flatten", "subtile"), [(3, False, 2), (3, True, 4), (4, True, 2)])
-def test_tma_residual_preloaded(prefetch, flatten, subtile, device):
+_PRELOAD_CASES = [(3, False, 2, "bias_res_scaled"), (3, True, 4, "bias_res_scaled"), (4, True, 2, "bias_res_scaled"),
+                  (3, True, 2, "plain"), (4, True, 4, "gelu_tanh")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("prefetch", "flatten", "subtile", "epilogue"), _PRELOAD_CASES)
+def test_tma_residual_preloaded(prefetch, flatten, subtile, epilogue, device):
     """PREFETCH_RES 3/4: the residual tile by plain loads (tile start / epilogue start), split into the
-    epilogue pieces; ragged M and N."""
+    epilogue pieces; ragged M and N. Without a residual the same configs must compile (the suite's
+    plain GEMM and gate/up problems use the prefetching configs too)."""
     if device == "cuda" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA path needs sm_90+")
-    ep = EPILOGUES["bias_res_scaled"]
+    ep = EPILOGUES[epilogue]
     dtype = torch.float16
     x, w, b, r = _inputs(70, 80, 64, dtype, device, ep, seed=prefetch)
     kw = dict(alpha=ep["alpha"], beta=ep["beta"], activation=ep["activation"])

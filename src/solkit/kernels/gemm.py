@@ -170,7 +170,7 @@ def _gemm_tma_persistent_kernel(
             cols = off_n + tl.arange(0, BLOCK_N)
             res_pre = tl.load(res_ptr + rows[:, None] * stride_rm + cols[None, :],
                               mask=(rows < M)[:, None] & (cols < N)[None, :], other=0.0)  # fmt: skip
-        PRE: tl.constexpr = PREFETCH_RES == 3 or PREFETCH_RES == 4
+        PRE: tl.constexpr = HAS_RESIDUAL and (PREFETCH_RES == 3 or PREFETCH_RES == 4)  # no residual: nothing loaded
         # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
         # shared memory, so smaller pieces leave more of it to the K pipeline.
         if EPI_SUBTILE == 1:
