@@ -7,14 +7,16 @@ N * itemsize for the bias. FLOPs: 2*M*N*K on the tensor cores (the epilogue's M*
 Fusing the residual into the epilogue saves the unfused version's extra write and two reads of the
 [M, N] product: the o_proj + residual case study (docs/kernels/gemm.md).
 
-Two kernels, one epilogue:
+Three kernels, one epilogue (gemm_epilogue.py):
 
 * ``tma_persistent`` (Hopper, sm_90+): TMA tensor descriptors made on the device, one program per SM
   walking tiles in grouped order (GROUP_M rows of tiles share the same W columns, for L2 reuse). With
   ``FLATTEN`` the tile loop and the K loop are software-pipelined as one, so the loads of the next
   tile are in flight during this tile's epilogue. TMA zero-fills out-of-range loads and clips
   stores, so any M works; rows must be 16-byte aligned.
-* ``pointer`` (Ampere/Ada, decode-sized M, odd strides, the CPU interpreter): plain masked
+* ``splitk`` (gemm_decode.py; decode-sized M <= 64 on Hopper and in the interpreter): the weight
+  stream, with a GEMV for M = 1 and K split across programs with an in-kernel last-program reduction.
+* ``pointer`` (Ampere/Ada, odd strides or fp32 at M > 64, the CPU interpreter): plain masked
   ``tl.load`` blocks on a one-tile-per-program grid.
 
 The epilogue (bias, activation, alpha, residual, beta) is chosen at compile time (tl.constexpr), so
