@@ -39,7 +39,10 @@ import yaml
 
 from solkit.errors import SolkitError, choices_hint
 from solkit.kernels import gemm_decode as _decode
+from solkit.kernels.gemm_decode import OUTGROWN as _SPLITK_OUTGROWN  # noqa: F401 - tests inspect it
+from solkit.kernels.gemm_decode import SCRATCH as _SPLITK_SCRATCH  # noqa: F401
 from solkit.kernels.gemm_decode import _gemm_decode_kernel, gemm_decode_kernel
+from solkit.kernels.gemm_decode import workspace as _splitk_workspace
 from solkit.kernels.gemm_epilogue import apply_epilogue as _epilogue
 
 ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2}
@@ -577,34 +580,6 @@ def gemm(
     LAST_LAUNCH.clear()
     LAST_LAUNCH.update(family=family, regime=regime, kernel=kernel, m_bucket=args["M_BUCKET"], config=chosen)
     return y.reshape(*lead, N)
-
-
-#: device -> [partials fp32, tile counters int32]: splitk's scratch. Counters are zero between calls
-#: (the kernel resets them). One per device, not per stream: a CUDA graph is captured on a side
-#: stream, and a scratch first made there would put its zero-fill inside the graph (and the timing).
-#: So two splitk calls must not run concurrently on two streams. Outgrown buffers are kept, never
-#: freed: a CUDA graph captured earlier may still point at them.
-_SPLITK_SCRATCH: dict[str, list[torch.Tensor]] = {}
-_SPLITK_OUTGROWN: list[torch.Tensor] = []
-
-
-def _splitk_workspace(device: torch.device, M: int, N: int, cfgs: list[dict[str, Any]]):
-    """Partials [SPLIT_K, M, N] fp32 and per-tile counters for the largest need among ``cfgs``."""
-    parts = max(int(c.get("SPLIT_K", 1)) for c in cfgs) * M * N if any(c.get("SPLIT_K", 1) > 1 for c in cfgs) else 1
-    tiles = max(triton.cdiv(M, int(c["BLOCK_M"])) * triton.cdiv(N, int(c["BLOCK_N"])) for c in cfgs)
-    key = str(device)
-    have = _SPLITK_SCRATCH.get(key)
-    if have is None or have[0].numel() < parts or have[1].numel() < tiles:
-        if have is not None:
-            _SPLITK_OUTGROWN.extend(have)
-        size_p = max(parts, have[0].numel() if have else 0)
-        size_t = max(tiles, have[1].numel() if have else 0)
-        have = [
-            torch.empty(size_p, dtype=torch.float32, device=device),
-            torch.zeros(size_t, dtype=torch.int32, device=device),
-        ]
-        _SPLITK_SCRATCH[key] = have
-    return tuple(have)
 
 
 def _torch_epilogue(z, bias, residual, alpha, beta, activation) -> torch.Tensor:

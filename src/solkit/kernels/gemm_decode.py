@@ -24,6 +24,9 @@ store, a CTA barrier, then one gpu-scope acq_rel atomic; the last program reads 
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
 import triton
 import triton.language as tl
 
@@ -137,3 +140,31 @@ gemm_decode_kernel = triton.heuristics({"EVEN_K": lambda args: args["K"] % args[
 def grid(M: int, N: int, meta: dict) -> tuple[int, int, int]:
     """(n tiles, K pieces, m tiles). K pieces beyond the last non-empty one are never launched."""
     return (triton.cdiv(N, meta["BLOCK_N"]), meta["SPLIT_K"], triton.cdiv(M, meta["BLOCK_M"]))
+
+
+#: device -> [partials fp32, tile counters int32]: splitk's scratch. Counters are zero between calls
+#: (the kernel resets them). One per device, not per stream: a CUDA graph is captured on a side
+#: stream, and a scratch first made there would put its zero-fill inside the graph (and the timing).
+#: So two splitk calls must not run concurrently on two streams. Outgrown buffers are kept, never
+#: freed: a CUDA graph captured earlier may still point at them.
+SCRATCH: dict[str, list[torch.Tensor]] = {}
+OUTGROWN: list[torch.Tensor] = []
+
+
+def workspace(device: torch.device, M: int, N: int, cfgs: list[dict[str, Any]]):
+    """Partials [SPLIT_K, M, N] fp32 and per-tile counters for the largest need among ``cfgs``."""
+    parts = max(int(c.get("SPLIT_K", 1)) for c in cfgs) * M * N if any(c.get("SPLIT_K", 1) > 1 for c in cfgs) else 1
+    tiles = max(triton.cdiv(M, int(c["BLOCK_M"])) * triton.cdiv(N, int(c["BLOCK_N"])) for c in cfgs)
+    key = str(device)
+    have = SCRATCH.get(key)
+    if have is None or have[0].numel() < parts or have[1].numel() < tiles:
+        if have is not None:
+            OUTGROWN.extend(have)
+        size_p = max(parts, have[0].numel() if have else 0)
+        size_t = max(tiles, have[1].numel() if have else 0)
+        have = [
+            torch.empty(size_p, dtype=torch.float32, device=device),
+            torch.zeros(size_t, dtype=torch.int32, device=device),
+        ]
+        SCRATCH[key] = have
+    return tuple(have)
