@@ -34,7 +34,8 @@ def test_warm_up_fills_the_cache_the_main_process_hits(tmp_path, monkeypatch):
     chosen = select(suite_problems(), BenchConfig(device="cpu", sizes=("s",), ops=("softmax",)))[:1]
     summary = precompile(chosen, "cpu", None, workers=1, timeout_s=300)
     assert summary["failed"] == {} and summary["workloads"] == 1 and summary["compile_s"] > 0
-    out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=dict(os.environ), check=True)
+    env = dict(os.environ)
+    out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env, check=True)
     counters = json.loads(out.stdout.strip().splitlines()[-1])
     assert counters.get("fxgraph_cache_hit", 0) >= 1 and counters.get("fxgraph_cache_miss", 0) == 0
 

@@ -31,10 +31,14 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per timing trial (default 50)")
     p.add_argument("--timing-trials", type=int, default=3, help="timing trials (default 3)")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--method", choices=["auto", "graph_events", "events", "graph", "kernel"], default="auto",
-                   help="GPU timing: auto = kernel when the CUDA profiler works, else graph_events below 100 µs, "
-                        "else events; kernel = the kernels' own GPU span per call from the CUDA profiler (Nsight "
-                        "Compute's gpu__time_duration); graph_events = per-call events inside a CUDA graph")
+    p.add_argument(
+        "--method",
+        choices=["auto", "graph_events", "events", "graph", "kernel"],
+        default="auto",
+        help="GPU timing: auto = kernel when the CUDA profiler works, else graph_events below 100 µs, "
+        "else events; kernel = the kernels' own GPU span per call from the CUDA profiler (Nsight "
+        "Compute's gpu__time_duration); graph_events = per-call events inside a CUDA graph",
+    )
     p.add_argument("--cooldown-ms", type=float, default=0.0,
                    help="GPU idle before every timed call, so each starts like an isolated launch under Nsight "
                         "Compute (default 0)")  # fmt: skip

@@ -25,9 +25,9 @@ the field (invalid JSON, no ``run``, a shape naming an unknown axis, a missing v
 from __future__ import annotations
 
 import hashlib
-import os
 import importlib.util
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Callable
