@@ -20,25 +20,7 @@ from typing import Any
 
 import torch
 
-from solkit.harness.timing import L2Flusher, TimingResult, _capture, summarize
-
-
-def _call(fn: Callable[..., Any], pool: Sequence[tuple] | None, i: int) -> Any:
-    return fn(*pool[i % len(pool)]) if pool else fn()
-
-
-def probe_ms(fn: Callable[..., Any], pool: Sequence[tuple] | None, dev: torch.device, flusher: L2Flusher, n: int = 5):
-    """Median event time of ``n`` eager calls (L2 flushed before each), to choose a method."""
-    times = []
-    for i in range(n):
-        flusher()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        _call(fn, pool, i)
-        e.record()
-        torch.cuda.synchronize(dev)
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+from solkit.harness.timing import L2Flusher, TimingResult, _call, _capture, summarize
 
 
 def bench_graph_events(

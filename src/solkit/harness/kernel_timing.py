@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from solkit.harness.timing import L2Flusher, TimingResult, summarize
+from solkit.harness.timing import L2Flusher, TimingResult, _call, summarize
 
 #: Trace categories of host calls that start GPU work (the CUDA runtime API, and the driver API that
 #: Triton's launcher uses).
@@ -73,10 +73,6 @@ def spans_from_trace(trace: Mapping[str, Any], prefix: str = RANGE_PREFIX) -> di
     return {
         i: {"span_us": a["last"] - a["first"], "busy_us": a["busy_us"], "kernels": a["kernels"]} for i, a in out.items()
     }
-
-
-def _call(fn: Callable[..., Any], pool: Sequence[tuple] | None, i: int) -> Any:
-    return fn(*pool[i % len(pool)]) if pool else fn()
 
 
 def bench_kernel_time(

@@ -75,6 +75,8 @@ class TimingResult:
     #: GPU idle time before every call (isolated-launch protocol), 0 for back-to-back repetitions.
     cooldown_ms: float = 0.0
     l2_flush_mode: str | None = None
+    #: Back-to-back calls run before timing so clocks and power settle (the harness's prewarm).
+    prewarm_calls: int = 0
 
     def to_dict(self, samples: bool = False) -> dict[str, Any]:
         d = asdict(self)

@@ -41,8 +41,8 @@ import torch
 
 from solkit.harness import anticheat as ac
 from solkit.harness import correctness as cc
-from solkit.harness import graph_timing, timing
 from solkit.harness import inputs as gen
+from solkit.harness import timing
 from solkit.problems.loader import Problem, load_problem
 from solkit.problems.schema import PYTHON_SUFFIXES, Solution, Workload
 
@@ -192,7 +192,7 @@ class Worker:
         if self.job["benchmark_reference"]:
             try:
                 res, _, _, note = self._time(ref, p, dps=False, record=None, est_ms=min(p.call_ms), w=w)
-                p.timing = res.to_dict() | {"prewarm_calls": res.prewarm_calls, "l2_flush_mode": res.l2_flush_mode}
+                p.timing = res.to_dict()
                 if note:
                     p.timing["note"] = note
             except Exception as exc:  # noqa: BLE001 - reference timing is informative only
@@ -415,34 +415,21 @@ class Worker:
         if method == "auto":
             # The kernels' own GPU time per call from the CUDA profiler: the quantity Nsight Compute
             # (gpu__time_duration) and SOL-ExecBench's CUPTI timer report, free of launch latency
-            # without needing a graph. Without a working profiler: in-graph events below 100 µs, else
-            # events around eager calls.
+            # without needing a graph. Without a working profiler, the timing module's own choice
+            # (in-graph events below 100 µs, else events), or events for isolated launches.
             try:
                 res = timing.benchmark(call, pool, method="kernel", reps=reps, trials=trials, warmup=warmup,
                                        flush_l2=True, device=self.device, l2_flush_mode=flush_mode,
                                        cooldown_ms=cooldown)  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - e.g. CUPTI unavailable in a container
                 _sync(self.device)
-                note = (note + "; " if note else "") + f"kernel timer unavailable ({type(exc).__name__}), events used"
+                note = (note + "; " if note else "") + f"kernel timer unavailable ({type(exc).__name__})"
                 method = "events" if cooldown > 0 else "auto"
-        if res is None and method == "auto":  # short calls: in-graph events; long ones: events around eager calls
-            flusher = timing.L2Flusher(self.device, flush_mode)
-            probe = graph_timing.probe_ms(call, pool, self.device, flusher)
-            method = "graph_events" if probe < timing.GRAPH_THRESHOLD_MS else "events"
-        if res is None and method == "graph_events":
-            try:
-                res = graph_timing.bench_graph_events(call, pool, device=self.device, reps=reps, trials=trials,
-                                                      warmup=warmup, flush_mode=flush_mode)  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - uncapturable calls (host syncs, RNG) are timed eagerly
-                _sync(self.device)
-                note = (note + "; " if note else "") + f"graph capture failed ({type(exc).__name__}), events used"
-                method = "events"
-        if res is None:
+        if res is None:  # graph capture failures fall back to events inside, recorded in the method name
             res = timing.benchmark(call, pool, method=method, reps=reps, trials=trials, warmup=warmup,
                                    flush_l2=True, device=self.device, l2_flush_mode=flush_mode,
                                    cooldown_ms=cooldown)  # fmt: skip
-        res.prewarm_calls = warm_calls  # extra attributes ride along in the trace's timing dict
-        res.l2_flush_mode = flush_mode if self.device.type == "cuda" else None
+        res.prewarm_calls = warm_calls
         return res, pool, outs, note
 
     def _prewarm(self, call, pool) -> int:
@@ -526,8 +513,7 @@ class Worker:
             "timed_outputs_validated": len(pool),
             "address_cache_check": cache_note,
         }
-        tdict = res.to_dict() | {"prewarm_calls": getattr(res, "prewarm_calls", 0),
-                                 "l2_flush_mode": getattr(res, "l2_flush_mode", None)}  # fmt: skip
+        tdict = res.to_dict()
         if note:
             tdict["note"] = note
         tdict["telemetry"] = telemetry or None
