@@ -227,8 +227,8 @@ def _gemm_operands(dtype_name: str, shape: tuple[int, int, int], dev: torch.devi
 GEMM_COOLDOWN_MS = 20.0
 
 #: GEMM shapes (M, N, K) tried per dtype; the ceiling is the best median among them. The 16-bit list
-#: holds the LLM projection shapes the bench times (a ceiling from square shapes alone was beaten by
-#: cuBLAS on 8192x4096x4096 on the H200, which flagged honest rows as SOL violations).
+#: holds the LLM projection shapes the bench times: a ceiling from square shapes alone was beaten by
+#: cuBLAS on 8192x4096x4096 on the H200 (docs/sol.md has what is still left of that gap).
 GEMM_SHAPES: dict[str, list[tuple[int, int, int]]] = {
     "bf16": [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 4096), (16384, 4096, 4096), (8192, 14336, 4096),
              (8192, 4096, 14336), (8192, 8192, 4096)],
@@ -252,8 +252,9 @@ def _gemm_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None:
     try:
         for name in dtypes:
             torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-            best: tuple[float, tuple[int, int, int], Any] | None = None
-            for shape in GEMM_SHAPES[name][:1] if quick else GEMM_SHAPES[name]:
+            best: tuple[float, str, float, Any] | None = None
+            shapes = GEMM_SHAPES[name][:1] if quick else GEMM_SHAPES[name]
+            for shape in shapes:
                 size = "x".join(map(str, shape))
                 say(f"gemm: {name} {size}")
                 try:
@@ -267,14 +268,13 @@ def _gemm_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None:
                     continue
                 flops = 2.0 * shape[0] * shape[1] * shape[2]
                 if best is None or flops / r.median_ms > best[0]:
-                    best = (flops / r.median_ms, shape, (fn, keep, r))
+                    best = (flops / r.median_ms, size, flops, (fn, keep, r))
                 else:
                     del fn, keep, r  # free this shape's operands before the next
                     torch.cuda.empty_cache()
             if best is None:
                 continue
-            _, shape, (fn, keep, r) = best
-            flops = 2.0 * shape[0] * shape[1] * shape[2]
+            _, size, flops, (fn, keep, r) = best
             samples = sorted(flops / (t * 1e-3) for t in _raw_samples(r))
             sustained, telem = _sustain(fn, flops, sustain_s, info.index)
             cal.gemm[name] = Ceiling(
@@ -286,8 +286,8 @@ def _gemm_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None:
                 method=("torch._scaled_mm, scales 1.0, bf16 out" if name == "fp8" else "torch.mm")
                 + ", random normal inputs, CUDA events, L2 flushed"
                 + ("" if quick else f", {GEMM_COOLDOWN_MS:g} ms idle before each call (isolated launches)"),
-                size="x".join(map(str, shape)),
-                shapes_tried=["x".join(map(str, s)) for s in (GEMM_SHAPES[name][:1] if quick else GEMM_SHAPES[name])],
+                size=size,
+                shapes_tried=["x".join(map(str, s)) for s in shapes],
                 samples=r.reps * r.trials,
                 telemetry=telem,
             )
