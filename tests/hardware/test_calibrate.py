@@ -35,3 +35,29 @@ def test_gpu_quick_calibration():
     cal = get_calibration(quick=True)
     assert cal.bandwidth["copy"].value > 1e11
     assert "bf16" in cal.gemm and cal.gemm["bf16"].value > 1e13
+
+
+@pytest.mark.parametrize(("iso_ms", "back_ms", "winner"), [(1.00, 1.02, "isolated"), (1.02, 1.00, "back-to-back")])
+def test_gemm_ceiling_keeps_the_better_protocol_per_shape(monkeypatch, iso_ms, back_ms, winner):
+    """A full calibration times each GEMM shape both ways and keeps the faster median (a power-capped
+    GPU can run a short GEMM faster back to back than after idling)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from solkit.hardware import calibrate
+
+    calls = []
+
+    def fake_benchmark(fn, **kwargs):
+        calls.append(kwargs.get("cooldown_ms", 0.0))
+        return SimpleNamespace(median_ms=iso_ms if kwargs.get("cooldown_ms") else back_ms)
+
+    monkeypatch.setattr(calibrate, "benchmark", fake_benchmark)
+    r, protocol = calibrate._time_gemm(lambda: None, torch.device("cpu"), quick=False)
+    assert sorted(calls) == [0.0, calibrate.GEMM_COOLDOWN_MS]
+    assert r.median_ms == min(iso_ms, back_ms)
+    assert protocol.startswith(winner)
+    calls.clear()
+    r, protocol = calibrate._time_gemm(lambda: None, torch.device("cpu"), quick=True)
+    assert calls == [0.0] and protocol.startswith("back-to-back")
