@@ -205,3 +205,61 @@ def test_inputs_and_incoming_grads_are_not_modified(device):
     torch.autograd.grad((qo, ko), (qs, ks), (dq, dk))
     for before, after in zip(keep, (qs.detach(), ks.detach(), cos, sin, dq, dk)):
         assert torch.equal(before, after)
+
+
+@pytest.mark.parametrize("max_tile", [64, 128, 512])
+def test_head_chunks(max_tile, device):
+    """Tokens wider than ``max_tile`` are cut into head chunks (second grid axis): odd q and k head counts,
+    chunks that hold no k heads, both layouts of the pairs."""
+    from solkit.kernels.rope import rope_plan
+
+    b, s, hq, hk, d = 1, 3, 7, 3, 16
+    cfg = {"num_warps": 4, "max_tile": max_tile, "tokens": 4, "tile": 1}
+    block_t, bq, bk, chunks = rope_plan(hq, hk, d, cfg)
+    assert chunks * bq >= hq and chunks * bk >= hk and (bq + bk) * d * block_t <= max(max_tile, 2 * d)
+    assert (chunks > 1) == (max_tile < 192)
+    for interleaved in (False, True):
+        q, k = torch.randn(b, s, hq, d, device=device), torch.randn(b, s, hk, d, device=device)
+        cos, sin = (t.float().to(device) for t in tables(s, d, interleaved))
+        ref_q, ref_k = rope_forward(q, k, cos, sin, interleaved=interleaved, config={"max_tile": 8192})
+        got_q, got_k = rope_forward(q, k, cos, sin, interleaved=interleaved, config=cfg)
+        torch.testing.assert_close(got_q, ref_q)
+        torch.testing.assert_close(got_k, ref_k)
+        back_q, back_k = rope_backward(got_q, got_k, cos, sin, interleaved=interleaved, config=cfg)
+        torch.testing.assert_close(back_q, q, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(back_k, k, atol=1e-5, rtol=1e-5)
+
+
+def test_shape_configs():
+    """Per-shape launch settings: Llama-3-8B takes the defaults, Llama-3-70B (64 + 8 heads) its own entry,
+    whole tokens per program in both."""
+    from solkit.kernels.rope import ROPE_CONFIG, rope_config, rope_plan
+
+    assert rope_config(32, 8, 128) == ROPE_CONFIG
+    cfg70 = rope_config(64, 8, 128)
+    assert cfg70["max_tile"] >= (64 + 8) * 128
+    assert rope_plan(64, 8, 128, cfg70)[1:] == (64, 8, 1)
+    assert rope_plan(64, 8, 128, {**cfg70, "max_tile": 8192})[1:] == (32, 4, 2)
+    assert rope_config(128, 128, 256) == ROPE_CONFIG  # beyond every entry: the defaults (head chunks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("max_tile", [8192, 16384])
+def test_gpu_llama3_70b_heads(max_tile):
+    """The Llama-3-70B head layout (64 q, 8 kv heads), whole tokens or two head chunks per program, bf16."""
+    torch.manual_seed(1)
+    b, s, hq, hk, d = 1, 1024, 64, 8, 128
+    q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, s, hk, d, device="cuda", dtype=torch.bfloat16)
+    cos, sin = tables(s, d, False, theta=500000.0)
+    from solkit.kernels import rope as rope_mod
+
+    cfg = {**rope_mod.rope_config(hq, hk, d), "max_tile": max_tile}
+    qo, ko = rope_forward(q, k, cos.cuda().bfloat16(), sin.cuda().bfloat16(), config=cfg)
+    rq = ref_rope(q.double(), cos.cuda()[None, :, None], sin.cuda()[None, :, None], False)
+    rk = ref_rope(k.double(), cos.cuda()[None, :, None], sin.cuda()[None, :, None], False)
+    tq = ref_rope(q, cos.cuda().bfloat16()[None, :, None], sin.cuda().bfloat16()[None, :, None], False)
+    tk = ref_rope(k, cos.cuda().bfloat16()[None, :, None], sin.cuda().bfloat16()[None, :, None], False)
+    _assert_close(qo, rq, tq, ATOL[torch.bfloat16])
+    _assert_close(ko, rk, tk, ATOL[torch.bfloat16])
+    _check(q, k, cos.cuda().bfloat16(), sin.cuda().bfloat16(), False, cos[None, :, None], sin[None, :, None])

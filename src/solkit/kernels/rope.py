@@ -42,110 +42,46 @@ import triton.language as tl
 from solkit.errors import SolkitError
 
 _LAYOUTS = ("bshd", "bhsd")
-#: Launch settings. tile = 1: the tile kernel, ``tokens`` whole tokens per program (all q and k heads
-#: loaded before any store), used when one token's heads fit in ``max_tile`` elements; tile = 0: the
-#: per-token kernel, head tiles of at most ``max_tile`` elements one after another, ``tokens`` tokens
-#: per program (unrolled). ``num_warps`` per program.
-#: Default: the fastest correct candidate on an H200 at Llama-3-8B shapes (kernels_gates_round3a.json): the tile
-#: kernel, one token (32 q + 8 k heads) per program, 8 warps.
+#: Launch defaults. One program takes ``BLOCK_T`` whole tokens (all their q and k heads) when one
+#: token's heads (q and k head counts each padded to a power of two, times ``head_dim``) fit in
+#: ``max_tile`` elements: at most ``tokens`` tokens, as many as fit (``tile`` = 0: one token per
+#: program). Wider tokens are cut into head chunks along a second grid axis, each program taking
+#: ``max_tile`` elements' worth of q heads and the same share of k heads. ``num_warps`` per program.
+#: Default: the fastest correct candidate on an H200 at Llama-3-8B shapes (kernels_gates_round3a.json):
+#: one token (32 q + 8 k heads) per program, 8 warps.
 ROPE_CONFIG = {"num_warps": 8, "max_tile": 8192, "tokens": 1, "tile": 1}
+#: Per-shape overrides of :data:`ROPE_CONFIG`, by the elements of one token's (padded) q and k heads:
+#: the first entry whose ``max_token_elems`` is at least the shape's wins; none matching: the defaults.
+ROPE_SHAPE_CONFIG = [
+    # Llama-3-8B, Mistral-7B (32 + 8 heads x 128 = 5120 elements per token): the defaults.
+    {"max_token_elems": 8192},
+    # Llama-3-70B (64 + 8 heads x 128 = 9216): one whole token per program, 16 warps (H200 sweep,
+    # kernels_rope.py; before, the heads went through one head tile after another at 94 us, 0.77).
+    {"max_token_elems": 16384, "num_warps": 16, "max_tile": 16384},
+]
 
 
-@triton.jit
-def _rotate_heads(
-    x_ptr, y_ptr, x_base, y_base, x_head_stride, y_head_stride, n_heads,
-    c1, c2, s1, s2, half_offs,
-    HALF: tl.constexpr, BLOCK_H: tl.constexpr, INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr,
-):  # fmt: skip
-    for h0 in range(0, n_heads, BLOCK_H):
-        heads = h0 + tl.arange(0, BLOCK_H)
-        hmask = heads[:, None] < n_heads
-        x_rows = x_ptr + x_base + heads[:, None].to(tl.int64) * x_head_stride
-        y_rows = y_ptr + y_base + heads[:, None].to(tl.int64) * y_head_stride
-        if INTERLEAVED:
-            # One contiguous load of the whole head, split into (even, odd) lanes on chip.
-            full = tl.arange(0, 2 * HALF)[None, :]
-            x = tl.load(x_rows + full, mask=hmask, other=0.0).to(tl.float32)
-            x1, x2 = tl.split(tl.reshape(x, (BLOCK_H, HALF, 2)))
-        else:
-            x1 = tl.load(x_rows + half_offs[None, :], mask=hmask, other=0.0).to(tl.float32)
-            x2 = tl.load(x_rows + HALF + half_offs[None, :], mask=hmask, other=0.0).to(tl.float32)
-        if BACKWARD:
-            y1 = x1 * c1[None, :] + x2 * s2[None, :]
-            y2 = x2 * c2[None, :] - x1 * s1[None, :]
-        else:
-            y1 = x1 * c1[None, :] - x2 * s1[None, :]
-            y2 = x2 * c2[None, :] + x1 * s2[None, :]
-        y1 = y1.to(y_ptr.dtype.element_ty)
-        y2 = y2.to(y_ptr.dtype.element_ty)
-        if INTERLEAVED:
-            y = tl.reshape(tl.join(y1, y2), (BLOCK_H, 2 * HALF))
-            tl.store(y_rows + tl.arange(0, 2 * HALF)[None, :], y, mask=hmask)
-        else:
-            tl.store(y_rows + half_offs[None, :], y1, mask=hmask)
-            tl.store(y_rows + HALF + half_offs[None, :], y2, mask=hmask)
+def rope_config(n_q: int, n_k: int, dim: int) -> dict:
+    """The launch settings for a head layout: :data:`ROPE_CONFIG` with the matching shape override."""
+    elems = (triton.next_power_of_2(n_q) + triton.next_power_of_2(n_k)) * dim
+    for entry in ROPE_SHAPE_CONFIG:
+        if elems <= entry["max_token_elems"]:
+            return {**ROPE_CONFIG, **{k: v for k, v in entry.items() if k != "max_token_elems"}}
+    return dict(ROPE_CONFIG)
 
 
-@triton.jit
-def _rope_token(
-    token, q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr,
-    seq_len, n_q_heads, n_k_heads,
-    q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
-    qo_sb, qo_ss, qo_sh, ko_sb, ko_ss, ko_sh,
-    cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
-    HALF: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-    INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, HAS_POS: tl.constexpr,
-):  # fmt: skip
-    b = (token // seq_len).to(tl.int64)
-    s = (token % seq_len).to(tl.int64)
-    if HAS_POS:
-        row = tl.load(pos_ptr + b * pos_sb + s * pos_ss).to(tl.int64)
-        c_base = row * cos_ss
-        s_base = row * sin_ss
-    else:
-        c_base = b * cos_sb + s * cos_ss
-        s_base = b * sin_sb + s * sin_ss
-    half_offs = tl.arange(0, HALF)
-    if INTERLEAVED:
-        c = tl.load(cos_ptr + c_base + tl.arange(0, 2 * HALF)).to(tl.float32)
-        sn = tl.load(sin_ptr + s_base + tl.arange(0, 2 * HALF)).to(tl.float32)
-        c1, c2 = tl.split(tl.reshape(c, (HALF, 2)))
-        s1, s2 = tl.split(tl.reshape(sn, (HALF, 2)))
-    else:
-        c1 = tl.load(cos_ptr + c_base + half_offs).to(tl.float32)
-        c2 = tl.load(cos_ptr + c_base + HALF + half_offs).to(tl.float32)
-        s1 = tl.load(sin_ptr + s_base + half_offs).to(tl.float32)
-        s2 = tl.load(sin_ptr + s_base + HALF + half_offs).to(tl.float32)
-    _rotate_heads(
-        q_ptr, q_out_ptr, b * q_sb + s * q_ss, b * qo_sb + s * qo_ss, q_sh, qo_sh, n_q_heads,
-        c1, c2, s1, s2, half_offs, HALF, BLOCK_HQ, INTERLEAVED, BACKWARD,
-    )  # fmt: skip
-    _rotate_heads(
-        k_ptr, k_out_ptr, b * k_sb + s * k_ss, b * ko_sb + s * ko_ss, k_sh, ko_sh, n_k_heads,
-        c1, c2, s1, s2, half_offs, HALF, BLOCK_HK, INTERLEAVED, BACKWARD,
-    )  # fmt: skip
-
-
-@triton.jit
-def _rope_kernel(
-    q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr,
-    n_tokens, seq_len, n_q_heads, n_k_heads,
-    q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
-    qo_sb, qo_ss, qo_sh, ko_sb, ko_ss, ko_sh,
-    cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
-    HALF: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-    INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, HAS_POS: tl.constexpr, TOKENS: tl.constexpr,
-):  # fmt: skip
-    """TOKENS consecutive tokens per program (unrolled, so their loads can be in flight together)."""
-    for i in tl.static_range(TOKENS):
-        token = tl.program_id(0) * TOKENS + i
-        if token < n_tokens:
-            _rope_token(
-                token, q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr,
-                seq_len, n_q_heads, n_k_heads, q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
-                qo_sb, qo_ss, qo_sh, ko_sb, ko_ss, ko_sh, cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
-                HALF, BLOCK_HQ, BLOCK_HK, INTERLEAVED, BACKWARD, HAS_POS,
-            )  # fmt: skip
+def rope_plan(n_q: int, n_k: int, dim: int, cfg: dict) -> tuple[int, int, int, int]:
+    """``(BLOCK_T, BLOCK_HQ, BLOCK_HK, chunks)``: tokens per program, q and k heads per program, and
+    head chunks per token (the second grid axis) for at most ``cfg["max_tile"]`` elements a program."""
+    heads_q, heads_k = triton.next_power_of_2(n_q), triton.next_power_of_2(n_k)
+    per_token = (heads_q + heads_k) * dim
+    max_tile = max(int(cfg["max_tile"]), 2 * dim)
+    if per_token <= max_tile:
+        fit = max(1, min(int(cfg.get("tokens", 1)) if cfg.get("tile", 1) else 1, max_tile // per_token))
+        return 1 << (fit.bit_length() - 1), heads_q, heads_k, 1  # a power of two (tl.arange), at most ``fit``
+    split = triton.next_power_of_2(triton.cdiv(per_token, max_tile))
+    block_hq, block_hk = max(heads_q // split, 1), max(heads_k // split, 1)
+    return 1, block_hq, block_hk, max(triton.cdiv(n_q, block_hq), triton.cdiv(n_k, block_hk))
 
 
 @triton.jit
@@ -157,6 +93,8 @@ def _tile_rows(ptr, t_off, heads, n_heads, head_stride, tmask):
 
 @triton.jit
 def _load_pairs(rows, mask, HALF: tl.constexpr, INTERLEAVED: tl.constexpr):
+    """The pair halves ``(x1, x2)`` of [T, H, 1] head rows, as [T, H, HALF] tiles in their own dtype:
+    one contiguous load of the whole head split on chip when interleaved, two half loads otherwise."""
     d = tl.arange(0, HALF)[None, None, :]
     if INTERLEAVED:
         x = tl.load(rows + tl.arange(0, 2 * HALF)[None, None, :], mask=mask, other=0.0)
@@ -170,6 +108,7 @@ def _load_pairs(rows, mask, HALF: tl.constexpr, INTERLEAVED: tl.constexpr):
 @triton.jit
 def _store_rotated(rows, mask, x1, x2, c1, c2, s1, s2, HALF: tl.constexpr, INTERLEAVED: tl.constexpr,
                    BACKWARD: tl.constexpr):  # fmt: skip
+    """Rotate the pairs in fp32 (``BACKWARD``: the transposed rotation) and store them to ``rows``."""
     x1 = x1.to(tl.float32)
     x2 = x2.to(tl.float32)
     if BACKWARD:
@@ -190,7 +129,7 @@ def _store_rotated(rows, mask, x1, x2, c1, c2, s1, s2, HALF: tl.constexpr, INTER
 
 
 @triton.jit
-def _rope_tile_kernel(
+def _rope_kernel(
     q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr,
     n_tokens, seq_len, n_q_heads, n_k_heads,
     q_sb, q_ss, q_sh, k_sb, k_ss, k_sh,
@@ -199,10 +138,12 @@ def _rope_tile_kernel(
     HALF: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
     INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, HAS_POS: tl.constexpr,
 ):  # fmt: skip
-    """BLOCK_T tokens per program, all their q and k heads as [T, H, D/2] tiles: every load (q, k, the
-    tables) is issued before the first store, so a program keeps ~BLOCK_T x 10 KB in flight (Llama-3-8B)
-    instead of one head tile at a time."""
+    """Program (i, j): tokens ``i*BLOCK_T ...`` and head chunk ``j`` (q heads ``j*BLOCK_HQ ...``, k heads
+    ``j*BLOCK_HK ...``) as [T, H, D/2] tiles. Every load (q, k, the tables) is issued before the first
+    store, so a program keeps its whole tile in flight (Llama-3-8B: 10 KB per token) rather than one
+    head at a time."""
     t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    chunk = tl.program_id(1)
     tmask = t < n_tokens
     b = (t // seq_len).to(tl.int64)
     s = (t % seq_len).to(tl.int64)
@@ -213,8 +154,10 @@ def _rope_tile_kernel(
     else:
         c_base = b * cos_sb + s * cos_ss
         s_base = b * sin_sb + s * sin_ss
-    q_rows, q_mask = _tile_rows(q_ptr, b * q_sb + s * q_ss, tl.arange(0, BLOCK_HQ), n_q_heads, q_sh, tmask)
-    k_rows, k_mask = _tile_rows(k_ptr, b * k_sb + s * k_ss, tl.arange(0, BLOCK_HK), n_k_heads, k_sh, tmask)
+    q_heads = chunk * BLOCK_HQ + tl.arange(0, BLOCK_HQ)
+    k_heads = chunk * BLOCK_HK + tl.arange(0, BLOCK_HK)
+    q_rows, q_mask = _tile_rows(q_ptr, b * q_sb + s * q_ss, q_heads, n_q_heads, q_sh, tmask)
+    k_rows, k_mask = _tile_rows(k_ptr, b * k_sb + s * k_ss, k_heads, n_k_heads, k_sh, tmask)
     q1, q2 = _load_pairs(q_rows, q_mask, HALF, INTERLEAVED)
     k1, k2 = _load_pairs(k_rows, k_mask, HALF, INTERLEAVED)
     c_rows = cos_ptr + c_base[:, None, None] + tl.zeros([1, 1, 1], dtype=tl.int64)
@@ -222,8 +165,8 @@ def _rope_tile_kernel(
     c1, c2 = _load_pairs(c_rows, tmask[:, None, None], HALF, INTERLEAVED)
     s1, s2 = _load_pairs(s_rows, tmask[:, None, None], HALF, INTERLEAVED)
     c1, c2, s1, s2 = c1.to(tl.float32), c2.to(tl.float32), s1.to(tl.float32), s2.to(tl.float32)
-    qo_rows, _ = _tile_rows(q_out_ptr, b * qo_sb + s * qo_ss, tl.arange(0, BLOCK_HQ), n_q_heads, qo_sh, tmask)
-    ko_rows, _ = _tile_rows(k_out_ptr, b * ko_sb + s * ko_ss, tl.arange(0, BLOCK_HK), n_k_heads, ko_sh, tmask)
+    qo_rows, _ = _tile_rows(q_out_ptr, b * qo_sb + s * qo_ss, q_heads, n_q_heads, qo_sh, tmask)
+    ko_rows, _ = _tile_rows(k_out_ptr, b * ko_sb + s * ko_ss, k_heads, n_k_heads, ko_sh, tmask)
     _store_rotated(qo_rows, q_mask, q1, q2, c1, c2, s1, s2, HALF, INTERLEAVED, BACKWARD)
     _store_rotated(ko_rows, k_mask, k1, k2, c1, c2, s1, s2, HALF, INTERLEAVED, BACKWARD)
 
@@ -262,7 +205,7 @@ def _table_view(t: torch.Tensor, batch: int, seq: int, dim: int, has_pos: bool, 
     )
 
 
-def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, backward: bool):
+def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, backward: bool, config=None):
     if layout not in _LAYOUTS:
         raise SolkitError(f"rope: layout must be one of {_LAYOUTS}, got {layout!r}")
     qv, kv = _to_bshd(q, layout, "q"), _to_bshd(k, layout, "k")
@@ -288,44 +231,34 @@ def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, b
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     qo, ko = _to_bshd(q_out, layout, "q"), _to_bshd(k_out, layout, "k")
     if batch * seq:
-        half = dim // 2
-        tile = ROPE_CONFIG["max_tile"]
-        block_hq = max(1, min(triton.next_power_of_2(n_q), max(1, tile // dim)))
-        block_hk = max(1, min(triton.next_power_of_2(n_k), max(1, tile // dim)))
-        tokens = max(1, int(ROPE_CONFIG.get("tokens", 1)))
+        cfg = rope_config(n_q, n_k, dim) if config is None else {**rope_config(n_q, n_k, dim), **config}
+        block_t, block_hq, block_hk, chunks = rope_plan(n_q, n_k, dim, cfg)
         strides = (
             qv.stride(0), qv.stride(1), qv.stride(2), kv.stride(0), kv.stride(1), kv.stride(2),
             qo.stride(0), qo.stride(1), qo.stride(2), ko.stride(0), ko.stride(1), ko.stride(2),
             cos_sb, cos_ss, sin_sb, sin_ss, pos_sb, pos_ss,
         )  # fmt: skip
-        heads_q, heads_k = triton.next_power_of_2(n_q), triton.next_power_of_2(n_k)
-        if ROPE_CONFIG.get("tile", 0) and (heads_q + heads_k) * dim <= ROPE_CONFIG["max_tile"]:
-            # Whole tokens per program; as many as fit in max_tile elements, at most ``tokens``.
-            fit = max(1, min(tokens, ROPE_CONFIG["max_tile"] // ((heads_q + heads_k) * dim)))
-            block_t = 1 << (fit.bit_length() - 1)  # a power of two (tl.arange), at most ``fit``
-            _rope_tile_kernel[(triton.cdiv(batch * seq, block_t),)](
-                qv, kv, qo, ko, cos_t, sin_t, pos, batch * seq, seq, n_q, n_k, *strides,
-                HALF=half, BLOCK_T=block_t, BLOCK_HQ=heads_q, BLOCK_HK=heads_k,
-                INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, num_warps=ROPE_CONFIG["num_warps"],
-            )  # fmt: skip
-        else:
-            _rope_kernel[(triton.cdiv(batch * seq, tokens),)](
-                qv, kv, qo, ko, cos_t, sin_t, pos, batch * seq, seq, n_q, n_k, *strides,
-                HALF=half, BLOCK_HQ=block_hq, BLOCK_HK=block_hk,
-                INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, TOKENS=tokens,
-                num_warps=ROPE_CONFIG["num_warps"],
-            )  # fmt: skip
+        _rope_kernel[(triton.cdiv(batch * seq, block_t), chunks)](
+            qv, kv, qo, ko, cos_t, sin_t, pos, batch * seq, seq, n_q, n_k, *strides,
+            HALF=dim // 2, BLOCK_T=block_t, BLOCK_HQ=block_hq, BLOCK_HK=block_hk,
+            INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, num_warps=int(cfg["num_warps"]),
+        )  # fmt: skip
     return q_out, k_out
 
 
-def rope_forward(q, k, cos, sin, position_ids=None, *, interleaved: bool = False, layout: str = "bshd"):
-    """Rotate q and k (one launch); returns new ``(q_rot, k_rot)`` in the input layout."""
-    return _rope_launch(q, k, cos, sin, position_ids, interleaved, layout, backward=False)
+def rope_forward(
+    q, k, cos, sin, position_ids=None, *, interleaved: bool = False, layout: str = "bshd", config: dict | None = None
+):
+    """Rotate q and k (one launch); returns new ``(q_rot, k_rot)`` in the input layout. ``config``:
+    launch settings overriding :func:`rope_config`'s (keys of :data:`ROPE_CONFIG`)."""
+    return _rope_launch(q, k, cos, sin, position_ids, interleaved, layout, False, config)
 
 
-def rope_backward(dq, dk, cos, sin, position_ids=None, *, interleaved: bool = False, layout: str = "bshd"):
+def rope_backward(
+    dq, dk, cos, sin, position_ids=None, *, interleaved: bool = False, layout: str = "bshd", config: dict | None = None
+):
     """Gradients of :func:`rope_forward` w.r.t. q and k (the transposed rotation), one launch."""
-    return _rope_launch(dq, dk, cos, sin, position_ids, interleaved, layout, backward=True)
+    return _rope_launch(dq, dk, cos, sin, position_ids, interleaved, layout, True, config)
 
 
 class RoPEFunction(torch.autograd.Function):
