@@ -113,8 +113,19 @@ def test_bad_inputs(device):
         LayerNorm(0)
 
 
+def test_width_overrides(device, monkeypatch):
+    """``by_width`` entries replace the launch settings for rows at least that wide (one 2-warp backward
+    program per SM, prefetch 2; a 2-warp forward) and keep the results."""
+    from solkit.kernels import layernorm as mod
+
+    wide = {"bwd_num_warps": 2, "bwd_programs_per_sm": 1, "bwd_prefetch": 2, "fwd_num_warps": 2}
+    monkeypatch.setitem(mod.LAYERNORM_CONFIG, "by_width", {128: wide})
+    x = torch.randn(37, 131) + 1
+    _check(x, torch.rand(131) + 0.5, torch.randn(131), device)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(4096, 4096), (1000, 5120), (3, 8192)])
+@pytest.mark.parametrize("shape", [(4096, 4096), (1000, 5120), (3, 8192), (2048, 8192)])
 def test_layernorm_bf16_gpu(shape):
     x = torch.randn(*shape, dtype=torch.bfloat16) + 1
     _check(x, (torch.rand(shape[-1]) + 0.5).to(torch.bfloat16), torch.randn(shape[-1]).to(torch.bfloat16), "cuda")

@@ -156,8 +156,22 @@ def test_bad_inputs(device):
         add_rmsnorm(x, torch.randn(4, 17, device=device), torch.ones(16, device=device))
 
 
+@pytest.mark.parametrize("residual", [False, True])
+def test_width_overrides(residual, device, monkeypatch):
+    """``by_width`` entries replace the launch settings for rows at least that wide (here: one 2-warp
+    program per SM, prefetch 2, a 1-row forward of 2 warps) and keep the results."""
+    from solkit.kernels import rmsnorm as mod
+
+    wide = {"bwd_num_warps": 2, "bwd_programs_per_sm": 1, "bwd_prefetch": 2,
+            "fwd": {"min_tile": 1, "bytes_per_thread": 64, "num_warps": 2},
+            "fwd_residual": {"min_tile": 1, "bytes_per_thread": 64, "num_warps": 2}}  # fmt: skip
+    monkeypatch.setitem(mod.RMSNORM_CONFIG, "by_width", {128: wide})
+    x = torch.randn(37, 131)
+    _check(x, torch.rand(131) + 0.5, "llama", 0.0, device, residual=torch.randn(37, 131) if residual else None)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(4096, 4096), (1000, 5120), (3, 8192)])
+@pytest.mark.parametrize("shape", [(4096, 4096), (1000, 5120), (3, 8192), (2048, 8192)])
 @pytest.mark.parametrize("casting,offset", [("llama", 0.0), ("gemma", 1.0)])
 def test_rmsnorm_bf16_gpu(shape, casting, offset):
     x = torch.randn(*shape, dtype=torch.bfloat16)
@@ -166,9 +180,10 @@ def test_rmsnorm_bf16_gpu(shape, casting, offset):
 
 
 @pytest.mark.gpu
-def test_add_rmsnorm_bf16_gpu():
-    x, r = (torch.randn(2048, 4096, dtype=torch.bfloat16) for _ in range(2))
-    _check(x, torch.randn(4096, dtype=torch.bfloat16), "llama", 0.0, "cuda", residual=r)
+@pytest.mark.parametrize("n_cols", [4096, 8192])
+def test_add_rmsnorm_bf16_gpu(n_cols):
+    x, r = (torch.randn(2048, n_cols, dtype=torch.bfloat16) for _ in range(2))
+    _check(x, torch.randn(n_cols, dtype=torch.bfloat16), "llama", 0.0, "cuda", residual=r)
 
 
 @pytest.mark.gpu

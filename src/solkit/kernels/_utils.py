@@ -62,6 +62,15 @@ def row_config(n_cols: int, elem_bytes: int, *, min_tile: int = 2048) -> tuple[i
     return block_m, block_n, max(warps_for(block_m * block_n, elem_bytes), 4)
 
 
+def config_for_width(config: dict, n_cols: int) -> dict:
+    """``config`` with its per-width overrides applied: ``config["by_width"]`` maps a row width ``W`` to
+    the keys that change for rows of at least ``W`` columns (padded to a power of two); the widest
+    ``W`` that applies wins. Launch settings stay data, chosen per shape."""
+    block_n = triton.next_power_of_2(n_cols)
+    widths = [w for w in sorted(config.get("by_width", {})) if w <= block_n]
+    return {**config, **(config["by_width"][widths[-1]] if widths else {})}
+
+
 def check_rows(x: torch.Tensor, name: str, *, max_cols: int | None = MAX_BLOCK_COLS) -> torch.Tensor:
     """Check a float tensor with at least one dimension and return it as a 2-D ``[rows, cols]`` view/copy."""
     if not isinstance(x, torch.Tensor):

@@ -34,6 +34,7 @@ from solkit.kernels._utils import (
     backward_programs,
     check_rows,
     check_weight,
+    config_for_width,
     load_tile,
     register_cap,
     row_config,
@@ -57,6 +58,10 @@ LAYERNORM_CONFIG = {
     "bwd_prefetch": 1,
     # the dW/dB reduction of [264, 8192] fp32: 7.4 us against 8.2 at (32, 64, 4 warps)
     "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
+    # Wider rows (Llama-3-70B, 8192): 2 programs x 16 warps of 64 registers cannot hold a 16-element row
+    # slice of x and dy twice (prefetch) plus the weight and two fp32 accumulators: the spills cost 426 us
+    # in the main job (0.30). One 16-warp program per SM has 128 registers a thread.
+    "by_width": {8192: {"bwd_num_warps": 16, "bwd_programs_per_sm": 1, "bwd_prefetch": 1}},
 }
 
 
@@ -191,16 +196,21 @@ def layernorm_forward(
     check_weight(bias, n_cols, "layernorm bias", x.device)
     y2 = torch.empty_like(x2)
     stats = torch.empty(2, n_rows, dtype=torch.float32, device=x.device) if save_stats else None
-    bm, bn, _ = row_config(n_cols, x2.element_size(), min_tile=LAYERNORM_CONFIG["fwd_min_tile"])
+    cfg = config_for_width(LAYERNORM_CONFIG, n_cols)
+    bm, bn, _ = row_config(n_cols, x2.element_size(), min_tile=cfg["fwd_min_tile"])
     bm = block_m or bm
-    bpt = LAYERNORM_CONFIG["fwd_bytes_per_thread"]
-    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
+    bpt = cfg["fwd_bytes_per_thread"]
+    nw = (
+        num_warps
+        or cfg.get("fwd_num_warps")
+        or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
+    )
     _layernorm_fwd_kernel[(triton.cdiv(n_rows, bm),)](
         x2, weight, bias if bias is not None else weight, y2,
         stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
         n_rows, n_cols, x2.stride(0), y2.stride(0), eps,
         HAS_BIAS=bias is not None, STORE_STATS=save_stats,
-        ONE_PASS=LAYERNORM_CONFIG["one_pass"] if one_pass is None else one_pass,
+        ONE_PASS=cfg["one_pass"] if one_pass is None else one_pass,
         BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
     )  # fmt: skip
     if stats is None:
@@ -230,17 +240,22 @@ def layernorm_backward(
     dy2 = check_rows(dy, "layernorm grad_output")
     n_rows, n_cols = x2.shape
     dx2 = torch.empty_like(x2)
+    cfg = config_for_width(LAYERNORM_CONFIG, n_cols)
     bm, bn, _ = row_config(n_cols, x2.element_size())
     bm = block_m or bm
-    bpt = LAYERNORM_CONFIG["bwd_bytes_per_thread"]
-    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
-    programs_per_sm = programs_per_sm or LAYERNORM_CONFIG["bwd_programs_per_sm"]
-    partial_sum = partial_sum or LAYERNORM_CONFIG["partial_sum"]
+    bpt = cfg["bwd_bytes_per_thread"]
+    nw = (
+        num_warps
+        or cfg.get("bwd_num_warps")
+        or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
+    )
+    programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
+    partial_sum = partial_sum or cfg["partial_sum"]
     programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
     partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)
     _layernorm_bwd_kernel[(programs,)](
         dy2, x2, weight, mean, rstd, dx2, partial, n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0),
-        HAS_BIAS=has_bias, PREFETCH=int(LAYERNORM_CONFIG["bwd_prefetch"] if prefetch is None else prefetch),
+        HAS_BIAS=has_bias, PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
         BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
         maxnreg=register_cap(programs_per_sm, nw),
     )  # fmt: skip

@@ -43,6 +43,7 @@ from solkit.kernels._utils import (
     backward_programs,
     check_rows,
     check_weight,
+    config_for_width,
     load_tile,
     load_tile_fp32,
     register_cap,
@@ -69,6 +70,9 @@ RMSNORM_CONFIG = {
     "bwd_prefetch": 1,
     # the dW reduction of [264, 4096] fp32: 6.4 us against 7.7 at (32, 32, 4 warps)
     "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
+    # Wider rows (Llama-3-70B, 8192): two 16-warp programs of 64 registers spill (a 16-element slice of
+    # x and dy twice, the weight, the dW accumulator): 256 us in the main job (0.50). One per SM has 128.
+    "by_width": {8192: {"bwd_num_warps": 16, "bwd_programs_per_sm": 1, "bwd_prefetch": 1}},
 }
 
 
@@ -239,11 +243,15 @@ def rmsnorm_forward(
         s2 = torch.empty_like(x2)
     y2 = torch.empty_like(x2)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device) if save_rstd else None
-    key = "fwd_residual" if residual is not None else "fwd"
-    bm, bn, _ = row_config(n_cols, x2.element_size(), min_tile=RMSNORM_CONFIG[key]["min_tile"])
+    fcfg = config_for_width(RMSNORM_CONFIG, n_cols)["fwd_residual" if residual is not None else "fwd"]
+    bm, bn, _ = row_config(n_cols, x2.element_size(), min_tile=fcfg["min_tile"])
     bm = block_m or bm
-    bpt = RMSNORM_CONFIG[key]["bytes_per_thread"]
-    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
+    bpt = fcfg["bytes_per_thread"]
+    nw = (
+        num_warps
+        or fcfg.get("num_warps")
+        or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
+    )
     n_blocks = triton.cdiv(n_rows, bm)
     grid = n_blocks
     if programs_per_sm:  # persistent: every program must be resident at once (see register_cap)
@@ -284,21 +292,26 @@ def rmsnorm_backward(
     ds2 = check_rows(ds, "rmsnorm grad of sum") if ds is not None else None
     n_rows, n_cols = x2.shape
     dx2 = torch.empty_like(x2)
+    cfg = config_for_width(RMSNORM_CONFIG, n_cols)
     bm, bn, _ = row_config(n_cols, x2.element_size())
     bm = block_m or bm
-    bpt = RMSNORM_CONFIG["bwd_bytes_per_thread_ds" if ds is not None else "bwd_bytes_per_thread"]
-    nw = num_warps or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
-    programs_per_sm = programs_per_sm or RMSNORM_CONFIG["bwd_programs_per_sm"]
+    bpt = cfg["bwd_bytes_per_thread_ds" if ds is not None else "bwd_bytes_per_thread"]
+    nw = (
+        num_warps
+        or cfg.get("bwd_num_warps")
+        or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
+    )
+    programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
     programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
     partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
     _rmsnorm_bwd_kernel[(programs,)](
         dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial,
         n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,
         HAS_DS=ds2 is not None, GEMMA=casting == "gemma",
-        PREFETCH=int(RMSNORM_CONFIG["bwd_prefetch"] if prefetch is None else prefetch),
+        PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
         BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=register_cap(programs_per_sm, nw),
     )  # fmt: skip
-    return dx2.view(x.shape), sum_partials(partial, weight.dtype, **(partial_sum or RMSNORM_CONFIG["partial_sum"]))
+    return dx2.view(x.shape), sum_partials(partial, weight.dtype, **(partial_sum or cfg["partial_sum"]))
 
 
 class RMSNormFunction(torch.autograd.Function):
