@@ -48,6 +48,11 @@ CPU_CONFIGS = {
     "gemv_pipe2_split2": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, PIPE=2),
     "dot": _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1),
     "dot_split4": _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=4),
+    # W (and x) through TMA descriptors, the residual loaded before the K loop, evict_first on W
+    "gemv_tma_pre": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, W_TMA=1, STAGES=3, PRE_RES=1),
+    "gemv_tma_split2": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, W_TMA=1, STAGES=2),
+    "dot_tma_pre_split3": _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=3, W_TMA=1, PRE_RES=1),
+    "dot_evict": _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, EVICT_W=1),
 }
 
 
@@ -65,6 +70,21 @@ def test_splitk_values(dtype, M, N, K, name, device):
     y = G.gemm(x, w, b, r, config=CPU_CONFIGS[name], out=out, **kw)
     assert G.LAST_LAUNCH["kernel"] == "splitk"
     _check(y, x, w, r, b, **kw)
+
+
+def test_tma_config_falls_back_on_unaligned_rows(device):
+    """K = 37 (74-byte rows) cannot be addressed by TMA: a W_TMA config runs the pointer loads instead."""
+    from solkit.kernels.gemm_decode import _tma_usable
+
+    x, w, r, _ = _case(3, 24, 37, torch.float16, device, seed=5)
+    args = {"W_TMA": 1, "x_ptr": x, "w_ptr": w, "stride_wn": w.stride(0), "stride_xm": x.stride(0)}
+    assert _tma_usable(args) == 0
+    assert _tma_usable({**args, "W_TMA": 0}) == 0
+    x8, w8, _, _ = _case(3, 24, 64, torch.float16, device, seed=5)
+    assert _tma_usable({**args, "x_ptr": x8, "w_ptr": w8, "stride_wn": 64, "stride_xm": 64}) == 1
+    cfg = _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, W_TMA=1, PRE_RES=1)
+    out = torch.full((3, 24), float("nan"), device=device, dtype=torch.float16)
+    _check(G.gemm(x, w, residual=r, config=cfg, out=out), x, w, r)
 
 
 def test_counters_reset_and_calls_repeat(device):

@@ -34,16 +34,18 @@ from solkit.kernels.gemm_epilogue import apply_epilogue
 
 
 @triton.jit
-def _load_wx(w_ptrs, x_ptrs, k, K, offs_k, row_ok, live, EVEN_K: tl.constexpr):
+def _load_wx(w_ptrs, x_ptrs, k, K, offs_k, row_ok, live, EVEN_K: tl.constexpr, EVICT_W: tl.constexpr):
     """The W [BLOCK_N, BLOCK_K] and x [BLOCK_M, BLOCK_K] blocks at K offset k; nothing is read unless
-    ``live`` (a prefetch past the end of the piece)."""
+    ``live`` (a prefetch past the end of the piece). EVICT_W: the weight is read once, so its lines go
+    first (evict_first), and x (re-read by every program) stays."""
+    EVICT: tl.constexpr = "evict_first" if EVICT_W else ""
     if EVEN_K:
         # a block-shaped mask, uniform along K: the loads stay vectorised (and the interpreter takes it)
-        w = tl.load(w_ptrs, mask=tl.full(w_ptrs.shape, True, tl.int1) & live, other=0.0)
+        w = tl.load(w_ptrs, mask=tl.full(w_ptrs.shape, True, tl.int1) & live, other=0.0, eviction_policy=EVICT)
         xk = tl.load(x_ptrs, mask=tl.full(x_ptrs.shape, True, tl.int1) & row_ok[:, None] & live, other=0.0)
     else:
         k_ok = tl.full(offs_k.shape, True, tl.int1) & ((k + offs_k) < K) & live
-        w = tl.load(w_ptrs, mask=k_ok[None, :], other=0.0)
+        w = tl.load(w_ptrs, mask=k_ok[None, :], other=0.0, eviction_policy=EVICT)
         xk = tl.load(x_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
     return w, xk
 
@@ -54,7 +56,8 @@ def _gemm_decode_kernel(
     M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta,
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    PIPE: tl.constexpr, EVEN_K: tl.constexpr,
+    PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
+    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3,
 ):  # fmt: skip
     """Program (n tile, K piece, m tile); each K piece is whole BLOCK_K steps, the last one may be short."""
     pid_n = tl.program_id(0)
@@ -66,51 +69,22 @@ def _gemm_decode_kernel(
     K_SPLIT = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K
     k_lo = pid_k * K_SPLIT
     k_hi = tl.minimum(k_lo + K_SPLIT, K)
-    # Out-of-range W rows (the last N tile only) read row 0 instead of being masked, so the W loads
-    # stay unmasked and vectorised; their columns are never stored.
-    rows_w = tl.where(offs_n < N, offs_n, 0)
-    w_ptrs = w_ptr + rows_w[:, None] * stride_wn + (k_lo + offs_k)[None, :]
     row_ok = offs_m < M
-    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + (k_lo + offs_k)[None, :]
-    if BLOCK_M == 1:
-        part2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-        if PIPE == 1:
-            for k in range(k_lo, k_hi, BLOCK_K):
-                w, xk = _load_wx(w_ptrs, x_ptrs, k, K, offs_k, row_ok, k < k_hi, EVEN_K)
-                part2 += w.to(tl.float32) * xk.to(tl.float32)
-                w_ptrs += BLOCK_K
-                x_ptrs += BLOCK_K
-        else:
-            # register double buffer: the next block's loads are issued before this block's FMAs, so
-            # two blocks per program are in flight (no cp.async pipelining without tl.dot)
-            w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, k_lo, K, offs_k, row_ok, k_lo < k_hi, EVEN_K)
-            for k in range(k_lo, k_hi, BLOCK_K):
-                w = w_nx
-                xk = x_nx
-                w_ptrs += BLOCK_K
-                x_ptrs += BLOCK_K
-                w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, k + BLOCK_K, K, offs_k, row_ok, k + BLOCK_K < k_hi, EVEN_K)
-                part2 += w.to(tl.float32) * xk.to(tl.float32)
-        acc = tl.sum(part2, axis=1)[None, :]
-    else:
-        PRECISION: tl.constexpr = "ieee" if x_ptr.dtype.element_ty == tl.float32 else "tf32"
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(k_lo, k_hi, BLOCK_K):
-            if EVEN_K:
-                w = tl.load(w_ptrs)
-                xk = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
-            else:
-                k_ok = (k + offs_k) < K
-                w = tl.load(w_ptrs, mask=k_ok[None, :], other=0.0)
-                xk = tl.load(x_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-            acc = tl.dot(xk, tl.trans(w), acc, input_precision=PRECISION)
-            w_ptrs += BLOCK_K
-            x_ptrs += BLOCK_K
-
     mask = row_ok[:, None] & (offs_n[None, :] < N)
+    res = None
+    if HAS_RESIDUAL and PRE_RES:
+        # the residual tile in registers before the K loop: its DRAM latency is hidden behind the weight
+        # stream instead of added to the tail (every split piece loads it: whichever is last uses it)
+        res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)
+    if W_TMA:
+        acc = _stream_tma(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi,
+                          BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, STAGES)  # fmt: skip
+    else:
+        acc = _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_k, row_ok, N, k_lo, k_hi,
+                              BLOCK_M, BLOCK_N, BLOCK_K, PIPE, EVEN_K, EVICT_W)  # fmt: skip
+
     if SPLIT_K == 1:
-        res = None
-        if HAS_RESIDUAL:
+        if HAS_RESIDUAL and not PRE_RES:
             res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)
         out = apply_epilogue(acc, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
         tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :], out.to(y_ptr.dtype.element_ty), mask=mask)
@@ -125,16 +99,129 @@ def _gemm_decode_kernel(
             total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for s in tl.static_range(SPLIT_K):
                 total += tl.load(part_ptr + s * M * N + tile_offs, mask=mask, other=0.0, cache_modifier=".cg")
-            res = None
-            if HAS_RESIDUAL:
+            if HAS_RESIDUAL and not PRE_RES:
                 res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)
             out = apply_epilogue(total, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
             tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :], out.to(y_ptr.dtype.element_ty), mask=mask)
             tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
 
 
-#: The launchable kernel: EVEN_K (no K masks) follows from each config's BLOCK_K.
-gemm_decode_kernel = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})(_gemm_decode_kernel)
+@triton.jit
+def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_k, row_ok, N, k_lo, k_hi,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PIPE: tl.constexpr,
+                    EVEN_K: tl.constexpr, EVICT_W: tl.constexpr):  # fmt: skip
+    """x[rows] @ W[cols, k_lo:k_hi].T by pointer loads: fp32 [BLOCK_M, BLOCK_N] (BLOCK_M 1: FMA, else tl.dot)."""
+    # Out-of-range W rows (the last N tile only) read row 0 instead of being masked, so the W loads
+    # stay unmasked and vectorised; their columns are never stored.
+    rows_w = tl.where(offs_n < N, offs_n, 0)
+    w_ptrs = w_ptr + rows_w[:, None] * stride_wn + (k_lo + offs_k)[None, :]
+    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + (k_lo + offs_k)[None, :]
+    if BLOCK_M == 1:
+        part2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        if PIPE == 1:
+            for k in range(k_lo, k_hi, BLOCK_K):
+                w, xk = _load_wx(w_ptrs, x_ptrs, k, K, offs_k, row_ok, k < k_hi, EVEN_K, EVICT_W)
+                part2 += w.to(tl.float32) * xk.to(tl.float32)
+                w_ptrs += BLOCK_K
+                x_ptrs += BLOCK_K
+        else:
+            # register double buffer: the next block's loads are issued before this block's FMAs, so
+            # two blocks per program are in flight (no cp.async pipelining without tl.dot)
+            w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, k_lo, K, offs_k, row_ok, k_lo < k_hi, EVEN_K, EVICT_W)
+            for k in range(k_lo, k_hi, BLOCK_K):
+                w = w_nx
+                xk = x_nx
+                w_ptrs += BLOCK_K
+                x_ptrs += BLOCK_K
+                w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, k + BLOCK_K, K, offs_k, row_ok, k + BLOCK_K < k_hi, EVEN_K,
+                                      EVICT_W)  # fmt: skip
+                part2 += w.to(tl.float32) * xk.to(tl.float32)
+        acc = tl.sum(part2, axis=1)[None, :]
+    else:
+        PRECISION: tl.constexpr = "ieee" if x_ptr.dtype.element_ty == tl.float32 else "tf32"
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        EVICT: tl.constexpr = "evict_first" if EVICT_W else ""
+        for k in range(k_lo, k_hi, BLOCK_K):
+            if EVEN_K:
+                w = tl.load(w_ptrs, eviction_policy=EVICT)
+                xk = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+            else:
+                k_ok = (k + offs_k) < K
+                w = tl.load(w_ptrs, mask=k_ok[None, :], other=0.0, eviction_policy=EVICT)
+                xk = tl.load(x_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+            acc = tl.dot(xk, tl.trans(w), acc, input_precision=PRECISION)
+            w_ptrs += BLOCK_K
+            x_ptrs += BLOCK_K
+    return acc
+
+
+@triton.jit
+def _stream_tma(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn, off_m, off_n, k_lo, k_hi, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, STAGES: tl.constexpr):  # fmt: skip
+    """The same product with W (and x, for BLOCK_M > 1) read by TMA into shared memory, ``num_stages``
+    blocks in flight per program; TMA zero-fills rows past N or M and columns past K, so no masks."""
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    if BLOCK_M == 1:
+        offs_k = tl.arange(0, BLOCK_K)
+        part2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        # without a tl.dot the pipeliner leaves the loop alone unless asked: STAGES TMA loads in flight
+        for k in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
+            w = w_desc.load([off_n, k])
+            if EVEN_K:
+                xk = tl.load(x_ptr + off_m * stride_xm + k + offs_k)
+            else:
+                xk = tl.load(x_ptr + off_m * stride_xm + k + offs_k, mask=k + offs_k < K, other=0.0)
+            part2 += w.to(tl.float32) * xk.to(tl.float32)[None, :]
+        acc = tl.sum(part2, axis=1)[None, :]
+    else:
+        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
+        PRECISION: tl.constexpr = "ieee" if x_ptr.dtype.element_ty == tl.float32 else "tf32"
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(k_lo, k_hi, BLOCK_K):
+            xk = x_desc.load([off_m, k])
+            w = w_desc.load([off_n, k])
+            acc = tl.dot(xk, w.T, acc, input_precision=PRECISION)
+    return acc
+
+
+def _tma_usable(args: dict[str, Any]) -> int:
+    """W_TMA as configured, or 0 where TMA cannot address the operands (16-byte aligned bases and rows)."""
+    if not args.get("W_TMA", 0):
+        return 0
+    es = args["w_ptr"].element_size()
+    ok = all(t.data_ptr() % 16 == 0 for t in (args["x_ptr"], args["w_ptr"]))
+    ok = ok and (args["stride_wn"] * es) % 16 == 0 and (args["stride_xm"] * es) % 16 == 0
+    return int(ok)
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    # device-side tensor descriptors (128 bytes per program) live in global scratch from torch's allocator
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+class _DecodeLauncher(triton.runtime.Heuristics):
+    """triton.heuristics plus: a TMA config sets Triton's scratch allocator before it launches (the
+    device-side descriptors need one; the prefill path sets the same one, decode may run first)."""
+
+    def run(self, *args, **kwargs):
+        if kwargs.get("W_TMA", 0):
+            triton.set_allocator(_descriptor_scratch)
+        return super().run(*args, **kwargs)
+
+
+#: The launchable kernel: EVEN_K (no K masks) follows from each config's BLOCK_K; W_TMA (default 0)
+#: falls back to pointer loads when the operands are not TMA-aligned; PRE_RES and EVICT_W default to 0.
+gemm_decode_kernel = _DecodeLauncher(
+    _gemm_decode_kernel,
+    _gemm_decode_kernel.arg_names,
+    {
+        "EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
+        "W_TMA": _tma_usable,
+        "PRE_RES": lambda args: args.get("PRE_RES", 0),
+        "EVICT_W": lambda args: args.get("EVICT_W", 0),
+        "STAGES": lambda args: args.get("STAGES", 3),
+    },
+)
 
 
 def grid(M: int, N: int, meta: dict) -> tuple[int, int, int]:

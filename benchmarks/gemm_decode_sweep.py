@@ -1,0 +1,391 @@
+#!/usr/bin/env python3
+"""Decode GEMM sweep: solkit's splitk kernel (gemm_decode.py) against cuBLAS at M in {1, 16, 64}, K = N.
+
+The op is ``y = x @ W.T + residual`` in bf16; it is a stream of the weight, so the score is memory SOL:
+T_SOL = (N*K + M*K + 2*M*N) * 2 bytes / bandwidth (the calibrated copy bandwidth, ``--bandwidth``).
+Every variant (the ``hopper.decode`` candidates and autotune entries of gemm_configs.yaml, cuBLAS mm and
+addmm) is first checked on two random input sets with a NaN-poisoned output against an fp32 reference
+(relative Frobenius error at most 2x cuBLAS addmm's own + 1e-3), then timed two ways:
+
+* ``kernel_span``: the GPU kernels' own span per call from the CUDA profiler (the harness's "kernel"
+  method: ``solkit.harness.kernel_timing.spans_from_trace`` over per-call ``record_function`` ranges, L2
+  read-flushed before every call, outside the range). All variants of a shape run interleaved in one
+  profiler session (round-robin, order reversed every other round). This is the harness's median.
+* ``graph_events``: ``solkit.harness.timing.benchmark(method="graph_events")`` (10 calls per CUDA graph,
+  each after a read flush, events captured around every call), in interleaved trials.
+
+    python benchmarks/gemm_decode_sweep.py --out $OUT/gemm_decode.json [--budget-s 70] [--only autotune]
+    python benchmarks/gemm_decode_sweep.py --quick --out /tmp/q.json   # CPU: interpreter plumbing check
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if "--quick" in sys.argv:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from solkit.kernels import gemm as G  # noqa: E402
+
+SHAPES = [(m, k, k) for k in (4096, 8192) for m in (1, 16, 64)]  # (M, N, K)
+QUICK_SHAPES = [(1, 64, 128), (16, 64, 128)]
+BANDWIDTH = 4.23e12  # the H200's calibrated copy bandwidth (the issue's basis; --bandwidth overrides)
+MIN_PROGRAMS = 96  # below this a candidate leaves most SMs idle at that shape: not timed
+
+
+def programs(cfg: dict[str, Any], M: int, N: int) -> int:
+    return triton.cdiv(N, cfg["BLOCK_N"]) * int(cfg.get("SPLIT_K", 1)) * triton.cdiv(M, cfg["BLOCK_M"])
+
+
+def label(cfg: dict[str, Any]) -> str:
+    s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} S{cfg.get('SPLIT_K', 1)}"
+    for key, tag in (("PIPE", "P"), ("W_TMA", "tma"), ("STAGES", "q"), ("PRE_RES", "pre"), ("EVICT_W", "ef")):
+        if cfg.get(key) and not (key == "PIPE" and cfg[key] == 1):
+            s += f" {tag}{cfg[key] if key in ('PIPE', 'STAGES') else ''}"
+    return s + f" w{cfg['num_warps']} st{cfg['num_stages']}"
+
+
+def variants_for(M: int, N: int, family: str, only: str) -> list[dict[str, Any]]:
+    """The configs timed at one shape: autotune entries and candidates whose BLOCK_M covers M (M = 1 also
+    runs the 16-row TMA entries: tensor cores against FMA), with at least MIN_PROGRAMS programs."""
+    entry = G.load_config_table()[family]["decode"]
+    pool = [("autotune", c) for c in entry["autotune"]]
+    if only != "autotune":
+        pool += [("candidate", c) for c in entry.get("candidates", [])]
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for source, cfg in pool:
+        cfg = {"kernel": "splitk", **cfg}
+        bm = cfg["BLOCK_M"]
+        if bm < M or (M <= 16 and bm > 16) or (M == 1 and bm == 16 and not cfg.get("W_TMA")):
+            continue
+        if M > 16 and bm < 64:
+            continue
+        if family != "interpreter" and programs(cfg, M, N) < MIN_PROGRAMS:
+            continue
+        key = json.dumps(cfg, sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"source": source, "config": cfg, "label": label(cfg)})
+    return out
+
+
+# --------------------------------------------------------------------------------------------- compile
+def warm_worker(cfgs: list[dict[str, Any]]) -> int:
+    """Compile each config by one launch with the real shapes' specialisation (K = 4096: EVEN_K as at the
+    sweep's K; N, strides multiples of 16; 16-byte-aligned tensors); Triton's disk cache keeps them."""
+    dev = torch.device("cuda", torch.cuda.current_device())
+    for cfg in cfgs:
+        t0 = time.time()
+        try:
+            M = 1 if cfg["BLOCK_M"] == 1 else 16
+            x = torch.randn(M, 4096, device=dev, dtype=torch.bfloat16)
+            w = torch.randn(256, 4096, device=dev, dtype=torch.bfloat16)
+            r = torch.randn(M, 256, device=dev, dtype=torch.bfloat16)
+            G.gemm(x, w, residual=r, config=cfg)
+            torch.cuda.synchronize(dev)
+            print(json.dumps({"ok": True, "s": round(time.time() - t0, 2), "config": cfg}), flush=True)
+        except Exception as e:  # noqa: BLE001 - the main process reports it as the variant's error
+            print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}", "config": cfg}), flush=True)
+    return 0
+
+
+def precompile(cfgs: list[dict[str, Any]], workers: int, timeout_s: float) -> dict[str, Any]:
+    t0 = time.time()
+    shards = [cfgs[i::workers] for i in range(workers) if cfgs[i::workers]]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--warm-worker", json.dumps(sh)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )  # fmt: skip
+        for sh in shards
+    ]
+    results = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1.0, timeout_s - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        results += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    failed = [r for r in results if not r.get("ok")]
+    return {"workers": len(shards), "configs": len(cfgs), "done": len(results) - len(failed), "failed": failed,
+            "wall_s": round(time.time() - t0, 2)}  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------- timing
+def kernel_spans(fns: dict[str, Any], pool: list[tuple], device: torch.device, reps: int) -> dict[str, Any]:
+    """Per variant: the median GPU kernel span per call (ms) over ``reps`` calls, all variants interleaved
+    in one profiler session, each call after an L2 read flush (outside the timed range)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from solkit.harness.kernel_timing import RANGE_PREFIX, spans_from_trace
+    from solkit.harness.timing import L2Flusher
+
+    names = list(fns)
+    flush = L2Flusher(device, "read")
+    for name in names:  # warm: every launcher's first-call work (autotune, allocations) outside the session
+        fns[name](*pool[0])
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for r in range(reps):
+            order = names if r % 2 == 0 else names[::-1]
+            for name in order:
+                flush()
+                with record_function(f"{RANGE_PREFIX}{names.index(name) * 100000 + r}"):
+                    fns[name](*pool[r % len(pool)])
+        torch.cuda.synchronize(device)
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        spans = spans_from_trace(json.loads(Path(path).read_text()))
+    finally:
+        os.unlink(path)
+    out: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        s = [v for k, v in spans.items() if k // 100000 == i]
+        if not s:
+            out[name] = {"error": "no GPU activity recorded"}
+            continue
+        span = sorted(v["span_us"] for v in s)
+        out[name] = {
+            "median_ms": statistics.median(span) * 1e-3,
+            "q1_ms": span[len(span) // 4] * 1e-3,
+            "q3_ms": span[(3 * len(span)) // 4] * 1e-3,
+            "min_ms": span[0] * 1e-3,
+            "busy_ms": statistics.median(v["busy_us"] for v in s) * 1e-3,
+            "kernels": statistics.median(v["kernels"] for v in s),
+            "samples": len(s),
+            "method": "cupti_kernel_span (variants interleaved in one profiler session, read L2 flush)",
+        }
+    return out
+
+
+def graph_events(fns: dict[str, Any], pool, device, reps: int, trials: int) -> dict[str, Any]:
+    from solkit.harness.timing import benchmark
+
+    out: dict[str, Any] = {n: {"trial_medians_ms": []} for n in fns}
+    names = list(fns)
+    for t in range(trials):
+        for name in names if t % 2 == 0 else names[::-1]:
+            if "error" in out[name]:
+                continue
+            try:
+                r = benchmark(fns[name], pool, method="graph_events", reps=reps, trials=1, warmup=1, device=device,
+                              l2_flush_mode="read")  # fmt: skip
+                out[name]["trial_medians_ms"].append(r.median_ms)
+                out[name]["method"] = r.method
+            except Exception as e:  # noqa: BLE001
+                out[name]["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    for d in out.values():
+        if d["trial_medians_ms"]:
+            d["median_ms"] = statistics.median(d["trial_medians_ms"])
+    return out
+
+
+# --------------------------------------------------------------------------------------------- main
+class Sweep:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.t0 = time.time()
+        cuda = torch.cuda.is_available() and not args.quick
+        self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+        self.dtype = torch.bfloat16 if cuda else torch.float16
+        self.family = G.arch_family(self.device)
+        props = torch.cuda.get_device_properties(self.device) if cuda else None
+        self.doc: dict[str, Any] = {
+            "benchmark": "gemm_decode_sweep",
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "device": {
+                "name": props.name,
+                "sm_count": props.multi_processor_count,
+                "capability": list(torch.cuda.get_device_capability(self.device)),
+            }
+            if props
+            else {"name": "cpu (Triton interpreter)"},  # fmt: skip
+            "versions": {
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "triton": triton.__version__,
+                "cuda": torch.version.cuda,
+            },  # fmt: skip
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "op": "y = x @ W.T + residual; bytes = (N*K + M*K + 2*M*N) * 2",
+            "bandwidth_basis": {"calibrated_copy_Bps": args.bandwidth, "source": args.bandwidth_source},
+            "timing": {
+                "harness_median": "kernel_span (solkit eval's default on a GPU: CUPTI kernel span per call)",
+                "kernel_span_reps": args.reps,
+                "graph_events_reps": args.graph_reps,
+                "graph_events_trials": 2,
+                "l2_flush": "read (2x L2 sweep before every call)",
+                "inputs": "4 rotating (x, residual) sets",
+            },  # fmt: skip
+            "shapes": [],
+        }
+
+    def left(self) -> float:
+        return self.args.budget_s - (time.time() - self.t0)
+
+    def log(self, msg: str) -> None:
+        print(f"[{time.time() - self.t0:6.1f}s] {msg}", flush=True)
+
+    def save(self) -> None:
+        self.doc["wall_s"] = round(time.time() - self.t0, 1)
+        out = Path(self.args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.doc, indent=1, default=str))
+        tmp.replace(out)
+
+    def copy_bandwidth(self) -> None:
+        """Context only: a 1 GiB copy under graph_events in this job (the score uses --bandwidth)."""
+        from solkit.harness.timing import benchmark
+
+        src = torch.randn(2**29, device=self.device, dtype=torch.bfloat16)
+        dst = torch.empty_like(src)
+        r = benchmark(lambda s, d: d.copy_(s), [(src, dst)], method="events", reps=10, trials=2, warmup=2)
+        self.doc["copy_bandwidth_in_job_Bps"] = 2 * 2**30 / (r.median_ms * 1e-3)
+        del src, dst
+        self.log(f"copy bandwidth in job: {self.doc['copy_bandwidth_in_job_Bps'] / 1e12:.2f} TB/s")
+
+    def shape(self, M: int, N: int, K: int) -> None:
+        dev, dt_ = self.device, self.dtype
+        gen = torch.Generator(device=dev).manual_seed(M * 31 + N * 7 + K)
+        w = torch.randn(N, K, device=dev, dtype=dt_, generator=gen) / K**0.5
+        pool = [(torch.randn(M, K, device=dev, dtype=dt_, generator=gen), w,
+                 torch.randn(M, N, device=dev, dtype=dt_, generator=gen)) for _ in range(4)]  # fmt: skip
+        nbytes = 2.0 * (N * K + M * K + 2 * M * N)
+        t_sol_ms = nbytes / self.args.bandwidth * 1e3
+        rec: dict[str, Any] = {"M": M, "N": N, "K": K, "bytes": nbytes, "t_sol_ms": t_sol_ms, "rows": []}
+        refs = []
+        for x, _, r in pool[:2]:
+            ref = x.float() @ w.float().t() + r.float()
+            t_err = ((torch.addmm(r, x, w.t()).float() - ref).norm() / ref.norm()).item()
+            refs.append((ref, 2 * t_err + 1e-3))
+        rows: dict[str, dict[str, Any]] = {}
+        fns: dict[str, Any] = {
+            "cuBLAS addmm (beta=1)": lambda x, w, r: torch.addmm(r, x, w.t()),
+            "cuBLAS mm (x @ W.T, no residual)": lambda x, w, r: torch.matmul(x, w.t()),
+            "solkit autotuned (default path)": lambda x, w, r: G.gemm(x, w, residual=r),
+        }
+        for name in fns:
+            rows[name] = {"variant": name, "source": "baseline"}
+        for v in variants_for(M, N, self.family, self.args.only):
+            name = v["label"]
+            rows[name] = {"variant": name, "source": v["source"], "config": v["config"],
+                          "programs": programs(v["config"], M, N)}  # fmt: skip
+            fns[name] = lambda x, w, r, cfg=v["config"]: G.gemm(x, w, residual=r, config=cfg)
+        for name in list(fns):  # correctness first: two input sets, NaN-poisoned outputs
+            row = rows[name]
+            try:
+                errs = []
+                for (x, _, r), (ref, allowed) in zip(pool[:2], refs):
+                    if name.startswith("cuBLAS"):
+                        y = fns[name](x, w, r)
+                    else:  # solkit writes into a NaN-poisoned output: an unwritten element fails the check
+                        y = G.gemm(x, w, residual=r, config=row.get("config"), out=torch.full_like(r, float("nan")))
+                    target = ref - r.float() if "no residual" in name else ref
+                    err = ((y.float() - target).norm() / target.norm()).item()
+                    ok = bool(torch.isfinite(y).all().item()) and err <= allowed
+                    errs.append({"rel_err": err, "allowed": allowed, "ok": ok})
+                row["check"] = errs
+                row["correct"] = all(e["ok"] for e in errs)
+                if name.startswith("solkit autotuned"):
+                    row["launch"] = json.loads(json.dumps(G.LAST_LAUNCH, default=str))
+                if not row["correct"]:
+                    fns.pop(name)
+            except Exception as e:  # noqa: BLE001 - a failing variant is a row with its error
+                row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+                row["correct"] = False
+                fns.pop(name)
+        if self.device.type == "cuda":
+            spans = kernel_spans(fns, pool, dev, self.args.reps)
+            ge = graph_events(fns, pool, dev, self.args.graph_reps, 2) if self.left() > 8 else {}
+            for name, row in rows.items():
+                if name in spans:
+                    row["kernel_span"] = spans[name]
+                    if "median_ms" in spans[name]:
+                        row["sol_kernel_span"] = min(1.0, t_sol_ms / spans[name]["median_ms"])
+                        row["below_t_sol"] = spans[name]["median_ms"] < t_sol_ms
+                if name in ge:
+                    row["graph_events"] = ge[name]
+                    if "median_ms" in ge[name]:
+                        row["sol_graph_events"] = min(1.0, t_sol_ms / ge[name]["median_ms"])
+        rec["rows"] = list(rows.values())
+        self.doc["shapes"].append(rec)
+        self.save()
+        ranked = sorted((r for r in rec["rows"] if "kernel_span" in r and "median_ms" in r["kernel_span"]),
+                        key=lambda r: r["kernel_span"]["median_ms"])  # fmt: skip
+        for r in ranked:
+            ge = r.get("graph_events", {}).get("median_ms")
+            self.log(f"{M}x{N}x{K} {r['variant']:38s} span {r['kernel_span']['median_ms'] * 1e3:6.2f} us "
+                     f"SOL {r['sol_kernel_span']:.3f} | graph {ge * 1e3 if ge else float('nan'):6.2f} us")  # fmt: skip
+        for r in rec["rows"]:
+            if not r.get("correct"):
+                self.log(f"{M}x{N}x{K} {r['variant']}: NOT CORRECT {r.get('error', r.get('check'))}")
+
+    def run(self) -> int:
+        shapes = QUICK_SHAPES if self.args.quick else SHAPES
+        if self.device.type == "cuda":
+            cfgs = {json.dumps(v["config"], sort_keys=True) for M, N, _ in shapes
+                    for v in variants_for(M, N, self.family, self.args.only)}  # fmt: skip
+            cfgs |= {json.dumps({"kernel": "splitk", **c}, sort_keys=True)
+                     for c in G.load_config_table()[self.family]["decode"]["autotune"]}  # fmt: skip
+            self.doc["precompile"] = precompile([json.loads(c) for c in sorted(cfgs)], self.args.workers,
+                                                self.args.compile_timeout_s)  # fmt: skip
+            self.log(f"precompile: {json.dumps(self.doc['precompile'])[:600]}")
+            self.copy_bandwidth()
+        for M, N, K in shapes:
+            if self.left() < 6:
+                self.doc.setdefault("skipped", []).append([M, N, K])
+                continue
+            try:
+                self.shape(M, N, K)
+            except Exception as e:  # noqa: BLE001 - one shape's failure keeps the others
+                self.doc.setdefault("errors", []).append({"shape": [M, N, K], "error": f"{type(e).__name__}: {e}"})
+                self.log(f"{M}x{N}x{K} failed: {type(e).__name__}: {e}")
+            self.save()
+        self.save()
+        return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=False, default="gemm_decode_sweep.json")
+    p.add_argument("--budget-s", type=float, default=70.0)
+    p.add_argument("--reps", type=int, default=30, help="kernel-span samples per variant")
+    p.add_argument("--graph-reps", type=int, default=30, help="graph_events samples per variant and trial")
+    p.add_argument("--only", choices=("all", "autotune"), default="all")
+    p.add_argument("--bandwidth", type=float, default=BANDWIDTH)
+    p.add_argument("--bandwidth-source", default="H200 calibrated copy bandwidth (issue 6's basis, 4.23 TB/s)")
+    p.add_argument("--workers", type=int, default=12)
+    p.add_argument("--compile-timeout-s", type=float, default=35.0)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--warm-worker", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.warm_worker:
+        return warm_worker(json.loads(args.warm_worker))
+    return Sweep(args).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
