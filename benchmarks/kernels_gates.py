@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from solkit.harness.timing import benchmark
-from solkit.kernels.cross_entropy import CE_CONFIG, cross_entropy, cross_entropy_bytes
+from solkit.kernels.cross_entropy import CE_CONFIG, LAST_LAUNCH, cross_entropy, cross_entropy_bytes
 from solkit.kernels.fused_linear_ce import DEFAULT_CHUNK_TOKENS, fused_linear_ce_flops, fused_linear_cross_entropy
 from solkit.kernels.rope import ROPE_CONFIG, apply_rope, rope_bytes
 from solkit.kernels.swiglu import GATE_CONFIG, gated_bytes, geglu, swiglu
@@ -243,7 +243,8 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--ce-sweep",
         default="",
-        help="CE candidates: block:warps:stages:progs_per_sm[:warp_stats],...",
+        help="CE candidates of the split kernel: split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg,... "
+        "(split_block 0: the two-sweep kernel with the module's settings)",
     )
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
     ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile[:tokens[:tile]],...")
@@ -383,6 +384,8 @@ def run_op(doc, op_name, op, backends, dev, bw, args, t_start):
                 got_out, got_grads = run_once(fn, base, op["n_grad"], backward, grad_outs)
                 ok, errs, t_errs = max_ratio_check(got_out + got_grads, ref_out + ref_grads, torch_out + torch_grads)
                 row.update(correct=ok, rel_err=errs, torch_rel_err=t_errs, first_call_s=round(time.time() - t0, 2))
+                if op_name == "cross_entropy" and backend == "solkit":
+                    row["launch"] = dict(LAST_LAUNCH)
                 del got_out, got_grads
                 # Liger's cross-entropy syncs with the host (.item()): no graph capture attempt, since an
                 # aborted capture leaves the CUDA RNG in capture state for the rest of the process.
@@ -471,7 +474,7 @@ SWEEPS = {
     "cross_entropy": (
         "ce_sweep",
         CE_CONFIG,
-        ("block", "num_warps", "num_stages", "programs_per_sm", "warp_stats"),
+        ("split_block", "split_warps", "split_programs_per_sm", "split_keep_exp", "split_prefetch", "split_maxnreg"),
     ),
     "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),
     "rope": ("rope_sweep", ROPE_CONFIG, ("num_warps", "max_tile", "tokens", "tile")),
@@ -498,6 +501,8 @@ def autotune(doc, op, op_name, base, grad_outs, sweep, spec_list, dev, bw, args,
             got_out, got_grads = run_once(fn, base, op["n_grad"], True, grad_outs)
             ok, errs, _ = max_ratio_check(got_out + got_grads, refs[0], refs[1])
             row.update(correct=ok, rel_err=errs)
+            if op_name == "cross_entropy":
+                row["launch"] = dict(LAST_LAUNCH)  # which kernel ran, its grid, registers, spills
             del got_out, got_grads
             _time_row(row, op, op_name, fn, base, True, grad_outs, dev, bw, reps=(20, 2))
             if ok:

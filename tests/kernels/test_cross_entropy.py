@@ -12,9 +12,18 @@ import torch
 import torch.nn.functional as F
 
 from solkit.errors import SolkitError
-from solkit.kernels.cross_entropy import CrossEntropyLoss, cross_entropy, cross_entropy_bytes, scale_grad_rows_
+from solkit.kernels.cross_entropy import (
+    LAST_LAUNCH,
+    CrossEntropyLoss,
+    cross_entropy,
+    cross_entropy_bytes,
+    scale_grad_rows_,
+)
 
-SMALL_BLOCK = {"block": 1024}  # several blocks per row even at small vocabularies
+# the two kernels: the two-sweep one with several blocks per row even at small vocabularies, and the
+# cooperative split kernel (one chunk per row under the interpreter; softcap always takes the two-sweep one)
+PATHS = {"two_sweep": {"split_block": 0, "block": 1024}, "split": {"split_block": 4096}}
+SMALL_BLOCK = PATHS["two_sweep"]
 
 
 def ref_loss(x, y, ignore_index=-100, label_smoothing=0.0, z_loss_scale=0.0, softcap=None, reduction="mean"):
@@ -28,14 +37,16 @@ def ref_loss(x, y, ignore_index=-100, label_smoothing=0.0, z_loss_scale=0.0, sof
     return per_row.sum() / (valid.sum() if reduction == "mean" else 1)
 
 
-def _check(x, y, atol, **opts):
+def _check(x, y, atol, config=SMALL_BLOCK, **opts):
     reduction = opts.get("reduction", "mean")
     x64 = x.detach().double().requires_grad_()
     ref = ref_loss(x64, y, **opts)
     go = torch.randn_like(ref) if reduction == "none" else torch.tensor(1.7, dtype=torch.float64)
     (rgrad,) = torch.autograd.grad(ref, x64, go)
     xs = x.detach().clone().requires_grad_()
-    loss = cross_entropy(xs, y, config=SMALL_BLOCK, **opts)
+    loss = cross_entropy(xs, y, config=config, **opts)
+    want = "two_sweep" if opts.get("softcap") or not config.get("split_block") else "split"
+    assert LAST_LAUNCH["path"] == want
     (grad,) = torch.autograd.grad(loss, xs, go.to(loss.dtype))
     assert torch.isfinite(loss).all() and torch.isfinite(grad).all()
     torch.testing.assert_close(loss.double(), ref, atol=atol, rtol=atol)
@@ -55,13 +66,14 @@ OPTIONS = [
 @pytest.mark.parametrize("shape", [(1, 7), (7, 2053), (3, 1024)])
 @pytest.mark.parametrize("opts", OPTIONS, ids=lambda o: "-".join(o) or "plain")
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_fp32_all_options(shape, opts, reduction, device):
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_fp32_all_options(shape, opts, reduction, path, device):
     torch.manual_seed(shape[1])
     x = (torch.randn(shape) * 4).to(device)
     y = torch.randint(0, shape[1], (shape[0],), device=device)
     if shape[0] > 2:
         y[1] = -100
-    xs, grad = _check(x, y, 1e-5, reduction=reduction, **opts)
+    xs, grad = _check(x, y, 1e-5, config=PATHS[path], reduction=reduction, **opts)
     assert grad.data_ptr() == xs.data_ptr(), "gradient should be written in place into the logits"
 
 
@@ -73,7 +85,7 @@ def test_row_kernel_warp_statistics(vocab, device):
     x = (torch.randn(5, vocab) * 4).to(device)
     y = torch.randint(0, vocab, (5,), device=device)
     y[1] = -100
-    cfg = {"block": 1024, "num_warps": 2, "warp_stats": 1, "num_stages": 2}
+    cfg = {"split_block": 0, "block": 1024, "num_warps": 2, "warp_stats": 1, "num_stages": 2}
     opts = {"label_smoothing": 0.1, "softcap": 20.0, "z_loss_scale": 1e-3}
     x64 = x.double().requires_grad_()
     ref = ref_loss(x64, y, reduction="none", **opts)
@@ -86,38 +98,41 @@ def test_row_kernel_warp_statistics(vocab, device):
     torch.testing.assert_close(grad.double(), rgrad, atol=1e-5, rtol=1e-5)
 
 
-def test_custom_ignore_index_and_all_ignored(device):
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_custom_ignore_index_and_all_ignored(path, device):
     x = torch.randn(4, 37, device=device)
     y = torch.tensor([3, 5, 5, 0], device=device)
-    _check(x, y, 1e-5, ignore_index=5, label_smoothing=0.1)
+    _check(x, y, 1e-5, config=PATHS[path], ignore_index=5, label_smoothing=0.1)
     all_ignored = torch.full((4,), -100, device=device)
     xs = x.clone().requires_grad_()
-    loss = cross_entropy(xs, all_ignored, reduction="sum")
+    loss = cross_entropy(xs, all_ignored, reduction="sum", config=PATHS[path])
     (grad,) = torch.autograd.grad(loss, xs)
     assert loss.item() == 0.0 and (grad == 0).all()
 
 
-def test_fp16_logits(device):
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_fp16_logits(path, device):
     torch.manual_seed(1)
     x = (torch.randn(6, 2053) * 3).half().to(device)
     y = torch.randint(0, 2053, (6,), device=device)
     y[2] = -100
-    _check(x, y, 2e-3, label_smoothing=0.05, z_loss_scale=1e-4)
+    _check(x, y, 2e-3, config=PATHS[path], label_smoothing=0.05, z_loss_scale=1e-4)
 
 
-def test_out_of_place_and_forward_only(device):
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_out_of_place_and_forward_only(path, device):
     x = torch.randn(3, 300, device=device)
     y = torch.randint(0, 300, (3,), device=device)
     keep = x.clone()
     xs = x.clone().requires_grad_()
-    loss = cross_entropy(xs, y, inplace_grad=False)
+    loss = cross_entropy(xs, y, inplace_grad=False, config=PATHS[path])
     (grad,) = torch.autograd.grad(loss, xs)
     assert torch.equal(xs.detach(), keep), "inplace_grad=False must leave the logits alone"
     x64 = keep.double().requires_grad_()
     (rgrad,) = torch.autograd.grad(F.cross_entropy(x64, y), x64)
     torch.testing.assert_close(grad.double(), rgrad, atol=1e-6, rtol=1e-5)
     with torch.no_grad():
-        loss_only = cross_entropy(x, y)
+        loss_only = cross_entropy(x, y, config=PATHS[path])
     assert torch.equal(x, keep), "without grad the logits are only read"
     torch.testing.assert_close(loss_only.double(), F.cross_entropy(keep.double(), y), atol=1e-6, rtol=1e-6)
 
@@ -198,7 +213,10 @@ def test_gpu_configs_in_place(cfg):
     ref = ref_loss(x64, y, label_smoothing=0.1, z_loss_scale=1e-4)
     (rgrad,) = torch.autograd.grad(ref, x64)
     xs = x.clone().requires_grad_()
-    loss = cross_entropy(xs, y, label_smoothing=0.1, z_loss_scale=1e-4, config={"num_warps": 16, **cfg})
+    loss = cross_entropy(
+        xs, y, label_smoothing=0.1, z_loss_scale=1e-4, config={"num_warps": 16, "split_block": 0, **cfg}
+    )
+    assert LAST_LAUNCH["path"] == "two_sweep"
     (grad,) = torch.autograd.grad(loss, xs)
     assert grad.data_ptr() == xs.data_ptr()
     torch.testing.assert_close(loss.double(), ref, atol=1e-3, rtol=1e-3)

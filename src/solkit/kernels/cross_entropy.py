@@ -37,6 +37,7 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
+from solkit.kernels.cross_entropy_split import launch_cross_entropy_split
 
 _REDUCTIONS = ("mean", "sum", "none")
 _LOG2E = 1.4426950408889634
@@ -223,13 +224,24 @@ def _scale_rows_kernel(
                 tl.store(g_row + cols, (g * scale).to(grad_ptr.dtype.element_ty), mask=mask)
 
 
-#: Launch settings: logits per block, warps, software-pipelining depth of the two sweeps over a row
-#: (cp.async prefetch of the next blocks; 1 = none), programs per SM (0 = one program per row), and
-#: ``warp_stats`` = 1: one running max per warp in the statistics sweep (no barrier of the whole program
-#: per block; 6-10 % faster forward, the same forward + backward on the H200).
-#: Default: the fastest correct forward + backward of the in-run autotuning on an H200 at [8192, 128256]
+#: Launch settings. ``split_*``: the cooperative one-read kernel (:mod:`solkit.kernels.cross_entropy_split`):
+#: columns per chunk (0 = never use it), warps, programs per SM (capped by what is resident), keep the
+#: exponentials in registers (else recomputed in the gradient pass), register prefetch of the next row,
+#: register cap (``maxnreg``, 0 = none). It serves every call without softcap where it applies (CUDA; under
+#: the CPU interpreter only rows of one chunk). The others set the two-sweep kernel (softcap, fallback):
+#: logits per block, warps, software-pipelining depth of the two sweeps over a row (cp.async prefetch of the
+#: next blocks; 1 = none), programs per SM (0 = one program per row), and ``warp_stats`` = 1: one running
+#: max per warp in the statistics sweep (6-10 % faster forward, the same forward + backward on the H200);
+#: its values: the fastest correct forward + backward of the in-run autotuning on an H200 at [8192, 128256]
 #: bf16 (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
-CE_CONFIG = {"block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 0}
+CE_CONFIG = {
+    "split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_keep_exp": 1, "split_prefetch": 1,
+    "split_maxnreg": 0,
+    "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 0,
+}  # fmt: skip
+
+#: What the last launch ran (path, and for the split kernel its chunks, grid, registers): benchmarks record it.
+LAST_LAUNCH: dict = {}
 
 
 def _num_sms(device: torch.device) -> int:
@@ -275,6 +287,19 @@ def launch_cross_entropy_rows(
     n_rows, n_cols = logits.shape
     if not (n_rows and n_cols):
         return
+    LAST_LAUNCH.clear()
+    if softcap is None and cfg["split_block"] > 0:
+        info = launch_cross_entropy_split(
+            logits, targets, losses, lse, n_valid, grad=grad, mean=mean, ignore_index=ignore_index,
+            label_smoothing=label_smoothing, z_loss_scale=z_loss_scale, block=cfg["split_block"],
+            num_warps=cfg["split_warps"], programs_per_sm=cfg["split_programs_per_sm"],
+            keep_exp=bool(cfg["split_keep_exp"]), prefetch=bool(cfg["split_prefetch"]),
+            maxnreg=cfg["split_maxnreg"] or None,
+        )  # fmt: skip
+        if info is not None:
+            LAST_LAUNCH.update(path="split", **info)
+            return
+    LAST_LAUNCH.update(path="two_sweep")
     block = min(cfg["block"], triton.next_power_of_2(max(n_cols, 16)))
     scalars = (ignore_index, float(label_smoothing), float(z_loss_scale), float(softcap or 1.0))
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)

@@ -1,0 +1,239 @@
+"""Cross-entropy forward + gradient with one DRAM read of the logits: cooperative split rows.
+
+Each row of ``V`` logits is cut into ``SPLIT`` chunks of ``C = ceil(V / SPLIT)`` columns (rounded up to a
+multiple of 16); one program owns one chunk and keeps it **in registers** for the whole row, so every
+logit is read from device memory once and its gradient written once.
+
+Math per row (fp32; base-2 exponentials, ``L = log2 e``), chunk ``c`` holding logits ``z``:
+
+* pass 1 (registers): ``m_c = max z``, ``e = 2^((z - m_c) L)`` (kept in registers with ``KEEP_EXP``),
+  ``s_c = sum e``, and ``sum z`` when label smoothing is on; publish ``(m_c, s_c, sum z)``;
+* barrier of the row's ``SPLIT`` programs (an arrival counter per group of programs, see below), then
+  ``M = max m_i``, ``lse = M + ln(sum_i s_i 2^((m_i - M) L))``;
+* pass 2 (registers): ``dL/dz = e 2^((m_c - lse) L) (1 + 2 lam lse) k - (eps / V) k`` with ``k`` the
+  reduction's scale (1 / #non-ignored rows for ``mean``, read from device memory), written in the logits'
+  dtype; the target column gets ``- (1 - eps) k`` more, stored once by the chunk that owns it (no
+  per-element compare); the chunk-0 program writes the loss
+  ``(1 - eps)(lse - z_y) + eps (lse - mean z) + lam lse^2`` and ``lse``. Ignored rows: loss 0, gradient 0.
+
+Bytes per call, ``T`` rows, ``b`` bytes per logit: ``2·b·T·V`` (one read, one write; ``b·T·V`` without
+the gradient) + ``8·T`` targets + ``8·T`` loss/lse + ``24·SPLIT`` per group-row of partials (L2 traffic).
+
+Synchronisation. The grid is **persistent**: ``G`` groups of ``SPLIT`` programs, group ``g`` walks rows
+``g, g + G, ...``. Programs spin on their group's counter, so all programs must be resident at once:
+the caller sizes the grid from the compiled kernel's registers, shared memory and warps
+(:func:`resident_programs`). The counters (``sync``, int32 ``[G + 1]``) are zeroed per call; arrival
+``k`` of a group waits for the counter to reach ``(k + 1)·SPLIT``. Partials are double-buffered by the
+parity of ``k``: a program can only overwrite parity ``k`` at arrival ``k + 2``, after every peer has
+arrived at ``k + 1``, i.e. after they all read arrival ``k``'s partials. The spin is bounded
+(``max_spins``); a program that runs out sets ``sync[G]`` to NaN (the caller adds it to the losses: a
+visible failure, never a hang), computes NaN for that row and never waits again. Under Triton's CPU
+interpreter programs run one after another, so only ``SPLIT = 1`` (no barrier) can succeed there.
+Softcapping is not handled here (the caller falls back to the two-sweep kernel).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+L2E = tl.constexpr(1.4426950408889634)  # log2(e): exponentials in base 2 (one MUFU.EX2 each)
+LN2 = tl.constexpr(0.6931471805599453)
+
+
+@triton.jit
+def _ce_split_kernel(
+    logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr, partial_ptr,
+    n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
+    ignore_index, label_smoothing, z_loss_scale, max_spins,
+    SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, KEEP_EXP: tl.constexpr, PREFETCH: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    n_groups = tl.num_programs(0) // SPLIT
+    group = pid // SPLIT
+    chunk = pid % SPLIT
+    col0 = chunk * chunk_cols
+    offs = tl.arange(0, BLOCK)
+    cols = col0 + offs
+    col_lim = tl.minimum(chunk_cols, n_cols - col0)  # valid columns of this chunk (<= 0: none)
+    col_mask = offs < col_lim
+    col_end = col0 + col_lim
+    if MEAN:
+        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
+    else:
+        grad_scale = 1.0
+    uniform = label_smoothing / n_cols * grad_scale
+    hit = (1.0 - label_smoothing) * grad_scale
+    p_offs = tl.arange(0, SPLIT_P2)
+    spin_budget = max_spins
+    k = 0  # rows synchronised so far by this group (ignored rows skip the barrier, in every program alike)
+    # register prefetch: the next row's chunk is loaded while this row is reduced, synchronised and written
+    x_next = tl.load(logits_ptr + group.to(tl.int64) * logits_row_stride + cols,
+                     mask=offs < tl.where(group < n_rows, col_lim, 0), other=-float("inf"))  # fmt: skip
+    t_next = tl.load(targets_ptr + tl.minimum(group, n_rows - 1)).to(tl.int32)
+    for row in range(group, n_rows, n_groups):
+        row64 = tl.cast(row, tl.int64)
+        if PREFETCH:
+            x = x_next
+            target = t_next
+            nxt = row + n_groups
+            x_next = tl.load(logits_ptr + nxt.to(tl.int64) * logits_row_stride + cols,
+                             mask=offs < tl.where(nxt < n_rows, col_lim, 0), other=-float("inf"))  # fmt: skip
+            t_next = tl.load(targets_ptr + tl.minimum(nxt, n_rows - 1)).to(tl.int32)
+        else:
+            x = tl.load(logits_ptr + row64 * logits_row_stride + cols, mask=col_mask, other=-float("inf"))
+            target = tl.load(targets_ptr + row64).to(tl.int32)
+        g_row = grad_ptr + row64 * grad_row_stride
+        if target == ignore_index:
+            if chunk == 0:
+                tl.store(loss_ptr + row64, 0.0)
+                tl.store(lse_ptr + row64, 0.0)
+            if WRITE_GRAD:
+                tl.store(g_row + cols, tl.zeros([BLOCK], dtype=g_row.dtype.element_ty), mask=col_mask)
+        else:
+            t_in = (target >= 0) & (target < n_cols)
+            # read before this program arrives at the barrier, hence before any peer overwrites the row
+            z_t = tl.load(logits_ptr + row64 * logits_row_stride + tl.where(t_in, target, 0)).to(tl.float32)
+            z = x.to(tl.float32)  # padding is -inf: exp2 gives 0, no per-element select
+            m_c = tl.max(z, axis=0)
+            m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)  # a chunk of padding only
+            e = tl.exp2(z * L2E - m_ref * L2E)
+            s_c = tl.sum(e, axis=0)
+            if HAS_SMOOTHING:
+                sz = tl.sum(tl.where(col_mask, z, 0.0), axis=0)
+            else:
+                sz = 0.0
+            if SPLIT > 1:
+                base = partial_ptr + ((k % 2) * n_groups + group) * (3 * SPLIT_P2)
+                tl.store(base + chunk, m_c)
+                tl.store(base + SPLIT_P2 + chunk, s_c)
+                tl.store(base + 2 * SPLIT_P2 + chunk, sz)
+                tl.debug_barrier()  # every thread's partial stores are ordered before the release below
+                goal = (k + 1) * SPLIT
+                arrived = tl.atomic_add(sync_ptr + group, 1, sem="release") + 1
+                spins = 0
+                while (arrived < goal) & (spins < spin_budget):
+                    arrived = tl.atomic_add(sync_ptr + group, 0, sem="acquire")
+                    spins += 1
+                pm = p_offs < SPLIT
+                ms = tl.load(base + p_offs, mask=pm, other=-float("inf"), volatile=True)
+                ss = tl.load(base + SPLIT_P2 + p_offs, mask=pm, other=0.0, volatile=True)
+                big = tl.max(ms, axis=0)
+                lse = big + tl.log2(tl.sum(ss * tl.exp2(ms * L2E - big * L2E), axis=0)) * LN2
+                if HAS_SMOOTHING:
+                    sz = tl.sum(tl.load(base + 2 * SPLIT_P2 + p_offs, mask=pm, other=0.0, volatile=True), axis=0)
+                if arrived < goal:  # a peer never arrived: NaN for this row and a flag; stop waiting from now on
+                    lse = lse + float("nan")
+                    spin_budget = 0
+                    tl.atomic_xchg(sync_ptr + n_groups, 0x7FC00000)  # the int32 bits of a float NaN
+                k += 1
+            else:
+                lse = m_ref + tl.log2(s_c) * LN2
+            if chunk == 0:
+                loss = lse - z_t
+                if HAS_SMOOTHING:
+                    loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz / n_cols)
+                tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
+                tl.store(lse_ptr + row64, lse)
+            if WRITE_GRAD:
+                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
+                if KEEP_EXP:
+                    g = e * (tl.exp2(m_ref * L2E - lse * L2E) * p_scale) - uniform
+                else:
+                    g = tl.exp2(z * L2E - lse * L2E) * p_scale - uniform
+                tl.store(g_row + cols, g.to(g_row.dtype.element_ty), mask=col_mask)
+                if t_in & (target >= col0) & (target < col_end):
+                    g_t = tl.exp2(z_t * L2E - lse * L2E) * p_scale - uniform - hit
+                    tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
+                    tl.store(g_row + target, g_t.to(g_row.dtype.element_ty))
+
+
+def chunk_layout(n_cols: int, block: int) -> tuple[int, int, int]:
+    """(split, chunk_cols, block) for a row of ``n_cols``: as few chunks of at most ``block`` columns as
+    possible, chunk widths a multiple of 16 (16-byte vector loads), ``block`` shrunk to the chunk's power of 2."""
+    split = triton.cdiv(n_cols, block)
+    chunk_cols = triton.cdiv(triton.cdiv(n_cols, split), 16) * 16
+    split = triton.cdiv(n_cols, chunk_cols)  # rounding up the width can leave the last chunk empty
+    return split, chunk_cols, triton.next_power_of_2(chunk_cols)
+
+
+def programs_per_sm(n_regs: int, shared: int, num_warps: int, *, regs_sm: int = 65536, smem_sm: int = 228 * 1024,
+                    threads_sm: int = 2048, max_blocks: int = 32) -> dict[str, int]:  # fmt: skip
+    """Resident programs per SM by each limit: registers (allocated per warp in units of 256), shared
+    memory (+1 KB the driver reserves per block), threads, blocks; ``min`` of the values is the answer."""
+    regs_per_warp = triton.cdiv(max(n_regs, 1) * 32, 256) * 256
+    return {
+        "regs": regs_sm // (regs_per_warp * num_warps),
+        "smem": smem_sm // (shared + 1024),
+        "threads": threads_sm // (num_warps * 32),
+        "blocks": max_blocks,
+    }
+
+
+def resident_programs(kernel, num_warps: int, device: torch.device) -> tuple[int, dict]:
+    """How many programs of a compiled Triton kernel the GPU holds at once, and the facts behind it."""
+    if hasattr(kernel, "_init_handles"):
+        kernel._init_handles()  # loads the binary: fills n_regs / n_spills
+    props = torch.cuda.get_device_properties(device)
+    n_regs, shared = int(kernel.n_regs), int(kernel.metadata.shared)
+    limits = programs_per_sm(
+        n_regs, shared, num_warps, regs_sm=getattr(props, "regs_per_multiprocessor", 65536),
+        smem_sm=getattr(props, "shared_memory_per_multiprocessor", 228 * 1024),
+        threads_sm=getattr(props, "max_threads_per_multi_processor", 2048),
+    )  # fmt: skip
+    per_sm = min(limits.values())
+    info = {"n_regs": n_regs, "n_spills": int(getattr(kernel, "n_spills", 0)), "shared": shared,
+            "per_sm_limits": limits, "resident_per_sm": per_sm}  # fmt: skip
+    return per_sm * props.multi_processor_count, info
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def launch_cross_entropy_split(
+    logits: torch.Tensor, targets: torch.Tensor, losses: torch.Tensor, lse: torch.Tensor, n_valid: torch.Tensor,
+    *, grad: torch.Tensor | None, mean: bool, ignore_index: int, label_smoothing: float, z_loss_scale: float,
+    block: int = 16384, num_warps: int = 16, programs_per_sm: int = 1, keep_exp: bool = True,
+    prefetch: bool = True, maxnreg: int | None = None, max_spins: int = 1 << 22, groups: int | None = None,
+) -> dict | None:  # fmt: skip
+    """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
+    does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
+    programs than one group. ``groups`` caps the number of groups (tests)."""
+    n_rows, n_cols = logits.shape
+    split, chunk_cols, blk = chunk_layout(n_cols, block)
+    interpreting = _interpreting() or logits.device.type != "cuda"
+    if interpreting and split > 1 and groups is None:
+        return None  # programs run one after another there: the barrier could never be met
+    grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
+    args = [logits, grad_arg, targets, losses, lse, n_valid, None, None, n_rows, n_cols, chunk_cols, logits.stride(0),
+            grad_stride, ignore_index, float(label_smoothing), float(z_loss_scale), max_spins]  # fmt: skip
+    meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BLOCK=blk, MEAN=mean,
+                HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None, KEEP_EXP=int(keep_exp),
+                PREFETCH=int(prefetch), num_warps=num_warps)  # fmt: skip
+    if maxnreg and not interpreting:
+        meta["maxnreg"] = maxnreg
+    info: dict = {"split": split, "chunk_cols": chunk_cols, "block": blk}
+    n_sms = torch.cuda.get_device_properties(logits.device).multi_processor_count if not interpreting else 1
+    most = max(1, min(n_rows, groups or n_rows, 4 if interpreting else programs_per_sm * n_sms // split))
+    sync = torch.zeros(most + 1, dtype=torch.int32, device=logits.device)
+    partials = torch.empty(2 * most * 3 * meta["SPLIT_P2"], dtype=torch.float32, device=logits.device)
+    args[6], args[7] = sync, partials
+    n_groups = most
+    if not interpreting:
+        # compile (no launch) to read registers / shared memory: the whole grid must be resident at once or
+        # the barrier deadlocks (it would then time out into NaN)
+        kernel = _ce_split_kernel.warmup(*args, grid=(1,), **meta)
+        capacity, occ = resident_programs(kernel, num_warps, logits.device)
+        info.update(occ)
+        n_groups = min(most, capacity // split)
+        if n_groups < 1:
+            return None
+    _ce_split_kernel[(n_groups * split,)](*args, **meta)
+    losses.add_(sync[n_groups : n_groups + 1].view(torch.float32))  # NaN everywhere if a barrier timed out
+    info.update(groups=n_groups, programs=n_groups * split)
+    return info
