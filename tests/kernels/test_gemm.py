@@ -186,6 +186,7 @@ def test_autotuned_hopper_lists_in_interpreter(monkeypatch):
     lists, in the interpreter with a stand-in timer (the interpreter cannot time kernels)."""
     if HAS_CUDA:
         pytest.skip("interpreter-only check")
+    monkeypatch.setenv("SOLKIT_GEMM_TUNER", "triton")  # the way back (solkit.tune's path: test_gemm_tuner.py)
     calls = []
 
     def fake_bench(kernel_call, quantiles=None, **_):

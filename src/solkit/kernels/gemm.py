@@ -44,6 +44,7 @@ from solkit.kernels.gemm_decode import SCRATCH as _SPLITK_SCRATCH  # noqa: F401
 from solkit.kernels.gemm_decode import _gemm_decode_kernel, gemm_decode_kernel
 from solkit.kernels.gemm_decode import workspace as _splitk_workspace
 from solkit.kernels.gemm_epilogue import apply_epilogue as _epilogue
+from solkit.tune.space import config_key
 
 ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2}
 KERNELS = ("tma_persistent", "pointer", "splitk")
@@ -312,9 +313,14 @@ def _m_range(cfg: dict[str, Any]) -> tuple[int, int]:
     return int(cfg.get("m_min", 0)), int(cfg.get("m_max", 2**62))
 
 
-#: id(triton.Config) -> (m_min, m_max) for the autotuners' configs. Not an attribute on the Config:
-#: triton's disk cache rebuilds configs with Config(**config.__dict__), which an extra attribute breaks.
-_M_RANGES: dict[int, tuple[int, int]] = {}
+#: (m_min, m_max) of the autotune lists' configs, by content (_range_key). Not an attribute on the
+#: Config, nor by id(): triton's disk cache rebuilds configs with Config(**config.__dict__), which an
+#: extra attribute breaks, and solkit.tune hands the pruner configs rebuilt from its own dicts.
+_M_RANGES: dict[str, tuple[int, int]] = {}
+
+
+def _range_key(c: triton.Config) -> str:
+    return config_key({**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages})
 
 
 def m_bucket(m: int) -> int:
@@ -339,7 +345,7 @@ def _prune_by_m_range(configs, named_args, **kwargs):
     bucket = int(kwargs["M_BUCKET"] if "M_BUCKET" in kwargs else named_args["M_BUCKET"])
     kept = []
     for c in configs:
-        lo, hi = _M_RANGES.get(id(c), (0, 2**62))
+        lo, hi = _M_RANGES.get(_range_key(c), (0, 2**62))
         if lo <= bucket <= hi:
             kept.append(c)
     return kept or list(configs)
@@ -348,22 +354,54 @@ def _prune_by_m_range(configs, named_args, **kwargs):
 _AUTOTUNE_ACCEPTS_CACHE = "cache_results" in inspect.signature(triton.autotune).parameters
 
 
+#: Who picks a config among a regime's autotune list: solkit.tune.autotune, or triton.autotune (the way back).
+GEMM_TUNERS = ("solkit", "triton")
+
+
+def tuner_kind() -> str:
+    """``SOLKIT_GEMM_TUNER`` (solkit by default, or triton)."""
+    kind = os.environ.get("SOLKIT_GEMM_TUNER", "").strip().lower() or "solkit"
+    if kind not in GEMM_TUNERS:
+        raise SolkitError(choices_hint(kind, GEMM_TUNERS, "SOLKIT_GEMM_TUNER"))
+    return kind
+
+
+def _tuning_reference(x, w, y, bias, res, *scratch, alpha, beta, ACT, **_):
+    """What the correctness gate of solkit.tune compares y with: the op in fp32 torch."""
+    activation = next(name for name, code in ACTIVATIONS.items() if code == ACT)
+    return reference(x, w, bias, res, alpha=alpha, beta=beta, activation=activation)
+
+
 @functools.cache
 def _autotuner(family: str, regime: str, do_bench=None):
-    """triton.autotune over the family's list for the regime; timings persist on disk (cache_results)."""
+    """The config selector over the family's autotune list for the regime, keyed on _TUNING_KEY (M as
+    its bucket) and pruned by M (BLOCK_M for decode, m_min / m_max for prefill).
+
+    solkit.tune.autotune by default: a correctness gate against fp32 torch (y only: splitk's scratch
+    differs between configs), parallel compilation, the harness timing protocol and the persistent
+    TuneCache (a later process reads the winner back without timing). ``SOLKIT_GEMM_TUNER=triton``
+    (read when a (family, regime) selector is first built) selects triton.autotune, with Triton's
+    disk cache of timings and ``do_bench`` as its timer. A list pruned to one config (the
+    interpreter's) launches it untimed either way.
+    """
     entry = load_config_table()[family][regime]
-    extra = {"cache_results": True} if _AUTOTUNE_ACCEPTS_CACHE and not interpreting() else {}
-    if do_bench is not None:
-        extra["do_bench"] = do_bench
     prune = {"early_config_prune": _prune_by_block_m if regime == "decode" else _prune_by_m_range}
     configs = []
     for cfg in entry["autotune"]:
         tc = to_triton_config(cfg, entry["kernel"])
-        _M_RANGES[id(tc)] = _m_range(cfg)
+        _M_RANGES[_range_key(tc)] = _m_range(cfg)
         configs.append(tc)
-    return triton.autotune(configs=configs, key=_TUNING_KEY, prune_configs_by=prune, **extra)(
-        _KERNEL_FNS[entry["kernel"]]
-    )
+    kernel = _KERNEL_FNS[entry["kernel"]]
+    if tuner_kind() == "triton":
+        extra = {"cache_results": True} if _AUTOTUNE_ACCEPTS_CACHE and not interpreting() else {}
+        if do_bench is not None:
+            extra["do_bench"] = do_bench
+        return triton.autotune(configs=configs, key=_TUNING_KEY, prune_configs_by=prune, **extra)(kernel)
+    from solkit.tune.decorator import autotune
+
+    # M_BUCKET is bucketed already, and N and K stay exact (a model has few of them): bucket="exact"
+    return autotune(configs=configs, key=_TUNING_KEY, prune_configs_by=prune, bucket="exact",
+                    reference=_tuning_reference, outputs=["y_ptr"])(kernel)  # fmt: skip
 
 
 def compile_for(

@@ -11,13 +11,19 @@ Differences from ``triton.autotune``, all deliberate:
 
 * ``key`` values are bucketed (exact up to 64, then the next power of two; ``bucket="exact"`` to
   match Triton), so a new sequence length does not re-tune;
-* every config passes a correctness gate: its outputs (the tensor arguments the first working
-  config changed) are compared with ``reference(*args)`` if given, else with that first config's,
-  and a config that disagrees is never chosen;
+* every config passes a correctness gate: its outputs (the arguments named in ``outputs``, else the
+  tensor arguments the first working config changed) are compared with ``reference(*args, **kwargs)``
+  if given, else with that first config's, and a config that disagrees is never chosen;
 * compilation of the candidates runs in parallel worker processes (when the kernel lives in an
   importable module, not ``__main__``), benchmarking serially with the harness protocol;
 * every measurement goes to the persistent cache (``cache_results=True`` by default); a later
-  process reads the winner back, and adding a config to the list measures only that config.
+  process reads the winner back, and adding a config to the list measures only that config;
+* CUDA-graph safe: a key first met while the stream is capturing is never tuned (timing cannot run
+  inside a capture): it takes the persisted winner, else the first candidate for that launch only
+  (with a warning), and the next call outside capture tunes. Once a key is known, a launch does no
+  host synchronisation and no file access.
+
+As in ``triton.autotune``, a key whose pruned candidate list holds one config launches it untimed.
 
 ``warmup``, ``rep``, ``use_cuda_graph`` and ``do_bench`` are accepted for signature parity and
 ignored: the harness protocol decides (L2 flush, CUDA graphs under ~100 µs, median of many reps).
@@ -26,6 +32,8 @@ ignored: the harness protocol decides (L2 flush, CUDA graphs under ~100 µs, med
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -75,20 +83,21 @@ class Autotuner:
         bucket: str,
         seed: int,
         settings: BenchSettings | None,
+        outputs: Sequence[str] | None = None,
     ) -> None:
         self.fn = fn
         self.arg_names = list(getattr(fn, "arg_names", []))
         self.key = list(key)
-        unknown = [
-            k for k in self.key + list(reset_to_zero or ()) + list(restore_value or ()) if k not in self.arg_names
-        ]
+        named_lists = self.key + list(reset_to_zero or ()) + list(restore_value or ()) + list(outputs or ())
+        unknown = [k for k in named_lists if k not in self.arg_names]
         if self.arg_names and unknown:
             raise SolkitError(f"autotune: {unknown} are not arguments of {getattr(fn, '__name__', fn)}; "
                               f"allowed: {self.arg_names}")  # fmt: skip
         if space is not None:
             self.space = space if isinstance(space, Space) else Space.from_dict(space, smem_limit_bytes=smem_limit())
         elif configs:
-            self.space = Space.from_configs([_config_to_dict(c) for c in configs])
+            self._config_list = [_config_to_dict(c) for c in configs]
+            self.space = Space.from_configs(self._config_list)
         else:
             raise SolkitError("autotune needs configs=[...] or space={...}")
         self.list_mode = space is None
@@ -100,12 +109,37 @@ class Autotuner:
         self.pre_hook, self.post_hook = pre_hook, post_hook
         self.cache = (cache or TuneCache()) if cache_results else None
         self.reference = reference
+        self.outputs = list(outputs or ())
         self.bucket = bucket
         self.seed = seed
         self.settings = settings
         self.best: dict[tuple, Config] = {}
         self.results: dict[tuple, TuneResult] = {}
         self._pool: CompilePool | None = None
+        self._split: dict[tuple, tuple[dict[str, Any], dict[str, Any]]] = {}  # key -> (meta, launch) of its best
+        self._last: tuple | None = None  # the key of the last launch
+        self._triton_configs: dict[tuple, Any] = {}
+
+    # ------------------------------------------------------------------ triton.autotune parity
+    @property
+    def configs(self) -> list[Any]:
+        """The list as ``triton.Config`` objects, in the given order (list mode) or the space's order."""
+        import triton
+
+        dicts = getattr(self, "_config_list", None) or self.space.configs
+        return [_as_triton(triton, self.space, c) for c in dicts]
+
+    @property
+    def best_config(self) -> Any:
+        """The ``triton.Config`` of the last launch (``None`` before the first one), as triton's Autotuner."""
+        if self._last is None:
+            return None
+        if self._last not in self._triton_configs:
+            import triton
+
+            meta, launch = self._split[self._last]
+            self._triton_configs[self._last] = triton.Config(dict(meta), **launch)
+        return self._triton_configs[self._last]
 
     # ------------------------------------------------------------------ launching
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
@@ -128,14 +162,36 @@ class Autotuner:
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         named = self._named(args, kwargs)
         tkey = self.tuning_key(named)
-        if tkey not in self.best:
-            result = self._tune(args, kwargs, grid, named, tkey)
-            if result.best is None:
-                raise SolkitError(f"autotune: no config of {getattr(self.fn, '__name__', 'kernel')} ran correctly "
-                                  f"for key {tkey}; statuses {result.statuses}")  # fmt: skip
-            self.best[tkey] = result.best
-            self.results[tkey] = result
-        return self._launch(self.best[tkey], args, kwargs, grid)
+        split = self._split.get(tkey)
+        if split is None:  # first call of this key: choose (tune, or read the cache), then launch
+            config, remember = self._choose(args, kwargs, grid, named, tkey)
+            split = self.space.split(config)
+            if not remember:  # a capture's stand-in: launched once, not kept
+                return self.fn[grid](*args, **kwargs, **split[0], **split[1])
+            self.best[tkey] = config
+            self._split[tkey] = split
+        self._last = tkey
+        return self.fn[grid](*args, **kwargs, **split[0], **split[1])
+
+    def _choose(self, args, kwargs, grid, named, tkey) -> tuple[Config, bool]:
+        """(config, whether to remember it for the key)."""
+        space = self._candidates(named)
+        if len(space) == 1:
+            return space.configs[0], True
+        if _capturing():
+            cached = self.cache.winner(self._cache_key(named), space.configs) if self.cache is not None else None
+            if cached is not None:
+                return cached, True
+            warnings.warn(f"autotune: {getattr(self.fn, '__name__', 'kernel')} key {tkey} first met inside a CUDA "
+                          "graph capture with no cached winner: launching its first candidate untimed; call it "
+                          "once outside capture to tune", stacklevel=4)  # fmt: skip
+            return space.configs[0], False
+        result = self._tune(args, kwargs, grid, named, space)
+        if result.best is None:
+            raise SolkitError(f"autotune: no config of {getattr(self.fn, '__name__', 'kernel')} ran correctly "
+                              f"for key {tkey}; statuses {result.statuses}")  # fmt: skip
+        self.results[tkey] = result
+        return result.best, True
 
     # ------------------------------------------------------------------ tuning
     def _candidates(self, named: Mapping[str, Any]) -> Space:
@@ -148,7 +204,7 @@ class Autotuner:
         if prune:
             import triton
 
-            as_cfg = [triton.Config(*space.split(c)[:1], **space.split(c)[1]) for c in configs]
+            as_cfg = [_as_triton(triton, space, c) for c in configs]
             kept = prune(as_cfg, dict(named))
             configs = [_config_to_dict(c) for c in kept]
         if perf_model:
@@ -158,8 +214,14 @@ class Autotuner:
             configs = est[: max(1, n)]
         return Space.from_configs(configs) if configs else space
 
-    def _problem(self, args: tuple, kwargs: Mapping[str, Any], grid: Any, named: Mapping[str, Any]) -> Problem:
+    def _problem(
+        self, args: tuple, kwargs: Mapping[str, Any], grid: Any, named: Mapping[str, Any], space: Space
+    ) -> Problem:
         tensor_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        fixed = [i for i, n in enumerate(self.arg_names[: len(args)]) if n in self.outputs]
+        if len(fixed) != len(self.outputs):
+            raise SolkitError(f"autotune: outputs {self.outputs} must be passed positionally to "
+                              f"{getattr(self.fn, '__name__', 'kernel')}")  # fmt: skip
         originals = {n: named[n].clone() for n in self.restore_value}
 
         def clone_args(_seed: int) -> tuple:
@@ -176,18 +238,22 @@ class Autotuner:
                 self.post_hook(nm, None)
             return tuple(inputs[i] for i in outputs)
 
-        # outputs = tensors the first working config changes (found while building the reference)
-        outputs: list[int] = list(tensor_idx)
+        # outputs: the named ones, else the tensors the first working config changes (found while
+        # building the reference)
+        outputs: list[int] = fixed or list(tensor_idx)
 
         def reference(inputs: tuple) -> tuple:
             if self.reference is not None:
-                got = self.reference(*inputs)
+                got = self.reference(*inputs, **kwargs)
                 outs = got if isinstance(got, tuple) else (got,)
-                outputs[:] = _changed(args, self._run_first_working(inputs, run, clone_args)) or tensor_idx
+                if not fixed:
+                    first = self._run_first_working(space, inputs, run, clone_args)
+                    outputs[:] = _changed(args, first) or tensor_idx
                 return outs
             before = clone_args(0)
-            after = self._run_first_working(inputs, run, clone_args)
-            outputs[:] = _changed(before, after) or tensor_idx
+            after = self._run_first_working(space, inputs, run, clone_args)
+            if not fixed:
+                outputs[:] = _changed(before, after) or tensor_idx
             return tuple(after[i].clone() for i in outputs)
 
         def bench_inputs(_seed: int) -> tuple:
@@ -206,9 +272,9 @@ class Autotuner:
         problem.meta["restore"] = originals
         return problem
 
-    def _run_first_working(self, inputs, run, clone_args) -> tuple:
+    def _run_first_working(self, space: Space, inputs, run, clone_args) -> tuple:
         last: Exception | None = None
-        for cfg in self.space.configs:
+        for cfg in space.configs:
             trial = clone_args(0)
             try:
                 run(cfg, trial)
@@ -233,23 +299,33 @@ class Autotuner:
 
         return job
 
-    def _tune(self, args, kwargs, grid, named, tkey) -> TuneResult:
-        space = self._candidates(named)
-        problem = self._problem(args, kwargs, grid, named)
-        cache_key = None
-        if self.cache is not None:
-            shape = {k: named.get(k) for k in self.key}
-            dtypes = [str(named[n].dtype) for n in self.arg_names if isinstance(named.get(n), torch.Tensor)]
-            cache_key = make_key(source_hash(self.fn), shape, dtypes, environment(), bucket=self.bucket)
+    def _cache_key(self, named: Mapping[str, Any]) -> dict[str, Any]:
+        shape = {k: named.get(k) for k in self.key}
+        dtypes = [str(named[n].dtype) for n in self.arg_names if isinstance(named.get(n), torch.Tensor)]
+        return make_key(source_hash(self.fn), shape, dtypes, environment(), bucket=self.bucket)
+
+    def _tune(self, args, kwargs, grid, named, space: Space) -> TuneResult:
+        problem = self._problem(args, kwargs, grid, named, space)
+        cache_key = self._cache_key(named) if self.cache is not None else None
         budget = self.budget if self.budget is not None else len(space)
         if problem.compile_job is not None and self._pool is None and len(space) > 1:
-            self._pool = CompilePool()
+            # no more workers than configs in the list (each holds a CUDA context once it has loaded a binary)
+            self._pool = CompilePool(workers=min(len(self.space), max(1, min(16, (os.cpu_count() or 2) - 1))))
         try:
             return tune(problem, space, strategy=self.strategy, budget=budget, seed=self.seed, cache=self.cache,
                         cache_key=cache_key, pool=self._pool, settings=self.settings)  # fmt: skip
         finally:
             for n, v in problem.meta["restore"].items():
                 named[n].copy_(v)
+
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def _as_triton(triton: Any, space: Space, config: Config) -> Any:
+    meta, launch = space.split(config)
+    return triton.Config(dict(meta), **launch)
 
 
 def _changed(before: tuple, after: tuple) -> list[int]:
@@ -282,9 +358,15 @@ def autotune(
     bucket: str = "pow2",
     seed: int = 0,
     settings: BenchSettings | None = None,
+    outputs: Sequence[str] | None = None,
 ) -> Callable[[Any], Autotuner]:
     """``triton.autotune``'s signature plus ``space=`` (a :class:`Space` or its dict form) and ``budget=``
-    (evaluations; default: the whole list in list mode, 30 in search mode)."""
+    (evaluations; default: the whole list in list mode, 30 in search mode).
+
+    ``reference(*args, **kwargs)`` (the launch's arguments) returns the expected output(s) in a higher
+    precision; ``outputs`` names the (positional) arguments the kernel writes, which the correctness
+    gate compares with it (default: the tensors the first working config changes -- name them when
+    the kernel also writes scratch buffers whose contents differ between configs)."""
     del warmup, rep, use_cuda_graph, do_bench  # the harness protocol decides (see module docstring)
     if space is not None and budget is None:
         from solkit.tune.strategies import DEFAULT_BUDGET
@@ -295,6 +377,7 @@ def autotune(
         return Autotuner(fn, configs, key, space=space, budget=budget, strategy=strategy,
                          prune_configs_by=prune_configs_by, reset_to_zero=reset_to_zero, restore_value=restore_value,
                          pre_hook=pre_hook, post_hook=post_hook, cache_results=cache_results, cache=cache,
-                         reference=reference, bucket=bucket, seed=seed, settings=settings)  # fmt: skip
+                         reference=reference, bucket=bucket, seed=seed, settings=settings,
+                         outputs=outputs)  # fmt: skip
 
     return decorate
