@@ -47,7 +47,7 @@ from kernels_norm_common import (  # noqa: E402
     sol_cols,
     timed_fn,
 )
-from kernels_norm_sweep import SWEEP, adopt_wide_softmax, partial_sum_sweep, sweep  # noqa: E402
+from kernels_norm_sweep import AB_VARIANTS, SWEEP, ab_compare, adopt_wide_softmax, partial_sum_sweep, sweep  # noqa: E402
 
 from solkit.harness.timing import benchmark  # noqa: E402
 
@@ -77,12 +77,15 @@ def main() -> int:
     p.add_argument("--pool", type=int, default=2, help="rotating input sets per timing")
     p.add_argument("--time-failures", action="store_true", help="time backends that failed the check too")
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
+    p.add_argument("--ab", default="", help="comma list of ops for forward A/B runs against Liger (AB_VARIANTS)")
+    p.add_argument("--ab-rounds", type=int, default=8, help="alternating turns per candidate in --ab")
+    p.add_argument("--no-stream", action="store_true", help="skip the same-bytes elementwise copy rows")
     args = p.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     if args.smoke:
-        shapes = {"norm": (8, 96), "softmax": {"": (8, 96), "_wide": (2, 20000)}}
+        shapes = {"norm": {"": (8, 96), "_70b": (4, 300)}, "softmax": {"": (8, 96), "_wide": (2, 20000)}}
         timing_kw = dict(method="wall", reps=2, trials=1, warmup=1)
     else:
         shapes = SHAPES
@@ -127,7 +130,8 @@ def main() -> int:
                                 "copy_bytes": 2 * 2**30, "note": note}  # fmt: skip
         print(f"copy bandwidth {bw / 1e12:.3f} TB/s (events)", flush=True)
         try:
-            same_bytes_stream_rows(rec, dtype, device, timing_kw, bw)
+            if not args.no_stream:
+                same_bytes_stream_rows(rec, dtype, device, timing_kw, bw)
         except Exception as exc:  # noqa: BLE001
             print(f"stream rows failed: {exc}", flush=True)
 
@@ -157,6 +161,10 @@ def main() -> int:
                 sweep(rec, [by_name[name.removesuffix("_fwd_extra")]], dtype, device, timing_kw, bw, args, key=name)
     if args.adopt_wide_softmax:
         adopt_wide_softmax(rec)
+    if args.ab or args.smoke:
+        ab_ops = [o for o in ops if args.smoke or o.name in args.ab.split(",")]
+        ab_compare(rec, ab_ops, AB_VARIANTS, liger, dtype, device,
+                   timing_kw, bw, 2 if args.smoke else args.ab_rounds)  # fmt: skip
     if args.only_sweep:
         rec.flush()
         return 0

@@ -25,7 +25,11 @@ from solkit.kernels.softmax import softmax, softmax_backward, softmax_forward
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 
 DATASHEET_BW = 4.8e12
-SHAPES = {"norm": (8192, 4096), "softmax": {"": (8192, 4096), "_vocab": (4096, 128256), "_256k": (1024, 262144)}}
+#: Op shapes by name suffix: Llama-3-8B (hidden 4096) and Llama-3-70B (hidden 8192, the main job's l class).
+SHAPES = {
+    "norm": {"": (8192, 4096), "_70b": (8192, 8192)},
+    "softmax": {"": (8192, 4096), "_vocab": (4096, 128256), "_256k": (1024, 262144)},
+}
 EPS = 1e-6
 T0 = time.perf_counter()
 
@@ -93,31 +97,38 @@ class Op:
     seed: int = 0
 
 
-def make_ops(shapes: dict, dtype: torch.dtype) -> list[Op]:
-    e = torch.tensor([], dtype=dtype).element_size()
-    ops = []
-    M, N = shapes["norm"]
+def _norm_ops(label: str, M: int, N: int, e: int) -> list[Op]:
+    """RMSNorm, add+RMSNorm and LayerNorm at ``M x N`` (op names end with ``label``)."""
     MN = M * N
+    ops = []
     ops.append(Op(
-        "rmsnorm", "rmsnorm", (M, N), 1, 1,
+        f"rmsnorm{label}", "rmsnorm", (M, N), 1, 1,
         bytes_fwd=2 * MN * e + N * e, bytes_fwdbwd=5 * MN * e + 3 * N * e + 8 * M,
         reference=lambda x, w: hf_rmsnorm(x, w),
         impls={"solkit": lambda x, w: rmsnorm(x, w, EPS), "torch": hf_rmsnorm,
                "torch_F.rms_norm": lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS)},
     ))  # fmt: skip
     ops.append(Op(
-        "add_rmsnorm", "add_rmsnorm", (M, N), 2, 1,
+        f"add_rmsnorm{label}", "add_rmsnorm", (M, N), 2, 1,
         bytes_fwd=4 * MN * e + N * e, bytes_fwdbwd=8 * MN * e + 3 * N * e + 8 * M,
         reference=eager_add_rmsnorm,
         impls={"solkit": lambda x, r, w: add_rmsnorm(x, r, w, EPS), "torch": eager_add_rmsnorm},
     ))  # fmt: skip
     ops.append(Op(
-        "layernorm", "layernorm", (M, N), 1, 2,
+        f"layernorm{label}", "layernorm", (M, N), 1, 2,
         bytes_fwd=2 * MN * e + 2 * N * e, bytes_fwdbwd=5 * MN * e + 5 * N * e + 16 * M,
         reference=lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS),
         impls={"solkit": lambda x, w, b: layernorm(x, w, b, EPS),
                "torch": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS)},
     ))  # fmt: skip
+    return ops
+
+
+def make_ops(shapes: dict, dtype: torch.dtype) -> list[Op]:
+    e = torch.tensor([], dtype=dtype).element_size()
+    ops = []
+    for label, (M, N) in shapes["norm"].items():
+        ops += _norm_ops(label, M, N, e)
     for label, (m, n) in shapes["softmax"].items():
         ops.append(Op(
             f"softmax{label}", "softmax", (m, n), 1, 0,
@@ -289,7 +300,7 @@ def same_bytes_stream_rows(rec, dtype, device, timing_kw, bw) -> None:
     after the other L2 flush mode, to bracket how much of the output's write-back lands in the timed
     call (read flush: L2 starts clean, up to an L2 of output may still be dirty when the call ends;
     write flush: L2 starts full of dirty lines whose write-back the call pays)."""
-    M, N = SHAPES["norm"]
+    M, N = SHAPES["norm"][""]
     other = "write" if timing_kw.get("l2_flush_mode", "read") == "read" else "read"
     for k in (1, 2):  # 1: read+write MN (norm fwd); 2: twice that (add+rmsnorm fwd)
         pool = [(torch.randn(k * M, N, device=device, dtype=dtype), torch.empty(k * M, N, device=device, dtype=dtype))

@@ -87,6 +87,24 @@ SWEEP = {
         "bwd": [dict(num_warps=8), dict(num_warps=4)],
     },  # fmt: skip
 }
+#: Llama-3-70B rows (8192 wide; round 4): the backward as one program per SM (16 or 32 warps, 64-128
+#: registers a thread, no spills) against the 4096-wide defaults (two 16-warp programs per SM, which spill),
+#: and forward warps. The first entry of each list is the per-width default (``by_width``).
+_WIDE_NORM_BWD = [dict(num_warps=16, programs_per_sm=1, prefetch=1), dict(num_warps=16, programs_per_sm=1, prefetch=2),
+                  dict(num_warps=32, programs_per_sm=1, prefetch=1), dict(num_warps=32, programs_per_sm=1, prefetch=2),
+                  dict(num_warps=16, programs_per_sm=2, prefetch=1)]  # fmt: skip
+SWEEP.update({
+    "layernorm_70b": {"bwd": _WIDE_NORM_BWD,
+                      "fwd": [dict(num_warps=8), dict(num_warps=16), dict(num_warps=4), dict(block_m=2, num_warps=16)]},
+    "rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:4],
+                    "fwd": [dict(num_warps=8), dict(num_warps=16), dict(num_warps=4), dict(num_warps=8, maxnreg=32)]},
+    "add_rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:3], "fwd": [dict(num_warps=8), dict(num_warps=16), dict(num_warps=4)]},
+})  # fmt: skip
+#: Forward A/B candidates against Liger (``--ab``): the default first, then round 3a/3b's closest rivals.
+AB_VARIANTS = {
+    "rmsnorm": [{}, dict(num_warps=8, maxnreg=32), dict(block_m=2, num_warps=8, maxnreg=32), dict(num_warps=4)],
+    "add_rmsnorm": [{}, dict(num_warps=16), dict(num_warps=4, maxnreg=32)],
+}
 #: dW partial-sum reduction (P = 2 programs x 132 SMs rows): sum_partials keyword arguments.
 PARTIAL_SUM_SWEEP = [dict(block_p=32, block_c=None, num_warps=4), dict(block_p=128, block_c=32, num_warps=4),
                      dict(block_p=64, block_c=64, num_warps=8), dict(block_p=256, block_c=16, num_warps=8),
@@ -245,3 +263,55 @@ def partial_sum_sweep(rec, dtype, device, timing_kw, bw, args) -> None:
             rec.add("sweep", row)
             print(f"[{elapsed():6.1f}s] sweep {row['op']} {cfg} ok={row.get('ok')} "
                   f"us={row.get('median_ms', float('nan')) * 1e3:.2f}", flush=True)  # fmt: skip
+
+
+def ab_compare(rec, ops, variants: dict, liger: dict, dtype, device, timing_kw, bw, rounds: int) -> None:
+    """Forward A/B runs: solkit launcher variants and Liger timed in alternation, ``rounds`` times each
+    (one trial of the timing protocol per turn, the order rotated every round), so that clock drift and
+    neighbours hit every candidate alike. Records each turn's median, then per candidate the median of
+    the turn medians, its range, and the paired ratio to Liger per round (min, median, max): a ratio
+    below 1 in every round is a measurable win, a median within the rounds' spread a tie."""
+    for op in ops:
+        if op.kind not in ("rmsnorm", "add_rmsnorm"):
+            continue
+        acts, params, _ = make_inputs(op, dtype, device, 11)
+        res = acts[1] if op.kind == "add_rmsnorm" else None
+        w = params[0]
+        cands = {f"solkit{json.dumps(c, sort_keys=True)}": (lambda x, r, c=c, w=w: rmsnorm_forward(
+            x, w, EPS, residual=r, save_rstd=False, **c)) for c in variants.get(op.kind, [{}])}  # fmt: skip
+        lig = liger.get(op.kind)
+        if lig is not None:
+            cands["liger"] = (
+                (lambda x, r, f=lig, w=w: f(x, r, w)) if res is not None else (lambda x, r, f=lig, w=w: f(x, w))
+            )
+        pool = [tuple(make_inputs(op, dtype, device, 50 + k)[0]) + ((None,) if res is None else ()) for k in range(2)]
+        ref = as_tuple(op.reference(*[t.float() for t in acts], w.float()))
+        ok = {}
+        for name, fn in cands.items():
+            with torch.no_grad():
+                out = as_tuple(fn(acts[0], res))
+            if name != "liger":  # launcher order (y, s, rstd); the reference's (s, y)
+                out = out[:2][::-1] if res is not None else out[:1]
+            errs = [float((o.float() - r).abs().max()) for o, r in zip(out, ref)]
+            ok[name] = all(e <= float(r.abs().max()) / 64 for e, r in zip(errs, ref))
+        turns = {name: [] for name in cands}
+        names = list(cands)
+        with torch.no_grad():
+            for k in range(rounds):
+                for name in names[k % len(names) :] + names[: k % len(names)]:
+                    r = benchmark(cands[name], pool, **{**timing_kw, "trials": 1})
+                    turns[name].append(r.median_ms)
+        for name, ms in turns.items():
+            ratios = sorted(a / b for a, b in zip(ms, turns.get("liger", ms)))
+            srt = sorted(ms)
+            row = {"op": op.name, "shape": list(op.shape), "kernel": "fwd_ab", "config": name, "ok": ok[name],
+                   "bytes": op.bytes_fwd, "median_ms": srt[len(srt) // 2], "min_ms": srt[0], "max_ms": srt[-1],
+                   "turn_ms": ms, "ratio_to_liger": {"min": ratios[0], "median": ratios[len(ratios) // 2],
+                                                     "max": ratios[-1]},
+                   "rounds": rounds, "method": r.method}  # fmt: skip
+            if device.type == "cuda":
+                row.update(sol_cols(op.bytes_fwd, row["median_ms"], bw))
+            rec.add("sweep", row)
+            print(f"[{elapsed():6.1f}s] ab {op.name} {name} ok={ok[name]} us={row['median_ms'] * 1e3:.2f} "
+                  f"[{srt[0] * 1e3:.2f}, {srt[-1] * 1e3:.2f}] vs liger {ratios[0]:.3f}/{ratios[len(ratios) // 2]:.3f}/"
+                  f"{ratios[-1]:.3f}", flush=True)  # fmt: skip

@@ -1,21 +1,36 @@
-# budget: 100
-# Issue 7 (norms and softmax half), round 2 of this session: every GPU test of the three kernel files
-# (bf16 at Llama/vocab/256k widths, the split-row and cooperative softmax, >2^31 elements), then the
-# benchmark under the harness's protocol (method auto = graph_events for short calls, read L2 flush):
-# copy bandwidth, the wide-row softmax sweep (split-row variants against the looped path) and a few
-# forward variants around the new norm defaults, the
-# backend table with the defaults set from round 1 and the wide softmax config adopted from this
-# sweep (solkit, solkit's looped wide softmax, eager torch,
-# F.rms_norm, Liger), then the torch.compile rows. The JSON is rewritten after every row.
+# budget: 120
+# Issue 7 (norms, softmax, RoPE), this session's round 1: variants at the Llama-3-70B shapes of the main
+# job (hidden 8192; RoPE 64 q / 8 kv heads), then the GPU tests. Harness protocol throughout
+# (timing.benchmark method auto = graph_events for calls < 0.1 ms, read L2 flush); every variant checked
+# against an fp32/fp64 reference before it is timed; JSON rewritten after every row.
+# 1. norms: the launcher sweep at 8192x8192 (backward as one program per SM against the spilling
+#    4096-wide default, forward warps), then forward A/B runs of RMSNorm and add+RMSNorm at 8192x4096
+#    against Liger (alternating turns).
+# 2. RoPE at the 70B layout: the new per-shape default and launch variants against Liger, fwd and fwd+bwd.
+# 3. bf16 GPU tests of rmsnorm, layernorm, softmax (incl. the wide "auto" split path) and rope, with the
+#    time left (the >2^31-element tests skipped: those code paths are unchanged).
 set -u
 export TRITON_CACHE_DIR=/tmp/k7a_triton_cache
+START=$(date +%s)
+left() { echo $(( 114 - ($(date +%s) - START) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
-date -u
-timeout 38 python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_rmsnorm.py \
-  tests/kernels/test_layernorm.py tests/kernels/test_softmax.py 2>&1 | tail -n 25 | tee "$OUT/pytest_gpu.txt"
-date -u
-python3 benchmarks/kernels_norm.py --sweep --sweep-ops softmax_vocab,softmax_256k,layernorm_fwd_extra,rmsnorm_fwd_extra --sweep-budget-s 32 --adopt-wide-softmax \
-  --budget-s 52 --compile-reserve-s 5 --out "$OUT/kernels_norm_round3b.json" 2>&1 | tee "$OUT/bench.txt"
-echo "bench rc=${PIPESTATUS[0]}"
+python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
+cd benchmarks
+timeout 50 python3 kernels_norm.py --only-sweep --no-stream --no-compile \
+  --ops layernorm_70b,rmsnorm_70b,add_rmsnorm_70b,rmsnorm,add_rmsnorm \
+  --sweep --sweep-ops layernorm_70b,rmsnorm_70b,add_rmsnorm_70b --sweep-budget-s 36 \
+  --ab rmsnorm,add_rmsnorm --ab-rounds 6 --reps 30 --trials 3 \
+  --out "$OUT/kernels_norm_round4a.json" 2>&1 | tee "$OUT/norm.txt" | grep -v "^ *$" | tail -n 60
+echo "norm rc=${PIPESTATUS[0]} left=$(left)s"
+timeout 30 python3 kernels_rope.py --shapes 70b --variants --backends solkit,liger --budget-s 26 \
+  --out "$OUT/kernels_rope_round4a.json" 2>&1 | tee "$OUT/rope.txt" | tail -n 30
+echo "rope rc=${PIPESTATUS[0]} left=$(left)s"
+cd ..
+T=$(left)
+if [ "$T" -gt 8 ]; then
+  timeout "$T" python3 -m pytest -q -m gpu -p no:cacheprovider -k "not beyond_int32" \
+    tests/kernels/test_rope.py tests/kernels/test_layernorm.py tests/kernels/test_rmsnorm.py \
+    tests/kernels/test_softmax.py 2>&1 | tail -n 25 | tee "$OUT/pytest_gpu.txt"
+fi
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader || true
 date -u

@@ -172,3 +172,18 @@ def test_wide_path_choice(monkeypatch):
         assert sm._wide_path(None, False, "bwd", t) == "looped"
         assert sm._wide_path(True, None, "fwd", t) == "coop"
     assert sm._wide_path(None, True, "fwd", t) == "split"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_cols", [128256, 262144])
+def test_wide_auto_path_gpu(n_cols):
+    """The "auto" default on a GPU: split-row exactly when one row per SM overflows the L2 (on the H200,
+    132 SMs and 60 MB: 262144-wide bf16 rows split, 128256-wide stay looped), and the default path is right."""
+    import solkit.kernels.softmax as sm
+
+    x = torch.randn(48, n_cols, dtype=torch.bfloat16) * 4
+    props = torch.cuda.get_device_properties(0)
+    overflows = props.multi_processor_count * n_cols * 2 > sm._l2_bytes(0)
+    assert sm._wide_path(None, None, "fwd", x.cuda()) == ("split" if overflows else "looped")
+    assert sm._wide_path(None, None, "bwd", x.cuda()) == ("split" if overflows else "looped")
+    _check(x, "default", "cuda")

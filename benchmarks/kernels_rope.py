@@ -1,0 +1,172 @@
+"""RoPE at the suite's head layouts (Llama-3-8B: 32 q / 8 kv heads; Llama-3-70B: 64 / 8; head_dim 128,
+8192 tokens, bf16, half-split, the suite's real cos/sin tables), forward and forward + backward:
+solkit's launch-setting variants against Liger-Kernel, eager PyTorch and torch.compile.
+
+Every row is checked first (outputs and gradients against a float64 computation; pass when the
+relative error is at most twice eager PyTorch's own bf16 error plus 1e-4, as
+``benchmarks/kernels_gates.py`` checks), then timed with the harness's protocol
+(``solkit.harness.timing.benchmark(method="auto")``: per-call CUDA events inside a CUDA graph for calls
+under 0.1 ms, read L2 flush, two rotating input sets). SOL on the copy bandwidth measured in the same
+run and on the 4.8 TB/s datasheet figure. The JSON is rewritten after every row.
+
+    python3 benchmarks/kernels_rope.py --out rope.json [--shapes 70b,8b] [--variants] [--compile] [--budget-s 40]
+    python3 benchmarks/kernels_rope.py --smoke      # CPU interpreter, tiny shapes: logic check only
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+if "--smoke" in sys.argv:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import kernels_gates as kg  # noqa: E402  (the RoPE backends, checks and timing of the gates benchmark)
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from solkit.kernels import rope as rope_mod  # noqa: E402
+from solkit.kernels.rope import apply_rope, rope_bytes  # noqa: E402
+
+#: (batch, seq, q heads, kv heads, head_dim), as in src/solkit/problems/suite/rope*/workload.jsonl (l class).
+SHAPES = {"70b": (1, 8192, 64, 8, 128), "8b": (1, 8192, 32, 8, 128)}
+SMOKE_SHAPES = {"70b": (1, 16, 8, 2, 16), "8b": (1, 16, 4, 2, 16)}
+#: Launch-setting variants timed next to the default (keys of ``ROPE_CONFIG``), per head layout.
+VARIANTS = {
+    "70b": [
+        {"num_warps": 8, "max_tile": 16384},
+        {"num_warps": 32, "max_tile": 16384},
+        {"num_warps": 8, "max_tile": 8192},
+        {"num_warps": 4, "max_tile": 4096},
+        {"num_warps": 16, "max_tile": 32768, "tokens": 2},
+    ],
+    "8b": [{"num_warps": 16, "max_tile": 8192}, {"num_warps": 4, "max_tile": 4096}],
+}
+T0 = time.perf_counter()
+
+
+def suite_tables(seq: int, dim: int, dev: str, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The suite's cos/sin: Llama-3 frequencies (theta 500000), first half repeated."""
+    inv = 1.0 / (500000.0 ** (torch.arange(0, dim, 2, device=dev, dtype=torch.float32) / dim))
+    ang = torch.outer(torch.arange(seq, device=dev, dtype=torch.float32), inv)
+    ang = torch.cat((ang, ang), -1)
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
+def with_config(cfg: dict | None):
+    """``apply_rope`` under launch settings ``cfg`` (None: the module's per-shape defaults)."""
+    if cfg is None:
+        return apply_rope
+
+    def run(q, k, cos, sin):
+        saved = list(rope_mod.ROPE_SHAPE_CONFIG)
+        rope_mod.ROPE_SHAPE_CONFIG[:] = [{"max_token_elems": 1 << 40, **cfg}]
+        try:
+            return apply_rope(q, k, cos, sin)
+        finally:
+            rope_mod.ROPE_SHAPE_CONFIG[:] = saved
+
+    return run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="")
+    ap.add_argument("--shapes", default="70b,8b")
+    ap.add_argument("--variants", action="store_true", help="also time the VARIANTS launch settings")
+    ap.add_argument("--backends", default="solkit,liger,eager", help="comma list (compile with --compile)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile rows last, while the budget allows")
+    ap.add_argument("--compile-reserve-s", type=float, default=12.0)
+    ap.add_argument("--budget-s", type=float, default=60.0)
+    ap.add_argument("--smoke", action="store_true")
+    args = ap.parse_args()
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
+    kg.QUICK = args.smoke or dev == "cpu"
+    shapes = SMOKE_SHAPES if args.smoke else SHAPES
+    doc = {
+        "benchmark": "kernels_rope",
+        "device": torch.cuda.get_device_name() if dev == "cuda" else platform.processor() or "cpu",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+        "liger": kg._liger_version(), "command": " ".join(["python3"] + sys.argv),
+        "timing_protocol": "solkit.harness.timing.benchmark(method='auto', l2_flush_mode='read'): graph_events "
+                           "(per-call CUDA events inside a CUDA graph) under 0.1 ms, events otherwise; 2 rotating "
+                           "input sets; median of 30 reps x 2 trials",
+        "criteria": "rel. L2 error of every output and gradient <= 2 x eager bf16's + 1e-4 (float64 reference)",
+        "rope_config": dict(rope_mod.ROPE_CONFIG), "rope_shape_config": list(rope_mod.ROPE_SHAPE_CONFIG),
+        "rows": [],
+    }  # fmt: skip
+
+    def save():
+        doc["elapsed_s"] = round(time.perf_counter() - T0, 2)
+        if args.out:
+            with open(args.out + ".tmp", "w") as fh:
+                json.dump(doc, fh, indent=1, default=str)
+            os.replace(args.out + ".tmp", args.out)
+
+    bw = kg.measure_copy_bandwidth(dev) if dev == "cuda" else 1e12
+    doc["copy_bandwidth_Bps"] = bw
+    backends = args.backends.split(",")
+    compiled: dict = {}
+    for label in args.shapes.split(","):
+        B, S, HQ, HK, D = shapes[label]
+        q, k = kg._randn((B, S, HQ, D), dev, dtype), kg._randn((B, S, HK, D), dev, dtype)
+        cos, sin = suite_tables(S, D, dev, dtype)
+        base = [q, k, cos, sin]
+        grads = [kg._randn(q.shape, dev, dtype), kg._randn(k.shape, dev, dtype)]
+        op = {"n_grad": 2, "bytes_fwd": rope_bytes(B, S, HQ, HK, D, dtype),
+              "bytes_fwdbwd": rope_bytes(B, S, HQ, HK, D, dtype, backward=True)}  # fmt: skip
+        fns = {"solkit": with_config(None), "eager": kg.eager_rope}
+        if kg.liger is not None:
+            fns["liger"] = kg.liger_rope_bshd
+        cands = [(b, fns[b]) for b in backends if b in fns]
+        if args.variants:
+            cands += [(f"solkit{json.dumps(c, sort_keys=True)}", with_config(c)) for c in VARIANTS[label]]
+        if args.compile and dev == "cuda":
+            cands.append(("compile", None))
+        refs = {}
+        for backward in (False, True):
+            refs[backward] = (kg.reference(kg.eager_rope, base, 2, backward, grads, torch.float64),
+                              kg.run_once(kg.eager_rope, base, 2, backward, grads))  # fmt: skip
+        for name, fn in cands:
+            for backward in (False, True):
+                mode = "fwd+bwd" if backward else "fwd"
+                row = {"shape": label, "dims": [B, S, HQ, HK, D], "backend": name, "mode": mode}
+                spent = time.perf_counter() - T0
+                if spent > args.budget_s - (args.compile_reserve_s if name == "compile" else 0):
+                    row["error"] = "skipped: time budget"
+                    doc["rows"].append(row)
+                    continue
+                try:
+                    if name == "compile":
+                        fn = compiled.setdefault(label, torch.compile(kg.eager_rope, dynamic=False))
+                    (r_out, r_grads), (t_out, t_grads) = refs[backward]
+                    kg.poison_allocator(sum(t.numel() * t.element_size() for t in base), dev)
+                    got_out, got_grads = kg.run_once(fn, base, 2, backward, grads)
+                    ok, errs, t_errs = kg.max_ratio_check(got_out + got_grads, r_out + r_grads, t_out + t_grads)
+                    row.update(correct=ok, rel_err=errs, torch_rel_err=t_errs)
+                    del got_out, got_grads
+                    if ok:
+                        kg._time_row(row, op, "rope", fn, base, backward, grads, dev, bw)
+                except Exception as exc:  # noqa: BLE001 - a failing backend is a row, never a crash
+                    row["error"] = f"{type(exc).__name__}: {exc}"[:400]
+                    traceback.print_exc(limit=2)
+                doc["rows"].append(row)
+                save()
+                us, sol = row.get("median_ms", float("nan")) * 1e3, row.get("sol_calibrated", float("nan"))
+                print(f"[{time.perf_counter() - T0:6.1f}s] rope {label} {name:44s} {mode:7s} ok={row.get('correct')} "
+                      f"us={us:7.1f} sol={sol:.3f} {row.get('error', '')[:60]}", flush=True)  # fmt: skip
+        del q, k, base, grads, refs
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
