@@ -25,7 +25,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -36,6 +35,9 @@ if "--quick" in sys.argv and not __import__("torch").cuda.is_available():
 
 import torch  # noqa: E402
 import triton  # noqa: E402
+from gemm_oproj_compile import SEED_SHAPE, oproj_residual, precompile, warm_tasks, warm_worker  # noqa: E402
+from gemm_oproj_report import print_table, render_markdown  # noqa: E402
+from gemm_oproj_sweep import kernel_names, sweep  # noqa: E402
 
 from solkit.harness.timing import benchmark as _harness_benchmark  # noqa: E402
 from solkit.kernels import gemm as G  # noqa: E402
@@ -44,7 +46,6 @@ from solkit.sol.model import Ceilings, mfu, sol_fraction, t_sol  # noqa: E402
 SPEC_FALLBACK = {"bf16_tensor": 989.4e12, "bandwidth": 4.8e12}  # the H200 datasheet, if the DB lookup fails
 PREFILL = [(4096, 4096, 4096), (8192, 4096, 4096), (16384, 4096, 4096), (8192, 8192, 8192)]  # (M, N, K)
 DECODE = [(m, k, k) for k in (4096, 8192) for m in (1, 16, 64)]
-SEED_SHAPE = (8192, 4096, 4096)
 QUICK_PREFILL = [(130, 96, 64)]
 QUICK_DECODE = [(1, 48, 64), (16, 48, 64)]
 
@@ -59,117 +60,6 @@ def benchmark(fn, pool, **kw):
     if _FLUSH_KW:
         kw["l2_flush_mode"] = L2_FLUSH["mode"]
     return _harness_benchmark(fn, pool, **kw)
-
-
-def oproj_residual(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-    """The op in eager torch: what the torch.compile row compiles (module level, so a precompile worker
-    process compiles the same graph and leaves Inductor's caches warm for the main process)."""
-    return x @ w.t() + r
-
-
-def warm_tasks(args: argparse.Namespace, prefill, decode) -> list[dict[str, Any]]:
-    """What this run will compile: every sweep candidate and autotune entry (Triton), and
-    torch.compile at each prefill shape of the table; one task each."""
-    table = G.load_config_table()
-    tasks: list[dict[str, Any]] = []
-    seen: set[str] = set()
-
-    def add(cfg: dict[str, Any], residual: bool = True) -> None:
-        key = json.dumps([cfg, residual], sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            tasks.append({"kind": "triton", "config": cfg, "residual": residual})
-
-    for regime in ("prefill", "decode"):
-        entry = table["hopper"][regime]
-        sweep = args.sweep != "none" and getattr(args, f"sweep_{regime}") != "none"
-        for cfg in entry.get("candidates", []) if sweep else []:
-            add({"kernel": entry["kernel"], **cfg})
-        if args.sweep != "only":
-            for cfg in entry["autotune"]:
-                cfg = {"kernel": entry["kernel"], **{k: v for k, v in cfg.items() if k not in ("m_min", "m_max")}}
-                add(cfg)
-                if regime == "prefill" and args.with_plain:
-                    add(cfg, residual=False)
-    if args.sweep != "only" and not args.no_compile:
-        shapes = {"all": prefill, "seed": [s for s in prefill if s == SEED_SHAPE], "none": []}[args.table_prefill]
-        if args.compile_seed_only:
-            shapes = [s for s in shapes if s == SEED_SHAPE]
-        tasks += [{"kind": "compile", "shape": list(s)} for s in shapes]
-    elif args.compile_probe:
-        tasks.append({"kind": "compile", "shape": list(SEED_SHAPE)})
-    return tasks
-
-
-def warm_worker(tasks: list[dict[str, Any]]) -> int:
-    """In a worker process: compile each task by running it once on small inputs with the same
-    specialisation (dtype, 16-byte alignment, K a multiple of every BLOCK_K, so EVEN_K holds as at
-    the real shapes); Triton's and Inductor's on-disk caches keep the results."""
-    cuda = torch.cuda.is_available()
-    dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-    dt = torch.bfloat16 if cuda else torch.float16  # the CPU (interpreter) only checks the plumbing
-    for task in tasks:
-        t0 = time.time()
-        try:
-            if task["kind"] == "triton":
-                cfg = task["config"]
-                M = 64 if cfg["kernel"] != "tma_persistent" else 512
-                if cfg["kernel"] == "splitk" and cfg["BLOCK_M"] == 1:
-                    M = 1
-                x = torch.randn(M, 1024, device=dev, dtype=dt)
-                w = torch.randn(512, 1024, device=dev, dtype=dt)
-                r = torch.randn(M, 512, device=dev, dtype=dt) if task["residual"] else None
-                G.gemm(x, w, residual=r, config=cfg)
-            else:
-                M, N, K = task["shape"]
-                x = torch.randn(M, K, device=dev, dtype=dt)
-                w = torch.randn(N, K, device=dev, dtype=dt)
-                r = torch.randn(M, N, device=dev, dtype=dt)
-                torch.compile(oproj_residual, dynamic=False)(x, w, r)
-            if cuda:
-                torch.cuda.synchronize(dev)
-            print(json.dumps({"ok": True, "s": round(time.time() - t0, 2), "task": task}), flush=True)
-        except Exception as e:  # noqa: BLE001 - the main process compiles it itself
-            print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}", "task": task}), flush=True)
-    return 0
-
-
-def precompile(tasks: list[dict[str, Any]], workers: int, timeout_s: float) -> dict[str, Any]:
-    """Run ``tasks`` in about ``workers`` plain subprocesses (not multiprocessing children, whose Inductor
-    cache keys differ); returns wall time and failures. Nothing is timed meanwhile."""
-    import subprocess
-
-    t0 = time.time()
-    compiles = [t for t in tasks if t["kind"] == "compile"]
-    others = [t for t in tasks if t["kind"] != "compile"]
-    # each torch.compile task (tens of seconds) in a worker of its own, the Triton tasks spread over the rest
-    n_other = max(1, workers - len(compiles)) if others else 0
-    shards = [[t] for t in compiles] + [others[k::n_other] for k in range(n_other)]
-    shards = [sh for sh in shards if sh]
-    n = len(shards)
-    procs = []
-    for shard in shards:
-        cmd = [sys.executable, __file__, "--warm-worker", json.dumps(shard)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
-    results = []
-    for proc in procs:
-        try:
-            out, _ = proc.communicate(timeout=max(1.0, timeout_s - (time.time() - t0)))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        for line in out.splitlines():
-            if line.startswith("{"):
-                results.append(json.loads(line))
-    failed = [r for r in results if not r.get("ok")]
-    return {
-        "workers": n,
-        "tasks": len(tasks),
-        "done": sum(1 for r in results if r.get("ok")),
-        "failed": failed[:20],
-        "wall_s": round(time.time() - t0, 2),
-        "task_s_sum": round(sum(r.get("s", 0.0) for r in results), 2),
-    }
 
 
 class Run:
@@ -509,230 +399,6 @@ class Run:
             except Exception as e:  # noqa: BLE001 - secondary numbers; the row stands without them
                 rows[name]["kernel_span"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
 
-    def sweep(self, shapes: list[tuple[int, int, int]], regime: str) -> None:
-        family = G.arch_family(self.device)
-        cands = G.load_config_table()[family][regime].get("candidates") or []
-        default_kernel = G.load_config_table()[family][regime]["kernel"]
-        for M, N, K in shapes:
-            if self.left() < 10:
-                self.doc["skipped"].append({"shape": [M, N, K], "sweep": regime, "why": "time budget"})
-                continue
-            pool = self.inputs(M, N, K, 4 if regime == "decode" else 2)
-            x, w, r = pool[0]
-            ref_full = x.float() @ w.float().t() + r.float()
-            t_out = torch.addmm(r, x, w.t())
-            torch_err = ((t_out.float() - ref_full).norm() / ref_full.norm()).item()
-            rows: dict[str, dict[str, Any]] = {}
-            fns: dict[str, Any] = {
-                "cuBLAS addmm": lambda x, w, r: torch.addmm(r, x, w.t()),
-                "cuBLAS mm": lambda x, w, r: torch.matmul(x, w.t()),
-            }
-            for i, cfg in enumerate(cands):
-                cfg = {"kernel": default_kernel, **cfg}
-                if regime == "decode" and (cfg["BLOCK_M"] < M or (M <= 16 and cfg["BLOCK_M"] > 16)):
-                    continue  # what autotune's pruning would time: the shortest tile covering M
-                name = f"cfg{i}"
-                row: dict[str, Any] = {"M": M, "N": N, "K": K, "regime": regime, "config": cfg}
-                rows[name] = row
-                try:
-                    out = torch.full_like(r, float("nan"))
-                    t_start = time.time()
-                    G.gemm(x, w, residual=r, config=cfg, out=out)
-                    row["first_call_s"] = time.time() - t_start
-                    err = ((out.float() - ref_full).norm() / ref_full.norm()).item()
-                    row.update(rel_err=err, correct=bool(torch.isfinite(out).all()) and err <= 2 * torch_err + 1e-3)
-                    fns[name] = lambda x, w, r, cfg=cfg: G.gemm(x, w, residual=r, config=cfg)
-                except Exception as e:  # noqa: BLE001
-                    row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
-            self.heat()
-            timings = self.interleave(fns, pool, self.args.sweep_trials, max(self.args.reps // 2, 5))
-            base = timings["cuBLAS addmm"].get("median_ms")
-            mm = timings["cuBLAS mm"].get("median_ms")
-            for name, row in rows.items():
-                t = timings.get(name, {})
-                if "median_ms" in t:
-                    row.update(median_ms=t["median_ms"], spread_ms=t["spread_ms"], vs_addmm=base / t["median_ms"])
-                    row["vs_mm"] = mm / t["median_ms"] if mm else None
-                    row.update(self.sol_columns(M, N, K, t["median_ms"]))
-                elif "error" in t:
-                    row["error"] = t["error"]
-                self.doc["sweep"].append(row)
-                cfg = row["config"]
-                tag = " ".join(f"{k}={v}" for k, v in cfg.items() if k not in ("GROUP_M", "WARP_SPEC", "kernel"))
-                res = (
-                    f"{row['median_ms']:.4f} ms {row['tflops']:.0f} TF x{row['vs_addmm']:.3f} addmm"
-                    if "median_ms" in row
-                    else row.get("error", "?")[:60]
-                )
-                self.log(f"sweep {M}x{N}x{K} {cfg['kernel'][:3]} {tag}: {res} ok={row.get('correct')}")
-            self.doc["sweep_baselines"] = self.doc.get("sweep_baselines", []) + [
-                {"M": M, "N": N, "K": K, "cuBLAS addmm": timings["cuBLAS addmm"], "cuBLAS mm": timings["cuBLAS mm"]}
-            ]
-            del pool
-            self.save()
-
-    def kernel_names(self, shapes: list[tuple[int, int, int]]) -> None:
-        """The CUDA kernels cuBLAS launches (mm, addmm) per shape, with the profiler's kernel durations
-        (no L2 flush, warm caches: context for the rows, not a measurement of record)."""
-        if self.device.type != "cuda":
-            return
-        from torch.profiler import ProfilerActivity, profile
-
-        out = []
-        for M, N, K in shapes:
-            if self.left() < 10:
-                break
-            x, w, r = self.inputs(M, N, K, 1)[0]
-            fns = {
-                "cuBLAS mm": lambda x=x, w=w: torch.matmul(x, w.t()),
-                "cuBLAS addmm": lambda x=x, w=w, r=r: torch.addmm(r, x, w.t()),
-            }
-            for name, fn in fns.items():
-                try:
-                    for _ in range(3):
-                        fn()
-                    torch.cuda.synchronize(self.device)
-                    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                        for _ in range(5):
-                            fn()
-                        torch.cuda.synchronize(self.device)
-                    kernels: dict[str, list[float]] = {}
-                    with tempfile.TemporaryDirectory() as tmp:
-                        trace_path = Path(tmp) / "trace.json"
-                        prof.export_chrome_trace(str(trace_path))
-                        trace = json.loads(trace_path.read_text())
-                    for ev in trace.get("traceEvents", []):
-                        if ev.get("cat") == "kernel":
-                            kernels.setdefault(ev.get("name", "?"), []).append(float(ev.get("dur", 0.0)) / 1e3)
-                    summary = {k: {"calls": len(v), "median_ms": statistics.median(v)} for k, v in kernels.items()}
-                    item = {"M": M, "N": N, "K": K, "op": name, "kernels": summary}
-                    out.append(item)
-                    self.log(f"kernels {M}x{N}x{K} {name}: " + ", ".join(
-                        f"{k[:60]} {v['median_ms'] * 1e3:.1f}us" for k, v in item["kernels"].items()))  # fmt: skip
-                except Exception as e:  # noqa: BLE001
-                    out.append({"M": M, "N": N, "K": K, "op": name, "error": f"{type(e).__name__}: {str(e)[:200]}"})
-        self.doc["kernel_names"] = out
-        self.save()
-
-    # ------------------------------------------------------------------ report
-    def print_table(self) -> None:
-        hdr = f"{'M':>6} {'N':>5} {'K':>5}  {'variant':34s} {'ms':>8} {'TF/s':>6} {'SOLspec':>7} {'SOLcal':>6} "
-        print("\n" + hdr + f"{'MFU':>5}  ok  config")
-        for row in self.doc["rows"]:
-            head = f"{row['M']:>6} {row['N']:>5} {row['K']:>5}  {row['variant']:34s} "
-            if "median_ms" not in row:
-                print(head + "ERROR " + row.get("error", "")[:60])
-                continue
-            cfg = row.get("launch", {}).get("config", {})
-            short = "x".join(str(cfg.get(k, "")) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")) if cfg else ""
-            if cfg:
-                short += f" w{cfg.get('num_warps')} s{cfg.get('num_stages')} {row['launch'].get('kernel', '')}"
-            print(
-                head
-                + f"{row['median_ms']:8.4f} {row['tflops']:6.0f} {row['sol_spec']:7.3f} {row['sol_calibrated']:6.3f} "
-                f"{row['mfu_spec']:5.2f}  {'y' if row.get('correct') else 'N'}  {short}"
-            )
-
-
-def rebase_bandwidth(doc: dict[str, Any], calibration: str) -> str:
-    """Recompute the calibrated columns with the copy bandwidth of a ``solkit calibrate`` file (its
-    GEMM ceiling stays the in-job one); returns a line saying so. Rows keep their measured times."""
-    cal_file = json.loads(Path(calibration).read_text())
-    bw = float(cal_file["bandwidth"]["copy"]["value"])
-    flops = float(doc["ceilings"]["calibrated"]["flops"]["bf16_tensor"])
-    ceil = Ceilings(doc["ceilings"]["calibrated"]["arch"], "calibrated", {"bf16_tensor": flops}, bw)
-    for r in doc["rows"]:
-        if "median_ms" not in r:
-            continue
-        M, N, K, sec = r["M"], r["N"], r["K"], r["median_ms"] * 1e-3
-        nbytes = 2.0 * (M * K + N * K + 2 * M * N)
-        sol = t_sol({"bf16_tensor": 2.0 * M * N * K}, nbytes, ceil)
-        score = sol_fraction(sol.t_sol_s, sec)
-        r.update(sol_calibrated=score.sol_fraction, sol_violation_calibrated=score.violation)
-        r["bw_util_calibrated"] = nbytes / sec / bw
-    doc["ceilings"]["calibrated"]["bandwidth"] = bw
-    return (
-        f"Calibrated bandwidth re-based on `{calibration}` ({cal_file['bandwidth']['copy']['size']}, "
-        f"{cal_file['timestamp']}): {bw / 1e12:.2f} TB/s."
-    )
-
-
-def render_markdown(path: str, calibration: str | None = None) -> str:
-    """The table section of docs/kernels/gemm.md, straight from a result JSON."""
-    doc = json.loads(Path(path).read_text())
-    note = rebase_bandwidth(doc, calibration) if calibration else ""
-    cal = doc["ceilings"]["calibrated"]
-    spec = doc["ceilings"]["spec"]
-    lines = [
-        f"Device {doc['device']['name']}, {doc['date']}, torch {doc['versions']['torch']}, "
-        f"triton {doc['versions']['triton']}; `{doc['command']}`.",
-        f"Spec basis: {spec['flops']['bf16_tensor'] / 1e12:.1f} TFLOP/s bf16, {spec['bandwidth'] / 1e12:.2f} TB/s. "
-        f"Calibrated basis: {cal['flops']['bf16_tensor'] / 1e12:.0f} TFLOP/s (cuBLAS bf16 8192^3 in this job), "
-        f"{cal['bandwidth'] / 1e12:.2f} TB/s copy. {note}",
-        "",
-        "| M | N | K | implementation | median ms | TFLOP/s | SOL (spec) | SOL (calibrated) | MFU (spec) | correct |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in doc["rows"]:
-        if "median_ms" not in r:
-            lines.append(f"| {r['M']} | {r['N']} | {r['K']} | {r['variant']} | error: {r.get('error', '')[:80]} |||||")
-            continue
-        ok = "yes" if r.get("correct") else "NO"
-        lines.append(
-            f"| {r['M']} | {r['N']} | {r['K']} | {r['variant']} | {r['median_ms']:.4f} | {r['tflops']:.0f} | "
-            f"{r['sol_spec']:.3f} | {r['sol_calibrated']:.3f} | {r['mfu_spec']:.3f} | {ok} |"
-        )
-    lines += ["", *targets_markdown(doc)]
-    return "\n".join(lines)
-
-
-def targets_markdown(doc: dict[str, Any]) -> list[str]:
-    """The issue's done-when checks, computed from the rows (met / not met, with the numbers)."""
-    by: dict[tuple, dict[str, dict]] = {}
-    for r in doc["rows"]:
-        by.setdefault((r["M"], r["N"], r["K"]), {})[r["variant"].split(" (")[0]] = r
-    out = ["| shape | check | value | target | met |", "|---|---|---|---|---|"]
-    for (M, N, K), rows in by.items():
-        fused = rows.get("after: solkit fused GEMM", {})
-        addmm = rows.get("cuBLAS addmm", {})
-        mm = rows.get("matmul alone", {})
-        if "median_ms" not in fused:
-            out.append(f"| {M}x{N}x{K} | fused kernel | {fused.get('error', 'not run')[:60]} | - | no |")
-            continue
-        shape = f"{M}x{N}x{K}"
-        if M > 64:
-            if "median_ms" in addmm:
-                x = addmm["median_ms"] / fused["median_ms"]
-                out.append(
-                    f"| {shape} | speed vs cuBLAS addmm | {x:.3f}x | >= 1.03x | {'yes' if x >= 1.03 else 'no'} |"
-                )
-            if "median_ms" in mm:
-                x = fused["median_ms"] / mm["median_ms"] - 1
-                out.append(f"| {shape} | time over matmul alone | {x:+.1%} | <= +3% | {'yes' if x <= 0.03 else 'no'} |")
-            comp = rows.get("torch.compile", {})
-            if "median_ms" in comp:
-                x = comp["median_ms"] / fused["median_ms"]
-                out.append(f"| {shape} | speed vs torch.compile | {x:.3f}x | (no target) | - |")
-        else:
-            sol = fused["sol_calibrated"]
-            out.append(
-                f"| {shape} | memory SOL (calibrated) | {sol:.3f} | >= 0.85 | {'yes' if sol >= 0.85 else 'no'} |"
-            )
-            span = fused.get("kernel_span", {})
-            if "median_ms" in span:
-                out.append(
-                    f"| {shape} | memory SOL on the kernel span (CUPTI, {span['median_ms'] * 1e3:.1f} us; "
-                    f"not the harness median) | {span['sol_calibrated']:.3f} | (context) | - |"
-                )
-            for name, ref in (("cuBLAS addmm", addmm), ("cuBLAS matmul alone", mm)):
-                if "median_ms" in ref:
-                    x = ref["median_ms"] / fused["median_ms"]
-                    out.append(f"| {shape} | speed vs {name} | {x:.3f}x | >= 1.00x | {'yes' if x >= 1.0 else 'no'} |")
-        ok = "yes" if fused.get("correct") else "no"
-        err, allowed = fused.get("rel_err", float("nan")), fused.get("allowed_rel_err", 0.0)
-        out.append(f"| {shape} | relative error vs fp32 | {err:.2e} | <= {allowed:.2e} | {ok} |")
-    return out
-
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -758,6 +424,12 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=60, help="timed calls (samples) per trial")
     p.add_argument("--trials", type=int, default=5, help="interleaved trials per variant in the table")
     p.add_argument("--sweep-trials", type=int, default=3)
+    p.add_argument(
+        "--sweep-plain",
+        type=lambda v: [int(i) for i in v.split(",") if i],
+        default=[],
+        help="prefill candidates (indexes, comma-separated) also swept without the residual",
+    )
     p.add_argument(
         "--method",
         default="auto",
@@ -820,10 +492,10 @@ def main() -> int:
         dec = {"none": [], "two": two, "all": decode}[args.sweep_decode]
         order = [(dec, "decode"), (pre, "prefill")] if args.sweep_decode_first else [(pre, "prefill"), (dec, "decode")]
         for shapes, regime in order:
-            run.sweep(shapes, regime)
+            sweep(run, shapes, regime)
 
     if args.kernel_names:
-        run.kernel_names(decode + [s for s in prefill if s == SEED_SHAPE])
+        kernel_names(run, decode + [s for s in prefill if s == SEED_SHAPE])
     if args.sweep in ("first", "only"):
         sweeps()
     if args.sweep != "only":
@@ -843,7 +515,7 @@ def main() -> int:
         run.gpu_state("end")
     run.doc["wall_s"] = time.time() - run.t0
     run.save()
-    run.print_table()
+    print_table(run.doc)
     return 0
 
 

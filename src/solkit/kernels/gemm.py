@@ -39,80 +39,31 @@ import yaml
 
 from solkit.errors import SolkitError, choices_hint
 from solkit.kernels import gemm_decode as _decode
+from solkit.kernels import gemm_streamk as _streamk
 from solkit.kernels.gemm_decode import OUTGROWN as _SPLITK_OUTGROWN  # noqa: F401 - tests inspect it
 from solkit.kernels.gemm_decode import SCRATCH as _SPLITK_SCRATCH  # noqa: F401
 from solkit.kernels.gemm_decode import _gemm_decode_kernel, gemm_decode_kernel
 from solkit.kernels.gemm_decode import workspace as _splitk_workspace
 from solkit.kernels.gemm_epilogue import apply_epilogue as _epilogue
+from solkit.kernels.gemm_tiles import finish_tile as _finish_tile
+from solkit.kernels.gemm_tiles import halves as _halves
+from solkit.kernels.gemm_tiles import prefetch_l2 as _prefetch_l2
+from solkit.kernels.gemm_tiles import tile_coords as _tile_coords
 from solkit.tune.space import config_key
 
 ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2}
-KERNELS = ("tma_persistent", "pointer", "splitk")
+KERNELS = ("tma_persistent", "pointer", "splitk", "streamk")
+#: kernels on TMA tensor descriptors (aligned bf16/fp16 operands only)
+TMA_KERNELS = ("tma_persistent", "streamk")
 FAMILIES = ("hopper", "ampere", "interpreter")
 
+#: Programs of the persistent kernels in Triton's interpreter (a few, so each walks several tiles)
+INTERPRETER_PROGRAMS = 3
 #: What the last launch ran: path, family, regime and config (for benchmarks and reports).
 LAST_LAUNCH: dict[str, Any] = {}
 
 
 # --------------------------------------------------------------------------------------------- kernels
-@triton.jit
-def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """Grouped order: GROUP_M tile-rows advance together along N, so W tiles are reused from L2."""
-    per_group = GROUP_M * num_pid_n
-    first_m = (tile // per_group) * GROUP_M
-    group_rows = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (tile % per_group) % group_rows
-    pid_n = (tile % per_group) // group_rows
-    return pid_m, pid_n
-
-
-@triton.jit
-def _finish_tile(part, res_pre, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS: tl.constexpr,
-                 HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr, PRELOADED: tl.constexpr):  # fmt: skip
-    """Epilogue of one [BLOCK_M, width] piece of a tile: residual by TMA (or ``res_pre``, loaded
-    earlier), math in fp32, TMA store."""
-    res = res_pre
-    if HAS_RESIDUAL and not PRELOADED:
-        res = r_desc.load([off_m, off_n])
-    offs_n = off_n + tl.arange(0, part.shape[1])
-    out = _epilogue(part, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
-    y_desc.store([off_m, off_n], out.to(y_ptr.dtype.element_ty))
-
-
-@triton.jit
-def _halves(acc, BLOCK_M: tl.constexpr, WIDTH: tl.constexpr):
-    """[BLOCK_M, WIDTH] -> its left and right [BLOCK_M, WIDTH/2] column halves."""
-    return tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, WIDTH // 2)), (0, 2, 1)))
-
-
-@triton.jit
-def _prefetch_l2(ptr, off_m, off_n, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 EVICT_LAST: tl.constexpr):  # fmt: skip
-    """Ask L2 for a [BLOCK_M, BLOCK_N] tile, one prefetch per 128-byte line.
-
-    Persistent tiles run in lock-step, so without it every SM reads its residual tile from HBM at the
-    same moment, in the epilogue, while its tensor cores idle: a bandwidth burst once per tile. The
-    prefetch spreads that read over the main loop, which leaves HBM mostly idle.
-    """
-    LINE: tl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
-    rows = tl.minimum(off_m + tl.arange(0, BLOCK_M), M - 1)
-    cols = tl.minimum(off_n + tl.arange(0, BLOCK_N // LINE) * LINE, N - 1)
-    lines = ptr + rows[:, None] * stride_m + cols[None, :]
-    if EVICT_LAST:
-        tl.inline_asm_elementwise(
-            "prefetch.global.L2::evict_last [$1];\n mov.u32 $0, 0;",
-            "=r,l",
-            [lines],
-            dtype=tl.int32,
-            is_pure=False,
-            pack=1,
-        )
-    else:
-        tl.inline_asm_elementwise(
-            "prefetch.global.L2 [$1];\n mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32, is_pure=False, pack=1
-        )
-
-
 # M is not specialised (by value or divisibility): every M shares one compiled kernel per config.
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
 def _gemm_tma_persistent_kernel(
@@ -255,6 +206,7 @@ _KERNEL_FNS = {
     "tma_persistent": _gemm_tma_persistent_kernel,
     "pointer": _gemm_pointer_kernel,
     "splitk": gemm_decode_kernel,
+    "streamk": _streamk._gemm_streamk_kernel,
 }
 #: The bare JIT functions (compile_for needs them; splitk's launchable kernel wraps its own in triton.heuristics).
 _JIT_FNS = {**_KERNEL_FNS, "splitk": _gemm_decode_kernel}
@@ -304,6 +256,10 @@ def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.C
         if interpreting() and params["PREFETCH_RES"] in (1, 2, 4):
             # inline PTX (the L2 prefetch) does not run in the interpreter; 4 without it is 3's code
             params["PREFETCH_RES"] = {1: 0, 2: 0, 4: 3}[params["PREFETCH_RES"]]
+    elif cfg.get("kernel", kernel) == "streamk":
+        params = {**_streamk.STREAMK_DEFAULTS, **params}
+        if interpreting():
+            params["PREFETCH_RES"] = _streamk.INTERPRETER_PREFETCH[params["PREFETCH_RES"]]
     elif cfg.get("kernel", kernel) == "splitk":
         params = {**SPLITK_DEFAULTS, **{k: v for k, v in params.items() if k != "GROUP_M"}}
     return triton.Config(params, num_warps=int(cfg.get("num_warps", 4)), num_stages=int(cfg.get("num_stages", 3)))
@@ -431,8 +387,10 @@ def compile_for(
     sig.update(alpha="fp32", beta="fp32")
     tc = to_triton_config(config, kernel)
     consts: dict[str, Any] = dict(tc.kwargs)
-    if kernel == "tma_persistent":
+    if kernel in TMA_KERNELS:
         sig["num_programs"] = "i32"
+    if kernel == "streamk":
+        sig.update(ws_ptr="*fp32", count_ptr="*i32")
     if kernel == "splitk":
         sig.update(part_ptr="*fp32", count_ptr="*i32")
         consts["EVEN_K"] = True
@@ -444,7 +402,8 @@ def compile_for(
     sig.update({k: "constexpr" for k in consts})
     # What the JIT would know at a launch with aligned tensors and N, K, strides multiples of 16 (M is
     # never specialised): without it, loads are not vectorised and cp.async pipelining is skipped.
-    aligned = {"x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym", "part_ptr", "count_ptr"}
+    aligned = {"x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym", "part_ptr", "count_ptr",
+               "ws_ptr"}
     aligned |= ({"bias_ptr"} if has_bias else set()) | ({"res_ptr", "stride_rm"} if has_residual else set())
     attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names) if name in aligned}
     src = ASTSource(fn=fn, signature={k: sig[k] for k in fn.arg_names}, constexprs=consts, attrs=attrs)
@@ -498,7 +457,7 @@ def select(rows: int, device: torch.device, tma_ok: bool) -> tuple[str, str, str
     family = arch_family(device)
     table = load_config_table()
     regime = "decode" if rows <= int(table["decode_max_m"]) else "prefill"
-    if table[family][regime]["kernel"] == "tma_persistent" and not tma_ok:
+    if table[family][regime]["kernel"] in TMA_KERNELS and not tma_ok:
         # Unaligned or fp32 operands: the portable kernel with the Ampere configs (which fit sm_90 too).
         family = "ampere"
     return family, regime, table[family][regime]["kernel"]
@@ -572,22 +531,24 @@ def gemm(
     family, regime, kernel = select(M, x.device, _tma_ok(*tensors) and x.dtype != torch.float32)
     if config is not None:
         kernel = config.get("kernel", load_config_table()[family][regime]["kernel"])
-        if kernel == "tma_persistent" and not _tma_ok(*tensors):
-            raise SolkitError("gemm: config asks for tma_persistent but the tensors are not TMA-aligned")
+        if kernel in TMA_KERNELS and not _tma_ok(*tensors):
+            raise SolkitError(f"gemm: config asks for {kernel} but the tensors are not TMA-aligned")
     args = dict(
         M=M, N=N, K=K, M_BUCKET=m_bucket(M), stride_xm=x2.stride(0), stride_wn=w.stride(0), stride_ym=y.stride(0),
         stride_rm=r2.stride(0) if r2 is not None else 0, alpha=float(alpha), beta=float(beta),
         HAS_BIAS=bias is not None, HAS_RESIDUAL=r2 is not None, ACT=ACTIVATIONS[activation],
     )  # fmt: skip
-    if kernel == "tma_persistent":
+    if kernel in TMA_KERNELS:
         triton.set_allocator(_tma_alloc)
         if x.device.type == "cuda":
             n_prog = _num_sms(x.device.index if x.device.index is not None else torch.cuda.current_device())
         else:  # the interpreter: a few programs, so each walks several tiles as on a GPU
-            n_prog = 3
+            n_prog = INTERPRETER_PROGRAMS
         args["num_programs"] = n_prog
 
         def grid(meta):
+            if kernel == "streamk":  # the schedule is computed for exactly n_prog programs
+                return (n_prog,)
             tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
             return (min(n_prog, tiles),)
 
@@ -605,6 +566,9 @@ def gemm(
     if kernel == "splitk":
         cfgs = [config] if config is not None else load_config_table()[family][regime]["autotune"]
         ptrs += _splitk_workspace(x.device, M, N, cfgs)
+    elif kernel == "streamk":
+        cfgs = [config] if config is not None else load_config_table()[family][regime]["autotune"]
+        ptrs += _streamk.workspace(x.device, args["num_programs"], cfgs)
     if config is not None:
         tc = to_triton_config(config, kernel)
         fn = _KERNEL_FNS[kernel]

@@ -1,0 +1,69 @@
+"""Tile helpers shared by solkit's persistent GEMM kernels (gemm.py's tma_persistent, gemm_streamk.py).
+
+Tile order, column splits of an accumulator tile and the L2 prefetch of a residual tile; no kernel here.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from solkit.kernels.gemm_epilogue import apply_epilogue
+
+
+@triton.jit
+def tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped order: GROUP_M tile-rows advance together along N, so W tiles are reused from L2."""
+    per_group = GROUP_M * num_pid_n
+    first_m = (tile // per_group) * GROUP_M
+    group_rows = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % group_rows
+    pid_n = (tile % per_group) // group_rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def finish_tile(part, res_pre, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS: tl.constexpr,
+                HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr, PRELOADED: tl.constexpr):  # fmt: skip
+    """Epilogue of one [BLOCK_M, width] piece of a tile: residual by TMA (or ``res_pre``, loaded
+    earlier), math in fp32, TMA store."""
+    res = res_pre
+    if HAS_RESIDUAL and not PRELOADED:
+        res = r_desc.load([off_m, off_n])
+    offs_n = off_n + tl.arange(0, part.shape[1])
+    out = apply_epilogue(part, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
+    y_desc.store([off_m, off_n], out.to(y_ptr.dtype.element_ty))
+
+
+@triton.jit
+def halves(acc, BLOCK_M: tl.constexpr, WIDTH: tl.constexpr):
+    """[BLOCK_M, WIDTH] -> its left and right [BLOCK_M, WIDTH/2] column halves."""
+    return tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, WIDTH // 2)), (0, 2, 1)))
+
+
+@triton.jit
+def prefetch_l2(ptr, off_m, off_n, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                EVICT_LAST: tl.constexpr):  # fmt: skip
+    """Ask L2 for a [BLOCK_M, BLOCK_N] tile, one prefetch per 128-byte line.
+
+    Persistent tiles run in lock-step, so without it every SM reads its residual tile from HBM at the
+    same moment, in the epilogue, while its tensor cores idle: a bandwidth burst once per tile. The
+    prefetch spreads that read over the main loop, which leaves HBM mostly idle.
+    """
+    LINE: tl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
+    rows = tl.minimum(off_m + tl.arange(0, BLOCK_M), M - 1)
+    cols = tl.minimum(off_n + tl.arange(0, BLOCK_N // LINE) * LINE, N - 1)
+    lines = ptr + rows[:, None] * stride_m + cols[None, :]
+    if EVICT_LAST:
+        tl.inline_asm_elementwise(
+            "prefetch.global.L2::evict_last [$1];\n mov.u32 $0, 0;",
+            "=r,l",
+            [lines],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
+        )
+    else:
+        tl.inline_asm_elementwise(
+            "prefetch.global.L2 [$1];\n mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32, is_pure=False, pack=1
+        )
