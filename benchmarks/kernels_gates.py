@@ -243,7 +243,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--ce-sweep",
         default="",
-        help="CE candidates of the split kernel: split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg,... "
+        help="CE candidates of the split kernel: split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg[:tagged],... "
         "(split_block 0: the two-sweep kernel with the module's settings)",
     )
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
@@ -474,7 +474,15 @@ SWEEPS = {
     "cross_entropy": (
         "ce_sweep",
         CE_CONFIG,
-        ("split_block", "split_warps", "split_programs_per_sm", "split_keep_exp", "split_prefetch", "split_maxnreg"),
+        (
+            "split_block",
+            "split_warps",
+            "split_programs_per_sm",
+            "split_keep_exp",
+            "split_prefetch",
+            "split_maxnreg",
+            "split_tagged",
+        ),
     ),
     "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),
     "rope": ("rope_sweep", ROPE_CONFIG, ("num_warps", "max_tile", "tokens", "tile")),

@@ -96,6 +96,26 @@ def test_barrier_timeout_gives_nan_not_a_hang(device):
     assert torch.isnan(losses).all()
 
 
+@pytest.mark.parametrize("tagged", [True, False])
+@pytest.mark.parametrize("opts", [{}, {"label_smoothing": 0.1, "z_loss_scale": 1e-2}], ids=["plain", "all"])
+def test_chunked_rows_last_program_math(tagged, opts, device):
+    """The interpreter runs a group's programs in order, so the last chunk's program finds every peer's
+    partials already published (the earlier ones timed out waiting, which flags NaN): its gradient
+    columns test the cross-chunk combination, the 64-bit tags and the target fix. Each group walks two
+    rows, so no partial slot is reused before the last program reads it."""
+    if device == "cuda":
+        pytest.skip("relies on the interpreter's sequential programs")
+    torch.manual_seed(11)
+    x = torch.randn(4, 700) * 4
+    y = torch.tensor([650, 3, -100, 699])  # targets in the last chunk, the first, an ignored row
+    info, losses, _, grad = _launch(x, y, opts, block=256, max_spins=2, groups=2, tagged=tagged)
+    assert info["split"] == 3 and info["chunk_cols"] == 240
+    assert torch.isnan(losses).all()  # the earlier programs timed out: flagged
+    _, rgrad, _ = reference(x, y, **opts)
+    last = slice(480, 700)
+    torch.testing.assert_close(grad[:, last].double(), rgrad[:, last], atol=1e-6, rtol=1e-5)
+
+
 def test_interpreter_falls_back_for_chunked_rows(device):
     if device == "cuda":
         pytest.skip("CPU behaviour")

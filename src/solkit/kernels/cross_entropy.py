@@ -227,7 +227,8 @@ def _scale_rows_kernel(
 #: Launch settings. ``split_*``: the cooperative one-read kernel (:mod:`solkit.kernels.cross_entropy_split`):
 #: columns per chunk (0 = never use it), warps, programs per SM (capped by what is resident), keep the
 #: exponentials in registers (else recomputed in the gradient pass), register prefetch of the next row,
-#: register cap (``maxnreg``, 0 = none). It serves every call without softcap where it applies (CUDA; under
+#: register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a counter
+#: with release/acquire). It serves every call without softcap where it applies (CUDA; under
 #: the CPU interpreter only rows of one chunk). The others set the two-sweep kernel (softcap, fallback):
 #: logits per block, warps, software-pipelining depth of the two sweeps over a row (cp.async prefetch of the
 #: next blocks; 1 = none), programs per SM (0 = one program per row), and ``warp_stats`` = 1: one running
@@ -236,7 +237,7 @@ def _scale_rows_kernel(
 #: bf16 (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
 CE_CONFIG = {
     "split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_keep_exp": 1, "split_prefetch": 1,
-    "split_maxnreg": 0,
+    "split_maxnreg": 0, "split_tagged": 1,
     "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 0,
 }  # fmt: skip
 
@@ -294,7 +295,7 @@ def launch_cross_entropy_rows(
             label_smoothing=label_smoothing, z_loss_scale=z_loss_scale, block=cfg["split_block"],
             num_warps=cfg["split_warps"], programs_per_sm=cfg["split_programs_per_sm"],
             keep_exp=bool(cfg["split_keep_exp"]), prefetch=bool(cfg["split_prefetch"]),
-            maxnreg=cfg["split_maxnreg"] or None,
+            tagged=bool(cfg["split_tagged"]), maxnreg=cfg["split_maxnreg"] or None,
         )  # fmt: skip
         if info is not None:
             LAST_LAUNCH.update(path="split", **info)

@@ -45,12 +45,100 @@ LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
+def _combine(ms, ss):
+    """lse from the chunks' (max, sum of exp relative to that max)."""
+    big = tl.max(ms, axis=0)
+    return big + tl.log2(tl.sum(ss * tl.exp2(ms * L2E - big * L2E), axis=0)) * LN2
+
+
+@triton.jit
+def _exchange_counted(partial_ptr, sync_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_budget,
+                      SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
+    """Publish (m, s, sum z) as fp32, arrive at the group's counter (release), spin until it reaches
+    (k + 1)·SPLIT (acquire), read the peers' partials. The release fence also waits for this thread's
+    memory operations in flight (the prefetch): the cost the tagged exchange avoids."""
+    base = partial_ptr + ((k % 2) * n_groups + group) * (3 * SPLIT_P2)
+    tl.store(base + chunk, m_c)
+    tl.store(base + SPLIT_P2 + chunk, s_c)
+    tl.store(base + 2 * SPLIT_P2 + chunk, sz)
+    tl.debug_barrier()  # every thread's partial stores are ordered before the release below
+    goal = (k + 1) * SPLIT
+    arrived = tl.atomic_add(sync_ptr + group, 1, sem="release") + 1
+    spins = 0
+    while (arrived < goal) & (spins < spin_budget):
+        arrived = tl.atomic_add(sync_ptr + group, 0, sem="acquire")
+        spins += 1
+    offs = tl.arange(0, SPLIT_P2)
+    pm = offs < SPLIT
+    ms = tl.load(base + offs, mask=pm, other=-float("inf"), volatile=True)
+    ss = tl.load(base + SPLIT_P2 + offs, mask=pm, other=0.0, volatile=True)
+    if HAS_SMOOTHING:
+        sz = tl.sum(tl.load(base + 2 * SPLIT_P2 + offs, mask=pm, other=0.0, volatile=True), axis=0)
+    return _combine(ms, ss), sz, (arrived >= goal).to(tl.int32)
+
+
+@triton.jit
+def _tagged(value, tag):
+    return tag | (value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+
+
+@triton.jit
+def _untag(words):
+    return (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tags_match(wm, ws, wz, want):
+    ok = ((wm >> 32) == want) & ((ws >> 32) == want) & ((wz >> 32) == want)
+    return tl.min(ok.to(tl.int32), axis=0)
+
+
+@triton.jit
+def _load_words(base, offs, pm, tag, m_pad, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
+    wm = tl.load(base + offs, mask=pm, other=m_pad, volatile=True)
+    ws = tl.load(base + SPLIT_P2 + offs, mask=pm, other=tag, volatile=True)
+    wz = ws
+    if HAS_SMOOTHING:
+        wz = tl.load(base + 2 * SPLIT_P2 + offs, mask=pm, other=tag, volatile=True)
+    return wm, ws, wz
+
+
+@triton.jit
+def _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_budget,
+                     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
+    """Each partial travels in one 64-bit word, ``(k + 1) << 32 | fp32 bits``, written by a relaxed atomic
+    exchange: a word whose tag reads ``k + 1`` holds this row's value, so there is no counter and no fence.
+    The program re-reads its group's words until every tag matches (the buffer is zeroed per call)."""
+    base = partial_ptr + ((k % 2) * n_groups + group) * (3 * SPLIT_P2)
+    want = (k + 1).to(tl.int64)
+    tag = want << 32
+    tl.atomic_xchg(base + chunk, _tagged(m_c, tag), sem="relaxed")
+    tl.atomic_xchg(base + SPLIT_P2 + chunk, _tagged(s_c, tag), sem="relaxed")
+    if HAS_SMOOTHING:
+        tl.atomic_xchg(base + 2 * SPLIT_P2 + chunk, _tagged(sz, tag), sem="relaxed")
+    offs = tl.arange(0, SPLIT_P2)
+    pm = offs < SPLIT
+    m_pad = tag | 0xFF800000  # lanes past SPLIT read as a matching tag with -inf (max) or 0 (sums)
+    wm, ws, wz = _load_words(base, offs, pm, tag, m_pad, SPLIT_P2, HAS_SMOOTHING)
+    ready = _tags_match(wm, ws, wz, want)
+    spins = 0
+    while (ready == 0) & (spins < spin_budget):
+        wm, ws, wz = _load_words(base, offs, pm, tag, m_pad, SPLIT_P2, HAS_SMOOTHING)
+        ready = _tags_match(wm, ws, wz, want)
+        spins += 1
+    if HAS_SMOOTHING:
+        sz = tl.sum(_untag(wz), axis=0)
+    return _combine(_untag(wm), _untag(ws)), sz, ready
+
+
+@triton.jit
 def _ce_split_kernel(
     logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr, partial_ptr,
     n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
     ignore_index, label_smoothing, z_loss_scale, max_spins,
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, KEEP_EXP: tl.constexpr, PREFETCH: tl.constexpr,
+    TAGGED: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     n_groups = tl.num_programs(0) // SPLIT
@@ -68,7 +156,6 @@ def _ce_split_kernel(
         grad_scale = 1.0
     uniform = label_smoothing / n_cols * grad_scale
     hit = (1.0 - label_smoothing) * grad_scale
-    p_offs = tl.arange(0, SPLIT_P2)
     spin_budget = max_spins
     k = 0  # rows synchronised so far by this group (ignored rows skip the barrier, in every program alike)
     # register prefetch: the next row's chunk is loaded while this row is reduced, synchronised and written
@@ -108,25 +195,13 @@ def _ce_split_kernel(
             else:
                 sz = 0.0
             if SPLIT > 1:
-                base = partial_ptr + ((k % 2) * n_groups + group) * (3 * SPLIT_P2)
-                tl.store(base + chunk, m_c)
-                tl.store(base + SPLIT_P2 + chunk, s_c)
-                tl.store(base + 2 * SPLIT_P2 + chunk, sz)
-                tl.debug_barrier()  # every thread's partial stores are ordered before the release below
-                goal = (k + 1) * SPLIT
-                arrived = tl.atomic_add(sync_ptr + group, 1, sem="release") + 1
-                spins = 0
-                while (arrived < goal) & (spins < spin_budget):
-                    arrived = tl.atomic_add(sync_ptr + group, 0, sem="acquire")
-                    spins += 1
-                pm = p_offs < SPLIT
-                ms = tl.load(base + p_offs, mask=pm, other=-float("inf"), volatile=True)
-                ss = tl.load(base + SPLIT_P2 + p_offs, mask=pm, other=0.0, volatile=True)
-                big = tl.max(ms, axis=0)
-                lse = big + tl.log2(tl.sum(ss * tl.exp2(ms * L2E - big * L2E), axis=0)) * LN2
-                if HAS_SMOOTHING:
-                    sz = tl.sum(tl.load(base + 2 * SPLIT_P2 + p_offs, mask=pm, other=0.0, volatile=True), axis=0)
-                if arrived < goal:  # a peer never arrived: NaN for this row and a flag; stop waiting from now on
+                if TAGGED:
+                    lse, sz, ok = _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_budget,
+                                                   SPLIT, SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
+                else:
+                    lse, sz, ok = _exchange_counted(partial_ptr, sync_ptr, group, chunk, n_groups, k, m_c, s_c, sz,
+                                                    spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
+                if ok == 0:  # a peer never arrived: NaN for this row and a flag; stop waiting from now on
                     lse = lse + float("nan")
                     spin_budget = 0
                     tl.atomic_xchg(sync_ptr + n_groups, 0x7FC00000)  # the int32 bits of a float NaN
@@ -199,7 +274,8 @@ def launch_cross_entropy_split(
     logits: torch.Tensor, targets: torch.Tensor, losses: torch.Tensor, lse: torch.Tensor, n_valid: torch.Tensor,
     *, grad: torch.Tensor | None, mean: bool, ignore_index: int, label_smoothing: float, z_loss_scale: float,
     block: int = 16384, num_warps: int = 16, programs_per_sm: int = 1, keep_exp: bool = True,
-    prefetch: bool = True, maxnreg: int | None = None, max_spins: int = 1 << 22, groups: int | None = None,
+    prefetch: bool = True, tagged: bool = True, maxnreg: int | None = None, max_spins: int = 1 << 22,
+    groups: int | None = None,
 ) -> dict | None:  # fmt: skip
     """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
     does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
@@ -214,14 +290,19 @@ def launch_cross_entropy_split(
             grad_stride, ignore_index, float(label_smoothing), float(z_loss_scale), max_spins]  # fmt: skip
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BLOCK=blk, MEAN=mean,
                 HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None, KEEP_EXP=int(keep_exp),
-                PREFETCH=int(prefetch), num_warps=num_warps)  # fmt: skip
+                PREFETCH=int(prefetch), TAGGED=int(tagged), num_warps=num_warps)  # fmt: skip
     if maxnreg and not interpreting:
         meta["maxnreg"] = maxnreg
     info: dict = {"split": split, "chunk_cols": chunk_cols, "block": blk}
     n_sms = torch.cuda.get_device_properties(logits.device).multi_processor_count if not interpreting else 1
     most = max(1, min(n_rows, groups or n_rows, 4 if interpreting else programs_per_sm * n_sms // split))
-    sync = torch.zeros(most + 1, dtype=torch.int32, device=logits.device)
-    partials = torch.empty(2 * most * 3 * meta["SPLIT_P2"], dtype=torch.float32, device=logits.device)
+    # one zeroed buffer (one memset per call): the counters + timeout flag, then the partials (fp32, or
+    # 64-bit tagged words); an even offset keeps the 64-bit words aligned
+    n_sync = (most + 2) // 2 * 2
+    n_part = 2 * most * 3 * meta["SPLIT_P2"]
+    buf = torch.zeros(n_sync + 2 * n_part, dtype=torch.int32, device=logits.device)
+    sync = buf[: most + 1]
+    partials = buf[n_sync:].view(torch.int64) if tagged else buf[n_sync : n_sync + n_part].view(torch.float32)
     args[6], args[7] = sync, partials
     n_groups = most
     if not interpreting:
@@ -235,5 +316,5 @@ def launch_cross_entropy_split(
             return None
     _ce_split_kernel[(n_groups * split,)](*args, **meta)
     losses.add_(sync[n_groups : n_groups + 1].view(torch.float32))  # NaN everywhere if a barrier timed out
-    info.update(groups=n_groups, programs=n_groups * split)
+    info.update(groups=n_groups, programs=n_groups * split, tagged=bool(tagged))
     return info
