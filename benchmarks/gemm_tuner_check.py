@@ -155,6 +155,9 @@ def main() -> int:
     winners: dict = {}
     for name, *_dims in shapes:
         x, w, r = inputs[name]
+        if dev == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            base_mem = torch.cuda.memory_allocated()
         t0 = time.perf_counter()
         try:
             y = G.gemm(x, w, residual=r)
@@ -168,9 +171,12 @@ def main() -> int:
         winners[name] = launch
         _, results = _tkey_result(G, launch["family"], launch["regime"])
         res = list(results.values())[-1] if results else None
+        peak = (torch.cuda.max_memory_allocated() - base_mem) / 2**20 if dev == "cuda" else None
         err = (y.float() - G.reference(x, w, residual=r)).abs().max().item()
         tune[name] = {
             "first_call_s": round(first, 3),
+            "first_call_peak_extra_mib": peak,
+            "operands_mib": sum(t.numel() * t.element_size() for t in (x, w, r, y) if t is not None) / 2**20,
             "family": launch["family"], "regime": launch["regime"], "kernel": launch["kernel"],
             "m_bucket": launch["m_bucket"], "config": launch["config"], "max_abs_err": err,
             "tune": None if res is None else {
