@@ -40,6 +40,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from solkit.kernels import gemm as G  # noqa: E402
+from solkit.kernels.gemm_decode import KNOB_DEFAULTS  # noqa: E402
 
 SHAPES = [(m, k, k) for k in (4096, 8192) for m in (1, 16, 64)]  # (M, N, K)
 QUICK_SHAPES = [(1, 64, 128), (16, 64, 128)]
@@ -54,8 +55,10 @@ def programs(cfg: dict[str, Any], M: int, N: int) -> int:
 def label(cfg: dict[str, Any]) -> str:
     s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} S{cfg.get('SPLIT_K', 1)}"
     for key, tag in (("PIPE", "P"), ("W_TMA", "tma"), ("STAGES", "q"), ("PRE_RES", "pre"), ("EVICT_W", "ef")):
+        if key == "STAGES" and not (cfg.get("W_TMA") and cfg["BLOCK_M"] == 1):
+            continue  # STAGES is read by the TMA GEMV only
         if cfg.get(key) and not (key == "PIPE" and cfg[key] == 1):
-            s += f" {tag}{cfg[key] if key in ('PIPE', 'STAGES') else ''}"
+            s += f" {tag}{cfg[key] if key in ('PIPE', 'STAGES', 'W_TMA') else ''}"
     return s + f" w{cfg['num_warps']} st{cfg['num_stages']}"
 
 
@@ -69,13 +72,13 @@ def variants_for(M: int, N: int, family: str, only: str) -> list[dict[str, Any]]
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for source, cfg in pool:
-        cfg = {"kernel": "splitk", **cfg}
+        cfg = {"kernel": "splitk", "SPLIT_K": 1, "PIPE": 1, **KNOB_DEFAULTS, **cfg}  # one spelling per config
         bm = cfg["BLOCK_M"]
         if bm < M or (M <= 16 and bm > 16) or (M == 1 and bm == 16 and not cfg.get("W_TMA")):
             continue
         if M > 16 and bm < 64:
             continue
-        if family != "interpreter" and programs(cfg, M, N) < MIN_PROGRAMS:
+        if source == "candidate" and family != "interpreter" and programs(cfg, M, N) < MIN_PROGRAMS:
             continue
         key = json.dumps(cfg, sort_keys=True)
         if key in seen:
@@ -294,8 +297,15 @@ class Sweep:
             rows[name] = {"variant": name, "source": v["source"], "config": v["config"],
                           "programs": programs(v["config"], M, N)}  # fmt: skip
             fns[name] = lambda x, w, r, cfg=v["config"]: G.gemm(x, w, residual=r, config=cfg)
+        if self.device.type == "cuda" and M == 1:
+            # context, not a GEMM: how fast torch streams the same weight bytes once (a full reduction)
+            name = "probe: torch.sum(W) (reads W once, no GEMM)"
+            rows[name] = {"variant": name, "source": "probe"}
+            fns[name] = lambda x, w, r: w.sum(dtype=torch.float32)
         for name in list(fns):  # correctness first: two input sets, NaN-poisoned outputs
             row = rows[name]
+            if row["source"] == "probe":
+                continue
             try:
                 errs = []
                 for (x, _, r), (ref, allowed) in zip(pool[:2], refs):

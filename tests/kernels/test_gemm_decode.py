@@ -51,6 +51,9 @@ CPU_CONFIGS = {
     # W (and x) through TMA descriptors, the residual loaded before the K loop, evict_first on W
     "gemv_tma_pre": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, W_TMA=1, STAGES=3, PRE_RES=1),
     "gemv_tma_split2": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, W_TMA=1, STAGES=2),
+    # descriptors made on the host and passed as parameters (the second kernel of gemm_decode.py)
+    "gemv_host_tma": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, W_TMA=2, STAGES=2, PRE_RES=1),
+    "dot_host_tma_split2": _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, W_TMA=2, PRE_RES=1),
     "dot_tma_pre_split3": _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=3, W_TMA=1, PRE_RES=1),
     "dot_evict": _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, EVICT_W=1),
 }

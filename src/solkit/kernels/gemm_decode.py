@@ -29,6 +29,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from solkit.kernels.gemm_epilogue import apply_epilogue
 
@@ -50,16 +51,17 @@ def _load_wx(w_ptrs, x_ptrs, k, K, offs_k, row_ok, live, EVEN_K: tl.constexpr, E
     return w, xk
 
 
-@triton.jit(do_not_specialize=["M", "M_BUCKET"])
-def _gemm_decode_kernel(
-    x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
+@triton.jit
+def _decode_program(
+    x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
     M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta,
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-    PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
-    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3,
+    PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr, PRE_RES: tl.constexpr, EVICT_W: tl.constexpr,
+    STAGES: tl.constexpr,
 ):  # fmt: skip
-    """Program (n tile, K piece, m tile); each K piece is whole BLOCK_K steps, the last one may be short."""
+    """Program (n tile, K piece, m tile); each K piece is whole BLOCK_K steps, the last one may be short.
+    x_desc / w_desc: TMA descriptors of x and W when W_TMA (made on the device or passed from the host)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     pid_m = tl.program_id(2)
@@ -77,7 +79,7 @@ def _gemm_decode_kernel(
         # stream instead of added to the tail (every split piece loads it: whichever is last uses it)
         res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)
     if W_TMA:
-        acc = _stream_tma(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi,
+        acc = _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi,
                           BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, STAGES)  # fmt: skip
     else:
         acc = _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_k, row_ok, N, k_lo, k_hi,
@@ -104,6 +106,44 @@ def _gemm_decode_kernel(
             out = apply_epilogue(total, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
             tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :], out.to(y_ptr.dtype.element_ty), mask=mask)
             tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
+
+
+@triton.jit(do_not_specialize=["M", "M_BUCKET"])
+def _gemm_decode_kernel(
+    x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
+    M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta,
+    HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
+    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3,
+):  # fmt: skip
+    """The decode GEMM; with W_TMA 1 each program makes its TMA descriptors in global scratch."""
+    x_desc = None
+    w_desc = None
+    if W_TMA:
+        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
+        if BLOCK_M > 1:  # the GEMV reads its x row by plain loads
+            x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1],
+                                               block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
+    _decode_program(x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M, N, K, M_BUCKET,
+                    stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
+                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES)  # fmt: skip
+
+
+@triton.jit(do_not_specialize=["M", "M_BUCKET"])
+def _gemm_decode_host_tma_kernel(
+    x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr,
+    M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta,
+    HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
+    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3,
+):  # fmt: skip
+    """The decode GEMM with W_TMA 2: the TMA descriptors come from the host as kernel parameters (no
+    descriptor writes and fences in the prologue)."""
+    _decode_program(x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M, N, K, M_BUCKET,
+                    stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
+                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES)  # fmt: skip
 
 
 @triton.jit
@@ -156,11 +196,10 @@ def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_
 
 
 @triton.jit
-def _stream_tma(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn, off_m, off_n, k_lo, k_hi, BLOCK_M: tl.constexpr,
+def _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, off_m, off_n, k_lo, k_hi, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, STAGES: tl.constexpr):  # fmt: skip
-    """The same product with W (and x, for BLOCK_M > 1) read by TMA into shared memory, ``num_stages``
-    blocks in flight per program; TMA zero-fills rows past N or M and columns past K, so no masks."""
-    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    """The same product with W (and x, for BLOCK_M > 1) read by TMA into shared memory; TMA zero-fills rows
+    past N or M and columns past K, so no masks. GEMV: STAGES loads in flight; tl.dot: num_stages."""
     if BLOCK_M == 1:
         offs_k = tl.arange(0, BLOCK_K)
         part2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
@@ -174,7 +213,6 @@ def _stream_tma(x_ptr, w_ptr, M, N, K, stride_xm, stride_wn, off_m, off_n, k_lo,
             part2 += w.to(tl.float32) * xk.to(tl.float32)[None, :]
         acc = tl.sum(part2, axis=1)[None, :]
     else:
-        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
         PRECISION: tl.constexpr = "ieee" if x_ptr.dtype.element_ty == tl.float32 else "tf32"
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k in range(k_lo, k_hi, BLOCK_K):
@@ -191,7 +229,7 @@ def _tma_usable(args: dict[str, Any]) -> int:
     es = args["w_ptr"].element_size()
     ok = all(t.data_ptr() % 16 == 0 for t in (args["x_ptr"], args["w_ptr"]))
     ok = ok and (args["stride_wn"] * es) % 16 == 0 and (args["stride_xm"] * es) % 16 == 0
-    return int(ok)
+    return int(args["W_TMA"]) if ok else 0
 
 
 def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
@@ -199,27 +237,40 @@ def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
+#: compile-time defaults of the knobs a config may leave out (W_TMA 0: pointer loads)
+KNOB_DEFAULTS = {"W_TMA": 0, "PRE_RES": 0, "EVICT_W": 0, "STAGES": 3}
+
+
 class _DecodeLauncher(triton.runtime.Heuristics):
-    """triton.heuristics plus: a TMA config sets Triton's scratch allocator before it launches (the
-    device-side descriptors need one; the prefill path sets the same one, decode may run first)."""
+    """triton.heuristics (EVEN_K, the knobs' defaults, W_TMA only where TMA can address the operands),
+    then by W_TMA: 0 the kernel with pointer loads, 1 the same kernel making its TMA descriptors on the
+    device (Triton's scratch allocator is set first; the prefill path sets the same one, but decode may
+    run first), 2 the kernel taking host-made descriptors as parameters."""
 
     def run(self, *args, **kwargs):
-        if kwargs.get("W_TMA", 0):
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        for name, heur in self.values.items():
+            kwargs[name] = heur({**named, **kwargs})
+        if kwargs["W_TMA"] == 1:
             triton.set_allocator(_descriptor_scratch)
-        return super().run(*args, **kwargs)
+        if kwargs["W_TMA"] != 2:
+            return self.fn.run(*args, **kwargs)
+        bm, bn, bk = kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"]
+        x, w = named["x_ptr"], named["w_ptr"]
+        M, N, K = named["M"], named["N"], named["K"]
+        w_desc = TensorDescriptor(w, [N, K], [named["stride_wn"], 1], [bn, bk])
+        x_desc = TensorDescriptor(x, [M, K], [named["stride_xm"], 1], [bm, bk]) if bm > 1 else None
+        return _gemm_decode_host_tma_kernel.run(x_desc, w_desc, *args, **kwargs)
 
 
-#: The launchable kernel: EVEN_K (no K masks) follows from each config's BLOCK_K; W_TMA (default 0)
-#: falls back to pointer loads when the operands are not TMA-aligned; PRE_RES and EVICT_W default to 0.
+#: The launchable kernel (gemm.py launches and autotunes it).
 gemm_decode_kernel = _DecodeLauncher(
     _gemm_decode_kernel,
     _gemm_decode_kernel.arg_names,
     {
         "EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
+        **{k: (lambda args, k=k, d=d: args.get(k, d)) for k, d in KNOB_DEFAULTS.items() if k != "W_TMA"},
         "W_TMA": _tma_usable,
-        "PRE_RES": lambda args: args.get("PRE_RES", 0),
-        "EVICT_W": lambda args: args.get("EVICT_W", 0),
-        "STAGES": lambda args: args.get("STAGES", 3),
     },
 )
 
