@@ -10,7 +10,7 @@ set -u
 export TRITON_CACHE_DIR=/tmp/k6_triton_cache TORCHINDUCTOR_CACHE_DIR=/tmp/k6_inductor_cache
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
 python3 benchmarks/gemm_oproj.py --precompile 14 --precompile-timeout-s 50 --sweep only --sweep-prefill all \
-  --sweep-decode none --sweep-plain 0,3,4 --reps 40 --sweep-trials 4 --budget-s 105 \
+  --sweep-decode none --sweep-plain 0,3,4 --reps 60 --sweep-trials 5 --budget-s 105 \
   --out "$OUT/gemm_oproj_h200_round4_sweep.json" 2>&1 | tee "$OUT/bench.txt"
 echo "bench rc=${PIPESTATUS[0]}"
 timeout 22 python3 -m pytest tests/kernels/test_gemm_streamk.py -q -x -m gpu -p no:cacheprovider 2>&1 | tail -n 8 | tee "$OUT/pytest_gpu.txt"

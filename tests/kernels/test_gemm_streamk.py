@@ -95,6 +95,23 @@ def test_values_interpreter(dtype, M, N, K, programs, waves, subtile, prefetch, 
     assert int(counters.abs().sum()) == 0, "tile counters must be back at zero after the call"
 
 
+@pytest.mark.parametrize(
+    ("activation", "alpha", "beta", "waves"),
+    [("none", 0.5, -2.0, 1), ("none", 1.0, 1.0, 2), ("silu", 0.5, -2.0, 1), ("none", 0.0, 3.0, 1)],
+)
+def test_residual_in_accumulator_interpreter(activation, alpha, beta, waves, monkeypatch):
+    """PREFETCH_RES 6: the accumulator starts as residual * beta / alpha (only the piece holding k = 0 of
+    a cut tile reads it); with an activation the epilogue adds the residual instead, and alpha = 0 is
+    done without the fold."""
+    if torch.cuda.is_available():
+        pytest.skip("interpreter case")
+    monkeypatch.setattr(G, "INTERPRETER_PROGRAMS", 3)
+    x, w, b, r = _case(130, 64, 80, torch.float32, "cpu", seed=5)
+    kw = dict(alpha=alpha, beta=beta, activation=activation)
+    y = G.gemm(x, w, b, r, config={**SMALL, "SK_WAVES": waves, "PREFETCH_RES": 6}, **kw)
+    _check(y, x, w, b, r, torch.float32, **kw)
+
+
 def test_reuse_and_determinism_interpreter(monkeypatch):
     """Two calls reuse the workspace (no reset between them: the counters are reset in-kernel), and a cut
     tile's pieces are summed in program order, so repeated calls agree bit for bit."""
@@ -138,7 +155,11 @@ def test_workspace_grows_and_keeps_old_buffers():
 def _hopper_streamk_configs():
     table = G.load_config_table()["hopper"]["prefill"]
     cfgs = [c for c in table["autotune"] + table.get("candidates", []) if c.get("kernel", table["kernel"]) == "streamk"]
-    return [{"kernel": "streamk", **{k: v for k, v in c.items() if k not in ("m_min", "m_max")}} for c in cfgs][:2]
+    picked: dict[tuple, dict] = {}  # one per (tile, SK_WAVES, residual mode): each its own code path
+    for c in cfgs:
+        key = (c["BLOCK_M"], c.get("SK_WAVES", 1), c.get("PREFETCH_RES", 0) == 6)
+        picked.setdefault(key, {"kernel": "streamk", **{k: v for k, v in c.items() if k not in ("m_min", "m_max")}})
+    return list(picked.values())
 
 
 @pytest.mark.gpu

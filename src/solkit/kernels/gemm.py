@@ -533,6 +533,10 @@ def gemm(
         kernel = config.get("kernel", load_config_table()[family][regime]["kernel"])
         if kernel in TMA_KERNELS and not _tma_ok(*tensors):
             raise SolkitError(f"gemm: config asks for {kernel} but the tensors are not TMA-aligned")
+    if kernel == "streamk" and alpha == 0.0 and r2 is not None:
+        # streamk's PREFETCH_RES 6 starts the accumulator at residual * beta / alpha: alpha = 0 goes without it
+        z = gemm(x2, w, bias, alpha=0.0, activation=activation, config=config)
+        return y.copy_(z.float() + r2.float() * beta).reshape(*lead, N)
     args = dict(
         M=M, N=N, K=K, M_BUCKET=m_bucket(M), stride_xm=x2.stride(0), stride_wn=w.stride(0), stride_ym=y.stride(0),
         stride_rm=r2.stride(0) if r2 is not None else 0, alpha=float(alpha), beta=float(beta),

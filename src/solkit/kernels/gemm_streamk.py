@@ -143,6 +143,22 @@ def _store_tile(acc, off_m, off_n, M, N, y_desc, r_desc, y_ptr, bias_ptr, res_pt
 
 
 @triton.jit
+def _initial_acc(res_ptr, off_m, off_n, M, N, stride_rm, scale, from_residual, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, RES_IN_ACC: tl.constexpr):  # fmt: skip
+    """The accumulator a tile piece starts from: zeros, or (RES_IN_ACC, the piece holding k = 0) the
+    residual tile times beta / alpha, so that the epilogue's ``acc * alpha`` adds ``residual * beta``."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if RES_IN_ACC:
+        rows = off_m + tl.arange(0, BLOCK_M)
+        cols = off_n + tl.arange(0, BLOCK_N)
+        row_end = tl.where(from_residual, M, 0)  # nothing is read for the other pieces of a tile
+        ok = (rows < row_end)[:, None] & (cols < N)[None, :]
+        res = tl.load(res_ptr + rows[:, None] * stride_rm + cols[None, :], mask=ok, other=0.0)
+        acc = res.to(tl.float32) * scale
+    return acc
+
+
+@triton.jit
 def _schedule(tiles, k_tiles, num_programs, SK_WAVES: tl.constexpr):
     """(stream-K tiles S, iterations per program q, programs with one more r): see the module docstring."""
     if SK_WAVES > 0:
@@ -169,15 +185,19 @@ def _gemm_streamk_kernel(
     """Stream-K ranges first (the cut tiles' fix-ups then overlap other programs' whole tiles), then the
     whole tiles. PREFETCH_RES: 0 off; 1 / 2 L2 prefetch of the residual tile (evict_normal / evict_last)
     PF_DIST k-steps before the tile's last iteration (at the piece's start if 0); 4 that prefetch, then
-    the residual tile by plain loads when the epilogue starts; 5 those loads without the prefetch."""
+    the residual tile by plain loads when the epilogue starts; 5 those loads without the prefetch; 6 the
+    accumulator starts as residual * beta / alpha (without activation; alpha != 0, checked by the
+    launcher), so the epilogue reads no residual at all."""
     SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
     x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
     w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
     y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[stride_ym, 1], block_shape=[BLOCK_M, SUB_N])
+    RES_IN_ACC: tl.constexpr = HAS_RESIDUAL and PREFETCH_RES == 6 and ACT == 0
+    EPI_RES: tl.constexpr = HAS_RESIDUAL and not RES_IN_ACC  # the epilogue reads the residual
     r_desc = None
-    if HAS_RESIDUAL:
+    if EPI_RES:
         r_desc = tl.make_tensor_descriptor(res_ptr, shape=[M, N], strides=[stride_rm, 1], block_shape=[BLOCK_M, SUB_N])
-    L2PF: tl.constexpr = HAS_RESIDUAL and (PREFETCH_RES == 1 or PREFETCH_RES == 2 or PREFETCH_RES == 4)
+    L2PF: tl.constexpr = EPI_RES and (PREFETCH_RES == 1 or PREFETCH_RES == 2 or PREFETCH_RES == 4)
     EVICT_LAST: tl.constexpr = PREFETCH_RES == 2
     RES_LOADS: tl.constexpr = PREFETCH_RES == 4 or PREFETCH_RES == 5
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -187,6 +207,7 @@ def _gemm_streamk_kernel(
     pid = tl.program_id(0)
     sk_tiles, iters_per, extra = _schedule(tiles, k_tiles, num_programs, SK_WAVES)
     sk_iters = sk_tiles * k_tiles
+    init_scale = beta / tl.where(alpha == 0.0, 1.0, alpha)
 
     # ---- stream-K: this program's range of (tile, k) iterations, cut at tile boundaries
     first = tl.minimum(_range_start(pid, iters_per, extra), sk_iters)
@@ -204,7 +225,7 @@ def _gemm_streamk_kernel(
             pf_k = tl.where(ends_tile, tl.maximum(k1 - PF_DIST, k0), -1)
         else:
             pf_k = tl.where(ends_tile, k0, -1)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = _initial_acc(res_ptr, off_m, off_n, M, N, stride_rm, init_scale, k0 == 0, BLOCK_M, BLOCK_N, RES_IN_ACC)
         for kk in range(k0, k1):
             if L2PF:  # noqa: SIM102 - compile-time test outside
                 if kk == pf_k:
@@ -214,7 +235,7 @@ def _gemm_streamk_kernel(
             acc = tl.dot(a, b.T, acc)
         if (k0 == 0) & ends_tile:  # a whole tile inside the range: no partials
             _store_tile(acc, off_m, off_n, M, N, y_desc, r_desc, y_ptr, bias_ptr, res_ptr, stride_rm, alpha, beta,
-                        ws_ptr, 0, 0, 0, pid, iters_per, extra, HAS_BIAS, HAS_RESIDUAL, ACT, False, RES_LOADS,
+                        ws_ptr, 0, 0, 0, pid, iters_per, extra, HAS_BIAS, EPI_RES, ACT, False, RES_LOADS,
                         BLOCK_M, BLOCK_N, EPI_SUBTILE)  # fmt: skip
         else:
             slot = (cur != first).to(tl.int32)  # 0: the range's first piece, 1: its last
@@ -228,7 +249,7 @@ def _gemm_streamk_kernel(
             if ticket == p_last - p_first:  # the last piece to arrive: sum, epilogue, reset the counter
                 _store_tile(acc, off_m, off_n, M, N, y_desc, r_desc, y_ptr, bias_ptr, res_ptr, stride_rm, alpha,
                             beta, ws_ptr, tile_start, p_first, p_last, pid, iters_per, extra, HAS_BIAS,
-                            HAS_RESIDUAL, ACT, True, RES_LOADS, BLOCK_M, BLOCK_N, EPI_SUBTILE)  # fmt: skip
+                            EPI_RES, ACT, True, RES_LOADS, BLOCK_M, BLOCK_N, EPI_SUBTILE)  # fmt: skip
                 tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
         cur += k1 - k0
 
@@ -244,7 +265,7 @@ def _gemm_streamk_kernel(
         if L2PF and PF_DIST == 0:
             prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, EVICT_LAST)
         pf_k = tl.maximum(k_tiles - PF_DIST, 0)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc = _initial_acc(res_ptr, off_m, off_n, M, N, stride_rm, init_scale, tile >= 0, BLOCK_M, BLOCK_N, RES_IN_ACC)
         for kk in range(k_tiles):
             if L2PF and PF_DIST > 0:  # noqa: SIM102 - compile-time test outside
                 if kk == pf_k:
@@ -255,14 +276,14 @@ def _gemm_streamk_kernel(
         tile_epi += num_programs
         pid_m, pid_n = tile_coords(tile_epi, num_pid_m, num_pid_n, GROUP_M)
         _store_tile(acc, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, y_desc, r_desc, y_ptr, bias_ptr, res_ptr, stride_rm,
-                    alpha, beta, ws_ptr, 0, 0, 0, pid, iters_per, extra, HAS_BIAS, HAS_RESIDUAL, ACT, False,
+                    alpha, beta, ws_ptr, 0, 0, 0, pid, iters_per, extra, HAS_BIAS, EPI_RES, ACT, False,
                     RES_LOADS, BLOCK_M, BLOCK_N, EPI_SUBTILE)  # fmt: skip
 
 
 #: streamk keys a config may leave out.
 STREAMK_DEFAULTS = {"EPI_SUBTILE": 1, "FLATTEN": True, "SK_WAVES": 1, "PREFETCH_RES": 0, "PF_DIST": 0}
 #: PREFETCH_RES in Triton's interpreter, which runs no inline PTX (the L2 prefetch): the same loads without it.
-INTERPRETER_PREFETCH = {0: 0, 1: 0, 2: 0, 4: 5, 5: 5}
+INTERPRETER_PREFETCH = {0: 0, 1: 0, 2: 0, 4: 5, 5: 5, 6: 6}
 
 
 def schedule(M: int, N: int, K: int, cfg: dict[str, Any], programs: int) -> dict[str, int]:
