@@ -169,3 +169,48 @@ def test_bf16_split_k_in_cuda_graph():
         graph.replay()
         torch.cuda.synchronize()
         _check(y, x, w, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("w_tma", [1, 2])
+@pytest.mark.parametrize(("M", "K"), [(1, 4096), (16, 4000), (64, 4001), (5, 1000)])
+def test_bf16_tma_weight_stream(w_tma, M, K):
+    """W by TMA (descriptors made on the device or the host) with the residual preloaded, bf16: K not a
+    multiple of BLOCK_K (zero-filled columns) and K = 4001 (rows not 16-byte aligned: pointer fallback)."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs sm_90")
+    N = 1000
+    x, w, r, b = _case(M, N, K, torch.bfloat16, "cuda", seed=K + M, bias=True)
+    bm = 1 if M == 1 else 16 if M <= 16 else 64
+    cfgs = [_splitk(BLOCK_M=bm, BLOCK_N=32, BLOCK_K=256, SPLIT_K=s, W_TMA=w_tma, PRE_RES=1, STAGES=4,
+                    num_stages=1 if bm == 1 else 3) for s in (1, 3)]  # fmt: skip
+    for cfg in cfgs:
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        y = G.gemm(x, w, b, r, config=cfg, out=out, activation="silu")
+        _check(y, x, w, r, b, activation="silu")
+
+
+@pytest.mark.gpu
+def test_bf16_host_tma_in_cuda_graph():
+    """Host-made descriptors are baked into the captured launch: replays on new data in the same buffers."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs sm_90")
+    M, N, K = 16, 1024, 4096
+    x, w, r, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=4)
+    cfg = _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=256, SPLIT_K=2, W_TMA=2, PRE_RES=1, num_stages=4)
+    y = G.gemm(x, w, residual=r, config=cfg)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph):
+        y = G.gemm(x, w, residual=r, config=cfg)
+    torch.cuda.current_stream().wait_stream(stream)
+    for seed in (5, 6):
+        x2, w2, r2, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=seed)
+        x.copy_(x2)
+        w.copy_(w2)
+        r.copy_(r2)
+        y.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(y, x, w, r)
