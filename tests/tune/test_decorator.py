@@ -138,3 +138,25 @@ def test_best_config_and_configs_match_triton_autotune(tmp_path, timed):
     # steady state: the key is known, nothing is timed again
     kern[grid](x, torch.empty(N), scratch, N, 2.0)
     assert len(timed) == 2
+
+
+@triton.jit
+def scale_opt_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, TWICE: tl.constexpr = 0):
+    """y = 2·x, with TWICE=1 written as x + x (a knob some configs name and others leave at its default)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)
+    tl.store(y_ptr + offs, x + x if TWICE else x * 2.0, mask=m)
+
+
+def test_configs_with_different_keys_are_all_kept(tmp_path, timed):
+    """triton.autotune lists may differ in their keys; every config is a candidate and launches with its own."""
+    configs = [triton.Config({"BLOCK": 32}, num_warps=1), triton.Config({"BLOCK": 64, "TWICE": 1}, num_warps=1)]
+    kern = autotune(configs=configs, key=["n"], cache=TuneCache(tmp_path))(scale_opt_kernel)
+    assert len(kern.space) == 2
+    assert [c.kwargs for c in kern.configs] == [{"BLOCK": 32}, {"BLOCK": 64, "TWICE": 1}]
+    x, y, _ = _args(5)
+    kern[grid](x, y, N)
+    torch.testing.assert_close(y, 2 * x)
+    assert sorted(c["BLOCK"] for c in timed) == [32, 64]
+    assert kern.best_config.kwargs == {"BLOCK": 64, "TWICE": 1}

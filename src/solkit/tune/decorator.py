@@ -60,6 +60,19 @@ def _config_to_dict(cfg: Any) -> Config:
     return out
 
 
+def _uniform(configs: Sequence[Config]) -> list[Config]:
+    """Give every config every key (None where it had none), as a Space needs; :func:`_split` drops
+    the Nones again, so a config launches with exactly its own keys (``triton.autotune`` lists may
+    differ in their keys: the kernel's defaults or heuristics fill the rest)."""
+    names = list(dict.fromkeys(k for c in configs for k in c))
+    return [{k: c.get(k) for k in names} for c in configs]
+
+
+def _split(space: Space, config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+    meta, launch = space.split(config)
+    return {k: v for k, v in meta.items() if v is not None}, {k: v for k, v in launch.items() if v is not None}
+
+
 class Autotuner:
     """The object ``@autotune`` returns: index it with a grid and call it, like a JIT function."""
 
@@ -96,7 +109,7 @@ class Autotuner:
         if space is not None:
             self.space = space if isinstance(space, Space) else Space.from_dict(space, smem_limit_bytes=smem_limit())
         elif configs:
-            self._config_list = [_config_to_dict(c) for c in configs]
+            self._config_list = _uniform([_config_to_dict(c) for c in configs])
             self.space = Space.from_configs(self._config_list)
         else:
             raise SolkitError("autotune needs configs=[...] or space={...}")
@@ -116,7 +129,7 @@ class Autotuner:
         self.best: dict[tuple, Config] = {}
         self.results: dict[tuple, TuneResult] = {}
         self._pool: CompilePool | None = None
-        self._split: dict[tuple, tuple[dict[str, Any], dict[str, Any]]] = {}  # key -> (meta, launch) of its best
+        self._split_of: dict[tuple, tuple[dict[str, Any], dict[str, Any]]] = {}  # key -> (meta, launch) of its best
         self._last: tuple | None = None  # the key of the last launch
         self._triton_configs: dict[tuple, Any] = {}
 
@@ -137,7 +150,7 @@ class Autotuner:
         if self._last not in self._triton_configs:
             import triton
 
-            meta, launch = self._split[self._last]
+            meta, launch = self._split_of[self._last]
             self._triton_configs[self._last] = triton.Config(dict(meta), **launch)
         return self._triton_configs[self._last]
 
@@ -156,20 +169,20 @@ class Autotuner:
         return shape + dtypes
 
     def _launch(self, config: Config, args: tuple, kwargs: Mapping[str, Any], grid: Any) -> Any:
-        meta, launch = self.space.split(config)
+        meta, launch = _split(self.space, config)
         return self.fn[grid](*args, **kwargs, **meta, **launch)
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         named = self._named(args, kwargs)
         tkey = self.tuning_key(named)
-        split = self._split.get(tkey)
+        split = self._split_of.get(tkey)
         if split is None:  # first call of this key: choose (tune, or read the cache), then launch
             config, remember = self._choose(args, kwargs, grid, named, tkey)
-            split = self.space.split(config)
+            split = _split(self.space, config)
             if not remember:  # a capture's stand-in: launched once, not kept
                 return self.fn[grid](*args, **kwargs, **split[0], **split[1])
             self.best[tkey] = config
-            self._split[tkey] = split
+            self._split_of[tkey] = split
         self._last = tkey
         return self.fn[grid](*args, **kwargs, **split[0], **split[1])
 
@@ -206,7 +219,7 @@ class Autotuner:
 
             as_cfg = [_as_triton(triton, space, c) for c in configs]
             kept = prune(as_cfg, dict(named))
-            configs = [_config_to_dict(c) for c in kept]
+            configs = _uniform([_config_to_dict(c) for c in kept])
         if perf_model:
             est = sorted(configs, key=lambda c: perf_model(**dict(named), **c))
             top = self.prune.get("top_k", 1.0)
@@ -294,7 +307,7 @@ class Autotuner:
         mock = tuple(a.dtype if isinstance(a, torch.Tensor) else a for a in args)
 
         def job(config: Config) -> CompileJob:
-            meta, launch = self.space.split(config)
+            meta, launch = _split(self.space, config)
             return CompileJob(module, name, mock, {**kwargs, **meta, **launch})
 
         return job
@@ -324,7 +337,7 @@ def _capturing() -> bool:
 
 
 def _as_triton(triton: Any, space: Space, config: Config) -> Any:
-    meta, launch = space.split(config)
+    meta, launch = _split(space, config)
     return triton.Config(dict(meta), **launch)
 
 
