@@ -8,3 +8,4 @@ export TRITON_CACHE_DIR=/tmp/k6t_triton_cache
 rm -rf "$TRITON_CACHE_DIR"
 python3 benchmarks/gemm_tuner_check.py --out "$OUT" 2>&1 | tail -n 40
 echo "check rc=${PIPESTATUS[0]}"
+timeout 15 python3 -m pytest tests/kernels/test_gemm_tuner.py -q -x -m gpu -p no:cacheprovider 2>&1 | tail -n 8 | tee "$OUT/pytest_gpu.txt"

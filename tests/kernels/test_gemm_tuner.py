@@ -176,3 +176,43 @@ def test_m_range_prune_works_on_rebuilt_configs():
         kept = G._prune_by_m_range(rebuilt, {"M_BUCKET": bucket})
         assert kept and len(kept) < len(rebuilt)
         assert all((c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] >= 128 * 256) == big for c in kept), bucket
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M", [16, 300])
+def test_gpu_tunes_reads_back_and_replays_in_a_graph(M, monkeypatch, tmp_path):
+    """bf16 on the GPU: the first call tunes (every candidate checked), a fresh tuner reads the winner
+    back without timing, and a CUDA graph captured after that replays the winner's result."""
+    monkeypatch.setenv("SOLKIT_TUNE_CACHE", str(tmp_path))
+    monkeypatch.delenv("SOLKIT_GEMM_TUNER", raising=False)
+    make = G._autotuner.__wrapped__
+    tuners: dict = {}
+
+    def tuner(family, regime):
+        if (family, regime) not in tuners:
+            tuners[family, regime] = make(family, regime)
+        return tuners[family, regime]
+
+    monkeypatch.setattr(G, "_autotuner", tuner)
+    g = torch.Generator(device="cuda").manual_seed(M)
+    x = torch.randn(M, 1024, device="cuda", generator=g).bfloat16()
+    w = (torch.randn(512, 1024, device="cuda", generator=g) / 32).bfloat16()
+    r = torch.randn(M, 512, device="cuda", generator=g).bfloat16()
+    y = G.gemm(x, w, residual=r)
+    torch.testing.assert_close(y.float(), G.reference(x, w, residual=r), atol=3e-2, rtol=2e-2)
+    launch = dict(G.LAST_LAUNCH)
+    res = next(iter(G._autotuner(launch["family"], launch["regime"]).results.values()), None)
+    assert res is None or (res.statuses.get("ok", 0) >= 1 and "wrong_result" not in res.statuses)
+    tuners.clear()  # a new process, as far as the tuners know
+    out = torch.empty_like(y)
+    G.gemm(x, w, residual=r, out=out)
+    again = next(iter(G._autotuner(launch["family"], launch["regime"]).results.values()), None)
+    assert G.LAST_LAUNCH["config"] == launch["config"]
+    assert again is None or again.evaluations == []
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        G.gemm(x, w, residual=r, out=out)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, y, atol=0, rtol=0)
