@@ -378,6 +378,34 @@ class Sweep:
         return 0
 
 
+def render(path: str, top: int = 3) -> str:
+    """Markdown: per shape the cuBLAS rows, solkit's autotuned default path and the ``top`` fastest configs
+    on the kernel span (the harness's median), with graph_events beside it; SOL on the file's bandwidth."""
+    doc = json.loads(Path(path).read_text())
+    bw = doc["bandwidth_basis"]["calibrated_copy_Bps"]
+    lines = [
+        f"Device {doc['device']['name']}, {doc['date']}, torch {doc['versions']['torch']}, triton "
+        f"{doc['versions']['triton']}; `{doc['command']}`. SOL on {bw / 1e12:.2f} TB/s.",
+        "",
+        "| shape | variant | kernel span us | SOL (span) | graph_events us | SOL (graph) | correct |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for shp in doc["shapes"]:
+        rows = [r for r in shp["rows"] if r.get("kernel_span", {}).get("median_ms")]
+        base = [r for r in rows if r["source"] in ("baseline", "probe")]
+        cfgs = sorted((r for r in rows if r["source"] not in ("baseline", "probe")),
+                      key=lambda r: r["kernel_span"]["median_ms"])  # fmt: skip
+        for r in base + cfgs[:top]:
+            ge = r.get("graph_events", {}).get("median_ms")
+            ge_us = f"{ge * 1e3:.2f}" if ge else "-"
+            ge_sol = f"{r['sol_graph_events']:.3f}" if ge else "-"
+            ok = "-" if r["source"] == "probe" else ("yes" if r.get("correct") else "NO")
+            shape = f"{shp['M']}x{shp['N']}x{shp['K']}"
+            span = f"{r['kernel_span']['median_ms'] * 1e3:.2f} | {r['sol_kernel_span']:.3f}"
+            lines.append(f"| {shape} | {r['variant']} | {span} | {ge_us} | {ge_sol} | {ok} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=False, default="gemm_decode_sweep.json")
@@ -390,8 +418,12 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=12)
     p.add_argument("--compile-timeout-s", type=float, default=35.0)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--render", default=None, help="print a result file as a markdown table and exit")
     p.add_argument("--warm-worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.render:
+        print(render(args.render))
+        return 0
     if args.warm_worker:
         return warm_worker(json.loads(args.warm_worker))
     return Sweep(args).run()
