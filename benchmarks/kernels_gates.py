@@ -243,7 +243,8 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--ce-sweep",
         default="",
-        help="CE candidates of the split kernel: split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg[:tagged],... "
+        help="CE candidates of the split kernel: "
+        "split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg[:tagged[:skew]],... "
         "(split_block 0: the two-sweep kernel with the module's settings)",
     )
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
@@ -482,6 +483,7 @@ SWEEPS = {
             "split_prefetch",
             "split_maxnreg",
             "split_tagged",
+            "split_skew",
         ),
     ),
     "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),

@@ -8,11 +8,14 @@
 #  2. the sweep (benchmarks/kernels_gates.py autotune: each candidate checked against fp64 at
 #     [8192, 128256] bf16, then timed with the harness protocol, method auto, read L2 flush), the fastest
 #     correct one then timed against Liger (and torch.compile when --backends has it) in fwd+bwd and fwd.
-# CE candidates: split_block:warps:programs_per_sm:keep_exp:prefetch:maxnreg:tagged (split_block 0 = the
-# two-sweep kernel at its round-3 settings, 1.46 ms).
+# CE candidates: split_block:warps:programs_per_sm:keep_exp:prefetch:maxnreg:tagged:skew (split_block 0 =
+# the two-sweep kernel at its round-3 settings, 1.46 ms; the module default 16384:16:1:1:1:0:1:0 runs first).
+# Registers / spills per candidate (ptxas for sm_90 via Triton 3.9 AOT, checked here before the round):
+# 16384:16:1 keep+prefetch 127-128 regs, 0 spill; skew 16384:16:1 127, 0; skew 8192:8:2 cap 128: 126, 0;
+# 8192:16:2 63, 0; 16384:16:2 cap 64: 88-96 B stack (keep or prefetch), 0 without both; 8192:8:3 cap 80: 16 B.
 set -u
 START=$(date +%s)
-SWEEP="${CE_SWEEP:-16384:16:1:1:1:0:0,8192:16:2:1:1:0:1,8192:16:2:1:1:0:0,16384:16:2:0:0:64:1,16384:16:2:1:1:64:1,8192:8:3:1:1:80:1,32768:16:1:1:1:0:1,4096:4:8:1:1:64:1,16384:16:1:1:0:0:1,16384:8:2:1:1:128:1,0:16:1:1:1:0:1}"
+SWEEP="${CE_SWEEP:-16384:16:1:1:1:0:1:1,8192:8:2:1:1:128:1:1,16384:16:1:1:1:0:0:0,8192:16:2:1:1:0:1:0,16384:16:2:0:0:64:1:0,16384:16:2:1:1:64:1:0,8192:8:3:1:1:80:1:0,32768:16:1:1:1:0:1:0,16384:16:1:1:0:0:1:0,4096:4:8:1:1:64:1:0,0:16:1:1:1:0:1:0}"
 BACKENDS="${CE_BACKENDS:-solkit,liger}"
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 
@@ -20,7 +23,7 @@ WARM='
 import sys, time, torch
 from solkit.kernels.cross_entropy import CE_CONFIG, cross_entropy
 keys = ("split_block", "split_warps", "split_programs_per_sm", "split_keep_exp", "split_prefetch", "split_maxnreg",
-        "split_tagged")
+        "split_tagged", "split_skew")
 part, parts, specs = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")
 x0 = torch.randn(16, 128256, device="cuda", dtype=torch.bfloat16)
 y = torch.randint(0, 128256, (16,), device="cuda")

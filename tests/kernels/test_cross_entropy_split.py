@@ -96,20 +96,21 @@ def test_barrier_timeout_gives_nan_not_a_hang(device):
     assert torch.isnan(losses).all()
 
 
-@pytest.mark.parametrize("tagged", [True, False])
+@pytest.mark.parametrize("barrier", ["tagged", "counted", "skew"])
 @pytest.mark.parametrize("opts", [{}, {"label_smoothing": 0.1, "z_loss_scale": 1e-2}], ids=["plain", "all"])
-def test_chunked_rows_last_program_math(tagged, opts, device):
+def test_chunked_rows_last_program_math(barrier, opts, device):
     """The interpreter runs a group's programs in order, so the last chunk's program finds every peer's
     partials already published (the earlier ones timed out waiting, which flags NaN): its gradient
     columns test the cross-chunk combination, the 64-bit tags and the target fix. Each group walks two
-    rows, so no partial slot is reused before the last program reads it."""
+    rows, so no partial slot is reused before the last program reads it (skew: the rows overlapped)."""
     if device == "cuda":
         pytest.skip("relies on the interpreter's sequential programs")
     torch.manual_seed(11)
     x = torch.randn(4, 700) * 4
     y = torch.tensor([650, 3, -100, 699])  # targets in the last chunk, the first, an ignored row
-    info, losses, _, grad = _launch(x, y, opts, block=256, max_spins=2, groups=2, tagged=tagged)
-    assert info["split"] == 3 and info["chunk_cols"] == 240
+    kw = {"tagged": barrier != "counted", "skew": barrier == "skew"}
+    info, losses, _, grad = _launch(x, y, opts, block=256, max_spins=2, groups=2, **kw)
+    assert info["split"] == 3 and info["chunk_cols"] == 240 and info["skew"] == kw["skew"]
     assert torch.isnan(losses).all()  # the earlier programs timed out: flagged
     _, rgrad, _ = reference(x, y, **opts)
     last = slice(480, 700)
@@ -129,10 +130,12 @@ def test_interpreter_falls_back_for_chunked_rows(device):
 # ------------------------------------------------------------------------------------------------- GPU
 SPLIT_CONFIGS = [
     {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1},
-    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 2, "split_keep_exp": 0, "split_maxnreg": 64},
-    {"split_block": 8192, "split_warps": 8, "split_programs_per_sm": 4, "split_prefetch": 0},
-    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 8, "split_keep_exp": 0},
-]
+    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 1},
+    {"split_block": 8192, "split_warps": 8, "split_programs_per_sm": 2, "split_maxnreg": 128, "split_skew": 1},
+    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 2, "split_keep_exp": 0, "split_maxnreg": 64,
+     "split_tagged": 0},
+    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 8, "split_keep_exp": 0, "split_prefetch": 0},
+]  # fmt: skip
 
 
 def _gpu_check(rows, vocab, dtype, opts, reduction="mean", config=None, seed=0):
@@ -158,7 +161,7 @@ def _gpu_check(rows, vocab, dtype, opts, reduction="mean", config=None, seed=0):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("config", SPLIT_CONFIGS, ids=lambda c: f"{c['split_block']}x{c['split_programs_per_sm']}")
+@pytest.mark.parametrize("config", SPLIT_CONFIGS, ids=lambda c: "-".join(f"{k[6:]}{v}" for k, v in c.items()))
 def test_gpu_split_configs(config):
     _gpu_check(300, 128256, torch.bfloat16, {"label_smoothing": 0.1, "z_loss_scale": 1e-4}, config=config)
 

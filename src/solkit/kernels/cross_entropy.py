@@ -228,16 +228,18 @@ def _scale_rows_kernel(
 #: columns per chunk (0 = never use it), warps, programs per SM (capped by what is resident), keep the
 #: exponentials in registers (else recomputed in the gradient pass), register prefetch of the next row,
 #: register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a counter
-#: with release/acquire). It serves every call without softcap where it applies (CUDA; under
-#: the CPU interpreter only rows of one chunk). The others set the two-sweep kernel (softcap, fallback):
-#: logits per block, warps, software-pipelining depth of the two sweeps over a row (cp.async prefetch of the
-#: next blocks; 1 = none), programs per SM (0 = one program per row), and ``warp_stats`` = 1: one running
-#: max per warp in the statistics sweep (6-10 % faster forward, the same forward + backward on the H200);
-#: its values: the fastest correct forward + backward of the in-run autotuning on an H200 at [8192, 128256]
-#: bf16 (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
+#: with release/acquire), ``skew`` = 1: rows overlapped by one (the barrier's wait hidden behind the next
+#: row's pass 1; tagged, exponentials kept, prefetch). It serves every call without softcap where it
+#: applies (CUDA; under the CPU interpreter only rows of one chunk).
+#: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
+#: depth of the two sweeps over a row (cp.async prefetch of the next blocks; 1 = none), programs per SM
+#: (0 = one program per row), and ``warp_stats`` = 1: one running max per warp in the statistics sweep
+#: (6-10 % faster forward, the same forward + backward on the H200); their values: the fastest correct
+#: forward + backward of the round-3 autotuning on an H200 at [8192, 128256] bf16
+#: (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
 CE_CONFIG = {
     "split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_keep_exp": 1, "split_prefetch": 1,
-    "split_maxnreg": 0, "split_tagged": 1,
+    "split_maxnreg": 0, "split_tagged": 1, "split_skew": 0,
     "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 0,
 }  # fmt: skip
 
@@ -295,7 +297,7 @@ def launch_cross_entropy_rows(
             label_smoothing=label_smoothing, z_loss_scale=z_loss_scale, block=cfg["split_block"],
             num_warps=cfg["split_warps"], programs_per_sm=cfg["split_programs_per_sm"],
             keep_exp=bool(cfg["split_keep_exp"]), prefetch=bool(cfg["split_prefetch"]),
-            tagged=bool(cfg["split_tagged"]), maxnreg=cfg["split_maxnreg"] or None,
+            tagged=bool(cfg["split_tagged"]), skew=bool(cfg["split_skew"]), maxnreg=cfg["split_maxnreg"] or None,
         )  # fmt: skip
         if info is not None:
             LAST_LAUNCH.update(path="split", **info)

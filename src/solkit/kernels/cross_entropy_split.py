@@ -104,18 +104,29 @@ def _load_words(base, offs, pm, tag, m_pad, SPLIT_P2: tl.constexpr, HAS_SMOOTHIN
 
 
 @triton.jit
-def _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_budget,
-                     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
+def _slot(partial_ptr, group, n_groups, k, SPLIT_P2: tl.constexpr, SLOTS: tl.constexpr):
+    return partial_ptr + ((k % SLOTS) * n_groups + group) * (3 * SPLIT_P2)
+
+
+@triton.jit
+def _publish_tagged(base, chunk, k, m_c, s_c, sz, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
     """Each partial travels in one 64-bit word, ``(k + 1) << 32 | fp32 bits``, written by a relaxed atomic
-    exchange: a word whose tag reads ``k + 1`` holds this row's value, so there is no counter and no fence.
-    The program re-reads its group's words until every tag matches (the buffer is zeroed per call)."""
-    base = partial_ptr + ((k % 2) * n_groups + group) * (3 * SPLIT_P2)
-    want = (k + 1).to(tl.int64)
-    tag = want << 32
+    exchange: a word whose tag reads ``k + 1`` holds arrival ``k``'s value, so there is no counter and no
+    fence (the buffer is zeroed per call)."""
+    tag = tl.cast(k + 1, tl.int64) << 32
     tl.atomic_xchg(base + chunk, _tagged(m_c, tag), sem="relaxed")
     tl.atomic_xchg(base + SPLIT_P2 + chunk, _tagged(s_c, tag), sem="relaxed")
     if HAS_SMOOTHING:
         tl.atomic_xchg(base + 2 * SPLIT_P2 + chunk, _tagged(sz, tag), sem="relaxed")
+
+
+@triton.jit
+def _await_tagged(base, k, sz, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
+                  HAS_SMOOTHING: tl.constexpr):  # fmt: skip
+    """Re-read the group's words of arrival ``k`` until every tag matches (at most ``spin_budget`` times);
+    returns (lse, sum z over the row, 1 if all arrived else 0)."""
+    want = tl.cast(k + 1, tl.int64)
+    tag = want << 32
     offs = tl.arange(0, SPLIT_P2)
     pm = offs < SPLIT
     m_pad = tag | 0xFF800000  # lanes past SPLIT read as a matching tag with -inf (max) or 0 (sums)
@@ -129,6 +140,69 @@ def _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_
     if HAS_SMOOTHING:
         sz = tl.sum(_untag(wz), axis=0)
     return _combine(_untag(wm), _untag(ws)), sz, ready
+
+
+@triton.jit
+def _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_budget,
+                     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
+    base = _slot(partial_ptr, group, n_groups, k, SPLIT_P2, 2)
+    _publish_tagged(base, chunk, k, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
+    return _await_tagged(base, k, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+
+
+@triton.jit
+def _chunk_stats(x, col_mask, HAS_SMOOTHING: tl.constexpr):
+    """Pass 1 over a chunk in registers: (z, e = 2^((z - m_ref) L), max, m_ref, sum e, sum z)."""
+    z = x.to(tl.float32)  # padding is -inf: exp2 gives 0, no per-element select
+    m_c = tl.max(z, axis=0)
+    m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)  # a chunk of padding only
+    e = tl.exp2(z * L2E - m_ref * L2E)
+    if HAS_SMOOTHING:
+        sz = tl.sum(tl.where(col_mask, z, 0.0), axis=0)
+    else:
+        sz = 0.0
+    return z, e, m_c, m_ref, tl.sum(e, axis=0), sz
+
+
+@triton.jit
+def _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, col_end, target, n_cols, z_t, z, e,
+                m_ref, lse, sz, grad_scale, label_smoothing, z_loss_scale,
+                WRITE_GRAD: tl.constexpr, KEEP_EXP: tl.constexpr):  # fmt: skip
+    """Loss and lse (chunk 0's program), then pass 2: the gradient of the chunk from registers, and the
+    target's column fixed by the program that owns it."""
+    if chunk == 0:
+        loss = lse - z_t
+        if label_smoothing > 0:
+            loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz / n_cols)
+        tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
+        tl.store(lse_ptr + row64, lse)
+    if WRITE_GRAD:
+        uniform = label_smoothing / n_cols * grad_scale
+        p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
+        if KEEP_EXP:
+            g = e * (tl.exp2(m_ref * L2E - lse * L2E) * p_scale) - uniform
+        else:
+            g = tl.exp2(z * L2E - lse * L2E) * p_scale - uniform
+        tl.store(g_row + cols, g.to(g_row.dtype.element_ty), mask=col_mask)
+        if (target >= col0) & (target < col_end):
+            g_t = tl.exp2(z_t * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
+            tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
+            tl.store(g_row + target, g_t.to(g_row.dtype.element_ty))
+
+
+@triton.jit
+def _zero_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, BLOCK: tl.constexpr, WRITE_GRAD: tl.constexpr):
+    if chunk == 0:
+        tl.store(loss_ptr + row64, 0.0)
+        tl.store(lse_ptr + row64, 0.0)
+    if WRITE_GRAD:
+        tl.store(g_row + cols, tl.zeros([BLOCK], dtype=g_row.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def _target_logit(logits_ptr, row64, logits_row_stride, target, n_cols):
+    t_in = (target >= 0) & (target < n_cols)
+    return tl.load(logits_ptr + row64 * logits_row_stride + tl.where(t_in, target, 0)).to(tl.float32)
 
 
 @triton.jit
@@ -154,8 +228,6 @@ def _ce_split_kernel(
         grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
     else:
         grad_scale = 1.0
-    uniform = label_smoothing / n_cols * grad_scale
-    hit = (1.0 - label_smoothing) * grad_scale
     spin_budget = max_spins
     k = 0  # rows synchronised so far by this group (ignored rows skip the barrier, in every program alike)
     # register prefetch: the next row's chunk is loaded while this row is reduced, synchronised and written
@@ -176,24 +248,11 @@ def _ce_split_kernel(
             target = tl.load(targets_ptr + row64).to(tl.int32)
         g_row = grad_ptr + row64 * grad_row_stride
         if target == ignore_index:
-            if chunk == 0:
-                tl.store(loss_ptr + row64, 0.0)
-                tl.store(lse_ptr + row64, 0.0)
-            if WRITE_GRAD:
-                tl.store(g_row + cols, tl.zeros([BLOCK], dtype=g_row.dtype.element_ty), mask=col_mask)
+            _zero_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, BLOCK, WRITE_GRAD)
         else:
-            t_in = (target >= 0) & (target < n_cols)
             # read before this program arrives at the barrier, hence before any peer overwrites the row
-            z_t = tl.load(logits_ptr + row64 * logits_row_stride + tl.where(t_in, target, 0)).to(tl.float32)
-            z = x.to(tl.float32)  # padding is -inf: exp2 gives 0, no per-element select
-            m_c = tl.max(z, axis=0)
-            m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)  # a chunk of padding only
-            e = tl.exp2(z * L2E - m_ref * L2E)
-            s_c = tl.sum(e, axis=0)
-            if HAS_SMOOTHING:
-                sz = tl.sum(tl.where(col_mask, z, 0.0), axis=0)
-            else:
-                sz = 0.0
+            z_t = _target_logit(logits_ptr, row64, logits_row_stride, target, n_cols)
+            z, e, m_c, m_ref, s_c, sz = _chunk_stats(x, col_mask, HAS_SMOOTHING)
             if SPLIT > 1:
                 if TAGGED:
                     lse, sz, ok = _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_budget,
@@ -208,23 +267,94 @@ def _ce_split_kernel(
                 k += 1
             else:
                 lse = m_ref + tl.log2(s_c) * LN2
-            if chunk == 0:
-                loss = lse - z_t
-                if HAS_SMOOTHING:
-                    loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz / n_cols)
-                tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
-                tl.store(lse_ptr + row64, lse)
-            if WRITE_GRAD:
-                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
-                if KEEP_EXP:
-                    g = e * (tl.exp2(m_ref * L2E - lse * L2E) * p_scale) - uniform
-                else:
-                    g = tl.exp2(z * L2E - lse * L2E) * p_scale - uniform
-                tl.store(g_row + cols, g.to(g_row.dtype.element_ty), mask=col_mask)
-                if t_in & (target >= col0) & (target < col_end):
-                    g_t = tl.exp2(z_t * L2E - lse * L2E) * p_scale - uniform - hit
-                    tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
-                    tl.store(g_row + target, g_t.to(g_row.dtype.element_ty))
+            _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, col_end, target, n_cols,
+                        z_t, z, e, m_ref, lse, sz, grad_scale, label_smoothing, z_loss_scale, WRITE_GRAD,
+                        KEEP_EXP)  # fmt: skip
+
+
+@triton.jit
+def _ce_split_skew_kernel(
+    logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr, partial_ptr,
+    n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
+    ignore_index, label_smoothing, z_loss_scale, max_spins,
+    SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr,
+):  # fmt: skip
+    """:func:`_ce_split_kernel` (tagged exchange, exponentials kept, register prefetch) with the rows
+    overlapped by one: an iteration publishes the partials of the group's next row, then waits for the
+    current row's (published an iteration earlier, so usually there already) and writes its gradient; the
+    barrier's latency hides behind a pass 1. Two rows of exponentials live in registers. Three partial
+    slots: a program can publish arrival k + 3 only after every peer published k + 2, which each does after
+    reading arrival k."""
+    pid = tl.program_id(0)
+    n_groups = tl.num_programs(0) // SPLIT
+    group = pid // SPLIT
+    chunk = pid % SPLIT
+    col0 = chunk * chunk_cols
+    offs = tl.arange(0, BLOCK)
+    cols = col0 + offs
+    col_lim = tl.minimum(chunk_cols, n_cols - col0)
+    col_mask = offs < col_lim
+    col_end = col0 + col_lim
+    if MEAN:
+        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
+    else:
+        grad_scale = 1.0
+    spin_budget = max_spins
+    # prologue: pass 1 and publication of the group's first row (group < n_rows: the launcher's grid)
+    row0 = group.to(tl.int64)
+    x = tl.load(logits_ptr + row0 * logits_row_stride + cols, mask=col_mask, other=-float("inf"))
+    t_cur = tl.load(targets_ptr + row0).to(tl.int32)
+    nxt = group + n_groups
+    x_nxt = tl.load(logits_ptr + nxt.to(tl.int64) * logits_row_stride + cols,
+                    mask=offs < tl.where(nxt < n_rows, col_lim, 0), other=-float("inf"))  # fmt: skip
+    t_nxt = tl.load(targets_ptr + tl.minimum(nxt, n_rows - 1)).to(tl.int32)
+    zt_cur = _target_logit(logits_ptr, row0, logits_row_stride, t_cur, n_cols)
+    z, e_cur, m_c, m_ref_cur, s_c, sz = _chunk_stats(x, col_mask, HAS_SMOOTHING)
+    valid_cur = t_cur != ignore_index
+    if valid_cur:
+        _publish_tagged(_slot(partial_ptr, group, n_groups, 0, SPLIT_P2, 3), chunk, 0, m_c, s_c, sz, SPLIT_P2,
+                        HAS_SMOOTHING)  # fmt: skip
+    k_cur = 0
+    k_nxt = valid_cur.to(tl.int32)
+    for row in range(group, n_rows, n_groups):
+        row64 = tl.cast(row, tl.int64)
+        nxt = row + n_groups
+        nn = nxt + n_groups
+        x_nn = tl.load(logits_ptr + nn.to(tl.int64) * logits_row_stride + cols,
+                       mask=offs < tl.where(nn < n_rows, col_lim, 0), other=-float("inf"))  # fmt: skip
+        t_nn = tl.load(targets_ptr + tl.minimum(nn, n_rows - 1)).to(tl.int32)
+        # pass 1 of the next row, published before this row's wait
+        valid_nxt = (nxt < n_rows) & (t_nxt != ignore_index)
+        nxt64 = tl.minimum(nxt, n_rows - 1).to(tl.int64)
+        zt_nxt = _target_logit(logits_ptr, nxt64, logits_row_stride, t_nxt, n_cols)
+        z, e_nxt, m_c, m_ref_nxt, s_c, sz = _chunk_stats(x_nxt, col_mask, HAS_SMOOTHING)
+        if valid_nxt:
+            _publish_tagged(_slot(partial_ptr, group, n_groups, k_nxt, SPLIT_P2, 3), chunk, k_nxt, m_c, s_c, sz,
+                            SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
+        # this row: wait, combine, loss, gradient
+        g_row = grad_ptr + row64 * grad_row_stride
+        if valid_cur:
+            lse, sz_row, ok = _await_tagged(_slot(partial_ptr, group, n_groups, k_cur, SPLIT_P2, 3), k_cur, sz,
+                                            spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
+            if ok == 0:
+                lse = lse + float("nan")
+                spin_budget = 0
+                tl.atomic_xchg(sync_ptr + n_groups, 0x7FC00000)
+            _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, col_end, t_cur, n_cols,
+                        zt_cur, e_cur, e_cur, m_ref_cur, lse, sz_row, grad_scale, label_smoothing, z_loss_scale,
+                        WRITE_GRAD, 1)  # fmt: skip
+        else:
+            _zero_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, BLOCK, WRITE_GRAD)
+        x_nxt = x_nn
+        t_cur = t_nxt
+        t_nxt = t_nn
+        e_cur = e_nxt
+        m_ref_cur = m_ref_nxt
+        zt_cur = zt_nxt
+        valid_cur = valid_nxt
+        k_cur = k_nxt
+        k_nxt = k_nxt + valid_nxt.to(tl.int32)
 
 
 def chunk_layout(n_cols: int, block: int) -> tuple[int, int, int]:
@@ -274,8 +404,8 @@ def launch_cross_entropy_split(
     logits: torch.Tensor, targets: torch.Tensor, losses: torch.Tensor, lse: torch.Tensor, n_valid: torch.Tensor,
     *, grad: torch.Tensor | None, mean: bool, ignore_index: int, label_smoothing: float, z_loss_scale: float,
     block: int = 16384, num_warps: int = 16, programs_per_sm: int = 1, keep_exp: bool = True,
-    prefetch: bool = True, tagged: bool = True, maxnreg: int | None = None, max_spins: int = 1 << 22,
-    groups: int | None = None,
+    prefetch: bool = True, tagged: bool = True, skew: bool = False, maxnreg: int | None = None,
+    max_spins: int = 1 << 22, groups: int | None = None,
 ) -> dict | None:  # fmt: skip
     """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
     does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
@@ -288,18 +418,22 @@ def launch_cross_entropy_split(
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
     args = [logits, grad_arg, targets, losses, lse, n_valid, None, None, n_rows, n_cols, chunk_cols, logits.stride(0),
             grad_stride, ignore_index, float(label_smoothing), float(z_loss_scale), max_spins]  # fmt: skip
+    skew = skew and split > 1  # one chunk per row: no barrier to hide
+    tagged = tagged or skew
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BLOCK=blk, MEAN=mean,
-                HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None, KEEP_EXP=int(keep_exp),
-                PREFETCH=int(prefetch), TAGGED=int(tagged), num_warps=num_warps)  # fmt: skip
+                HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None, num_warps=num_warps)  # fmt: skip
+    if not skew:
+        meta.update(KEEP_EXP=int(keep_exp), PREFETCH=int(prefetch), TAGGED=int(tagged))
+    kernel_fn = _ce_split_skew_kernel if skew else _ce_split_kernel
     if maxnreg and not interpreting:
         meta["maxnreg"] = maxnreg
     info: dict = {"split": split, "chunk_cols": chunk_cols, "block": blk}
     n_sms = torch.cuda.get_device_properties(logits.device).multi_processor_count if not interpreting else 1
     most = max(1, min(n_rows, groups or n_rows, 4 if interpreting else programs_per_sm * n_sms // split))
     # one zeroed buffer (one memset per call): the counters + timeout flag, then the partials (fp32, or
-    # 64-bit tagged words); an even offset keeps the 64-bit words aligned
-    n_sync = (most + 2) // 2 * 2
-    n_part = 2 * most * 3 * meta["SPLIT_P2"]
+    # 64-bit tagged words), 16-byte aligned (the same specialisation whatever the grid)
+    n_sync = (most + 4) // 4 * 4
+    n_part = (3 if skew else 2) * most * 3 * meta["SPLIT_P2"]
     buf = torch.zeros(n_sync + 2 * n_part, dtype=torch.int32, device=logits.device)
     sync = buf[: most + 1]
     partials = buf[n_sync:].view(torch.int64) if tagged else buf[n_sync : n_sync + n_part].view(torch.float32)
@@ -308,13 +442,13 @@ def launch_cross_entropy_split(
     if not interpreting:
         # compile (no launch) to read registers / shared memory: the whole grid must be resident at once or
         # the barrier deadlocks (it would then time out into NaN)
-        kernel = _ce_split_kernel.warmup(*args, grid=(1,), **meta)
+        kernel = kernel_fn.warmup(*args, grid=(1,), **meta)
         capacity, occ = resident_programs(kernel, num_warps, logits.device)
         info.update(occ)
         n_groups = min(most, capacity // split)
         if n_groups < 1:
             return None
-    _ce_split_kernel[(n_groups * split,)](*args, **meta)
+    kernel_fn[(n_groups * split,)](*args, **meta)
     losses.add_(sync[n_groups : n_groups + 1].view(torch.float32))  # NaN everywhere if a barrier timed out
-    info.update(groups=n_groups, programs=n_groups * split, tagged=bool(tagged))
+    info.update(groups=n_groups, programs=n_groups * split, tagged=bool(tagged), skew=skew)
     return info
