@@ -41,6 +41,15 @@ SHAPES = [  # (name, M, N, K, residual)
     ("decode_1", 1, 4096, 4096, True),
     ("decode_16", 16, 4096, 4096, True),
 ]
+#: the l suite's GEMM rows (solkit bench's main job): what the bench's first calls tune
+BENCH_L_SHAPES = [
+    ("gemm_8b", 8192, 4096, 4096, False),
+    ("gemm_70b", 8192, 8192, 28672, False),
+    ("o_proj_8b", 8192, 4096, 4096, True),
+    ("o_proj_70b", 8192, 8192, 8192, True),
+    ("gate_up_8b", 8192, 28672, 4096, False),
+    ("gate_up_70b", 8192, 57344, 8192, False),
+]
 SMOKE_SHAPES = [("prefill_130", 130, 48, 64, True), ("decode_17", 17, 48, 64, True)]
 
 
@@ -58,6 +67,10 @@ def _tkey_result(G, family, regime):
     return tuner, results
 
 
+def _shape_list(args):
+    return SMOKE_SHAPES if args.smoke else BENCH_L_SHAPES if args.shapes == "bench_l" else SHAPES
+
+
 def child(args) -> int:
     """Phase 2, in a fresh process: the same shapes with the cache phase 1 filled."""
     t_start = float(args.t_start)
@@ -71,7 +84,7 @@ def child(args) -> int:
         G.arch_family = lambda device: "hopper"
     dev, dtype = ("cpu", torch.float16) if smoke else ("cuda", torch.bfloat16)
     out = {"import_s": round(t_import, 3), "shapes": {}}
-    for name, M, N, K, res in SMOKE_SHAPES if smoke else SHAPES:
+    for name, M, N, K, res in _shape_list(args):
         x, w, r = _inputs(torch, M, N, K, res, dev, dtype, seed=M + 11)
         t0 = time.perf_counter()
         y = G.gemm(x, w, residual=r)
@@ -99,6 +112,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes in Triton's interpreter (CPU)")
+    ap.add_argument("--shapes", choices=("default", "bench_l"), default="default")
+    ap.add_argument("--stop-after", choices=("tune", "second_process", "steady", "compare", "capture_unseen"),
+                    default="capture_unseen", help="the last phase to run")  # fmt: skip
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--t-start", default="0")
     args = ap.parse_args()
@@ -124,7 +140,7 @@ def main() -> int:
     if smoke:
         G.arch_family = lambda device: "hopper"
     dev, dtype = ("cpu", torch.float16) if smoke else ("cuda", torch.bfloat16)
-    shapes = SMOKE_SHAPES if smoke else SHAPES
+    shapes = _shape_list(args)
     report: dict = {
         "meta": {
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -189,10 +205,13 @@ def main() -> int:
         print(name, json.dumps({k: tune[name][k] for k in ("first_call_s", "config")}), flush=True)
     tune["cache_files"] = len(list(cache_dir.rglob("*.json")))
     save("tune", tune)
+    if args.stop_after == "tune":
+        return 0
 
     # ---------------------------------------------------------------- 2. a second process
     t_start = time.time()
-    cmd = [sys.executable, __file__, "--child", "--out", str(out_dir), "--t-start", repr(t_start)]
+    cmd = [sys.executable, __file__, "--child", "--out", str(out_dir), "--t-start", repr(t_start),
+           "--shapes", args.shapes]  # fmt: skip
     if smoke:
         cmd.append("--smoke")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=os.environ.copy())
@@ -204,6 +223,8 @@ def main() -> int:
     for name, rec in second.get("shapes", {}).items():
         rec["same_winner"] = name in winners and rec["config"] == winners[name]["config"]
     save("second_process", second)
+    if args.stop_after == "second_process":
+        return 0
 
     # ---------------------------------------------------------------- 3. steady state and CUDA graphs
     steady: dict = {}
@@ -258,6 +279,8 @@ def main() -> int:
                 rec["graph"] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         steady[name] = rec
     save("steady", steady)
+    if args.stop_after == "steady":
+        return 0
 
     # ---------------------------------------------------------------- 4. triton.autotune's picks, both timed
     solkit_tuners = [G._autotuner(w["family"], w["regime"]) for w in winners.values()]
@@ -331,6 +354,8 @@ def main() -> int:
         rec["trials"] = times
         compare[name] = rec
     save("compare", compare)
+    if args.stop_after == "compare":
+        return 0
 
     # ---------------------------------------------------------------- 5. a key first met inside a capture
     if dev == "cuda":
