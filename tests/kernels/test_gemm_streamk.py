@@ -195,3 +195,36 @@ def test_bf16_cuda_graph_replay():
         graph.replay()
         torch.cuda.synchronize()
         _check(y, x, w, None, r, torch.bfloat16)
+
+
+_AOT_SCRIPT = """
+import json
+from solkit.kernels import gemm as G
+base = {"kernel": "streamk", "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "EPI_SUBTILE": 2,
+        "num_warps": 8, "num_stages": 3}
+out = []
+for extra, act in [({"SK_WAVES": 1, "PREFETCH_RES": 4, "PF_DIST": 8}, "gelu_tanh")]:
+    k = G.compile_for(90, {**base, **extra}, activation=act)
+    out.append([k.metadata.shared, "wgmma" in k.asm["ptx"], "atom" in k.asm["ptx"]])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_compiles_for_sm90_without_gpu():
+    """Triton's AOT path for sm_90 (no GPU): the stream-K kernel with every epilogue flag and the L2
+    prefetch compiles, uses wgmma and the ticket atomics, and fits the 232448 bytes of shared memory."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton.backends.nvidia")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _AOT_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0 and "ptxas" in proc.stderr and "not found" in proc.stderr:
+        pytest.skip("no ptxas in this triton install")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for shared, wgmma, atomics in json.loads(proc.stdout.strip().splitlines()[-1]):
+        assert wgmma and atomics
+        assert shared <= 232448, f"{shared} bytes of shared memory"
