@@ -115,6 +115,7 @@ def test_capture_uses_the_cached_winner_and_never_tunes(tmp_path, timed, monkeyp
         kern[grid](x, y, scratch, N, 2.0)
     torch.testing.assert_close(y, 2 * x)
     assert timed == [] and kern.best == {} and kern.results == {}
+    assert kern.best_config.kwargs == {"BLOCK": 32}  # what that launch ran (LAST_LAUNCH reads it)
     # outside capture it tunes (and persists); a fresh tuner in capture then takes the cached winner
     monkeypatch.setattr(D, "_capturing", lambda: False)
     kern[grid](x, y, scratch, N, 2.0)

@@ -130,8 +130,8 @@ class Autotuner:
         self.results: dict[tuple, TuneResult] = {}
         self._pool: CompilePool | None = None
         self._split_of: dict[tuple, tuple[dict[str, Any], dict[str, Any]]] = {}  # key -> (meta, launch) of its best
-        self._last: tuple | None = None  # the key of the last launch
-        self._triton_configs: dict[tuple, Any] = {}
+        self._last: tuple[dict[str, Any], dict[str, Any]] | None = None  # (meta, launch) of the last launch
+        self._triton_configs: dict[int, tuple[Any, Any]] = {}
 
     # ------------------------------------------------------------------ triton.autotune parity
     @property
@@ -147,12 +147,13 @@ class Autotuner:
         """The ``triton.Config`` of the last launch (``None`` before the first one), as triton's Autotuner."""
         if self._last is None:
             return None
-        if self._last not in self._triton_configs:
+        held = self._triton_configs.get(id(self._last))
+        if held is None or held[0] is not self._last:
             import triton
 
-            meta, launch = self._split_of[self._last]
-            self._triton_configs[self._last] = triton.Config(dict(meta), **launch)
-        return self._triton_configs[self._last]
+            held = (self._last, triton.Config(dict(self._last[0]), **self._last[1]))
+            self._triton_configs[id(self._last)] = held
+        return held[1]
 
     # ------------------------------------------------------------------ launching
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
@@ -179,11 +180,10 @@ class Autotuner:
         if split is None:  # first call of this key: choose (tune, or read the cache), then launch
             config, remember = self._choose(args, kwargs, grid, named, tkey)
             split = _split(self.space, config)
-            if not remember:  # a capture's stand-in: launched once, not kept
-                return self.fn[grid](*args, **kwargs, **split[0], **split[1])
-            self.best[tkey] = config
-            self._split_of[tkey] = split
-        self._last = tkey
+            if remember:  # (a capture's stand-in is launched once and not kept)
+                self.best[tkey] = config
+                self._split_of[tkey] = split
+        self._last = split
         return self.fn[grid](*args, **kwargs, **split[0], **split[1])
 
     def _choose(self, args, kwargs, grid, named, tkey) -> tuple[Config, bool]:
