@@ -8,25 +8,30 @@ Math per row (fp32; base-2 exponentials, ``L = log2 e``), chunk ``c`` holding lo
 
 * pass 1 (registers): ``m_c = max z``, ``e = 2^((z - m_c) L)`` (kept in registers with ``KEEP_EXP``),
   ``s_c = sum e``, and ``sum z`` when label smoothing is on; publish ``(m_c, s_c, sum z)``;
-* barrier of the row's ``SPLIT`` programs (an arrival counter per group of programs, see below), then
-  ``M = max m_i``, ``lse = M + ln(sum_i s_i 2^((m_i - M) L))``;
+* barrier of the row's ``SPLIT`` programs, then ``M = max m_i``, ``lse = M + ln(sum_i s_i 2^((m_i - M) L))``;
 * pass 2 (registers): ``dL/dz = e 2^((m_c - lse) L) (1 + 2 lam lse) k - (eps / V) k`` with ``k`` the
   reduction's scale (1 / #non-ignored rows for ``mean``, read from device memory), written in the logits'
-  dtype; the target column gets ``- (1 - eps) k`` more, stored once by the chunk that owns it (no
-  per-element compare); the chunk-0 program writes the loss
-  ``(1 - eps)(lse - z_y) + eps (lse - mean z) + lam lse^2`` and ``lse``. Ignored rows: loss 0, gradient 0.
+  dtype; the target column gets ``- (1 - eps) k`` more, stored once after the chunk (no per-element
+  compare). The loss ``(1 - eps)(lse - z_y) + eps (lse - mean z) + lam lse^2`` and ``lse`` are written by
+  the program whose chunk holds the target, so ``z_y`` is read from its own chunk. Ignored rows: 0, 0.
 
 Bytes per call, ``T`` rows, ``b`` bytes per logit: ``2·b·T·V`` (one read, one write; ``b·T·V`` without
-the gradient) + ``8·T`` targets + ``8·T`` loss/lse + ``24·SPLIT`` per group-row of partials (L2 traffic).
+the gradient) + ``8·T`` targets + ``8·T`` loss/lse; the partials (``16·SPLIT`` bytes per row) stay in L2.
 
 Synchronisation. The grid is **persistent**: ``G`` groups of ``SPLIT`` programs, group ``g`` walks rows
-``g, g + G, ...``. Programs spin on their group's counter, so all programs must be resident at once:
-the caller sizes the grid from the compiled kernel's registers, shared memory and warps
-(:func:`resident_programs`). The counters (``sync``, int32 ``[G + 1]``) are zeroed per call; arrival
-``k`` of a group waits for the counter to reach ``(k + 1)·SPLIT``. Partials are double-buffered by the
-parity of ``k``: a program can only overwrite parity ``k`` at arrival ``k + 2``, after every peer has
-arrived at ``k + 1``, i.e. after they all read arrival ``k``'s partials. The spin is bounded
-(``max_spins``); a program that runs out sets ``sync[G]`` to NaN (the caller adds it to the losses: a
+``g, g + G, ...``; its ``k``-th non-ignored row is its arrival ``k``. Programs spin until their peers'
+partials are there, so all programs must be resident at once: the launcher sizes the grid from the
+compiled kernel's registers, shared memory and warps (:func:`resident_programs`). Two barriers:
+
+* tagged (default): each partial is one 64-bit word ``(k + 1) << 32 | fp32 bits`` written by a relaxed
+  atomic exchange; a program re-reads its group's words until all tags read ``k + 1``. No counter, no
+  fence (a release fence would also wait for the prefetch loads in flight);
+* counted: fp32 partials, then an arrival counter (release add, acquire polling up to ``(k + 1)·SPLIT``).
+
+Partial slots rotate with ``k`` (2 slots; 3 for the skewed kernel, which publishes row ``k + 1`` before
+waiting for row ``k``): a program can only reuse a slot after every peer has published a later arrival,
+which each does after reading the slot's values. Buffers are zeroed per call (one memset). The spin is
+bounded (``max_spins``): a program that runs out sets a flag the launcher adds to the losses as NaN (a
 visible failure, never a hang), computes NaN for that row and never waits again. Under Triton's CPU
 interpreter programs run one after another, so only ``SPLIT = 1`` (no barrier) can succeed there.
 Softcapping is not handled here (the caller falls back to the two-sweep kernel).
@@ -168,9 +173,13 @@ def _chunk_stats(x, col_mask, HAS_SMOOTHING: tl.constexpr):
 def _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, col_end, target, n_cols, z_t, z, e,
                 m_ref, lse, sz, grad_scale, label_smoothing, z_loss_scale,
                 WRITE_GRAD: tl.constexpr, KEEP_EXP: tl.constexpr):  # fmt: skip
-    """Loss and lse (chunk 0's program), then pass 2: the gradient of the chunk from registers, and the
-    target's column fixed by the program that owns it."""
-    if chunk == 0:
+    """Loss and lse, then pass 2: the gradient of the chunk from registers, and the target's column fixed.
+    Both by the program whose chunk holds the target (column 0 for an out-of-range target): ``z_t`` is then
+    read from the program's own chunk, which no other program writes, so no cross-program ordering."""
+    t_in = (target >= 0) & (target < n_cols)
+    t_idx = tl.where(t_in, target, 0)
+    owner = (t_idx >= col0) & (t_idx < col_end)
+    if owner:
         loss = lse - z_t
         if label_smoothing > 0:
             loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz / n_cols)
@@ -184,7 +193,7 @@ def _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, co
         else:
             g = tl.exp2(z * L2E - lse * L2E) * p_scale - uniform
         tl.store(g_row + cols, g.to(g_row.dtype.element_ty), mask=col_mask)
-        if (target >= col0) & (target < col_end):
+        if owner & t_in:
             g_t = tl.exp2(z_t * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
             tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
             tl.store(g_row + target, g_t.to(g_row.dtype.element_ty))
