@@ -47,7 +47,7 @@ done
 echo "== GPU tests of the split path"
 timeout 50 python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_cross_entropy_split.py \
   "tests/kernels/test_cross_entropy.py::test_gpu_more_than_2_31_elements" \
-  "tests/kernels/test_cross_entropy.py::test_gpu_llama3_vocab" 2>&1 | tail -n 40 | tee "$OUT/tests_split.txt"
+  "tests/kernels/test_cross_entropy.py::test_gpu_llama3_vocab" tests/kernels/test_fused_linear_ce.py 2>&1 | tail -n 40 | tee "$OUT/tests_split.txt"
 wait
 cat "$OUT"/warm*.log | grep -v Warning | tail -n 20
 
