@@ -85,7 +85,7 @@ def main() -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     if args.smoke:
-        shapes = {"norm": {"": (8, 96), "_70b": (4, 300)}, "softmax": {"": (8, 96), "_wide": (2, 20000)}}
+        shapes = {"norm": {"": (8, 96), "_70b": (4, 300)}, "softmax": {"": (8, 96), "_vocab": (2, 20000)}}
         timing_kw = dict(method="wall", reps=2, trials=1, warmup=1)
     else:
         shapes = SHAPES
@@ -157,8 +157,10 @@ def main() -> int:
                 partial_sum_sweep(rec, dtype, device, timing_kw, bw, args)
             elif name in by_name:
                 sweep(rec, [by_name[name]], dtype, device, timing_kw, bw, args)
-            elif name.endswith("_fwd_extra") and name.removesuffix("_fwd_extra") in by_name:
-                sweep(rec, [by_name[name.removesuffix("_fwd_extra")]], dtype, device, timing_kw, bw, args, key=name)
+            else:  # a SWEEP key naming an op and a variant set: <op>_fwd_extra, <op>_check
+                for suffix in ("_fwd_extra", "_check"):
+                    if name.endswith(suffix) and name.removesuffix(suffix) in by_name:
+                        sweep(rec, [by_name[name.removesuffix(suffix)]], dtype, device, timing_kw, bw, args, key=name)
     if args.adopt_wide_softmax:
         adopt_wide_softmax(rec)
     if args.ab or args.smoke:

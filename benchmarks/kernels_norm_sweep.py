@@ -90,20 +90,26 @@ SWEEP = {
 #: Llama-3-70B rows (8192 wide; round 4): the backward as one program per SM (16 or 32 warps, 64-128
 #: registers a thread, no spills) against the 4096-wide defaults (two 16-warp programs per SM, which spill),
 #: and forward warps. The first entry of each list is the per-width default (``by_width``).
-_WIDE_NORM_BWD = [dict(num_warps=16, programs_per_sm=1, prefetch=1), dict(num_warps=16, programs_per_sm=1, prefetch=2),
-                  dict(num_warps=32, programs_per_sm=1, prefetch=1), dict(num_warps=32, programs_per_sm=1, prefetch=2),
-                  dict(num_warps=16, programs_per_sm=2, prefetch=1)]  # fmt: skip
+_WIDE_NORM_BWD = [
+    dict(num_warps=16, programs_per_sm=1, prefetch=1),
+    dict(num_warps=16, programs_per_sm=1, prefetch=2),
+    dict(num_warps=32, programs_per_sm=1, prefetch=1),
+    dict(num_warps=16, programs_per_sm=2, prefetch=1),
+]
+#: The wide-row softmax defaults alone (``SPLIT_CONFIG``: split-row, round 3b's winners) and the looped
+#: path, to re-check a kernel change against round 3b's sweep.
+_WIDE_CHECK = {"fwd": [_split(65536, 8192, 16, 2, 0), _LOOPED], "bwd": [_split(16384, 4096, 16, 2, 1), _LOOPED]}
 SWEEP.update({
-    "layernorm_70b": {"bwd": _WIDE_NORM_BWD,
-                      "fwd": [dict(num_warps=8), dict(num_warps=16), dict(num_warps=4), dict(block_m=2, num_warps=16)]},
-    "rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:4],
-                    "fwd": [dict(num_warps=8), dict(num_warps=16), dict(num_warps=4), dict(num_warps=8, maxnreg=32)]},
-    "add_rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:3], "fwd": [dict(num_warps=8), dict(num_warps=16), dict(num_warps=4)]},
+    "layernorm_70b": {"bwd": _WIDE_NORM_BWD, "fwd": [dict(num_warps=8), dict(num_warps=16)]},
+    "rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:3], "fwd": [dict(num_warps=8), dict(num_warps=16), dict(num_warps=4)]},
+    "add_rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:1], "fwd": [dict(num_warps=8), dict(num_warps=16)]},
+    "softmax_vocab_check": _WIDE_CHECK,
+    "softmax_256k_check": _WIDE_CHECK,
 })  # fmt: skip
 #: Forward A/B candidates against Liger (``--ab``): the default first, then round 3a/3b's closest rivals.
 AB_VARIANTS = {
-    "rmsnorm": [{}, dict(num_warps=8, maxnreg=32), dict(block_m=2, num_warps=8, maxnreg=32), dict(num_warps=4)],
-    "add_rmsnorm": [{}, dict(num_warps=16), dict(num_warps=4, maxnreg=32)],
+    "rmsnorm": [{}, dict(num_warps=8, maxnreg=32), dict(block_m=2, num_warps=8, maxnreg=32)],
+    "add_rmsnorm": [{}, dict(num_warps=16)],
 }
 #: dW partial-sum reduction (P = 2 programs x 132 SMs rows): sum_partials keyword arguments.
 PARTIAL_SUM_SWEEP = [dict(block_p=32, block_c=None, num_warps=4), dict(block_p=128, block_c=32, num_warps=4),

@@ -43,7 +43,7 @@ import triton
 import triton.language as tl
 
 from solkit.kernels._utils import check_rows, interpreting, register_cap, row_config, sm_count, warps_for
-from solkit.kernels.softmax_split import _softmax_bwd_split_kernel, _softmax_fwd_split_kernel, split_plan
+from solkit.kernels.softmax_split import _dot_range, _online_max_sum, _softmax_split_kernel, split_plan
 
 #: Widest row kept whole in registers; wider rows take the looped path.
 MAX_SINGLE_BLOCK_COLS = 16384
@@ -105,24 +105,9 @@ def _softmax_fwd_looped_kernel(
     y_row = y_ptr + row * y_stride
     cols = tl.arange(0, BLOCK_N)
     neg_inf = -float("inf")
-    # Pass 1: running max (a scalar, one block reduction per chunk) and per-lane sums rescaled by it.
-    m_run = tl.max(tl.full([BLOCK_N], neg_inf, tl.float32), axis=0)
-    s_vec = tl.zeros([BLOCK_N], tl.float32)
-    # PREFETCH: the next chunk's load is issued before this chunk's reduction (register double buffer).
-    x_next = tl.load(x_row + cols, mask=cols < n_cols, other=neg_inf, eviction_policy="evict_last")
-    for start in range(0, n_cols, BLOCK_N):
-        if PREFETCH:
-            x = x_next.to(tl.float32)
-            nxt = start + BLOCK_N + cols
-            x_next = tl.load(x_row + nxt, mask=nxt < n_cols, other=neg_inf, eviction_policy="evict_last")
-        else:
-            x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=neg_inf, eviction_policy="evict_last")
-            x = x.to(tl.float32)
-        m_new = tl.maximum(m_run, tl.max(x, axis=0))
-        m_safe = tl.where(m_new == neg_inf, 0.0, m_new)  # an all -inf prefix must not make NaN
-        s_vec = s_vec * tl.exp(m_run - m_safe) + tl.exp(x - m_safe)
-        m_run = m_new
-    inv_s = 1.0 / tl.sum(s_vec, axis=0)
+    # Pass 1: online max and sum (the next chunk loaded before this one is reduced, with PREFETCH).
+    m_run, s_sum = _online_max_sum(x_row, 0, n_cols, BLOCK_N, "evict_last", PREFETCH)
+    inv_s = 1.0 / s_sum
     # Pass 2, in reverse: the chunks read last in pass 1 are the likeliest still in L2.
     n_chunks = tl.cdiv(n_cols, BLOCK_N)
     last = (n_chunks - 1) * BLOCK_N
@@ -151,13 +136,8 @@ def _softmax_bwd_looped_kernel(
     y_row = y_ptr + row * y_stride
     dx_row = dx_ptr + row * dx_stride
     cols = tl.arange(0, BLOCK_N)
-    acc = tl.zeros([BLOCK_N], tl.float32)
-    for start in range(0, n_cols, BLOCK_N):
-        mask = start + cols < n_cols
-        y = tl.load(y_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        dy = tl.load(dy_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        acc += y * dy
-    dot = tl.sum(acc, axis=0)
+    # Pass 1 without a prefetch: with 32k-column chunks a second y/dy buffer would not fit in registers.
+    dot = _dot_range(y_row, dy_row, 0, n_cols, BLOCK_N, "evict_last", False)
     n_chunks = tl.cdiv(n_cols, BLOCK_N)
     last = (n_chunks - 1) * BLOCK_N
     y_next = tl.load(y_row + last + cols, mask=last + cols < n_cols, other=0.0, eviction_policy="evict_first")
@@ -259,19 +239,8 @@ def _softmax_fwd_coop_kernel(
             m_all = tl.max(ms, axis=0)
             ss = tl.load(part_ptr + idx + 1, mask=k < SEGS, other=0.0, cache_modifier=".cg")
             s_all = tl.sum(tl.where(k < SEGS, ss * tl.exp(ms - m_all), 0.0), axis=0)
-        else:
-            fb = tl.arange(0, FB_BLOCK)  # a narrow chunk: the segments and their prefetch stay in registers
-            fb_ok = fb * 0 + row < n_rows
-            m_all = tl.max(tl.full([FB_BLOCK], neg_inf, tl.float32), axis=0)
-            s_vec = tl.zeros([FB_BLOCK], tl.float32)
-            for start in range(0, n_cols, FB_BLOCK):
-                xc = tl.load(x_row + start + fb, mask=(start + fb < n_cols) & fb_ok, other=neg_inf)
-                xc = xc.to(tl.float32)
-                m_new = tl.maximum(m_all, tl.max(xc, axis=0))
-                m_safe = tl.where(m_new == neg_inf, 0.0, m_new)
-                s_vec = s_vec * tl.exp(m_all - m_safe) + tl.exp(xc - m_safe)
-                m_all = m_new
-            s_all = tl.sum(s_vec, axis=0)
+        else:  # narrow chunks: the segments and their prefetch stay in registers; a phantom row reads nothing
+            m_all, s_all = _online_max_sum(x_row, 0, tl.where(row < n_rows, n_cols, 0), FB_BLOCK, "", False)
         y = tl.exp(x - m_all) * (1.0 / s_all)
         row_ok = offs * 0 + row < n_rows
         tl.store(y_ptr + row.to(tl.int64) * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=cmask & row_ok)
@@ -317,15 +286,10 @@ def _softmax_bwd_coop_kernel(
         if _wait_for_segments(cnt_ptr, row, SEGS, max_spin):
             k = tl.arange(0, SEGS_P2)
             dot = tl.sum(tl.load(part_ptr + row * SEGS + k, mask=k < SEGS, other=0.0, cache_modifier=".cg"), axis=0)
-        else:
-            fb = tl.arange(0, FB_BLOCK)
-            acc = tl.zeros([FB_BLOCK], tl.float32)
-            for start in range(0, n_cols, FB_BLOCK):
-                fm = (start + fb < n_cols) & (fb * 0 + row < n_rows)
-                yc = tl.load(y_ptr + row.to(tl.int64) * y_stride + start + fb, mask=fm, other=0.0).to(tl.float32)
-                dyc = tl.load(dy_ptr + row.to(tl.int64) * dy_stride + start + fb, mask=fm, other=0.0).to(tl.float32)
-                acc += yc * dyc
-            dot = tl.sum(acc, axis=0)
+        else:  # the whole row's dot product, here (a phantom row reads nothing)
+            r64 = row.to(tl.int64)
+            n_valid = tl.where(row < n_rows, n_cols, 0)
+            dot = _dot_range(y_ptr + r64 * y_stride, dy_ptr + r64 * dy_stride, 0, n_valid, FB_BLOCK, "", False)
         dx = (y_cur.to(tl.float32) * (dy_cur.to(tl.float32) - dot)).to(dx_ptr.dtype.element_ty)
         tl.store(dx_ptr + row.to(tl.int64) * dx_stride + cols, dx, mask=cmask & (offs * 0 + row < n_rows))
         y_cur, dy_cur = y_nxt, dy_nxt
@@ -340,23 +304,11 @@ def _coop_plan(
     n_rows: int, n_cols: int, t: torch.Tensor, seg_block: int, per_sm: int
 ) -> tuple[int, int, int, int] | None:
     """``(grid, SEGS, seg_len, BLOCK_N)`` of the cooperative path, or None when a row needs more
-    programs than can be resident at once.
-
-    Segments hold at most ``seg_block`` columns; their count is the smallest (from the minimum up to
-    twice it) whose groups fill the most of the ``per_sm x SMs`` resident slots: 128256-wide rows
-    take 11 segments x 12 groups = 132 programs rather than 8 x 16 = 128 (four idle SMs)."""
-    slots = sm_count(t) * max(per_sm, 1)
-    lo = triton.cdiv(n_cols, seg_block)
-    if lo > slots:
-        return None
-    best_used, segs = 0, lo
-    for s in range(lo, min(2 * lo, slots) + 1):
-        used = min(slots // s, n_rows) * s
-        if used > best_used:
-            best_used, segs = used, s
-    seg_len = triton.cdiv(triton.cdiv(n_cols, segs), 16) * 16  # 16-element multiple keeps 16-byte vectors
-    groups = max(min(slots // segs, n_rows), 1)
-    return groups * segs, segs, seg_len, triton.next_power_of_2(seg_len)
+    programs than can be resident at once: :func:`split_plan`'s segments (the count that fills the most
+    of the ``per_sm x SMs`` resident slots: 128256-wide rows on 132 SMs take 11 segments x 12 groups,
+    not 8 x 16) of at most ``seg_block`` columns, each held whole in registers."""
+    plan = split_plan(n_rows, n_cols, seg_block, sm_count(t) * max(per_sm, 1))
+    return None if plan is None else (*plan, triton.next_power_of_2(plan[2]))
 
 
 def _coop_buffers(rows: int, segs: int, per_seg: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -412,9 +364,10 @@ def _use_coop(coop, cfg: dict, t: torch.Tensor) -> bool:
     return bool(coop)
 
 
-def _split_launch(kernel, ptrs, strides, cfg: dict, split, num_warps) -> bool:
-    """Launch a split-row kernel (options: ``cfg`` updated by ``split`` when it is a dict); False, with
-    nothing launched, when a row needs more programs than can be resident at once."""
+def _split_launch(backward: bool, ptrs, strides, cfg: dict, split, num_warps) -> bool:
+    """Launch the split-row kernel on ``ptrs`` (forward: x, x, y; backward: dy, y, dx) with options
+    ``cfg`` updated by ``split`` when it is a dict; False, with nothing launched, when a row needs
+    more programs than can be resident at once."""
     opts = {**cfg, **(split if isinstance(split, dict) else {})}
     t = ptrs[0]
     n_rows, n_cols = t.shape
@@ -423,12 +376,12 @@ def _split_launch(kernel, ptrs, strides, cfg: dict, split, num_warps) -> bool:
         return False
     grid, segs, seg_len = plan
     nw = num_warps or opts["num_warps"]
-    if kernel is _softmax_fwd_split_kernel:  # (max, sum) bit patterns; all ones = NaN = not published
+    if not backward:  # (max, sum) bit patterns; all ones = NaN = not published
         part = torch.full((n_rows * segs,), -1, dtype=torch.int64, device=t.device)
     else:
         part = torch.full((n_rows * segs,), float("nan"), dtype=torch.float32, device=t.device)
-    kernel[(grid,)](
-        *ptrs, part, n_rows, n_cols, *strides, seg_len, _max_spin(),
+    _softmax_split_kernel[(grid,)](
+        *ptrs, part, n_rows, n_cols, *strides, seg_len, _max_spin(), BACKWARD=backward,
         SEGS=segs, SEGS_P2=triton.next_power_of_2(segs), CHUNK=min(opts["chunk"], triton.next_power_of_2(seg_len)),
         LOOKAHEAD=int(opts["lookahead"]), num_warps=nw, maxnreg=register_cap(opts["per_sm"], nw),
     )  # fmt: skip
@@ -492,8 +445,8 @@ def softmax_forward(
     cfg = COOP_CONFIG["fwd"]
     path = _wide_path(coop, split, "fwd", x2) if looped else "single"
     if path == "split":
-        if _split_launch(_softmax_fwd_split_kernel, (x2, y2), (x2.stride(0), y2.stride(0)), SPLIT_CONFIG["fwd"],
-                         split, num_warps):  # fmt: skip
+        strides = (x2.stride(0), x2.stride(0), y2.stride(0))
+        if _split_launch(False, (x2, x2, y2), strides, SPLIT_CONFIG["fwd"], split, num_warps):
             return y2.view(x.shape)
     elif path == "coop":
         strides = (x2.stride(0), y2.stride(0))
@@ -538,7 +491,7 @@ def softmax_backward(
     path = _wide_path(coop, split, "bwd", y2) if looped else "single"
     strides = (dy2.stride(0), y2.stride(0), dx2.stride(0))
     if path == "split":
-        if _split_launch(_softmax_bwd_split_kernel, (dy2, y2, dx2), strides, SPLIT_CONFIG["bwd"], split, num_warps):
+        if _split_launch(True, (dy2, y2, dx2), strides, SPLIT_CONFIG["bwd"], split, num_warps):
             return dx2.view(y.shape)
     elif path == "coop":
         args = (strides, 1, cfg, coop_segment, num_warps, coop_per_sm, coop_lookahead)

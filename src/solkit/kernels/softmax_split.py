@@ -37,18 +37,24 @@ import triton.language as tl
 
 
 @triton.jit
-def _online_max_sum(row_ptr, c0, c1, CHUNK: tl.constexpr, POLICY: tl.constexpr):
-    """``(max, sum(exp(x - max)))`` of ``row_ptr[c0:c1]``, chunk by chunk, the next chunk loaded
-    before the current one is reduced."""
+def _online_max_sum(row_ptr, c0, c1, CHUNK: tl.constexpr, POLICY: tl.constexpr, PREFETCH: tl.constexpr):
+    """``(max, sum(exp(x - max)))`` of ``row_ptr[c0:c1]``, chunk by chunk: a running max (a scalar, one
+    block reduction per chunk) and per-lane sums rescaled by it. ``PREFETCH``: the next chunk is
+    loaded before the current one is reduced (a register double buffer)."""
     cols = tl.arange(0, CHUNK)
     neg_inf = -float("inf")
     m_run = tl.max(tl.full([CHUNK], neg_inf, tl.float32), axis=0)
     s_vec = tl.zeros([CHUNK], tl.float32)
-    x_next = tl.load(row_ptr + c0 + cols, mask=c0 + cols < c1, other=neg_inf, eviction_policy=POLICY)
+    if PREFETCH:
+        x_next = tl.load(row_ptr + c0 + cols, mask=c0 + cols < c1, other=neg_inf, eviction_policy=POLICY)
     for start in range(c0, c1, CHUNK):
-        x = x_next.to(tl.float32)
-        nxt = start + CHUNK + cols
-        x_next = tl.load(row_ptr + nxt, mask=nxt < c1, other=neg_inf, eviction_policy=POLICY)
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+            nxt = start + CHUNK + cols
+            x_next = tl.load(row_ptr + nxt, mask=nxt < c1, other=neg_inf, eviction_policy=POLICY)
+        else:
+            x = tl.load(row_ptr + start + cols, mask=start + cols < c1, other=neg_inf, eviction_policy=POLICY)
+            x = x.to(tl.float32)
         m_new = tl.maximum(m_run, tl.max(x, axis=0))
         m_safe = tl.where(m_new == neg_inf, 0.0, m_new)  # an all -inf prefix must not make NaN
         s_vec = s_vec * tl.exp(m_run - m_safe) + tl.exp(x - m_safe)
@@ -57,23 +63,52 @@ def _online_max_sum(row_ptr, c0, c1, CHUNK: tl.constexpr, POLICY: tl.constexpr):
 
 
 @triton.jit
-def _dot_range(y_row, dy_row, c0, c1, CHUNK: tl.constexpr, POLICY: tl.constexpr):
-    """``sum(y * dy)`` over ``[c0, c1)``, the next chunk loaded before the current one is used."""
+def _dot_range(y_row, dy_row, c0, c1, CHUNK: tl.constexpr, POLICY: tl.constexpr, PREFETCH: tl.constexpr):
+    """``sum(y * dy)`` over ``[c0, c1)``; ``PREFETCH``: the next chunk loaded before the current one is used."""
     cols = tl.arange(0, CHUNK)
     acc = tl.zeros([CHUNK], tl.float32)
-    y_next = tl.load(y_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy=POLICY)
-    dy_next = tl.load(dy_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy=POLICY)
+    if PREFETCH:
+        y_next = tl.load(y_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy=POLICY)
+        dy_next = tl.load(dy_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy=POLICY)
     for start in range(c0, c1, CHUNK):
-        y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
-        nxt = start + CHUNK + cols
-        y_next = tl.load(y_row + nxt, mask=nxt < c1, other=0.0, eviction_policy=POLICY)
-        dy_next = tl.load(dy_row + nxt, mask=nxt < c1, other=0.0, eviction_policy=POLICY)
+        if PREFETCH:
+            y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
+            nxt = start + CHUNK + cols
+            y_next = tl.load(y_row + nxt, mask=nxt < c1, other=0.0, eviction_policy=POLICY)
+            dy_next = tl.load(dy_row + nxt, mask=nxt < c1, other=0.0, eviction_policy=POLICY)
+        else:
+            mask = start + cols < c1
+            y = tl.load(y_row + start + cols, mask=mask, other=0.0, eviction_policy=POLICY).to(tl.float32)
+            dy = tl.load(dy_row + start + cols, mask=mask, other=0.0, eviction_policy=POLICY).to(tl.float32)
         acc += y * dy
     return tl.sum(acc, axis=0)
 
 
 @triton.jit
-def _fwd_finish(x_ptr, y_ptr, part_ptr, row, seg, n_rows, n_cols, x_stride, y_stride, c0, c1, max_spin,
+def _unpublished(v, PAIR: tl.constexpr):
+    """Slots still NaN (not published): a ``(max, sum)`` pair is tested on its low half (the sum)."""
+    if PAIR:
+        lo = v.to(tl.int32).to(tl.float32, bitcast=True)  # truncation keeps the low half
+        return lo != lo
+    return v != v
+
+
+@triton.jit
+def _wait_published(slots, km, max_spin, PAIR: tl.constexpr):
+    """Poll a row's ``SEGS`` slots (at most ``max_spin`` times) until none is NaN; returns the slots'
+    values and how many were still missing (0: all published)."""
+    v = tl.load(slots, mask=km, other=0, volatile=True)
+    missing = tl.sum((km & _unpublished(v, PAIR)).to(tl.int32), axis=0)
+    spins = 0
+    while (missing > 0) & (spins < max_spin):
+        v = tl.load(slots, mask=km, other=0, volatile=True)
+        missing = tl.sum((km & _unpublished(v, PAIR)).to(tl.int32), axis=0)
+        spins += 1
+    return v, missing
+
+
+@triton.jit
+def _fwd_finish(x_ptr, y_ptr, part_ptr, row, n_cols, x_stride, y_stride, c0, c1, max_spin,
                 SEGS: tl.constexpr, SEGS_P2: tl.constexpr, CHUNK: tl.constexpr):  # fmt: skip
     """Pass 2 of ``row``: wait for its ``SEGS`` published ``(max, sum)``, then write ``y`` over ``[c0, c1)``."""
     x_row = x_ptr + row.to(tl.int64) * x_stride
@@ -82,23 +117,15 @@ def _fwd_finish(x_ptr, y_ptr, part_ptr, row, seg, n_rows, n_cols, x_stride, y_st
     x_next = tl.load(x_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
     k = tl.arange(0, SEGS_P2)
     km = k < SEGS
-    slots = part_ptr + row.to(tl.int64) * SEGS + k
-    v = tl.load(slots, mask=km, other=0, volatile=True)
-    lo = v.to(tl.int32).to(tl.float32, bitcast=True)  # truncation keeps the low half
-    missing = tl.sum((km & (lo != lo)).to(tl.int32), axis=0)  # NaN: not published yet
-    spins = 0
-    while (missing > 0) & (spins < max_spin):
-        v = tl.load(slots, mask=km, other=0, volatile=True)
-        lo = v.to(tl.int32).to(tl.float32, bitcast=True)
-        missing = tl.sum((km & (lo != lo)).to(tl.int32), axis=0)
-        spins += 1
+    v, missing = _wait_published(part_ptr + row.to(tl.int64) * SEGS + k, km, max_spin, True)
     if missing == 0:
+        lo = v.to(tl.int32).to(tl.float32, bitcast=True)
         hi = (v >> 32).to(tl.int32).to(tl.float32, bitcast=True)
         ms = tl.where(km, hi, -float("inf"))
         m_all = tl.max(ms, axis=0)
         s_all = tl.sum(tl.where(km & (ms > -float("inf")), lo * tl.exp(ms - m_all), 0.0), axis=0)
     else:  # partners never published (not resident, or the interpreter): the whole row, here
-        m_all, s_all = _online_max_sum(x_row, 0, n_cols, CHUNK, "evict_first")
+        m_all, s_all = _online_max_sum(x_row, 0, n_cols, CHUNK, "evict_first", True)
     inv_s = 1.0 / s_all
     y_row = y_ptr + row.to(tl.int64) * y_stride
     for start in range(c0, c1, CHUNK):
@@ -111,10 +138,42 @@ def _fwd_finish(x_ptr, y_ptr, part_ptr, row, seg, n_rows, n_cols, x_stride, y_st
 
 
 @triton.jit
-def _softmax_fwd_split_kernel(
-    x_ptr, y_ptr, part_ptr, n_rows, n_cols, x_stride, y_stride, seg_len, max_spin,
-    SEGS: tl.constexpr, SEGS_P2: tl.constexpr, CHUNK: tl.constexpr, LOOKAHEAD: tl.constexpr,
+def _bwd_finish(dy_ptr, y_ptr, dx_ptr, part_ptr, row, n_cols, dy_stride, y_stride, dx_stride, c0, c1, max_spin,
+                SEGS: tl.constexpr, SEGS_P2: tl.constexpr, CHUNK: tl.constexpr):  # fmt: skip
+    """Pass 2 of ``row``: wait for its ``SEGS`` published ``sum(y * dy)``, then write ``dx`` over ``[c0, c1)``."""
+    r64 = row.to(tl.int64)
+    y_row = y_ptr + r64 * y_stride
+    dy_row = dy_ptr + r64 * dy_stride
+    cols = tl.arange(0, CHUNK)
+    # The segment's first chunk is requested before the poll, so the two round trips overlap.
+    y_next = tl.load(y_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
+    dy_next = tl.load(dy_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
+    k = tl.arange(0, SEGS_P2)
+    km = k < SEGS
+    p, missing = _wait_published(part_ptr + r64 * SEGS + k, km, max_spin, False)
+    if missing == 0:
+        dot_all = tl.sum(tl.where(km, p, 0.0), axis=0)
+    else:  # partners never published: the whole row's dot product, here
+        dot_all = _dot_range(y_row, dy_row, 0, n_cols, CHUNK, "evict_first", True)
+    dx_row = dx_ptr + r64 * dx_stride
+    for start in range(c0, c1, CHUNK):
+        y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
+        nxt = start + CHUNK + cols
+        y_next = tl.load(y_row + nxt, mask=nxt < c1, other=0.0, eviction_policy="evict_first")
+        dy_next = tl.load(dy_row + nxt, mask=nxt < c1, other=0.0, eviction_policy="evict_first")
+        dx = (y * (dy - dot_all)).to(dx_ptr.dtype.element_ty)
+        tl.store(dx_row + start + cols, dx, mask=start + cols < c1, eviction_policy="evict_first")
+
+
+@triton.jit
+def _softmax_split_kernel(
+    a_ptr, b_ptr, out_ptr, part_ptr, n_rows, n_cols, a_stride, b_stride, out_stride, seg_len, max_spin,
+    BACKWARD: tl.constexpr, SEGS: tl.constexpr, SEGS_P2: tl.constexpr, CHUNK: tl.constexpr,
+    LOOKAHEAD: tl.constexpr,
 ):  # fmt: skip
+    """Forward: ``a`` = x (``b`` unused), ``out`` = y, the published partial is the segment's
+    ``(max, sum)`` in one 64-bit slot. Backward: ``a`` = dy, ``b`` = y, ``out`` = dx, the partial is the
+    segment's ``sum(y * dy)`` (fp32)."""
     # Program p owns segment p % SEGS of rows p // SEGS, p // SEGS + G, ... (G groups of SEGS programs).
     pid = tl.program_id(0)
     seg = pid % SEGS
@@ -125,65 +184,24 @@ def _softmax_fwd_split_kernel(
     for base in range(0, n_rows + LOOKAHEAD * n_groups, n_groups):
         row = base + pid // SEGS
         if row < n_rows:  # rows past the end: every program of the group skips them alike
-            m_loc, s_loc = _online_max_sum(x_ptr + row.to(tl.int64) * x_stride, c0, c1, CHUNK, "evict_last")
-            # sum in the low half, zero-extended (via uint32); max in the high half
-            s_bits = s_loc.to(tl.int32, bitcast=True).to(tl.uint32).to(tl.int64)
-            bits = (m_loc.to(tl.int32, bitcast=True).to(tl.int64) << 32) | s_bits
-            tl.store(part_ptr + row.to(tl.int64) * SEGS + seg, bits)  # one 64-bit store: max and sum together
-        done = row - LOOKAHEAD * n_groups
-        if (done >= 0) & (done < n_rows):
-            _fwd_finish(x_ptr, y_ptr, part_ptr, done, seg, n_rows, n_cols, x_stride, y_stride, c0, c1, max_spin,
-                        SEGS, SEGS_P2, CHUNK)  # fmt: skip
-
-
-@triton.jit
-def _softmax_bwd_split_kernel(
-    dy_ptr, y_ptr, dx_ptr, part_ptr, n_rows, n_cols, dy_stride, y_stride, dx_stride, seg_len, max_spin,
-    SEGS: tl.constexpr, SEGS_P2: tl.constexpr, CHUNK: tl.constexpr, LOOKAHEAD: tl.constexpr,
-):  # fmt: skip
-    # Same partition as the forward; the published partial is sum(y * dy) over the segment (NaN: not yet).
-    pid = tl.program_id(0)
-    seg = pid % SEGS
-    n_groups = tl.num_programs(0) // SEGS
-    c0 = seg * seg_len
-    c1 = tl.minimum(c0 + seg_len, n_cols)
-    k = tl.arange(0, SEGS_P2)
-    km = k < SEGS
-    cols = tl.arange(0, CHUNK)
-    for base in range(0, n_rows + LOOKAHEAD * n_groups, n_groups):
-        row = base + pid // SEGS
-        if row < n_rows:
             r64 = row.to(tl.int64)
-            dot = _dot_range(y_ptr + r64 * y_stride, dy_ptr + r64 * dy_stride, c0, c1, CHUNK, "evict_last")
-            tl.store(part_ptr + r64 * SEGS + seg, dot)
+            if BACKWARD:
+                dot = _dot_range(b_ptr + r64 * b_stride, a_ptr + r64 * a_stride, c0, c1, CHUNK, "evict_last", True)
+                tl.store(part_ptr + r64 * SEGS + seg, dot)
+            else:
+                m_loc, s_loc = _online_max_sum(a_ptr + r64 * a_stride, c0, c1, CHUNK, "evict_last", True)
+                # sum in the low half, zero-extended (via uint32); max in the high half
+                s_bits = s_loc.to(tl.int32, bitcast=True).to(tl.uint32).to(tl.int64)
+                bits = (m_loc.to(tl.int32, bitcast=True).to(tl.int64) << 32) | s_bits
+                tl.store(part_ptr + r64 * SEGS + seg, bits)  # one 64-bit store: max and sum together
         done = row - LOOKAHEAD * n_groups
         if (done >= 0) & (done < n_rows):
-            d64 = done.to(tl.int64)
-            y_row = y_ptr + d64 * y_stride
-            dy_row = dy_ptr + d64 * dy_stride
-            # The segment's first chunk is requested before the poll, so the two round trips overlap.
-            y_next = tl.load(y_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
-            dy_next = tl.load(dy_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy="evict_first")
-            slots = part_ptr + d64 * SEGS + k
-            p = tl.load(slots, mask=km, other=0.0, volatile=True)
-            missing = tl.sum((km & (p != p)).to(tl.int32), axis=0)
-            spins = 0
-            while (missing > 0) & (spins < max_spin):
-                p = tl.load(slots, mask=km, other=0.0, volatile=True)
-                missing = tl.sum((km & (p != p)).to(tl.int32), axis=0)
-                spins += 1
-            if missing == 0:
-                dot_all = tl.sum(tl.where(km, p, 0.0), axis=0)
-            else:  # partners never published: the whole row's dot product, here
-                dot_all = _dot_range(y_row, dy_row, 0, n_cols, CHUNK, "evict_first")
-            dx_row = dx_ptr + d64 * dx_stride
-            for start in range(c0, c1, CHUNK):
-                y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
-                nxt = start + CHUNK + cols
-                y_next = tl.load(y_row + nxt, mask=nxt < c1, other=0.0, eviction_policy="evict_first")
-                dy_next = tl.load(dy_row + nxt, mask=nxt < c1, other=0.0, eviction_policy="evict_first")
-                dx = (y * (dy - dot_all)).to(dx_ptr.dtype.element_ty)
-                tl.store(dx_row + start + cols, dx, mask=start + cols < c1, eviction_policy="evict_first")
+            if BACKWARD:
+                _bwd_finish(a_ptr, b_ptr, out_ptr, part_ptr, done, n_cols, a_stride, b_stride, out_stride, c0, c1,
+                            max_spin, SEGS, SEGS_P2, CHUNK)  # fmt: skip
+            else:
+                _fwd_finish(a_ptr, out_ptr, part_ptr, done, n_cols, a_stride, out_stride, c0, c1, max_spin,
+                            SEGS, SEGS_P2, CHUNK)  # fmt: skip
 
 
 def split_plan(n_rows: int, n_cols: int, segment: int, slots: int) -> tuple[int, int, int] | None:
