@@ -219,7 +219,7 @@ class Autotuner:
 
             as_cfg = [_as_triton(triton, space, c) for c in configs]
             kept = prune(as_cfg, dict(named))
-            configs = _uniform([_config_to_dict(c) for c in kept])
+            configs = [{k: c.get(k) for k in space.names} for c in map(_config_to_dict, kept)]  # the list's keys
         if perf_model:
             est = sorted(configs, key=lambda c: perf_model(**dict(named), **c))
             top = self.prune.get("top_k", 1.0)
