@@ -36,7 +36,7 @@ if "--quick" in sys.argv and not __import__("torch").cuda.is_available():
 import torch  # noqa: E402
 import triton  # noqa: E402
 from gemm_oproj_compile import SEED_SHAPE, oproj_residual, precompile, warm_tasks, warm_worker  # noqa: E402
-from gemm_oproj_report import print_table, render_markdown  # noqa: E402
+from gemm_oproj_report import print_table, render_markdown, render_sweep_markdown  # noqa: E402
 from gemm_oproj_sweep import kernel_names, sweep  # noqa: E402
 
 from solkit.harness.timing import benchmark as _harness_benchmark  # noqa: E402
@@ -461,9 +461,13 @@ def main() -> int:
     p.add_argument("--l2-flush", default="read", choices=["read", "write"], help="harness L2 flush between calls")
     p.add_argument("--render", metavar="JSON", help="print a result JSON as a markdown table and exit")
     p.add_argument("--calibration", metavar="JSON", help="with --render: take the copy bandwidth from this file")
+    p.add_argument("--render-sweep", metavar="JSON", help="print a result JSON's prefill sweep as markdown and exit")
     args = p.parse_args()
     if args.warm_worker:
         return warm_worker(json.loads(args.warm_worker))
+    if args.render_sweep:
+        print(render_sweep_markdown(args.render_sweep))
+        return 0
     if args.render:
         print(render_markdown(args.render, args.calibration))
         return 0

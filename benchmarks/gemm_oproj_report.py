@@ -127,3 +127,46 @@ def targets_markdown(doc: dict[str, Any]) -> list[str]:
         err, allowed = fused.get("rel_err", float("nan")), fused.get("allowed_rel_err", 0.0)
         out.append(f"| {shape} | relative error vs fp32 | {err:.2e} | <= {allowed:.2e} | {ok} |")
     return out
+
+
+def _config_tag(cfg: dict[str, Any]) -> str:
+    """A sweep config in a few characters: kernel, tile, stages, epilogue pieces and the stream-K knobs."""
+    tag = f"{cfg.get('kernel', '')} {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} st{cfg.get('num_stages')}"
+    tag += f" epi{cfg.get('EPI_SUBTILE', 1)}{'' if cfg.get('FLATTEN', True) else ' unflat'}"
+    if cfg.get("kernel") == "streamk":
+        tag += f" SK{cfg.get('SK_WAVES', 1)}"
+    if cfg.get("GROUP_M", 8) != 8:
+        tag += f" G{cfg['GROUP_M']}"
+    return tag + f" pre{cfg.get('PREFETCH_RES', 0)}"
+
+
+def render_sweep_markdown(path: str) -> str:
+    """The prefill sweep of a result JSON: per shape, every config (with and without the residual) against
+    cuBLAS matmul and addmm timed in the same interleaved trials."""
+    doc = json.loads(Path(path).read_text())
+    base = {(b["M"], b["N"], b["K"]): b for b in doc.get("sweep_baselines", [])}
+    lines = [
+        f"Device {doc['device']['name']}, {doc['date']}, torch {doc['versions']['torch']}, "
+        f"triton {doc['versions']['triton']}; `{doc['command']}`.",
+        "",
+        "| shape | config | residual | median ms | vs cuBLAS addmm | over cuBLAS matmul | spread ms | correct |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in doc.get("sweep", []):
+        if row.get("regime") != "prefill":
+            continue
+        shape = f"{row['M']}x{row['N']}x{row['K']}"
+        res = "yes" if row.get("residual", True) else "no"
+        if "median_ms" not in row:
+            lines.append(f"| {shape} | {_config_tag(row['config'])} | {res} | error: {row.get('error', '?')[:60]} ||||")
+            continue
+        over = row.get("over_mm", 1 / row["vs_mm"] - 1 if row.get("vs_mm") else float("nan"))
+        lines.append(
+            f"| {shape} | {_config_tag(row['config'])} | {res} | {row['median_ms']:.4f} | {row['vs_addmm']:.3f}x | "
+            f"{over:+.1%} | {row['spread_ms']:.4f} | {'yes' if row.get('correct') else 'NO'} |"
+        )
+    lines += ["", "| shape | cuBLAS matmul ms | cuBLAS addmm ms |", "|---|---|---|"]
+    for (M, N, K), b in base.items():
+        if M > 64:
+            lines.append(f"| {M}x{N}x{K} | {b['cuBLAS mm']['median_ms']:.4f} | {b['cuBLAS addmm']['median_ms']:.4f} |")
+    return "\n".join(lines)
