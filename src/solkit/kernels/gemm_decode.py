@@ -98,9 +98,10 @@ def _decode_program(
         tile = pid_m * tl.num_programs(0) + pid_n
         ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if ticket == SPLIT_K - 1:
-            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            total = acc  # its own piece is still in registers: only the other pieces are read back
             for s in tl.static_range(SPLIT_K):
-                total += tl.load(part_ptr + s * M * N + tile_offs, mask=mask, other=0.0, cache_modifier=".cg")
+                total += tl.load(part_ptr + s * M * N + tile_offs, mask=mask & (tile_offs * 0 + pid_k != s), other=0.0,
+                                 cache_modifier=".cg")  # fmt: skip
             if HAS_RESIDUAL and not PRE_RES:
                 res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)
             out = apply_epilogue(total, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
