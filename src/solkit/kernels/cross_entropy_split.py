@@ -126,20 +126,24 @@ def _publish_tagged(base, chunk, k, m_c, s_c, sz, SPLIT_P2: tl.constexpr, HAS_SM
 
 
 @triton.jit
-def _await_tagged(base, k, sz, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
-                  HAS_SMOOTHING: tl.constexpr):  # fmt: skip
-    """Re-read the group's words of arrival ``k`` until every tag matches (at most ``spin_budget`` times);
-    returns (lse, sum z over the row, 1 if all arrived else 0)."""
-    want = tl.cast(k + 1, tl.int64)
-    tag = want << 32
+def _poll_tagged(base, k, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
+    """One read of the group's words of arrival ``k`` (lanes past SPLIT read as matching tags with -inf
+    for the max and 0 for the sums)."""
+    tag = tl.cast(k + 1, tl.int64) << 32
     offs = tl.arange(0, SPLIT_P2)
-    pm = offs < SPLIT
-    m_pad = tag | 0xFF800000  # lanes past SPLIT read as a matching tag with -inf (max) or 0 (sums)
-    wm, ws, wz = _load_words(base, offs, pm, tag, m_pad, SPLIT_P2, HAS_SMOOTHING)
+    return _load_words(base, offs, offs < SPLIT, tag, tag | 0xFF800000, SPLIT_P2, HAS_SMOOTHING)
+
+
+@triton.jit
+def _await_tagged(base, k, wm, ws, wz, sz, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
+                  HAS_SMOOTHING: tl.constexpr):  # fmt: skip
+    """From a first read (``wm, ws, wz``), re-read the words until every tag matches (at most
+    ``spin_budget`` times); returns (lse, sum z over the row, 1 if all arrived else 0)."""
+    want = tl.cast(k + 1, tl.int64)
     ready = _tags_match(wm, ws, wz, want)
     spins = 0
     while (ready == 0) & (spins < spin_budget):
-        wm, ws, wz = _load_words(base, offs, pm, tag, m_pad, SPLIT_P2, HAS_SMOOTHING)
+        wm, ws, wz = _poll_tagged(base, k, SPLIT, SPLIT_P2, HAS_SMOOTHING)
         ready = _tags_match(wm, ws, wz, want)
         spins += 1
     if HAS_SMOOTHING:
@@ -152,7 +156,8 @@ def _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_
                      SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
     base = _slot(partial_ptr, group, n_groups, k, SPLIT_P2, 2)
     _publish_tagged(base, chunk, k, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
-    return _await_tagged(base, k, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+    wm, ws, wz = _poll_tagged(base, k, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+    return _await_tagged(base, k, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING)
 
 
 @triton.jit
@@ -333,7 +338,10 @@ def _ce_split_skew_kernel(
         x_nn = tl.load(logits_ptr + nn.to(tl.int64) * logits_row_stride + cols,
                        mask=offs < tl.where(nn < n_rows, col_lim, 0), other=-float("inf"))  # fmt: skip
         t_nn = tl.load(targets_ptr + tl.minimum(nn, n_rows - 1)).to(tl.int32)
-        # pass 1 of the next row, published before this row's wait
+        # first read of this row's partials (published an iteration ago), in flight during the next row's
+        # pass 1, which is then published before this row's wait
+        base_cur = _slot(partial_ptr, group, n_groups, k_cur, SPLIT_P2, 3)
+        wm, ws, wz = _poll_tagged(base_cur, k_cur, SPLIT, SPLIT_P2, HAS_SMOOTHING)
         valid_nxt = (nxt < n_rows) & (t_nxt != ignore_index)
         nxt64 = tl.minimum(nxt, n_rows - 1).to(tl.int64)
         zt_nxt = _target_logit(logits_ptr, nxt64, logits_row_stride, t_nxt, n_cols)
@@ -344,8 +352,8 @@ def _ce_split_skew_kernel(
         # this row: wait, combine, loss, gradient
         g_row = grad_ptr + row64 * grad_row_stride
         if valid_cur:
-            lse, sz_row, ok = _await_tagged(_slot(partial_ptr, group, n_groups, k_cur, SPLIT_P2, 3), k_cur, sz,
-                                            spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
+            lse, sz_row, ok = _await_tagged(base_cur, k_cur, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
+                                            HAS_SMOOTHING)  # fmt: skip
             if ok == 0:
                 lse = lse + float("nan")
                 spin_budget = 0
