@@ -62,6 +62,11 @@ def label(cfg: dict[str, Any]) -> str:
     return s + f" w{cfg['num_warps']} st{cfg['num_stages']}"
 
 
+def normalize(cfg: dict[str, Any]) -> dict[str, Any]:
+    """One spelling per config: every splitk knob present (autotune entries name them, candidates may not)."""
+    return {"kernel": "splitk", "SPLIT_K": 1, "PIPE": 1, **KNOB_DEFAULTS, **cfg}
+
+
 def variants_for(M: int, N: int, family: str, only: str) -> list[dict[str, Any]]:
     """The configs timed at one shape: autotune entries and candidates whose BLOCK_M covers M (M = 1 also
     runs the 16-row TMA entries: tensor cores against FMA), with at least MIN_PROGRAMS programs."""
@@ -72,7 +77,7 @@ def variants_for(M: int, N: int, family: str, only: str) -> list[dict[str, Any]]
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for source, cfg in pool:
-        cfg = {"kernel": "splitk", "SPLIT_K": 1, "PIPE": 1, **KNOB_DEFAULTS, **cfg}  # one spelling per config
+        cfg = normalize(cfg)
         bm = cfg["BLOCK_M"]
         if bm < M or (M <= 16 and bm > 16) or (M == 1 and bm == 16 and not cfg.get("W_TMA")):
             continue
@@ -90,21 +95,29 @@ def variants_for(M: int, N: int, family: str, only: str) -> list[dict[str, Any]]
 
 # --------------------------------------------------------------------------------------------- compile
 def warm_worker(cfgs: list[dict[str, Any]]) -> int:
-    """Compile each config by one launch with the real shapes' specialisation (K = 4096: EVEN_K as at the
-    sweep's K; N, strides multiples of 16; 16-byte-aligned tensors); Triton's disk cache keeps them."""
+    """Compile each config by launching it with the real shapes' specialisation (K = 4096: EVEN_K as at
+    the sweep's K; N, strides multiples of 16; 16-byte-aligned tensors) at every M the sweep runs it at;
+    Triton's disk cache keeps the binaries. A config that faults here (a dead CUDA context ends this
+    worker) is not run by the main process, so one bad launch cannot take the sweep down."""
     dev = torch.device("cuda", torch.cuda.current_device())
     for cfg in cfgs:
         t0 = time.time()
         try:
-            M = 1 if cfg["BLOCK_M"] == 1 else 16
-            x = torch.randn(M, 4096, device=dev, dtype=torch.bfloat16)
-            w = torch.randn(256, 4096, device=dev, dtype=torch.bfloat16)
-            r = torch.randn(M, 256, device=dev, dtype=torch.bfloat16)
-            G.gemm(x, w, residual=r, config=cfg)
-            torch.cuda.synchronize(dev)
+            for M in {1: (1,), 16: (1, 16)}.get(cfg["BLOCK_M"], (64,)):
+                x = torch.randn(M, 4096, device=dev, dtype=torch.bfloat16)
+                w = torch.randn(256, 4096, device=dev, dtype=torch.bfloat16)
+                r = torch.randn(M, 256, device=dev, dtype=torch.bfloat16)
+                y = G.gemm(x, w, residual=r, config=cfg)
+                torch.cuda.synchronize(dev)
+                err = ((y.float() - (x.float() @ w.float().t() + r.float())).norm() / y.float().norm()).item()
+                if not err < 0.05:
+                    raise RuntimeError(f"wrong result at M={M}: relative error {err:.3g}")
             print(json.dumps({"ok": True, "s": round(time.time() - t0, 2), "config": cfg}), flush=True)
-        except Exception as e:  # noqa: BLE001 - the main process reports it as the variant's error
-            print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}", "config": cfg}), flush=True)
+        except Exception as e:  # noqa: BLE001 - the main process leaves the config out
+            msg = f"{type(e).__name__}: {str(e)[:300]}"
+            print(json.dumps({"ok": False, "error": msg, "config": cfg}), flush=True)
+            if "CUDA" in msg or "illegal" in msg.lower():
+                return 1  # the context is gone: what is left of this shard is not run (nor timed later)
     return 0
 
 
@@ -129,8 +142,9 @@ def precompile(cfgs: list[dict[str, Any]], workers: int, timeout_s: float) -> di
             out, _ = p.communicate()
         results += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     failed = [r for r in results if not r.get("ok")]
-    return {"workers": len(shards), "configs": len(cfgs), "done": len(results) - len(failed), "failed": failed,
-            "wall_s": round(time.time() - t0, 2)}  # fmt: skip
+    ok = [json.dumps(r["config"], sort_keys=True) for r in results if r.get("ok")]
+    return {"workers": len(shards), "configs": len(cfgs), "done": len(ok), "failed": failed, "ok": ok,
+            "not_run": len(cfgs) - len(results), "wall_s": round(time.time() - t0, 2)}  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------- timing
@@ -288,12 +302,18 @@ class Sweep:
         fns: dict[str, Any] = {
             "cuBLAS addmm (beta=1)": lambda x, w, r: torch.addmm(r, x, w.t()),
             "cuBLAS mm (x @ W.T, no residual)": lambda x, w, r: torch.matmul(x, w.t()),
-            "solkit autotuned (default path)": lambda x, w, r: G.gemm(x, w, residual=r),
         }
+        if not self.args.no_default_path:  # gemm's own config choice (solkit.tune or triton.autotune)
+            fns["solkit autotuned (default path)"] = lambda x, w, r: G.gemm(x, w, residual=r)
         for name in fns:
             rows[name] = {"variant": name, "source": "baseline"}
+        compiled = set(self.doc.get("precompile", {}).get("ok", []))
         for v in variants_for(M, N, self.family, self.args.only):
             name = v["label"]
+            if "precompile" in self.doc and json.dumps(v["config"], sort_keys=True) not in compiled:
+                rows[name] = {"variant": name, "source": v["source"], "config": v["config"], "correct": False,
+                              "error": "left out: failed or not reached in the precompile workers"}  # fmt: skip
+                continue
             rows[name] = {"variant": name, "source": v["source"], "config": v["config"],
                           "programs": programs(v["config"], M, N)}  # fmt: skip
             fns[name] = lambda x, w, r, cfg=v["config"]: G.gemm(x, w, residual=r, config=cfg)
@@ -375,7 +395,7 @@ class Sweep:
         if self.device.type == "cuda":
             cfgs = {json.dumps(v["config"], sort_keys=True) for M, N, _ in shapes
                     for v in variants_for(M, N, self.family, self.args.only)}  # fmt: skip
-            cfgs |= {json.dumps({"kernel": "splitk", **c}, sort_keys=True)
+            cfgs |= {json.dumps(normalize(c), sort_keys=True)
                      for c in G.load_config_table()[self.family]["decode"]["autotune"]}  # fmt: skip
             self.doc["precompile"] = precompile([json.loads(c) for c in sorted(cfgs)], self.args.workers,
                                                 self.args.compile_timeout_s)  # fmt: skip
@@ -435,6 +455,7 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=12)
     p.add_argument("--compile-timeout-s", type=float, default=35.0)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--no-default-path", action="store_true", help="leave out gemm's own (autotuned) config choice")
     p.add_argument(
         "--harness-kernel",
         action="store_true",

@@ -7,6 +7,6 @@
 set -u
 export TRITON_CACHE_DIR=/tmp/k6d_triton_cache
 python3 benchmarks/gemm_decode_sweep.py --out "$OUT/gemm_decode_sweep.json" --budget-s 58 --workers 12 \
-  --compile-timeout-s 30 --reps 30 --graph-reps 30 2>&1 | tee "$OUT/sweep.txt"
+  --compile-timeout-s 30 --reps 30 --graph-reps 30 --no-default-path 2>&1 | tee "$OUT/sweep.txt"
 echo "sweep rc=${PIPESTATUS[0]}"
 timeout 9 python3 -m pytest tests/kernels/test_gemm_decode.py -q -m gpu -k "not tma" -p no:cacheprovider 2>&1 | tail -n 6
