@@ -112,6 +112,20 @@ def test_residual_in_accumulator_interpreter(activation, alpha, beta, waves, mon
     _check(y, x, w, b, r, torch.float32, **kw)
 
 
+@pytest.mark.parametrize("waves", [1, 2])
+def test_two_programs_per_sm_interpreter(waves, monkeypatch):
+    """PROGS_PER_SM 2: the grid and the schedule double (3 'SMs' -> 6 programs), the workspace with them."""
+    if torch.cuda.is_available():
+        pytest.skip("interpreter case")
+    monkeypatch.setattr(G, "INTERPRETER_PROGRAMS", 3)
+    cfg = {**SMALL, "SK_WAVES": waves, "PROGS_PER_SM": 2}
+    x, w, b, r = _case(130, 96, 80, torch.float16, "cpu", seed=9)
+    y = G.gemm(x, w, b, r, config=cfg)
+    _check(y, x, w, b, r, torch.float16)
+    assert _covers_once(130, 96, 80, cfg, 6)["sk_tiles"] > 0
+    assert SK.SCRATCH["cpu"][0].numel() >= 6 * 2 * 32 * 32
+
+
 def test_reuse_and_determinism_interpreter(monkeypatch):
     """Two calls reuse the workspace (no reset between them: the counters are reset in-kernel), and a cut
     tile's pieces are summed in program order, so repeated calls agree bit for bit."""
@@ -157,7 +171,13 @@ def _hopper_streamk_configs():
     cfgs = [c for c in table["autotune"] + table.get("candidates", []) if c.get("kernel", table["kernel"]) == "streamk"]
     picked: dict[tuple, dict] = {}  # one per (tile, SK_WAVES, residual mode): each its own code path
     for c in cfgs:
-        key = (c["BLOCK_M"], c.get("SK_WAVES", 1), c.get("PREFETCH_RES", 0) == 6)
+        key = (
+            c["BLOCK_M"],
+            c["BLOCK_N"],
+            c.get("SK_WAVES", 1),
+            c.get("PREFETCH_RES", 0) == 6,
+            c.get("PROGS_PER_SM", 1),
+        )
         picked.setdefault(key, {"kernel": "streamk", **{k: v for k, v in c.items() if k not in ("m_min", "m_max")}})
     return list(picked.values())
 

@@ -387,7 +387,7 @@ def compile_for(
     sig.update(alpha="fp32", beta="fp32")
     tc = to_triton_config(config, kernel)
     consts: dict[str, Any] = dict(tc.kwargs)
-    if kernel in TMA_KERNELS:
+    if kernel == "tma_persistent":
         sig["num_programs"] = "i32"
     if kernel == "streamk":
         sig.update(ws_ptr="*fp32", count_ptr="*i32")
@@ -548,11 +548,12 @@ def gemm(
             n_prog = _num_sms(x.device.index if x.device.index is not None else torch.cuda.current_device())
         else:  # the interpreter: a few programs, so each walks several tiles as on a GPU
             n_prog = INTERPRETER_PROGRAMS
-        args["num_programs"] = n_prog
+        if kernel == "tma_persistent":
+            args["num_programs"] = n_prog
 
         def grid(meta):
-            if kernel == "streamk":  # the schedule is computed for exactly n_prog programs
-                return (n_prog,)
+            if kernel == "streamk":  # the kernel's schedule is for exactly its grid: PROGS_PER_SM per SM
+                return (n_prog * meta["PROGS_PER_SM"],)
             tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
             return (min(n_prog, tiles),)
 
@@ -572,7 +573,7 @@ def gemm(
         ptrs += _splitk_workspace(x.device, M, N, cfgs)
     elif kernel == "streamk":
         cfgs = [config] if config is not None else load_config_table()[family][regime]["autotune"]
-        ptrs += _streamk.workspace(x.device, args["num_programs"], cfgs)
+        ptrs += _streamk.workspace(x.device, n_prog, [to_triton_config(c, kernel).kwargs for c in cfgs])
     if config is not None:
         tc = to_triton_config(config, kernel)
         fn = _KERNEL_FNS[kernel]

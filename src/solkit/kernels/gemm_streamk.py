@@ -176,18 +176,21 @@ def _schedule(tiles, k_tiles, num_programs, SK_WAVES: tl.constexpr):
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
 def _gemm_streamk_kernel(
     x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, ws_ptr, count_ptr,
-    M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, num_programs,
+    M, N, K, M_BUCKET, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta,
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPI_SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, SK_WAVES: tl.constexpr, PREFETCH_RES: tl.constexpr,
-    PF_DIST: tl.constexpr,
+    PF_DIST: tl.constexpr, PROGS_PER_SM: tl.constexpr,
 ):  # fmt: skip
     """Stream-K ranges first (the cut tiles' fix-ups then overlap other programs' whole tiles), then the
     whole tiles. PREFETCH_RES: 0 off; 1 / 2 L2 prefetch of the residual tile (evict_normal / evict_last)
     PF_DIST k-steps before the tile's last iteration (at the piece's start if 0); 4 that prefetch, then
     the residual tile by plain loads when the epilogue starts; 5 those loads without the prefetch; 6 the
     accumulator starts as residual * beta / alpha (without activation; alpha != 0, checked by the
-    launcher), so the epilogue reads no residual at all."""
+    launcher), so the epilogue reads no residual at all. The grid is PROGS_PER_SM programs per SM (the
+    launcher's): with 2, one program's epilogue runs while the other's tensor-core loop goes on (small
+    tiles only: both must fit one SM's registers and shared memory)."""
+    num_programs = tl.num_programs(0)
     SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
     x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
     w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
@@ -281,7 +284,14 @@ def _gemm_streamk_kernel(
 
 
 #: streamk keys a config may leave out.
-STREAMK_DEFAULTS = {"EPI_SUBTILE": 1, "FLATTEN": True, "SK_WAVES": 1, "PREFETCH_RES": 0, "PF_DIST": 0}
+STREAMK_DEFAULTS = {
+    "EPI_SUBTILE": 1,
+    "FLATTEN": True,
+    "SK_WAVES": 1,
+    "PREFETCH_RES": 0,
+    "PF_DIST": 0,
+    "PROGS_PER_SM": 1,
+}
 #: PREFETCH_RES in Triton's interpreter, which runs no inline PTX (the L2 prefetch): the same loads without it.
 INTERPRETER_PREFETCH = {0: 0, 1: 0, 2: 0, 4: 5, 5: 5, 6: 6}
 
@@ -305,10 +315,16 @@ SCRATCH: dict[str, list[torch.Tensor]] = {}
 OUTGROWN: list[torch.Tensor] = []
 
 
-def workspace(device: torch.device, programs: int, cfgs: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+def programs(sms: int, cfg: dict[str, Any]) -> int:
+    """The grid of a config: PROGS_PER_SM programs per SM."""
+    return sms * int(cfg.get("PROGS_PER_SM", STREAMK_DEFAULTS["PROGS_PER_SM"]))
+
+
+def workspace(device: torch.device, sms: int, cfgs: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Partials and counters for the largest need among ``cfgs`` (stream-K tiles < SK_WAVES * programs)."""
-    floats = programs * 2 * max(int(c["BLOCK_M"]) * int(c["BLOCK_N"]) for c in cfgs)
-    counters = programs * max(max(int(c.get("SK_WAVES", STREAMK_DEFAULTS["SK_WAVES"])) for c in cfgs), 1)
+    floats = max(programs(sms, c) * 2 * int(c["BLOCK_M"]) * int(c["BLOCK_N"]) for c in cfgs)
+    waves = [max(int(c.get("SK_WAVES", STREAMK_DEFAULTS["SK_WAVES"])), 1) for c in cfgs]
+    counters = max(programs(sms, c) * w for c, w in zip(cfgs, waves))
     key = str(device)
     have = SCRATCH.get(key)
     if have is None or have[0].numel() < floats or have[1].numel() < counters:
