@@ -40,8 +40,9 @@ SMOKE_SHAPES = {"70b": (1, 16, 8, 2, 16), "8b": (1, 16, 4, 2, 16)}
 #: Launch-setting variants timed next to the default (keys of ``ROPE_CONFIG``), per head layout.
 VARIANTS = {
     "70b": [
-        {"num_warps": 8, "max_tile": 16384},
+        {"num_warps": 16, "max_tile": 16384, "maxnreg": 40},
         {"num_warps": 32, "max_tile": 16384},
+        {"num_warps": 8, "max_tile": 16384},
         {"num_warps": 8, "max_tile": 8192},
         {"num_warps": 4, "max_tile": 4096},
         {"num_warps": 16, "max_tile": 32768, "tokens": 2},

@@ -46,7 +46,8 @@ _LAYOUTS = ("bshd", "bhsd")
 #: token's heads (q and k head counts each padded to a power of two, times ``head_dim``) fit in
 #: ``max_tile`` elements: at most ``tokens`` tokens, as many as fit (``tile`` = 0: one token per
 #: program). Wider tokens are cut into head chunks along a second grid axis, each program taking
-#: ``max_tile`` elements' worth of q heads and the same share of k heads. ``num_warps`` per program.
+#: ``max_tile`` elements' worth of q heads and the same share of k heads. ``num_warps`` per program;
+#: an optional ``maxnreg`` caps registers per thread (more programs resident per SM).
 #: Default: the fastest correct candidate on an H200 at Llama-3-8B shapes (kernels_gates_round3a.json):
 #: one token (32 q + 8 k heads) per program, 8 warps.
 ROPE_CONFIG = {"num_warps": 8, "max_tile": 8192, "tokens": 1, "tile": 1}
@@ -242,6 +243,7 @@ def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, b
             qv, kv, qo, ko, cos_t, sin_t, pos, batch * seq, seq, n_q, n_k, *strides,
             HALF=dim // 2, BLOCK_T=block_t, BLOCK_HQ=block_hq, BLOCK_HK=block_hk,
             INTERLEAVED=interleaved, BACKWARD=backward, HAS_POS=has_pos, num_warps=int(cfg["num_warps"]),
+            maxnreg=cfg.get("maxnreg"),
         )  # fmt: skip
     return q_out, k_out
 
