@@ -99,17 +99,22 @@ _WIDE_NORM_BWD = [
 #: The wide-row softmax defaults alone (``SPLIT_CONFIG``: split-row, round 3b's winners) and the looped
 #: path, to re-check a kernel change against round 3b's sweep.
 _WIDE_CHECK = {"fwd": [_split(65536, 8192, 16, 2, 0), _LOOPED], "bwd": [_split(16384, 4096, 16, 2, 1), _LOOPED]}
+#: Forward variants at 8192 wide: the default (8 warps, 112 registers, 2 programs per SM) against more
+#: warps and capped registers (more programs resident, more bytes in flight; ptxas reports at most 12
+#: bytes of spills for these).
+_WIDE_NORM_FWD = [dict(num_warps=8), dict(num_warps=16), dict(num_warps=32, maxnreg=32), dict(num_warps=16, maxnreg=40)]
 SWEEP.update({
-    "layernorm_70b": {"bwd": _WIDE_NORM_BWD, "fwd": [dict(num_warps=8), dict(num_warps=16)]},
-    "rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:3], "fwd": [dict(num_warps=8), dict(num_warps=16), dict(num_warps=4)]},
-    "add_rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:1], "fwd": [dict(num_warps=8), dict(num_warps=16)]},
+    "layernorm_70b": {"bwd": _WIDE_NORM_BWD, "fwd": _WIDE_NORM_FWD[:3]},
+    "rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:3], "fwd": _WIDE_NORM_FWD},
+    "add_rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:1], "fwd": _WIDE_NORM_FWD},
     "softmax_vocab_check": _WIDE_CHECK,
     "softmax_256k_check": _WIDE_CHECK,
 })  # fmt: skip
-#: Forward A/B candidates against Liger (``--ab``): the default first, then round 3a/3b's closest rivals.
+#: Forward A/B candidates against Liger (``--ab``): the default first, then capped-register variants (more
+#: programs resident per SM; ptxas: at most 32 bytes of spills).
 AB_VARIANTS = {
-    "rmsnorm": [{}, dict(num_warps=8, maxnreg=32), dict(block_m=2, num_warps=8, maxnreg=32)],
-    "add_rmsnorm": [{}, dict(num_warps=16)],
+    "rmsnorm": [{}, dict(num_warps=8, maxnreg=32), dict(block_m=2, num_warps=16, maxnreg=32)],
+    "add_rmsnorm": [{}, dict(num_warps=8, maxnreg=40), dict(num_warps=16)],
 }
 #: dW partial-sum reduction (P = 2 programs x 132 SMs rows): sum_partials keyword arguments.
 PARTIAL_SUM_SWEEP = [dict(block_p=32, block_c=None, num_warps=4), dict(block_p=128, block_c=32, num_warps=4),

@@ -19,9 +19,9 @@ left() { echo $(( 114 - ($(date +%s) - START) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 cd benchmarks
-timeout 52 python3 kernels_norm.py --only-sweep --no-stream --no-compile \
+timeout 55 python3 kernels_norm.py --only-sweep --no-stream --no-compile \
   --ops layernorm_70b,rmsnorm_70b,add_rmsnorm_70b,rmsnorm,add_rmsnorm,softmax_vocab,softmax_256k \
-  --sweep --sweep-budget-s 40 --reps 20 --trials 3 \
+  --sweep --sweep-budget-s 38 --reps 20 --trials 3 \
   --sweep-ops layernorm_70b,softmax_256k_check,rmsnorm_70b,add_rmsnorm_70b,softmax_vocab_check \
   --ab rmsnorm,add_rmsnorm --ab-rounds 5 \
   --out "$OUT/kernels_norm_round4a.json" 2>&1 | tee "$OUT/norm.txt" | grep -v "^ *$" | tail -n 60
