@@ -156,13 +156,17 @@ def main() -> int:
                     if name == "compile":
                         fn = compiled.setdefault(label, torch.compile(kg.eager_rope, dynamic=False))
                     (r_out, r_grads), (t_out, t_grads) = refs[backward]
+                    # Private output gradients: Liger's backward rotates them in place, and timed on shared
+                    # ones it would leave every later row checked against references of other gradients.
+                    row_grads = [g.clone() for g in grads]
                     kg.poison_allocator(sum(t.numel() * t.element_size() for t in base), dev)
-                    got_out, got_grads = kg.run_once(fn, base, 2, backward, grads)
+                    got_out, got_grads = kg.run_once(fn, base, 2, backward, row_grads)
                     ok, errs, t_errs = kg.max_ratio_check(got_out + got_grads, r_out + r_grads, t_out + t_grads)
                     row.update(correct=ok, rel_err=errs, torch_rel_err=t_errs)
                     del got_out, got_grads
                     if ok:
-                        kg._time_row(row, op, "rope", fn, base, backward, grads, dev, bw)
+                        kg._time_row(row, op, "rope", fn, base, backward, row_grads, dev, bw)
+                    del row_grads
                 except Exception as exc:  # noqa: BLE001 - a failing backend is a row, never a crash
                     row["error"] = f"{type(exc).__name__}: {exc}"[:400]
                     traceback.print_exc(limit=2)

@@ -162,7 +162,7 @@ def test_width_overrides(residual, device, monkeypatch):
     program per SM, prefetch 2, a 1-row forward of 2 warps) and keep the results."""
     from solkit.kernels import rmsnorm as mod
 
-    wide = {"bwd_num_warps": 2, "bwd_programs_per_sm": 1, "bwd_prefetch": 2,
+    wide = {"bwd_num_warps": 2, "bwd_num_warps_ds": 1, "bwd_programs_per_sm": 1, "bwd_prefetch": 2,
             "fwd": {"min_tile": 1, "bytes_per_thread": 64, "num_warps": 2},
             "fwd_residual": {"min_tile": 1, "bytes_per_thread": 64, "num_warps": 2}}  # fmt: skip
     monkeypatch.setitem(mod.RMSNORM_CONFIG, "by_width", {128: wide})

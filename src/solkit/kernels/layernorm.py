@@ -59,9 +59,12 @@ LAYERNORM_CONFIG = {
     # the dW/dB reduction of [264, 8192] fp32: 7.4 us against 8.2 at (32, 64, 4 warps)
     "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
     # Wider rows (Llama-3-70B, 8192): 2 programs x 16 warps of 64 registers cannot hold a 16-element row
-    # slice of x and dy twice (prefetch) plus the weight and two fp32 accumulators: the spills cost 426 us
-    # in the main job (0.30). One 16-warp program per SM has 128 registers a thread.
-    "by_width": {8192: {"bwd_num_warps": 16, "bwd_programs_per_sm": 1, "bwd_prefetch": 1}},
+    # slice of x and dy twice (prefetch) plus the weight and two fp32 accumulators (ptxas: 652 bytes of
+    # spills a thread; 343.8 us, and 426 us for forward + backward in the main job). One 16-warp program
+    # per SM has 128 registers: H200 sweep at 8192x8192 (kernels_norm_round4a.json, us): 1/SM prefetch 2
+    # 121.9, prefetch 1 124.0, 32 warps 145.8, the 4096-wide default 343.8. Forward: 8 warps 70.5
+    # (16 warps 91.3, 32 warps capped at 32 registers 89.5).
+    "by_width": {8192: {"bwd_num_warps": 16, "bwd_programs_per_sm": 1, "bwd_prefetch": 2}},
 }
 
 

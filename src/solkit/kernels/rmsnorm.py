@@ -70,9 +70,22 @@ RMSNORM_CONFIG = {
     "bwd_prefetch": 1,
     # the dW reduction of [264, 4096] fp32: 6.4 us against 7.7 at (32, 32, 4 warps)
     "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
-    # Wider rows (Llama-3-70B, 8192): two 16-warp programs of 64 registers spill (a 16-element slice of
-    # x and dy twice, the weight, the dW accumulator): 256 us in the main job (0.50). One per SM has 128.
-    "by_width": {8192: {"bwd_num_warps": 16, "bwd_programs_per_sm": 1, "bwd_prefetch": 1}},
+    # Wider rows (Llama-3-70B, 8192), H200 sweep at 8192x8192 (kernels_norm_round4a.json, us). Backward:
+    # two 16-warp programs of 64 registers a SM spill (ptxas: 328 bytes a thread; 256 us for forward +
+    # backward in the main job); one program per SM does not: 32 warps 105.3, 16 warps 114.8 (108.2 with
+    # prefetch 2). With ds (add+RMSNorm) 16 warps: 131.0 (ptxas: 142 bytes of spills, 84 at 32 warps; not
+    # timed). Forward: 16 warps 68.7 against 72.2 at 8 (32 warps capped at 32 registers 92.0); with the
+    # residual every variant 129.7-131.3.
+    "by_width": {
+        8192: {
+            "bwd_num_warps": 32,
+            "bwd_num_warps_ds": 16,
+            "bwd_programs_per_sm": 1,
+            "bwd_prefetch": 1,
+            "fwd": {"min_tile": 8192, "bytes_per_thread": 64, "num_warps": 16},
+            "fwd_residual": {"min_tile": 4096, "bytes_per_thread": 64, "num_warps": 16},
+        }
+    },
 }
 
 
@@ -298,7 +311,7 @@ def rmsnorm_backward(
     bpt = cfg["bwd_bytes_per_thread_ds" if ds is not None else "bwd_bytes_per_thread"]
     nw = (
         num_warps
-        or cfg.get("bwd_num_warps")
+        or cfg.get("bwd_num_warps_ds" if ds is not None else "bwd_num_warps")
         or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
     )
     programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]

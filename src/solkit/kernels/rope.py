@@ -56,9 +56,11 @@ ROPE_CONFIG = {"num_warps": 8, "max_tile": 8192, "tokens": 1, "tile": 1}
 ROPE_SHAPE_CONFIG = [
     # Llama-3-8B, Mistral-7B (32 + 8 heads x 128 = 5120 elements per token): the defaults.
     {"max_token_elems": 8192},
-    # Llama-3-70B (64 + 8 heads x 128 = 9216): one whole token per program, 16 warps (H200 sweep,
-    # kernels_rope.py; before, the heads went through one head tile after another at 94 us, 0.77).
-    {"max_token_elems": 16384, "num_warps": 16, "max_tile": 16384},
+    # Llama-3-70B (64 + 8 heads x 128 = 9216): one whole token per program, 8 warps. H200 forward, us
+    # (kernels_rope_round4a.json): 76.3 against 78.3 for two head chunks of 8 warps, 80.0 for four of 4
+    # warps, 82.7 at 16 warps, 92.4 at 32, 82.2 for two tokens of 16 warps; Liger 78.6. Before, the
+    # heads went through one head tile after another: 94 us (0.77) in the main job.
+    {"max_token_elems": 16384, "num_warps": 8, "max_tile": 16384},
 ]
 
 
