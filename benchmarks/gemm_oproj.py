@@ -303,10 +303,12 @@ class Run:
                 if "error" in out[name]:
                     continue
                 try:
+                    wall_start = time.time()
                     r = benchmark(
                         fns[name], pool, method=self.args.method, reps=reps, trials=1, warmup=1, device=self.device
                     )
-                    out[name]["trials"].append(r.to_dict())
+                    # wall-clock span of the trial: to line it up with a clock/power log (nvidia-smi -lms)
+                    out[name]["trials"].append({**r.to_dict(), "wall_start": wall_start, "wall_end": time.time()})
                 except Exception as e:  # noqa: BLE001 - a failing variant is reported, the others go on
                     out[name]["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         for d in out.values():
@@ -441,9 +443,9 @@ def main() -> int:
     )
     p.add_argument(
         "--sweep-prefill",
-        choices=["none", "seed", "two", "all"],
+        choices=["none", "seed", "two", "unmet", "all"],
         default="seed",
-        help="prefill shapes the sweep covers (two: the seed's and twice its M)",
+        help="prefill shapes the sweep covers (two: the seed's and twice its M; unmet: 4096^3 and the seed's)",
     )
     p.add_argument(
         "--sweep-decode", choices=["none", "two", "all"], default="two", help="decode shapes the sweep covers"
@@ -491,7 +493,8 @@ def main() -> int:
     def sweeps() -> None:
         seed = [s for s in prefill if s == SEED_SHAPE] or prefill[:1]
         two_pre = seed + [s for s in prefill if s[0] == 2 * SEED_SHAPE[0] and s[1:] == SEED_SHAPE[1:]]
-        pre = {"none": [], "seed": seed, "two": two_pre, "all": prefill}[args.sweep_prefill]
+        unmet = [s for s in prefill if s[1:] == SEED_SHAPE[1:] and s[0] <= SEED_SHAPE[0]]  # 4096^3, 8192x4096^2
+        pre = {"none": [], "seed": seed, "two": two_pre, "unmet": unmet, "all": prefill}[args.sweep_prefill]
         two = [s for s in decode if s in ((1, 4096, 4096), (16, 8192, 8192))] or decode[:1]
         dec = {"none": [], "two": two, "all": decode}[args.sweep_decode]
         order = [(dec, "decode"), (pre, "prefill")] if args.sweep_decode_first else [(pre, "prefill"), (dec, "decode")]

@@ -1,17 +1,19 @@
-# budget: 140
-# Issue 6, prefill (round 4 of the session's rounds, job 1): the stream-K kernel (gemm_streamk.py) against
-# the persistent kernel's two best configs, at the four prefill shapes, every candidate of
-# gemm_configs.yaml hopper.prefill interleaved with cuBLAS matmul and addmm in the same trials (the card
-# is power-capped). Candidates 0 (persistent, the current default), 3 and 4 (stream-K, 1 and 2 waves)
-# and 14 (stream-K, 128x128 tiles, two programs per SM) are also timed without the residual (the
-# epilogue's cost). Harness 'auto' (CUDA events per call above 100 us), read L2 flush. Everything is
-# compiled first in worker processes. Then the stream-K GPU tests (odd M, CUDA-graph replay) on the same
-# Triton cache.
+# budget: 120
+# Issue 6, round 2 of this session: (1) a short sweep at the two unmet shapes (4096^3, 8192x4096^2): the
+# persistent kernel's residual-epilogue variants of gemm_configs.yaml hopper.prefill.candidates (the
+# residual loads evict_first in L2, other tile orders, 4 stages; candidate 0, the current default, also
+# without the residual), interleaved with cuBLAS matmul/addmm; (2) the table of record with the default
+# path (autotune), prefill and decode, harness 'auto' (graph_events under 100 us, CUDA events above),
+# read L2 flush, interleaved trials; decode rows also get the CUDA profiler's kernel span. Everything
+# is compiled first in worker processes. An nvidia-smi log (SM clock, power, 100 ms) runs alongside:
+# each trial records its wall-clock span, so the clocks each variant ran at can be read off.
 set -u
 export TRITON_CACHE_DIR=/tmp/k6_triton_cache TORCHINDUCTOR_CACHE_DIR=/tmp/k6_inductor_cache
-nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
-python3 benchmarks/gemm_oproj.py --precompile 14 --precompile-timeout-s 50 --sweep only --sweep-prefill all \
-  --sweep-decode none --sweep-plain 0,3,4,14 --reps 60 --sweep-trials 5 --budget-s 100 \
-  --out "$OUT/gemm_oproj_h200_round4_sweep.json" 2>&1 | tee "$OUT/bench.txt"
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 100 \
+  > "$OUT/smi.csv" 2>/dev/null &
+SMI=$!
+python3 benchmarks/gemm_oproj.py --precompile 14 --precompile-timeout-s 45 --sweep first --sweep-prefill unmet \
+  --sweep-decode none --sweep-plain 0 --sweep-trials 4 --with-plain --kernel-time --reps 60 --trials 4 \
+  --budget-s 105 --compile-reserve-s 20 --out "$OUT/gemm_oproj_h200_round4.json" 2>&1 | tee "$OUT/bench.txt"
 echo "bench rc=${PIPESTATUS[0]}"
-timeout 25 python3 -m pytest tests/kernels/test_gemm_streamk.py -q -x -m gpu -p no:cacheprovider 2>&1 | tail -n 8 | tee "$OUT/pytest_gpu.txt"
+kill "$SMI" 2>/dev/null

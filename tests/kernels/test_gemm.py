@@ -96,7 +96,8 @@ def test_tma_epilogue_subtiles(subtile, device):
 
 
 _PRELOAD_CASES = [(3, False, 2, "bias_res_scaled"), (3, True, 4, "bias_res_scaled"), (4, True, 2, "bias_res_scaled"),
-                  (3, True, 2, "plain"), (4, True, 4, "gelu_tanh")]  # fmt: skip
+                  (3, True, 2, "plain"), (4, True, 4, "gelu_tanh"), (5, False, 1, "bias_res_scaled"),
+                  (6, True, 2, "silu"), (7, True, 4, "bias_res_scaled")]  # fmt: skip
 
 
 @pytest.mark.parametrize(("prefetch", "flatten", "subtile", "epilogue"), _PRELOAD_CASES)

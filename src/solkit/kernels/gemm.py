@@ -47,6 +47,7 @@ from solkit.kernels.gemm_decode import workspace as _splitk_workspace
 from solkit.kernels.gemm_epilogue import apply_epilogue as _epilogue
 from solkit.kernels.gemm_tiles import finish_tile as _finish_tile
 from solkit.kernels.gemm_tiles import halves as _halves
+from solkit.kernels.gemm_tiles import load_tile as _load_tile
 from solkit.kernels.gemm_tiles import prefetch_l2 as _prefetch_l2
 from solkit.kernels.gemm_tiles import tile_coords as _tile_coords
 from solkit.tune.space import config_key
@@ -97,15 +98,15 @@ def _gemm_tma_persistent_kernel(
         # before the epilogue, or when the tile starts if PF_DIST is 0
         # 3: the residual tile into registers now, with plain loads: they are in flight during the whole
         # K loop and only waited for where the epilogue adds them (costs BLOCK_M*BLOCK_N/threads regs)
+        # 5: as 3, the loads marked evict_first in L2 (the residual is read once: its lines should not
+        # push out the x and W lines the next tiles re-read)
         res_pre = None
-        if HAS_RESIDUAL and PREFETCH_RES == 3:
-            rows = off_m + tl.arange(0, BLOCK_M)
-            cols = off_n + tl.arange(0, BLOCK_N)
-            res_pre = tl.load(res_ptr + rows[:, None] * stride_rm + cols[None, :],
-                              mask=(rows < M)[:, None] & (cols < N)[None, :], other=0.0)  # fmt: skip
+        if HAS_RESIDUAL and (PREFETCH_RES == 3 or PREFETCH_RES == 5):
+            res_pre = _load_tile(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 5)
         # 4: L2 prefetch as 1, then the whole residual tile by plain loads when the epilogue starts (one
-        # batch of loads in flight, instead of one TMA round trip per epilogue piece)
-        L2PF: tl.constexpr = PREFETCH_RES == 1 or PREFETCH_RES == 2 or PREFETCH_RES == 4
+        # batch of loads in flight, instead of one TMA round trip per epilogue piece); 6: as 4 with the
+        # loads evict_first; 7: those evict_first loads without the prefetch
+        L2PF: tl.constexpr = PREFETCH_RES == 1 or PREFETCH_RES == 2 or PREFETCH_RES == 4 or PREFETCH_RES == 6
         if HAS_RESIDUAL and L2PF and PF_DIST == 0:
             _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
         pf_k = tl.maximum(k_tiles - PF_DIST, 0)
@@ -122,12 +123,9 @@ def _gemm_tma_persistent_kernel(
         pid_m, pid_n = _tile_coords(tile_epi, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if HAS_RESIDUAL and PREFETCH_RES == 4:
-            rows = off_m + tl.arange(0, BLOCK_M)
-            cols = off_n + tl.arange(0, BLOCK_N)
-            res_pre = tl.load(res_ptr + rows[:, None] * stride_rm + cols[None, :],
-                              mask=(rows < M)[:, None] & (cols < N)[None, :], other=0.0)  # fmt: skip
-        PRE: tl.constexpr = HAS_RESIDUAL and (PREFETCH_RES == 3 or PREFETCH_RES == 4)  # no residual: nothing loaded
+        if HAS_RESIDUAL and PREFETCH_RES >= 4 and PREFETCH_RES != 5:
+            res_pre = _load_tile(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES >= 6)
+        PRE: tl.constexpr = HAS_RESIDUAL and PREFETCH_RES >= 3  # no residual: nothing loaded
         # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
         # shared memory, so smaller pieces leave more of it to the K pipeline.
         if EPI_SUBTILE == 1:
@@ -253,9 +251,9 @@ def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.C
     params = {k: v for k, v in cfg.items() if k not in _META_KEYS}
     if cfg.get("kernel", kernel) == "tma_persistent":
         params = {**TMA_DEFAULTS, **params}
-        if interpreting() and params["PREFETCH_RES"] in (1, 2, 4):
-            # inline PTX (the L2 prefetch) does not run in the interpreter; 4 without it is 3's code
-            params["PREFETCH_RES"] = {1: 0, 2: 0, 4: 3}[params["PREFETCH_RES"]]
+        if interpreting() and params["PREFETCH_RES"] in (1, 2, 4, 6):
+            # inline PTX (the L2 prefetch) does not run in the interpreter; 4 / 6 without it are 3's / 7's code
+            params["PREFETCH_RES"] = {1: 0, 2: 0, 4: 3, 6: 7}[params["PREFETCH_RES"]]
     elif cfg.get("kernel", kernel) == "streamk":
         params = {**_streamk.STREAMK_DEFAULTS, **params}
         if interpreting():
@@ -402,8 +400,8 @@ def compile_for(
     sig.update({k: "constexpr" for k in consts})
     # What the JIT would know at a launch with aligned tensors and N, K, strides multiples of 16 (M is
     # never specialised): without it, loads are not vectorised and cp.async pipelining is skipped.
-    aligned = {"x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym", "part_ptr", "count_ptr",
-               "ws_ptr"}
+    aligned = {"x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym", "part_ptr", "count_ptr"}
+    aligned.add("ws_ptr")
     aligned |= ({"bias_ptr"} if has_bias else set()) | ({"res_ptr", "stride_rm"} if has_residual else set())
     attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names) if name in aligned}
     src = ASTSource(fn=fn, signature={k: sig[k] for k in fn.arg_names}, constexprs=consts, attrs=attrs)

@@ -36,6 +36,20 @@ def finish_tile(part, res_pre, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr,
 
 
 @triton.jit
+def load_tile(ptr, off_m, off_n, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              EVICT_FIRST: tl.constexpr):  # fmt: skip
+    """A [BLOCK_M, BLOCK_N] tile by plain masked loads (zeros outside [M, N]); EVICT_FIRST marks its L2
+    lines first to go (data read once)."""
+    rows = off_m + tl.arange(0, BLOCK_M)
+    cols = off_n + tl.arange(0, BLOCK_N)
+    ptrs = ptr + rows[:, None] * stride_m + cols[None, :]
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    if EVICT_FIRST:
+        return tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
+    return tl.load(ptrs, mask=mask, other=0.0)
+
+
+@triton.jit
 def halves(acc, BLOCK_M: tl.constexpr, WIDTH: tl.constexpr):
     """[BLOCK_M, WIDTH] -> its left and right [BLOCK_M, WIDTH/2] column halves."""
     return tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, WIDTH // 2)), (0, 2, 1)))
