@@ -157,14 +157,29 @@ def test_bad_inputs(device):
 
 
 @pytest.mark.parametrize("residual", [False, True])
-def test_width_overrides(residual, device, monkeypatch):
+@pytest.mark.parametrize("casting,offset", [("llama", 0.0), ("gemma", 1.0)])
+def test_looped_forward(residual, casting, offset, device):
+    """The two-pass looped forward (``chunk``): several chunks with a partial last one, the residual's sum
+    stored in pass 1 and re-read in pass 2; same values as the one-block forward."""
+    x, w = torch.randn(5, 131, device=device), torch.rand(131, device=device) + 0.5
+    r = torch.randn(5, 131, device=device) if residual else None
+    want = rmsnorm_forward(x, w, residual=r, offset=offset, casting=casting)
+    got = rmsnorm_forward(x, w, residual=r, offset=offset, casting=casting, chunk=32, num_warps=1)
+    for g, e in zip(got, want):
+        if e is not None:
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("chunk", [0, 64])
+def test_width_overrides(residual, chunk, device, monkeypatch):
     """``by_width`` entries replace the launch settings for rows at least that wide (here: one 2-warp
-    program per SM, prefetch 2, a 1-row forward of 2 warps) and keep the results."""
+    program per SM, prefetch 2; a 1-row forward of 2 warps, or the looped forward) and keep the results."""
     from solkit.kernels import rmsnorm as mod
 
+    fwd = {"min_tile": 1, "bytes_per_thread": 64, "num_warps": 2, "chunk": chunk}
     wide = {"bwd_num_warps": 2, "bwd_num_warps_ds": 1, "bwd_programs_per_sm": 1, "bwd_prefetch": 2,
-            "fwd": {"min_tile": 1, "bytes_per_thread": 64, "num_warps": 2},
-            "fwd_residual": {"min_tile": 1, "bytes_per_thread": 64, "num_warps": 2}}  # fmt: skip
+            "fwd": fwd, "fwd_residual": fwd}  # fmt: skip
     monkeypatch.setitem(mod.RMSNORM_CONFIG, "by_width", {128: wide})
     x = torch.randn(37, 131)
     _check(x, torch.rand(131) + 0.5, "llama", 0.0, device, residual=torch.randn(37, 131) if residual else None)

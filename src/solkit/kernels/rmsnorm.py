@@ -154,6 +154,43 @@ def _rmsnorm_fwd_kernel(
 
 
 @triton.jit
+def _rmsnorm_fwd_looped_kernel(
+    x_ptr, res_ptr, w_ptr, y_ptr, s_ptr, rstd_ptr, n_cols, x_stride, res_stride, y_stride, s_stride, eps, offset,
+    HAS_RESIDUAL: tl.constexpr, STORE_RSTD: tl.constexpr, GEMMA: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    """One row per program in ``CHUNK``-column pieces, two passes: the sum of squares (with the residual:
+    ``s = x + residual`` stored on the way), then the output from a second read of the row, which the
+    L2 serves (the rows in flight are a few MB). Few registers per thread, so many programs share an
+    SM and their loads, reductions and stores interleave."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, CHUNK)
+    src_ptr = s_ptr + row * s_stride if HAS_RESIDUAL else x_ptr + row * x_stride  # what pass 2 re-reads
+    acc = tl.zeros([CHUNK], tl.float32)
+    for start in range(0, n_cols, CHUNK):
+        mask = start + cols < n_cols
+        x = tl.load(x_ptr + row * x_stride + start + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+        if HAS_RESIDUAL:
+            r = tl.load(res_ptr + row * res_stride + start + cols, mask=mask, other=0.0)
+            x = (x.to(tl.float32) + r.to(tl.float32)).to(s_ptr.dtype.element_ty)  # the rounded sum, as eager
+            tl.store(src_ptr + start + cols, x, mask=mask, eviction_policy="evict_last")
+        x = x.to(tl.float32)
+        acc += x * x
+    rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+    if HAS_RESIDUAL:
+        tl.debug_barrier()  # the stored sum is visible to every thread of the program before pass 2 reads it
+    if STORE_RSTD:
+        tl.store(rstd_ptr + row, rstd)
+    for start in range(0, n_cols, CHUNK):
+        mask = start + cols < n_cols
+        xhat = tl.load(src_ptr + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        xhat = xhat * rstd
+        if not GEMMA:
+            xhat = xhat.to(y_ptr.dtype.element_ty).to(tl.float32)
+        w = tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32) + offset
+        tl.store(y_ptr + row * y_stride + start + cols, (xhat * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows, cols, n_rows, n_cols, x_stride, dy_stride, ds_stride,
                HAS_DS: tl.constexpr):  # fmt: skip
     """One row block's backward inputs, unconverted: ``(x, dy, rstd, ds)`` (``ds`` is ``dy`` without it)."""
@@ -239,11 +276,13 @@ def rmsnorm_forward(
     num_warps: int | None = None,
     maxnreg: int | None = None,
     programs_per_sm: int | None = None,
+    chunk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Launch the forward. Returns ``(y, s, rstd)``: ``s`` only with a residual, ``rstd`` only if saved.
 
     ``programs_per_sm`` switches to a persistent grid of that many programs per SM (default: one
-    program per row block)."""
+    program per row block); ``chunk`` (columns, a power of two; 0 = off) to the two-pass looped kernel,
+    one row per program (the config's ``chunk`` when None)."""
     _check_casting(casting)
     x2 = check_rows(x, "rmsnorm input")
     n_rows, n_cols = x2.shape
@@ -265,6 +304,17 @@ def rmsnorm_forward(
         or fcfg.get("num_warps")
         or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
     )
+    chunk = fcfg.get("chunk", 0) if chunk is None else chunk
+    if chunk and not programs_per_sm:
+        _rmsnorm_fwd_looped_kernel[(n_rows,)](
+            x2, res2 if res2 is not None else x2, weight, y2, s2 if s2 is not None else y2, rstd if save_rstd else x2,
+            n_cols, x2.stride(0), res2.stride(0) if res2 is not None else 0, y2.stride(0),
+            s2.stride(0) if s2 is not None else 0, eps, offset,
+            HAS_RESIDUAL=res2 is not None, STORE_RSTD=save_rstd, GEMMA=casting == "gemma",
+            CHUNK=min(triton.next_power_of_2(chunk), bn), num_warps=num_warps or fcfg.get("looped_num_warps", 4),
+            maxnreg=maxnreg,
+        )  # fmt: skip
+        return y2.view(x.shape), s2.view(x.shape) if s2 is not None else None, rstd
     n_blocks = triton.cdiv(n_rows, bm)
     grid = n_blocks
     if programs_per_sm:  # persistent: every program must be resident at once (see register_cap)
