@@ -100,6 +100,22 @@ _PRELOAD_CASES = [(3, False, 2, "bias_res_scaled"), (3, True, 4, "bias_res_scale
                   (6, True, 2, "silu"), (7, True, 4, "bias_res_scaled")]  # fmt: skip
 
 
+@pytest.mark.parametrize(("subtile", "prefetch", "epilogue"), [(1, 0, "residual"), (2, 6, "silu"), (4, 5, "plain")])
+def test_tma_y_evict_first(subtile, prefetch, epilogue, device):
+    """Y_EVICT_FIRST: y by plain masked stores (evict_first in L2) instead of TMA stores; ragged M and N."""
+    if device == "cuda" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA path needs sm_90+")
+    ep = EPILOGUES[epilogue]
+    x, w, b, r = _inputs(70, 80, 64, torch.float16, device, ep, seed=subtile)
+    kw = dict(alpha=ep["alpha"], beta=ep["beta"], activation=ep["activation"])
+    cfg = {**TMA_CPU_CONFIG, "BLOCK_N": 64, "EPI_SUBTILE": subtile, "PREFETCH_RES": prefetch, "Y_EVICT_FIRST": True}
+    if device == "cuda":
+        cfg.update(BLOCK_M=64, BLOCK_K=64, num_stages=3, PF_DIST=2)
+    y = torch.full((70, 80), float("nan"), dtype=torch.float16, device=device)
+    G.gemm(x, w, b, r, config=cfg, out=y, **kw)
+    _assert_close(y, G.reference(x, w, b, r, **kw), _torch_same_dtype(x, w, b, r, ep), ATOL[torch.float16])
+
+
 @pytest.mark.parametrize(("prefetch", "flatten", "subtile", "epilogue"), _PRELOAD_CASES)
 def test_tma_residual_preloaded(prefetch, flatten, subtile, epilogue, device):
     """PREFETCH_RES 3/4: the residual tile by plain loads (tile start / epilogue start), split into the

@@ -45,7 +45,7 @@ from solkit.kernels.gemm_decode import SCRATCH as _SPLITK_SCRATCH  # noqa: F401
 from solkit.kernels.gemm_decode import _gemm_decode_kernel, gemm_decode_kernel
 from solkit.kernels.gemm_decode import workspace as _splitk_workspace
 from solkit.kernels.gemm_epilogue import apply_epilogue as _epilogue
-from solkit.kernels.gemm_tiles import finish_tile as _finish_tile
+from solkit.kernels.gemm_tiles import finish_piece as _finish
 from solkit.kernels.gemm_tiles import halves as _halves
 from solkit.kernels.gemm_tiles import load_tile as _load_tile
 from solkit.kernels.gemm_tiles import prefetch_l2 as _prefetch_l2
@@ -73,7 +73,7 @@ def _gemm_tma_persistent_kernel(
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPI_SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr, PREFETCH_RES: tl.constexpr,
-    PF_DIST: tl.constexpr,
+    PF_DIST: tl.constexpr, Y_EVICT_FIRST: tl.constexpr,
 ):  # fmt: skip
     """Persistent TMA GEMM + epilogue. Reads x, W once per tile row/column (L2 shares the rest)."""
     SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
@@ -129,8 +129,8 @@ def _gemm_tma_persistent_kernel(
         # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
         # shared memory, so smaller pieces leave more of it to the K pipeline.
         if EPI_SUBTILE == 1:
-            _finish_tile(acc, res_pre, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                         HAS_RESIDUAL, ACT, PRE)  # fmt: skip
+            _finish(acc, res_pre, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                    HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
         else:
             left, right = _halves(acc, BLOCK_M, BLOCK_N)
             r_left = res_pre
@@ -138,10 +138,10 @@ def _gemm_tma_persistent_kernel(
             if PRE:
                 r_left, r_right = _halves(res_pre, BLOCK_M, BLOCK_N)
             if EPI_SUBTILE == 2:
-                _finish_tile(left, r_left, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                             HAS_RESIDUAL, ACT, PRE)  # fmt: skip
-                _finish_tile(right, r_right, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta,
-                             HAS_BIAS, HAS_RESIDUAL, ACT, PRE)  # fmt: skip
+                _finish(left, r_left, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                        HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+                _finish(right, r_right, off_m, off_n + SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha,
+                        beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
             else:  # 4
                 q0, q1 = _halves(left, BLOCK_M, BLOCK_N // 2)
                 q2, q3 = _halves(right, BLOCK_M, BLOCK_N // 2)
@@ -152,14 +152,14 @@ def _gemm_tma_persistent_kernel(
                 if PRE:
                     r0, r1 = _halves(r_left, BLOCK_M, BLOCK_N // 2)
                     r2, r3 = _halves(r_right, BLOCK_M, BLOCK_N // 2)
-                _finish_tile(q0, r0, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                             HAS_RESIDUAL, ACT, PRE)  # fmt: skip
-                _finish_tile(q1, r1, off_m, off_n + SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
-                             HAS_RESIDUAL, ACT, PRE)  # fmt: skip
-                _finish_tile(q2, r2, off_m, off_n + 2 * SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta,
-                             HAS_BIAS, HAS_RESIDUAL, ACT, PRE)  # fmt: skip
-                _finish_tile(q3, r3, off_m, off_n + 3 * SUB_N, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta,
-                             HAS_BIAS, HAS_RESIDUAL, ACT, PRE)  # fmt: skip
+                _finish(q0, r0, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                        HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+                _finish(q1, r1, off_m, off_n + SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                        HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+                _finish(q2, r2, off_m, off_n + 2 * SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha,
+                        beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+                _finish(q3, r3, off_m, off_n + 3 * SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha,
+                        beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
@@ -237,7 +237,9 @@ def load_config_table() -> dict[str, Any]:
 
 
 #: tma_persistent keys a config may leave out.
-TMA_DEFAULTS = {"EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": 0, "PF_DIST": 0}
+TMA_DEFAULTS = {
+    "EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": 0, "PF_DIST": 0, "Y_EVICT_FIRST": False,
+}  # fmt: skip
 #: splitk keys a config may leave out (GROUP_M means nothing there and is dropped).
 SPLITK_DEFAULTS = {"SPLIT_K": 1, "PIPE": 1}
 

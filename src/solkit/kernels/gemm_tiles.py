@@ -36,6 +36,36 @@ def finish_tile(part, res_pre, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr,
 
 
 @triton.jit
+def finish_tile_plain(part, res_pre, off_m, off_n, M, N, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                      HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
+                      PRELOADED: tl.constexpr):  # fmt: skip
+    """As finish_tile, but y goes out by plain masked stores marked evict_first in L2 (an output no later
+    tile reads: its dirty lines should not push out the x and W lines the next tiles re-read)."""
+    res = res_pre
+    if HAS_RESIDUAL and not PRELOADED:
+        res = r_desc.load([off_m, off_n])
+    offs_n = off_n + tl.arange(0, part.shape[1])
+    out = apply_epilogue(part, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
+    rows = off_m + tl.arange(0, part.shape[0])
+    mask = (rows < M)[:, None] & (offs_n < N)[None, :]
+    ptrs = y_ptr + rows[:, None] * stride_ym + offs_n[None, :]
+    tl.store(ptrs, out.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+
+
+@triton.jit
+def finish_piece(part, res_pre, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                 HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr, PRE: tl.constexpr,
+                 Y_EVICT_FIRST: tl.constexpr):  # fmt: skip
+    """One epilogue piece: y by TMA store (finish_tile), or (Y_EVICT_FIRST) by plain evict_first stores."""
+    if Y_EVICT_FIRST:
+        finish_tile_plain(part, res_pre, off_m, off_n, M, N, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                          HAS_BIAS, HAS_RESIDUAL, ACT, PRE)  # fmt: skip
+    else:
+        finish_tile(part, res_pre, off_m, off_n, N, y_desc, r_desc, y_ptr, bias_ptr, alpha, beta, HAS_BIAS,
+                    HAS_RESIDUAL, ACT, PRE)  # fmt: skip
+
+
+@triton.jit
 def load_tile(ptr, off_m, off_n, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               EVICT_FIRST: tl.constexpr):  # fmt: skip
     """A [BLOCK_M, BLOCK_N] tile by plain masked loads (zeros outside [M, N]); EVICT_FIRST marks its L2
