@@ -48,7 +48,15 @@ from kernels_norm_common import (  # noqa: E402
     sol_cols,
     timed_fn,
 )
-from kernels_norm_sweep import AB_VARIANTS, SWEEP, ab_compare, adopt_wide_softmax, partial_sum_sweep, sweep  # noqa: E402
+from kernels_norm_sweep import (  # noqa: E402
+    AB_VARIANTS,
+    SWEEP,
+    ab_compare,
+    adopt_norm_fwd,
+    adopt_wide_softmax,
+    partial_sum_sweep,
+    sweep,
+)
 
 from solkit.harness.timing import benchmark  # noqa: E402
 
@@ -78,6 +86,8 @@ def main() -> int:
     p.add_argument("--pool", type=int, default=2, help="rotating input sets per timing")
     p.add_argument("--time-failures", action="store_true", help="time backends that failed the check too")
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
+    p.add_argument("--adopt-norm-fwd", action="store_true",
+                   help="table rows use the sweep's fastest RMSNorm forward (one-block or looped)")  # fmt: skip
     p.add_argument("--ab", default="", help="comma list of ops for forward A/B runs against Liger (AB_VARIANTS)")
     p.add_argument("--ab-rounds", type=int, default=8, help="alternating turns per candidate in --ab")
     p.add_argument("--no-stream", action="store_true", help="skip the same-bytes elementwise copy rows")
@@ -158,18 +168,21 @@ def main() -> int:
         compile_ops = []
     if args.sweep or args.only_sweep:
         by_name = {o.name: o for o in ops}
-        names = [o.name for o in ops] + ["partial_sum"] if args.smoke else args.sweep_ops.split(",")
+        keyed = [k for k in SWEEP if k.endswith(("_check", "_fwd_looped"))]  # the suffixed sets too
+        names = [o.name for o in ops] + ["partial_sum"] + keyed if args.smoke else args.sweep_ops.split(",")
         for name in names:  # in the order given, the most informative first
             if name == "partial_sum":
                 partial_sum_sweep(rec, dtype, device, timing_kw, bw, args)
             elif name in by_name:
                 sweep(rec, [by_name[name]], dtype, device, timing_kw, bw, args)
-            else:  # a SWEEP key naming an op and a variant set: <op>_fwd_extra, <op>_check
-                for suffix in ("_fwd_extra", "_check"):
+            else:  # a SWEEP key naming an op and a variant set: <op>_fwd_extra, <op>_check, <op>_fwd_looped
+                for suffix in ("_fwd_extra", "_check", "_fwd_looped"):
                     if name.endswith(suffix) and name.removesuffix(suffix) in by_name:
                         sweep(rec, [by_name[name.removesuffix(suffix)]], dtype, device, timing_kw, bw, args, key=name)
     if args.adopt_wide_softmax:
         adopt_wide_softmax(rec)
+    if args.adopt_norm_fwd:
+        adopt_norm_fwd(rec)
     if args.ab or args.smoke:
         ab_ops = [o for o in ops if args.smoke or o.name in args.ab.split(",")]
         ab_compare(rec, ab_ops, AB_VARIANTS, liger, dtype, device,

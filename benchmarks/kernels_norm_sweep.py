@@ -107,15 +107,22 @@ SWEEP.update({
     "layernorm_70b": {"bwd": _WIDE_NORM_BWD, "fwd": _WIDE_NORM_FWD[:3]},
     "rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:3], "fwd": _WIDE_NORM_FWD},
     "add_rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:1], "fwd": _WIDE_NORM_FWD},
+    # round 2: the two-pass looped forward (``chunk``) against the one-block default, both widths
+    "rmsnorm_fwd_looped": {"fwd": [{}, dict(chunk=1024, num_warps=4), dict(chunk=2048, num_warps=8),
+                                   dict(chunk=2048, num_warps=4)]},
+    "add_rmsnorm_fwd_looped": {"fwd": [{}, dict(chunk=1024, num_warps=4), dict(chunk=2048, num_warps=8)]},
+    "rmsnorm_70b_fwd_looped": {"fwd": [{}, dict(chunk=1024, num_warps=4), dict(chunk=2048, num_warps=8),
+                                       dict(chunk=2048, num_warps=4)]},
+    "add_rmsnorm_70b_fwd_looped": {"fwd": [{}, dict(chunk=1024, num_warps=4), dict(chunk=2048, num_warps=8)]},
     "softmax_vocab_check": _WIDE_CHECK,
     "softmax_256k_check": _WIDE_CHECK,
 })  # fmt: skip
 #: Forward A/B candidates against Liger (``--ab``): the default first, then capped-register variants (more
 #: programs resident per SM; ptxas: at most 32 bytes of spills).
-AB_VARIANTS = {
-    "rmsnorm": [{}, dict(num_warps=8, maxnreg=32), dict(block_m=2, num_warps=16, maxnreg=32)],
-    "add_rmsnorm": [{}, dict(num_warps=8, maxnreg=40), dict(num_warps=16)],
-}
+AB_VARIANTS = {"rmsnorm": [{}], "add_rmsnorm": [{}]}
+# Round 1 (kernels_norm_round4a.json) also ran capped-register variants, all slower at 8192x4096:
+# RMSNorm 1 row x 8 warps at 32 registers 81.5 us, 2 rows x 16 warps at 32 registers 37.5 (default 33.8);
+# add+RMSNorm 8 warps at 40 registers 66.2, 16 warps 66.2 (default 65.9). Now the (adopted) default only.
 #: dW partial-sum reduction (P = 2 programs x 132 SMs rows): sum_partials keyword arguments.
 PARTIAL_SUM_SWEEP = [dict(block_p=32, block_c=None, num_warps=4), dict(block_p=128, block_c=32, num_warps=4),
                      dict(block_p=64, block_c=64, num_warps=8), dict(block_p=256, block_c=16, num_warps=8),
@@ -326,3 +333,27 @@ def ab_compare(rec, ops, variants: dict, liger: dict, dtype, device, timing_kw, 
             print(f"[{elapsed():6.1f}s] ab {op.name} {name} ok={ok[name]} us={row['median_ms'] * 1e3:.2f} "
                   f"[{srt[0] * 1e3:.2f}, {srt[-1] * 1e3:.2f}] vs liger {ratios[0]:.3f}/{ratios[len(ratios) // 2]:.3f}/"
                   f"{ratios[-1]:.3f}", flush=True)  # fmt: skip
+
+
+def adopt_norm_fwd(rec) -> None:
+    """Set the RMSNorm / add+RMSNorm forward defaults in this process to the sweep's fastest checked
+    choice between the one-block default (``{}``) and the looped variants (``chunk``), per op and width,
+    so the table rows that follow measure it; the JSON records the choice (``adopted``)."""
+    from solkit.kernels import rmsnorm as rn
+
+    for op, kind, width in (("rmsnorm", "fwd", 4096), ("add_rmsnorm", "fwd_residual", 4096),
+                            ("rmsnorm_70b", "fwd", 8192), ("add_rmsnorm_70b", "fwd_residual", 8192)):  # fmt: skip
+        rows = [r for r in rec.doc["sweep"] if r.get("op") == op and r.get("kernel") == "fwd" and r.get("ok")
+                and "median_ms" in r and (r["config"] == {} or "chunk" in r["config"])]  # fmt: skip
+        if not rows:
+            continue
+        best = min(rows, key=lambda r: r["median_ms"])
+        target = rn.RMSNORM_CONFIG["by_width"][width][kind] if width in rn.RMSNORM_CONFIG["by_width"] else (
+            rn.RMSNORM_CONFIG[kind])  # fmt: skip
+        if "chunk" in best["config"]:
+            target.update(chunk=best["config"]["chunk"], looped_num_warps=best["config"].get("num_warps", 4))
+        rec.doc.setdefault("adopted", {})[f"{op}_fwd"] = {
+            "config": best["config"], "median_ms": best["median_ms"],
+            "candidates_ms": {json.dumps(r["config"], sort_keys=True): r["median_ms"] for r in rows},
+        }  # fmt: skip
+        print(f"adopted {op} forward: {best['config']} ({best['median_ms'] * 1e3:.1f} us)", flush=True)
