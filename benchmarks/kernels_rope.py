@@ -71,6 +71,49 @@ def with_config(cfg: dict | None):
     return run
 
 
+def ab_rounds(doc, label, cands, base, grads, backward: bool, rounds: int) -> None:
+    """Candidates timed in alternating turns (order rotated every round; one trial of 20 samples of the
+    harness protocol per turn), so drift and neighbours hit each alike; per candidate the median of its
+    turn medians, their range, and the per-round ratio to each rival (min, median, max)."""
+    from solkit.harness.timing import benchmark
+
+    mode = "fwd+bwd" if backward else "fwd"
+    calls, pools = {}, {}
+    for name, fn in cands:
+        pools[name] = [tuple(t.clone().requires_grad_(backward and i < 2) for i, t in enumerate(base))
+                       for _ in range(2)]  # fmt: skip
+        g = [t.clone() for t in grads]
+        if backward:
+            calls[name] = lambda *xs, f=fn, g=g: torch.autograd.grad(kg._outputs(f(*xs)), xs[:2], g)
+        else:
+            calls[name] = lambda *xs, f=fn: _no_grad(f, xs)
+    turns = {name: [] for name in calls}
+    names = list(calls)
+    for k in range(rounds):
+        for name in names[k % len(names) :] + names[: k % len(names)]:
+            r = benchmark(calls[name], pools[name], method="auto", reps=20, trials=1, warmup=2, calls_per_graph=10,
+                          l2_flush_mode="read")  # fmt: skip
+            turns[name].append(r.median_ms)
+    for name, ms in turns.items():
+        srt = sorted(ms)
+        row = {"shape": label, "backend": name, "mode": mode, "ab_rounds": rounds, "turn_ms": ms,
+               "median_ms": srt[len(srt) // 2], "min_ms": srt[0], "max_ms": srt[-1], "method": r.method}  # fmt: skip
+        for other, oms in turns.items():
+            if other != name:
+                ratios = sorted(a / b for a, b in zip(ms, oms))
+                row[f"ratio_to_{other}"] = {"min": ratios[0], "median": ratios[len(ratios) // 2], "max": ratios[-1]}
+        doc.setdefault("ab", []).append(row)
+        rel = " ".join(f"{k[9:]}={v['min']:.3f}/{v['median']:.3f}/{v['max']:.3f}" for k, v in row.items()
+                       if k.startswith("ratio_to_"))  # fmt: skip
+        print(f"[{time.perf_counter() - T0:6.1f}s] ab rope {label} {name:8s} {mode:7s} us={row['median_ms'] * 1e3:.1f} "
+              f"[{srt[0] * 1e3:.1f}, {srt[-1] * 1e3:.1f}] {rel}", flush=True)  # fmt: skip
+
+
+def _no_grad(f, xs):
+    with torch.no_grad():
+        return f(*xs)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="")
@@ -81,6 +124,9 @@ def main() -> int:
     ap.add_argument("--compile-reserve-s", type=float, default=12.0)
     ap.add_argument("--budget-s", type=float, default=60.0)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--ab-shapes", default="70b", help="shapes that get the A/B rounds")
+    ap.add_argument("--ab", type=int, default=0, help="after the rows: this many alternating A/B rounds of the "
+                    "correct solkit default, Liger and compile rows")  # fmt: skip
     ap.add_argument("--precompile", action="store_true", help="only torch.compile, filling Inductor's caches")
     args = ap.parse_args()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -170,6 +216,14 @@ def main() -> int:
                 us, sol = row.get("median_ms", float("nan")) * 1e3, row.get("sol_calibrated", float("nan"))
                 print(f"[{time.perf_counter() - T0:6.1f}s] rope {label} {name:44s} {mode:7s} ok={row.get('correct')} "
                       f"us={us:7.1f} sol={sol:.3f} {row.get('error', '')[:60]}", flush=True)  # fmt: skip
+        in_time = time.perf_counter() - T0 < args.budget_s
+        if args.ab and dev == "cuda" and label in args.ab_shapes.split(",") and in_time:
+            ok_names = {r["backend"] for r in doc["rows"] if r["shape"] == label and r.get("correct")}
+            ab = [(n, f) for n, f in cands if n in ("solkit", "liger", "compile") and n in ok_names]
+            ab = [(n, compiled[label] if n == "compile" else f) for n, f in ab]
+            for backward in (False, True):
+                ab_rounds(doc, label, ab, base, grads, backward, args.ab)
+                save()
         del q, k, base, grads, refs
     save()
     return 0

@@ -33,7 +33,7 @@ timeout 60 python3 kernels_norm.py --ops rmsnorm,add_rmsnorm,layernorm,rmsnorm_7
   | grep -v "^ *$" | tail -n 90
 echo "norm rc=${PIPESTATUS[0]} left=$(left)s"
 T=$(( $(left) - 8 )); [ "$T" -gt 30 ] && T=30
-timeout "$T" python3 kernels_rope.py --shapes 70b,8b --variants --backends solkit,liger,eager --compile \
+timeout "$T" python3 kernels_rope.py --shapes 70b,8b --variants --backends solkit,liger,eager --compile --ab 5 \
   --budget-s $(( T - 3 )) --compile-reserve-s 2 --out "$OUT/kernels_rope_round4.json" 2>&1 | tee "$OUT/rope.txt" | tail -n 30
 echo "rope rc=${PIPESTATUS[0]} left=$(left)s"
 for p in $P1 $P2 $P3; do kill "$p" 2>/dev/null; done
