@@ -113,7 +113,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes in Triton's interpreter (CPU)")
     ap.add_argument("--shapes", choices=("default", "bench_l"), default="default")
-    ap.add_argument("--stop-after", choices=("tune", "second_process", "steady", "compare", "capture_unseen"),
+    ap.add_argument("--stop-after", choices=("tune", "second_process", "steady", "triton", "compare", "capture_unseen"),
                     default="capture_unseen", help="the last phase to run")  # fmt: skip
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--t-start", default="0")
@@ -283,7 +283,8 @@ def main() -> int:
         return 0
 
     # ---------------------------------------------------------------- 4. triton.autotune's picks, both timed
-    solkit_tuners = [G._autotuner(w["family"], w["regime"]) for w in winners.values()]
+    solkit_by = {(w["family"], w["regime"]): G._autotuner(w["family"], w["regime"]) for w in winners.values()}
+    solkit_tuners = list(solkit_by.values())
     os.environ["SOLKIT_GEMM_TUNER"] = "triton"
     G._autotuner.cache_clear()
     bench_calls = [0]
@@ -305,7 +306,7 @@ def main() -> int:
 
     G._autotuner = triton_tuner
     tri: dict = {}
-    for name, M, N, _K, _res in shapes:
+    for name, *_dims in shapes:
         x, w, r = inputs[name]
         before = bench_calls[0]
         t0 = time.perf_counter()
@@ -317,16 +318,32 @@ def main() -> int:
             continue
         tri[name] = {"first_call_s": round(time.perf_counter() - t0, 3), "config": dict(G.LAST_LAUNCH["config"]),
                      "do_bench_calls": bench_calls[0] - before}  # fmt: skip
+    # host cost per call once tuned, both selectors interleaved in this process (best of 3 loops each)
+    getters = {"solkit": lambda family, regime: solkit_by[family, regime], "triton": triton_tuner}
+    for name, M, N, _K, _res in shapes:
+        if name not in winners or "config" not in tri.get(name, {}):
+            continue
+        x, w, r = inputs[name]
         y = torch.empty(M, N, device=dev, dtype=dtype)
-        n = 5 if smoke else 200
-        t0 = time.perf_counter()
-        for _ in range(n):
-            G.gemm(x, w, residual=r, out=y)
-        tri[name]["host_us_per_call_incl_queueing"] = round((time.perf_counter() - t0) / n * 1e6, 2)
-        sync()
+        best_ms = (tune[name].get("tune") or {}).get("best_ms") or 0.1
+        n = 5 if smoke else int(min(200, max(20, 20.0 / best_ms)))  # ~20 ms of GPU work per loop
+        host = {who: float("inf") for who in getters}
+        for _rep in range(3):
+            for who, get in getters.items():
+                G._autotuner = get
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    G.gemm(x, w, residual=r, out=y)
+                host[who] = min(host[who], (time.perf_counter() - t0) / n)
+                sync()
+        tri[name]["host_us_per_call"] = {who: round(v * 1e6, 2) for who, v in host.items()}
+        tri[name]["host_calls_per_loop"] = n
     G._autotuner = builder
     os.environ.pop("SOLKIT_GEMM_TUNER", None)
     save("triton", tri)
+    if args.stop_after == "triton":
+        return 0
     compare: dict = {}
     for name, M, N, K, res in shapes:
         if name not in winners or "config" not in tri.get(name, {}):
