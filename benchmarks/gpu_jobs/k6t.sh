@@ -1,11 +1,11 @@
-# budget: 60
-# Issue 6, config selection: the GEMM tunes through solkit.tune.autotune (first call per shape), a second
-# process reads the winners from the persisted cache without timing, steady-state calls make no host
-# sync, CUDA graph capture/replay of the tuned GEMM (and of a key first met inside a capture), and
-# triton.autotune's picks timed against solkit.tune's with the harness protocol. Cold Triton cache.
+# budget: 40
+# Issue 6, config selection, round 2: the first calls of the l suite's six GEMM rows (what `solkit bench`'s
+# main job tunes: M = 8192, N/K up to 57344/28672) through solkit.tune.autotune from a cold Triton cache
+# and an empty tune cache (wall time, extra peak memory, evaluations), a second process reading them back,
+# steady state (no host sync, CUDA graph replay), then triton.autotune's picks and the host cost per
+# call of both selectors interleaved. Round 1 (default shapes, every phase): results/gemm_tuner_h200_round1.json.
 set -u
 export TRITON_CACHE_DIR=/tmp/k6t_triton_cache
 rm -rf "$TRITON_CACHE_DIR"
-python3 benchmarks/gemm_tuner_check.py --out "$OUT" 2>&1 | tail -n 40
+python3 benchmarks/gemm_tuner_check.py --out "$OUT" --shapes bench_l --stop-after triton 2>&1 | tail -n 40
 echo "check rc=${PIPESTATUS[0]}"
-timeout 15 python3 -m pytest tests/kernels/test_gemm_tuner.py -q -x -m gpu -p no:cacheprovider 2>&1 | tail -n 8 | tee "$OUT/pytest_gpu.txt"
