@@ -234,7 +234,9 @@ def main() -> int:
         x, w, r = inputs[name]
         y = torch.empty(x.shape[0], w.shape[0], device=dev, dtype=dtype)
         rec: dict = {}
-        n = 5 if smoke else 200
+        best_ms = (tune[name].get("tune") or {}).get("best_ms") or 0.1
+        n = 5 if smoke else int(min(200, max(20, 20.0 / best_ms)))  # ~20 ms of GPU work
+        rec["host_calls"] = n
         sync()
         t0 = time.perf_counter()
         for _ in range(n):
