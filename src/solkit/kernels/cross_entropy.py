@@ -229,7 +229,8 @@ def _scale_rows_kernel(
 #: exponentials in registers (else recomputed in the gradient pass), register prefetch of the next row,
 #: register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a counter
 #: with release/acquire), ``skew`` = 1: rows overlapped by one (the barrier's wait hidden behind the next
-#: row's pass 1; tagged, exponentials kept, prefetch). It serves every call without softcap where it
+#: row's pass 1; tagged, exponentials kept, prefetch), 2: by two (four chunks in registers in the logits'
+#: dtype, exponentials recomputed). It serves every call without softcap where it
 #: applies (CUDA; under the CPU interpreter only rows of one chunk).
 #: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
 #: depth of the two sweeps over a row (cp.async prefetch of the next blocks; 1 = none), programs per SM
@@ -297,7 +298,7 @@ def launch_cross_entropy_rows(
             label_smoothing=label_smoothing, z_loss_scale=z_loss_scale, block=cfg["split_block"],
             num_warps=cfg["split_warps"], programs_per_sm=cfg["split_programs_per_sm"],
             keep_exp=bool(cfg["split_keep_exp"]), prefetch=bool(cfg["split_prefetch"]),
-            tagged=bool(cfg["split_tagged"]), skew=bool(cfg["split_skew"]), maxnreg=cfg["split_maxnreg"] or None,
+            tagged=bool(cfg["split_tagged"]), skew=int(cfg["split_skew"]), maxnreg=cfg["split_maxnreg"] or None,
         )  # fmt: skip
         if info is not None:
             LAST_LAUNCH.update(path="split", **info)

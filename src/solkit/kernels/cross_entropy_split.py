@@ -220,6 +220,14 @@ def _target_logit(logits_ptr, row64, logits_row_stride, target, n_cols):
 
 
 @triton.jit
+def _load_row_chunk(logits_ptr, targets_ptr, row, n_rows, logits_row_stride, cols, offs, col_lim):
+    """A row's chunk (all -inf past the last row) and its target (the last row's past it)."""
+    x = tl.load(logits_ptr + tl.cast(row, tl.int64) * logits_row_stride + cols,
+                mask=offs < tl.where(row < n_rows, col_lim, 0), other=-float("inf"))  # fmt: skip
+    return x, tl.load(targets_ptr + tl.minimum(row, n_rows - 1)).to(tl.int32)
+
+
+@triton.jit
 def _ce_split_kernel(
     logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr, partial_ptr,
     n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
@@ -374,6 +382,170 @@ def _ce_split_skew_kernel(
         k_nxt = k_nxt + valid_nxt.to(tl.int32)
 
 
+@triton.jit
+def _unpack(w, IS_BF16: tl.constexpr):
+    """Two 16-bit logits packed in an int32 word (little-endian: the even column in the low half) -> fp32."""
+    if IS_BF16:
+        lo = (w << 16).to(tl.float32, bitcast=True)
+        hi = (w & -65536).to(tl.float32, bitcast=True)
+    else:
+        lo = (w & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        hi = (w >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _pack(lo, hi, IS_BF16: tl.constexpr, ASM: tl.constexpr):
+    """fp32 pairs -> one int32 word of two 16-bit values; with ``ASM`` one ``cvt.rn.{bf16,f16}x2.f32`` per
+    pair (F2FP, full rate) instead of two single conversions on the quarter-rate pipe (the MUFU's)."""
+    if ASM:
+        cvt: tl.constexpr = "cvt.rn.bf16x2.f32 $0, $1, $2;" if IS_BF16 else "cvt.rn.f16x2.f32 $0, $1, $2;"
+        return tl.inline_asm_elementwise(cvt, "=r,f,f", [hi, lo], dtype=tl.int32, is_pure=True, pack=1)
+    dt: tl.constexpr = tl.bfloat16 if IS_BF16 else tl.float16
+    lo_bits = lo.to(dt).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    return lo_bits | (hi.to(dt).to(tl.int16, bitcast=True).to(tl.int32) << 16)
+
+
+@triton.jit
+def _pair_sums(w, w_mask, IS_BF16: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
+    """Pass 1 over a packed chunk: (max, sum of 2^((z - m_ref) L), sum z)."""
+    lo, hi = _unpack(w, IS_BF16)
+    m_c = tl.maximum(tl.max(lo, axis=0), tl.max(hi, axis=0))
+    m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
+    s_c = tl.sum(tl.exp2(lo * L2E - m_ref * L2E) + tl.exp2(hi * L2E - m_ref * L2E), axis=0)
+    if HAS_SMOOTHING:
+        sz = tl.sum(tl.where(w_mask, lo + hi, 0.0), axis=0)
+    else:
+        sz = 0.0
+    return m_c, s_c, sz
+
+
+@triton.jit
+def _load_words_row(logits_w_ptr, targets_ptr, row, n_rows, w_row_stride, wcols, woffs, w_lim, W_PAD: tl.constexpr):
+    """A row's chunk as int32 words (-inf pairs past the last row) and its target."""
+    w = tl.load(logits_w_ptr + tl.cast(row, tl.int64) * w_row_stride + wcols,
+                mask=woffs < tl.where(row < n_rows, w_lim, 0), other=W_PAD)  # fmt: skip
+    return w, tl.load(targets_ptr + tl.minimum(row, n_rows - 1)).to(tl.int32)
+
+
+@triton.jit
+def _ce_split_deep_kernel(
+    logits_ptr, logits_w_ptr, grad_ptr, grad_w_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr,
+    partial_ptr, n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
+    ignore_index, label_smoothing, z_loss_scale, max_spins,
+    SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
+):  # fmt: skip
+    """Rows overlapped by two, for 16-bit logits held **packed** (two per int32 register; unpacked 16-bit
+    values would take a register each): an iteration issues the load of row r + 3G, publishes row r + 2G's
+    partials, then waits for row r's (published two iterations earlier) and writes its gradient, the
+    exponentials recomputed. Four chunks live in registers, so the exchange's latency (microseconds under
+    full memory traffic) has two iterations to complete. Four partial slots: publishing arrival a needs
+    every peer to have published a - 1, which each does after reading a - 4. Needs an even ``n_cols`` and
+    even row strides (the launcher checks)."""
+    W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # 0xFF80FF80 / 0xFC00FC00: two -inf
+    WBLOCK: tl.constexpr = BLOCK // 2
+    pid = tl.program_id(0)
+    n_groups = tl.num_programs(0) // SPLIT
+    group = pid // SPLIT
+    chunk = pid % SPLIT
+    col0 = chunk * chunk_cols
+    col_lim = tl.minimum(chunk_cols, n_cols - col0)
+    col_end = col0 + col_lim
+    woffs = tl.arange(0, WBLOCK)
+    wcols = col0 // 2 + woffs
+    w_lim = col_lim // 2
+    w_mask = woffs < w_lim
+    lw_stride = logits_row_stride // 2
+    gw_stride = grad_row_stride // 2
+    if MEAN:
+        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
+    else:
+        grad_scale = 1.0
+    uniform = label_smoothing / n_cols * grad_scale
+    spin_budget = max_spins
+    # prologue: rows r and r + G published, r + 2G loaded (r = group < n_rows: the launcher's grid)
+    x0, t0 = _load_words_row(logits_w_ptr, targets_ptr, group, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD)
+    x1, t1 = _load_words_row(logits_w_ptr, targets_ptr, group + n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
+                             W_PAD)  # fmt: skip
+    x2, t2 = _load_words_row(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs,
+                             w_lim, W_PAD)  # fmt: skip
+    zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
+    m_c, s_c, sz = _pair_sums(x0, w_mask, IS_BF16, HAS_SMOOTHING)
+    v0 = t0 != ignore_index
+    k0 = 0
+    if v0:
+        _publish_tagged(_slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4), chunk, k0, m_c, s_c, sz, SPLIT_P2,
+                        HAS_SMOOTHING)  # fmt: skip
+    k1 = v0.to(tl.int32)
+    zt1 = _target_logit(logits_ptr, tl.minimum(group + n_groups, n_rows - 1).to(tl.int64), logits_row_stride, t1,
+                        n_cols)  # fmt: skip
+    m_c, s_c, sz = _pair_sums(x1, w_mask, IS_BF16, HAS_SMOOTHING)
+    v1 = (group + n_groups < n_rows) & (t1 != ignore_index)
+    if v1:
+        _publish_tagged(_slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 4), chunk, k1, m_c, s_c, sz, SPLIT_P2,
+                        HAS_SMOOTHING)  # fmt: skip
+    k2 = k1 + v1.to(tl.int32)
+    for row in range(group, n_rows, n_groups):
+        row64 = tl.cast(row, tl.int64)
+        r2 = row + 2 * n_groups
+        x3, t3 = _load_words_row(logits_w_ptr, targets_ptr, r2 + n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
+                                 W_PAD)  # fmt: skip
+        base0 = _slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4)
+        wm, ws, wz = _poll_tagged(base0, k0, SPLIT, SPLIT_P2, HAS_SMOOTHING)  # in flight during the pass 1 below
+        v2 = (r2 < n_rows) & (t2 != ignore_index)
+        zt2 = _target_logit(logits_ptr, tl.minimum(r2, n_rows - 1).to(tl.int64), logits_row_stride, t2, n_cols)
+        m_c, s_c, sz = _pair_sums(x2, w_mask, IS_BF16, HAS_SMOOTHING)
+        if v2:
+            _publish_tagged(_slot(partial_ptr, group, n_groups, k2, SPLIT_P2, 4), chunk, k2, m_c, s_c, sz,
+                            SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
+        g_row_w = grad_w_ptr + row64 * gw_stride
+        if v0:
+            lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
+                                            HAS_SMOOTHING)  # fmt: skip
+            if ok == 0:
+                lse = lse + float("nan")
+                spin_budget = 0
+                tl.atomic_xchg(sync_ptr + n_groups, 0x7FC00000)
+            t_in = (t0 >= 0) & (t0 < n_cols)
+            owner = (tl.where(t_in, t0, 0) >= col0) & (tl.where(t_in, t0, 0) < col_end)
+            if owner:  # the program whose chunk holds the target (column 0 for an out-of-range target)
+                loss = lse - zt0
+                if HAS_SMOOTHING:
+                    loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz_row / n_cols)
+                tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
+                tl.store(lse_ptr + row64, lse)
+            if WRITE_GRAD:
+                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
+                lo, hi = _unpack(x0, IS_BF16)
+                g_lo = tl.exp2(lo * L2E - lse * L2E) * p_scale - uniform
+                g_hi = tl.exp2(hi * L2E - lse * L2E) * p_scale - uniform
+                tl.store(g_row_w + wcols, _pack(g_lo, g_hi, IS_BF16, ASM), mask=w_mask)
+                if owner & t_in:
+                    g_t = tl.exp2(zt0 * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
+                    tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
+                    tl.store(grad_ptr + row64 * grad_row_stride + t0, g_t.to(grad_ptr.dtype.element_ty))
+        else:
+            if chunk == 0:
+                tl.store(loss_ptr + row64, 0.0)
+                tl.store(lse_ptr + row64, 0.0)
+            if WRITE_GRAD:
+                tl.store(g_row_w + wcols, tl.zeros([WBLOCK], dtype=tl.int32), mask=w_mask)
+        x0 = x1
+        x1 = x2
+        x2 = x3
+        t0 = t1
+        t1 = t2
+        t2 = t3
+        zt0 = zt1
+        zt1 = zt2
+        v0 = v1
+        v1 = v2
+        k0 = k1
+        k1 = k2
+        k2 = k2 + v2.to(tl.int32)
+
+
 def chunk_layout(n_cols: int, block: int) -> tuple[int, int, int]:
     """(split, chunk_cols, block) for a row of ``n_cols``: as few chunks of at most ``block`` columns as
     possible, chunk widths a multiple of 16 (16-byte vector loads), ``block`` shrunk to the chunk's power of 2."""
@@ -417,31 +589,41 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def _packable(t: torch.Tensor) -> bool:
+    """16-bit logits that can be read as int32 words: even row length, even row stride, 4-byte aligned."""
+    return (t.dtype in (torch.bfloat16, torch.float16) and t.shape[1] % 2 == 0 and t.stride(0) % 2 == 0
+            and t.stride(1) == 1 and t.data_ptr() % 4 == 0)  # fmt: skip
+
+
 def launch_cross_entropy_split(
     logits: torch.Tensor, targets: torch.Tensor, losses: torch.Tensor, lse: torch.Tensor, n_valid: torch.Tensor,
     *, grad: torch.Tensor | None, mean: bool, ignore_index: int, label_smoothing: float, z_loss_scale: float,
     block: int = 16384, num_warps: int = 16, programs_per_sm: int = 1, keep_exp: bool = True,
-    prefetch: bool = True, tagged: bool = True, skew: bool = False, maxnreg: int | None = None,
+    prefetch: bool = True, tagged: bool = True, skew: int = 0, maxnreg: int | None = None,
     max_spins: int = 1 << 22, groups: int | None = None,
 ) -> dict | None:  # fmt: skip
     """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
     does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
-    programs than one group. ``groups`` caps the number of groups (tests)."""
+    programs than one group. ``skew`` 0: :func:`_ce_split_kernel`, 1: :func:`_ce_split_skew_kernel`,
+    2: :func:`_ce_split_deep_kernel` (16-bit logits of even length; otherwise skew 1). ``groups`` caps the
+    number of groups (tests)."""
     n_rows, n_cols = logits.shape
     split, chunk_cols, blk = chunk_layout(n_cols, block)
     interpreting = _interpreting() or logits.device.type != "cuda"
     if interpreting and split > 1 and groups is None:
         return None  # programs run one after another there: the barrier could never be met
+    skew = int(skew) if split > 1 else 0  # one chunk per row: no barrier to hide
+    if skew == 2 and not (_packable(logits) and (grad is None or _packable(grad))):
+        skew = 1
+    tagged = bool(tagged or skew)
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
-    args = [logits, grad_arg, targets, losses, lse, n_valid, None, None, n_rows, n_cols, chunk_cols, logits.stride(0),
-            grad_stride, ignore_index, float(label_smoothing), float(z_loss_scale), max_spins]  # fmt: skip
-    skew = skew and split > 1  # one chunk per row: no barrier to hide
-    tagged = tagged or skew
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BLOCK=blk, MEAN=mean,
                 HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None, num_warps=num_warps)  # fmt: skip
-    if not skew:
+    if skew == 0:
         meta.update(KEEP_EXP=int(keep_exp), PREFETCH=int(prefetch), TAGGED=int(tagged))
-    kernel_fn = _ce_split_skew_kernel if skew else _ce_split_kernel
+    if skew == 2:
+        meta.update(IS_BF16=logits.dtype == torch.bfloat16, ASM=not interpreting)
+    kernel_fn = (_ce_split_kernel, _ce_split_skew_kernel, _ce_split_deep_kernel)[skew]
     if maxnreg and not interpreting:
         meta["maxnreg"] = maxnreg
     info: dict = {"split": split, "chunk_cols": chunk_cols, "block": blk}
@@ -450,11 +632,17 @@ def launch_cross_entropy_split(
     # one zeroed buffer (one memset per call): the counters + timeout flag, then the partials (fp32, or
     # 64-bit tagged words), 16-byte aligned (the same specialisation whatever the grid)
     n_sync = (most + 4) // 4 * 4
-    n_part = (3 if skew else 2) * most * 3 * meta["SPLIT_P2"]
+    n_part = (2 + skew) * most * 3 * meta["SPLIT_P2"]  # partial slots: 2, 3 (skew 1), 4 (skew 2)
     buf = torch.zeros(n_sync + 2 * n_part, dtype=torch.int32, device=logits.device)
     sync = buf[: most + 1]
     partials = buf[n_sync:].view(torch.int64) if tagged else buf[n_sync : n_sync + n_part].view(torch.float32)
-    args[6], args[7] = sync, partials
+    tail = [n_rows, n_cols, chunk_cols, logits.stride(0), grad_stride, ignore_index, float(label_smoothing),
+            float(z_loss_scale), max_spins]  # fmt: skip
+    if skew == 2:
+        args = [logits, logits.view(torch.int32), grad_arg, grad_arg.view(torch.int32), targets, losses, lse, n_valid,
+                sync, partials, *tail]  # fmt: skip
+    else:
+        args = [logits, grad_arg, targets, losses, lse, n_valid, sync, partials, *tail]
     n_groups = most
     if not interpreting:
         # compile (no launch) to read registers / shared memory: the whole grid must be resident at once or
@@ -467,5 +655,5 @@ def launch_cross_entropy_split(
             return None
     kernel_fn[(n_groups * split,)](*args, **meta)
     losses.add_(sync[n_groups : n_groups + 1].view(torch.float32))  # NaN everywhere if a barrier timed out
-    info.update(groups=n_groups, programs=n_groups * split, tagged=bool(tagged), skew=skew)
+    info.update(groups=n_groups, programs=n_groups * split, tagged=tagged, skew=skew)
     return info
