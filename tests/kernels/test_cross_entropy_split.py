@@ -147,6 +147,7 @@ SPLIT_CONFIGS = [
     {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 2},
 ]  # fmt: skip
 DEEP = {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 2}
+PLAIN = SPLIT_CONFIGS[0]
 
 
 def _gpu_check(rows, vocab, dtype, opts, reduction="mean", config=None, seed=0, skew=None):
@@ -157,7 +158,7 @@ def _gpu_check(rows, vocab, dtype, opts, reduction="mean", config=None, seed=0, 
         y[:: max(rows // 5, 2)] = opts.get("ignore_index", -100)
     ref, rgrad, go = reference(x, y, reduction=reduction, **opts)
     xs = x.clone().requires_grad_()
-    loss = cross_entropy(xs, y, reduction=reduction, config=config, **opts)
+    loss = cross_entropy(xs, y, reduction=reduction, config=config or PLAIN, **opts)
     assert LAST_LAUNCH["path"] == "split", LAST_LAUNCH
     if skew is not None:
         assert LAST_LAUNCH["skew"] == skew, LAST_LAUNCH
@@ -205,8 +206,23 @@ def test_gpu_split_forward_only_and_repeat(config):
     y = torch.randint(0, 128256, (2048,), device="cuda")
     keep = x.clone()
     with torch.no_grad():
-        a = cross_entropy(x, y, config=config)
+        a = cross_entropy(x, y, config=config or PLAIN)
         assert LAST_LAUNCH["path"] == "split"
-        b = cross_entropy(x, y, config=config)
+        b = cross_entropy(x, y, config=config or PLAIN)
     assert torch.equal(x, keep) and torch.equal(a, b)
     torch.testing.assert_close(a.double(), F.cross_entropy(x.double(), y), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_deep_more_than_2_31_elements():
+    rows, vocab = 17_000, 128256  # 2.18e9 logits: 64-bit row offsets required
+    x = torch.randn(rows, vocab, device="cuda", dtype=torch.bfloat16)
+    y = torch.randint(0, vocab, (rows,), device="cuda")
+    tail = x[-4:].float()
+    xs = x.requires_grad_()
+    loss = cross_entropy(xs, y, reduction="none", config=DEEP)
+    assert LAST_LAUNCH["skew"] == 2
+    torch.testing.assert_close(loss[-4:], F.cross_entropy(tail, y[-4:], reduction="none"), atol=1e-3, rtol=1e-3)
+    (grad,) = torch.autograd.grad(loss.sum(), xs)
+    ref = torch.softmax(tail, -1) - F.one_hot(y[-4:], vocab).float()
+    torch.testing.assert_close(grad[-4:].float(), ref, atol=1e-4, rtol=2e-2)

@@ -230,8 +230,9 @@ def _scale_rows_kernel(
 #: register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a counter
 #: with release/acquire), ``skew`` = 1: rows overlapped by one (the barrier's wait hidden behind the next
 #: row's pass 1; tagged, exponentials kept, prefetch), 2: by two (four chunks in registers in the logits'
-#: dtype, exponentials recomputed). It serves every call without softcap where it
-#: applies (CUDA; under the CPU interpreter only rows of one chunk).
+#: dtype, exponentials recomputed). When ``split_block`` > 0 it serves every call without softcap where
+#: it applies (CUDA; under the CPU interpreter only rows of one chunk). Off by default: on the H200 every
+#: split variant measured so far is slower than the two-sweep kernel (kernels_gates_round4a.json).
 #: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
 #: depth of the two sweeps over a row (cp.async prefetch of the next blocks; 1 = none), programs per SM
 #: (0 = one program per row), and ``warp_stats`` = 1: one running max per warp in the statistics sweep
@@ -239,7 +240,7 @@ def _scale_rows_kernel(
 #: forward + backward of the round-3 autotuning on an H200 at [8192, 128256] bf16
 #: (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
 CE_CONFIG = {
-    "split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_keep_exp": 1, "split_prefetch": 1,
+    "split_block": 0, "split_warps": 16, "split_programs_per_sm": 1, "split_keep_exp": 1, "split_prefetch": 1,
     "split_maxnreg": 0, "split_tagged": 1, "split_skew": 0,
     "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 0,
 }  # fmt: skip
