@@ -244,7 +244,7 @@ def main(argv=None) -> int:
         "--ce-sweep",
         default="",
         help="CE candidates of the split kernel: "
-        "split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg[:tagged[:skew]],... "
+        "split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg[:tagged[:skew[:max_spins]]],... "
         "(split_block 0: the two-sweep kernel with the module's settings)",
     )
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
@@ -484,6 +484,7 @@ SWEEPS = {
             "split_maxnreg",
             "split_tagged",
             "split_skew",
+            "split_max_spins",
         ),
     ),
     "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),

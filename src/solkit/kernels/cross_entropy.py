@@ -230,9 +230,10 @@ def _scale_rows_kernel(
 #: register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a counter
 #: with release/acquire), ``skew`` = 1: rows overlapped by one (the barrier's wait hidden behind the next
 #: row's pass 1; tagged, exponentials kept, prefetch), 2: by two (four chunks in registers in the logits'
-#: dtype, exponentials recomputed). When ``split_block`` > 0 it serves every call without softcap where
-#: it applies (CUDA; under the CPU interpreter only rows of one chunk). Off by default: on the H200 every
-#: split variant measured so far is slower than the two-sweep kernel (kernels_gates_round4a.json).
+#: dtype, exponentials recomputed), the spin bound (0: never wait: a timing diagnostic, NaN rows).
+#: When ``split_block`` > 0 it serves every call without softcap where it applies (CUDA; under the CPU
+#: interpreter only rows of one chunk). Off by default: on the H200 every split variant measured so far
+#: is slower than the two-sweep kernel (kernels_gates_round4a.json).
 #: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
 #: depth of the two sweeps over a row (cp.async prefetch of the next blocks; 1 = none), programs per SM
 #: (0 = one program per row), and ``warp_stats`` = 1: one running max per warp in the statistics sweep
@@ -241,7 +242,7 @@ def _scale_rows_kernel(
 #: (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
 CE_CONFIG = {
     "split_block": 0, "split_warps": 16, "split_programs_per_sm": 1, "split_keep_exp": 1, "split_prefetch": 1,
-    "split_maxnreg": 0, "split_tagged": 1, "split_skew": 0,
+    "split_maxnreg": 0, "split_tagged": 1, "split_skew": 0, "split_max_spins": 1 << 22,
     "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 0,
 }  # fmt: skip
 
@@ -300,6 +301,7 @@ def launch_cross_entropy_rows(
             num_warps=cfg["split_warps"], programs_per_sm=cfg["split_programs_per_sm"],
             keep_exp=bool(cfg["split_keep_exp"]), prefetch=bool(cfg["split_prefetch"]),
             tagged=bool(cfg["split_tagged"]), skew=int(cfg["split_skew"]), maxnreg=cfg["split_maxnreg"] or None,
+            max_spins=int(cfg["split_max_spins"]),
         )  # fmt: skip
         if info is not None:
             LAST_LAUNCH.update(path="split", **info)

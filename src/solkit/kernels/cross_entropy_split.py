@@ -161,6 +161,18 @@ def _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_
 
 
 @triton.jit
+def _on_timeout(ok, lse, spin_budget, flag_ptr):
+    """A peer never arrived: NaN for this row, the flag set (once per program; the launcher adds it to the
+    losses), and no more waiting from now on."""
+    if ok == 0:
+        lse = lse + float("nan")
+        if spin_budget > 0:
+            tl.atomic_xchg(flag_ptr, 0x7FC00000)  # the int32 bits of a float NaN
+        spin_budget = 0
+    return lse, spin_budget
+
+
+@triton.jit
 def _chunk_stats(x, col_mask, HAS_SMOOTHING: tl.constexpr):
     """Pass 1 over a chunk in registers: (z, e = 2^((z - m_ref) L), max, m_ref, sum e, sum z)."""
     z = x.to(tl.float32)  # padding is -inf: exp2 gives 0, no per-element select
@@ -282,10 +294,7 @@ def _ce_split_kernel(
                 else:
                     lse, sz, ok = _exchange_counted(partial_ptr, sync_ptr, group, chunk, n_groups, k, m_c, s_c, sz,
                                                     spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
-                if ok == 0:  # a peer never arrived: NaN for this row and a flag; stop waiting from now on
-                    lse = lse + float("nan")
-                    spin_budget = 0
-                    tl.atomic_xchg(sync_ptr + n_groups, 0x7FC00000)  # the int32 bits of a float NaN
+                lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
                 k += 1
             else:
                 lse = m_ref + tl.log2(s_c) * LN2
@@ -362,10 +371,7 @@ def _ce_split_skew_kernel(
         if valid_cur:
             lse, sz_row, ok = _await_tagged(base_cur, k_cur, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
                                             HAS_SMOOTHING)  # fmt: skip
-            if ok == 0:
-                lse = lse + float("nan")
-                spin_budget = 0
-                tl.atomic_xchg(sync_ptr + n_groups, 0x7FC00000)
+            lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
             _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, col_end, t_cur, n_cols,
                         zt_cur, e_cur, e_cur, m_ref_cur, lse, sz_row, grad_scale, label_smoothing, z_loss_scale,
                         WRITE_GRAD, 1)  # fmt: skip
@@ -503,10 +509,7 @@ def _ce_split_deep_kernel(
         if v0:
             lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
                                             HAS_SMOOTHING)  # fmt: skip
-            if ok == 0:
-                lse = lse + float("nan")
-                spin_budget = 0
-                tl.atomic_xchg(sync_ptr + n_groups, 0x7FC00000)
+            lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
             t_in = (t0 >= 0) & (t0 < n_cols)
             owner = (tl.where(t_in, t0, 0) >= col0) & (tl.where(t_in, t0, 0) < col_end)
             if owner:  # the program whose chunk holds the target (column 0 for an out-of-range target)
