@@ -244,8 +244,8 @@ def main(argv=None) -> int:
         "--ce-sweep",
         default="",
         help="CE candidates of the split kernel: "
-        "split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg[:tagged[:skew[:max_spins]]],... "
-        "(split_block 0: the two-sweep kernel with the module's settings)",
+        "split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg[:tagged[:skew[:max_spins[:block:warps:stages:"
+        "progs_per_sm:warp_stats]]]],... (split_block 0: the two-sweep kernel, set by the last five fields)",
     )
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
     ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile[:tokens[:tile]],...")
@@ -485,6 +485,11 @@ SWEEPS = {
             "split_tagged",
             "split_skew",
             "split_max_spins",
+            "block",
+            "num_warps",
+            "num_stages",
+            "programs_per_sm",
+            "warp_stats",
         ),
     ),
     "swiglu": ("gate_sweep", GATE_CONFIG, ("block", "num_warps")),

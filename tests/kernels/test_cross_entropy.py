@@ -78,15 +78,18 @@ def test_fp32_all_options(shape, opts, reduction, path, device):
 
 
 @pytest.mark.parametrize("vocab", [3000, 700])
-def test_row_kernel_warp_statistics(vocab, device):
-    """warp_stats: one running max per warp ([REP, warps, 256] tiles); a short row leaves whole warps with
-    only padding in the first block (their max stays -inf until real logits arrive)."""
+@pytest.mark.parametrize("stats", [1, 2], ids=["warp", "thread"])
+@pytest.mark.parametrize("softcap", [20.0, None], ids=["softcap", "plain"])
+def test_row_kernel_warp_statistics(vocab, stats, softcap, device):
+    """warp_stats: one running max per warp ([REP, warps, 256] tiles) or per thread ([REP, threads, 8]); a
+    short row leaves whole warps with only padding in the first block (their max stays -inf until real
+    logits arrive)."""
     torch.manual_seed(vocab)
     x = (torch.randn(5, vocab) * 4).to(device)
     y = torch.randint(0, vocab, (5,), device=device)
     y[1] = -100
-    cfg = {"split_block": 0, "block": 1024, "num_warps": 2, "warp_stats": 1, "num_stages": 2}
-    opts = {"label_smoothing": 0.1, "softcap": 20.0, "z_loss_scale": 1e-3}
+    cfg = {"split_block": 0, "block": 1024, "num_warps": 2, "warp_stats": stats, "num_stages": 2}
+    opts = {"label_smoothing": 0.1, "softcap": softcap, "z_loss_scale": 1e-3}
     x64 = x.double().requires_grad_()
     ref = ref_loss(x64, y, reduction="none", **opts)
     go = torch.randn_like(ref)

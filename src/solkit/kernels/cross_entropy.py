@@ -111,6 +111,38 @@ def _row_stats_warps(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constex
 
 
 @triton.jit
+def _row_stats_lanes(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
+                     REP: tl.constexpr, THREADS: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
+    """:func:`_row_stats_warps` with one running max and sum per *thread*: a block is a [REP, threads, 8]
+    tile (8 contiguous logits per thread, as loaded), so a block's statistics need no shuffle and no
+    barrier at all; the threads' (max, sum) pairs are combined once per row."""
+    offs = tl.arange(0, REP * THREADS * 8)
+    n_blocks = tl.cdiv(tl.maximum(col_end - col_start, 0), REP * THREADS * 8)
+    m2 = tl.full([1, THREADS, 1], -float("inf"), dtype=tl.float32)
+    t_sum = tl.zeros([1, THREADS, 1], dtype=tl.float32)
+    lane_z = tl.zeros([REP, THREADS, 8], dtype=tl.float32)
+    for blk in tl.range(0, n_blocks, num_stages=NUM_STAGES):
+        cols = col_start + blk * (REP * THREADS * 8) + offs
+        mask = cols < col_end
+        if HAS_SOFTCAP:
+            z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
+            z2 = tl.reshape(tl.where(mask, z * 1.4426950408889634, -float("inf")), (REP, THREADS, 8))
+        else:
+            z = tl.load(x_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
+            z2 = tl.reshape(z * 1.4426950408889634, (REP, THREADS, 8))
+        m2_new = tl.maximum(m2, tl.max(tl.max(z2, axis=0, keep_dims=True), axis=2, keep_dims=True))
+        m_ref = tl.where(m2_new == -float("inf"), 0.0, m2_new)
+        blk_sum = tl.sum(tl.sum(tl.exp2(z2 - m_ref), axis=0, keep_dims=True), axis=2, keep_dims=True)
+        t_sum = t_sum * tl.exp2(m2 - m_ref) + blk_sum
+        if HAS_SMOOTHING:
+            lane_z += tl.reshape(tl.where(mask, z, 0.0), (REP, THREADS, 8))
+        m2 = m2_new
+    big = tl.max(tl.max(tl.max(m2, axis=2), axis=1), axis=0)
+    total = tl.sum(tl.sum(tl.sum(t_sum * tl.exp2(m2 - big), axis=2), axis=1), axis=0)
+    return big, total, tl.sum(tl.sum(tl.sum(lane_z, axis=0), axis=1), axis=0)
+
+
+@triton.jit
 def _row_grad(x_row, g_row, col_start, col_end, lse2, p_scale, uniform, softcap, HAS_SOFTCAP: tl.constexpr,
               BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
     """dL/dx over columns [col_start, col_end) except the target's ``- (1 - eps)`` (the caller writes that
@@ -161,7 +193,8 @@ def _ce_fwd_kernel(
     WRITE_GRAD: tl.constexpr, BLOCK: tl.constexpr, NUM_STAGES: tl.constexpr, WARP_STATS: tl.constexpr = 0,
 ):  # fmt: skip
     """One program per row (or a persistent loop over rows): both sweeps over the whole row. WARP_STATS =
-    w > 0: the statistics sweep keeps one running max per warp (:func:`_row_stats_warps`, w = num_warps)."""
+    w > 0: the statistics sweep keeps one running max per warp (:func:`_row_stats_warps`, w = num_warps);
+    -w: one per thread (:func:`_row_stats_lanes`)."""
     pid = tl.program_id(0)
     if MEAN:
         grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
@@ -178,7 +211,10 @@ def _ce_fwd_kernel(
             if WRITE_GRAD:
                 _zero_grad(g_row, 0, n_cols, BLOCK)
         else:
-            if WARP_STATS > 0:
+            if WARP_STATS < 0:  # -w: one running max per thread (w warps)
+                m2, s, sum_z = _row_stats_lanes(x_row, 0, n_cols, softcap, HAS_SOFTCAP, HAS_SMOOTHING,
+                                                BLOCK // (-WARP_STATS * 256), -WARP_STATS * 32, NUM_STAGES)  # fmt: skip
+            elif WARP_STATS > 0:
                 m2, s, sum_z = _row_stats_warps(x_row, 0, n_cols, softcap, HAS_SOFTCAP, HAS_SMOOTHING,
                                                 BLOCK // (WARP_STATS * 256), WARP_STATS, NUM_STAGES)  # fmt: skip
             else:
@@ -237,7 +273,8 @@ def _scale_rows_kernel(
 #: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
 #: depth of the two sweeps over a row (cp.async prefetch of the next blocks; 1 = none), programs per SM
 #: (0 = one program per row), and ``warp_stats`` = 1: one running max per warp in the statistics sweep
-#: (6-10 % faster forward, the same forward + backward on the H200); their values: the fastest correct
+#: (6-10 % faster forward, the same forward + backward on the H200), 2: one per thread (no shuffle, no
+#: barrier per block); their values: the fastest correct
 #: forward + backward of the round-3 autotuning on an H200 at [8192, 128256] bf16
 #: (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
 CE_CONFIG = {
@@ -311,7 +348,9 @@ def launch_cross_entropy_rows(
     scalars = (ignore_index, float(label_smoothing), float(z_loss_scale), float(softcap or 1.0))
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
     # warp statistics need a block of whole [warps x 256] tiles
-    warp_stats = cfg["num_warps"] if cfg.get("warp_stats", 0) and block % (cfg["num_warps"] * 256) == 0 else 0
+    # warp (1) or thread (2) statistics need a block of whole [warps x 256] tiles; passed as +w / -w
+    whole = block % (cfg["num_warps"] * 256) == 0
+    warp_stats = {1: cfg["num_warps"], 2: -cfg["num_warps"]}.get(cfg.get("warp_stats", 0), 0) if whole else 0
     _ce_fwd_kernel[(_grid(n_rows, logits.device, cfg["programs_per_sm"]),)](
         logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride, *scalars,
         MEAN=mean, HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None,
