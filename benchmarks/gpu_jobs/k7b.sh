@@ -8,7 +8,8 @@
 #     specialisation), while the GPU tests of the split kernels run in the foreground;
 #  2. benchmarks/kernels_gates.py: every candidate checked against fp64 at [8192, 128256] bf16 and timed
 #     (harness protocol: timing.benchmark method auto, read L2 flush, rotating inputs), the fastest correct
-#     one then timed against Liger, eager and torch.compile, forward + backward and forward.
+#     one then timed against Liger (eager and torch.compile: round 3 of the session), forward + backward
+#     and forward; --probe-fwd times every candidate's forward too.
 # CE candidates: split_block:warps:programs_per_sm:keep_exp:prefetch:maxnreg:tagged:skew[:max_spins[:block:
 # warps:stages:programs_per_sm:warp_stats]] (split_block 0 = the two-sweep kernel, set by the last five).
 # Round 1 of this session (kernels_gates_round4a.json): two-sweep 1.468 ms; best split kernels 1.606 ms
@@ -23,7 +24,7 @@
 set -u
 START=$(date +%s)
 SWEEP="${CE_SWEEP:-16384:16:1:0:1:0:1:2,4096:4:4:0:1:128:1:2,8192:8:2:0:1:128:1:2,16384:16:1:0:1:0:1:2:0,0:16:1:1:1:0:1:0:4194304:16384:16:3:1:2,0:16:1:1:1:0:1:0:4194304:4096:8:4:2:2,4096:8:3:0:1:80:1:2,16384:16:1:1:1:0:1:0:0,0:16:1:1:1:0:1:0:4194304:8192:16:1:2:2}"
-BACKENDS="${CE_BACKENDS:-solkit,liger,eager,compile}"
+BACKENDS="${CE_BACKENDS:-solkit,liger}"
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 
 WARM='
@@ -63,6 +64,6 @@ LEFT=$(( 95 - ($(date +%s) - START) ))
 echo "== sweep + table: ${LEFT}s left"
 if [ "$LEFT" -gt 15 ]; then
   timeout "$LEFT" python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s $(( LEFT - 12 )) \
-    --ops cross_entropy --backends "$BACKENDS" --ce-sweep "$SWEEP" 2>&1 | grep -v Warning | tail -n 40
+    --ops cross_entropy --backends "$BACKENDS" --probe-fwd --ce-sweep "$SWEEP" 2>&1 | grep -v Warning | tail -n 40
 fi
 echo "== done after $(( $(date +%s) - START ))s"
