@@ -45,7 +45,7 @@ from solkit.kernels.gemm_decode import KNOB_DEFAULTS  # noqa: E402
 SHAPES = [(m, k, k) for k in (4096, 8192) for m in (1, 16, 64)]  # (M, N, K)
 QUICK_SHAPES = [(1, 64, 128), (16, 64, 128)]
 BANDWIDTH = 4.23e12  # the H200's calibrated copy bandwidth (the issue's basis; --bandwidth overrides)
-MIN_PROGRAMS = 96  # below this a candidate leaves most SMs idle at that shape: not timed
+MIN_PROGRAMS = 64  # below this a candidate leaves most SMs idle at that shape: not timed
 
 
 def programs(cfg: dict[str, Any], M: int, N: int) -> int:
@@ -390,6 +390,42 @@ class Sweep:
             except Exception as e:  # noqa: BLE001 - a cross-check; the row stands without it
                 rows[name]["harness_kernel"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
 
+    def scan(self) -> None:
+        """Where the time of a short stream goes: the best 1-row GEMV config at K = 4096 over N (2 to 128 MiB of
+        weight) and torch's copy over sizes, kernel span per call; a least-squares line T = a + bytes / bw
+        per series gives the fixed cost a (launch, first-byte latency, ramp and drain, epilogue) and the
+        streaming rate bw. Context for the K = N = 4096 rows, where a is a third of T_SOL."""
+        dev, K = self.device, 4096
+        cfg = normalize(G.load_config_table()[self.family]["decode"]["autotune"][0])
+        series: dict[str, list[tuple[str, float, Any]]] = {"gemv": [], "copy": []}
+        gen = torch.Generator(device=dev).manual_seed(7)
+        for N in (512, 1024, 2048, 4096, 8192, 16384):
+            x = torch.randn(1, K, device=dev, dtype=self.dtype, generator=gen)
+            w = torch.randn(N, K, device=dev, dtype=self.dtype, generator=gen) / K**0.5
+            r = torch.randn(1, N, device=dev, dtype=self.dtype, generator=gen)
+            nbytes = 2.0 * (N * K + K + 2 * N)
+            series["gemv"].append((f"gemv N={N}", nbytes, lambda x=x, w=w, r=r: G.gemm(x, w, residual=r, config=cfg)))
+        for mib in (4, 8, 16, 32, 64):
+            src = torch.randn(mib * 2**19, device=dev, dtype=self.dtype, generator=gen)
+            dst = torch.empty_like(src)
+            series["copy"].append((f"copy {mib} MiB", 2.0 * mib * 2**20, lambda s=src, d=dst: d.copy_(s)))
+        fns = {name: fn for pts in series.values() for name, _, fn in pts}
+        spans = kernel_spans(fns, [()], dev, self.args.reps)
+        out: dict[str, Any] = {"config": cfg, "K": K}
+        for key, pts in series.items():
+            xs = [b for name, b, _ in pts if "median_ms" in spans[name]]
+            ys = [spans[name]["median_ms"] * 1e-3 for name, b, _ in pts if "median_ms" in spans[name]]
+            fit = {}
+            if len(xs) >= 2:
+                mx, my = statistics.fmean(xs), statistics.fmean(ys)
+                slope = sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sum((a - mx) ** 2 for a in xs)
+                fit = {"intercept_us": (my - slope * mx) * 1e6, "stream_Bps": 1.0 / slope}
+            out[key] = {"points": [{"what": n, "bytes": b, **spans[n]} for n, b, _ in pts], "fit": fit}
+            self.log(f"scan {key}: " + ", ".join(f"{n} {spans[n].get('median_ms', float('nan')) * 1e3:.2f} us"
+                                                  for n, _, _ in pts) + f" | fit {fit}")  # fmt: skip
+        self.doc["scan"] = out
+        self.save()
+
     def run(self) -> int:
         shapes = QUICK_SHAPES if self.args.quick else SHAPES
         if self.device.type == "cuda":
@@ -401,7 +437,9 @@ class Sweep:
                                                 self.args.compile_timeout_s)  # fmt: skip
             self.log(f"precompile: {json.dumps(self.doc['precompile'])[:600]}")
             self.copy_bandwidth()
-        for M, N, K in shapes:
+        for i, (M, N, K) in enumerate(shapes):
+            if i and shapes[i - 1][2] != K:
+                self.maybe_scan()  # between the sizes: the short-stream context before the long shapes
             if self.left() < 6:
                 self.doc.setdefault("skipped", []).append([M, N, K])
                 continue
@@ -411,8 +449,17 @@ class Sweep:
                 self.doc.setdefault("errors", []).append({"shape": [M, N, K], "error": f"{type(e).__name__}: {e}"})
                 self.log(f"{M}x{N}x{K} failed: {type(e).__name__}: {e}")
             self.save()
+        self.maybe_scan()
         self.save()
         return 0
+
+    def maybe_scan(self) -> None:
+        if not self.args.scan or self.device.type != "cuda" or "scan" in self.doc or self.left() < 5:
+            return
+        try:
+            self.scan()
+        except Exception as e:  # noqa: BLE001 - context only
+            self.doc["scan"] = {"error": f"{type(e).__name__}: {e}"}
 
 
 def render(path: str, top: int = 3) -> str:
@@ -455,6 +502,7 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=12)
     p.add_argument("--compile-timeout-s", type=float, default=35.0)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--scan", action="store_true", help="the fixed cost of a short stream: GEMV over N, copy over size")
     p.add_argument("--no-default-path", action="store_true", help="leave out gemm's own (autotuned) config choice")
     p.add_argument(
         "--harness-kernel",

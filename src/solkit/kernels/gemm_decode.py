@@ -24,6 +24,7 @@ store, a CTA barrier, then one gpu-scope acq_rel atomic; the last program reads 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -74,10 +75,13 @@ def _decode_program(
     row_ok = offs_m < M
     mask = row_ok[:, None] & (offs_n[None, :] < N)
     res = None
-    if HAS_RESIDUAL and PRE_RES:
-        # the residual tile in registers before the K loop: its DRAM latency is hidden behind the weight
-        # stream instead of added to the tail (every split piece loads it: whichever is last uses it)
+    # The residual's DRAM latency off the tail, behind the weight stream (every split piece asks for it:
+    # whichever is last uses it). PRE_RES 1: the tile into registers now; 2: an L2 prefetch now, the
+    # epilogue's load then hits L2 (no registers held through the K loop).
+    if HAS_RESIDUAL and PRE_RES == 1:
         res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)
+    if HAS_RESIDUAL and PRE_RES == 2:
+        _prefetch_rows_l2(res_ptr, offs_m, pid_n * BLOCK_N, M, N, stride_rm, BLOCK_N)
     if W_TMA:
         acc = _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi,
                           BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, STAGES)  # fmt: skip
@@ -86,7 +90,7 @@ def _decode_program(
                               BLOCK_M, BLOCK_N, BLOCK_K, PIPE, EVEN_K, EVICT_W)  # fmt: skip
 
     if SPLIT_K == 1:
-        if HAS_RESIDUAL and not PRE_RES:
+        if HAS_RESIDUAL and PRE_RES != 1:
             res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)
         out = apply_epilogue(acc, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
         tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :], out.to(y_ptr.dtype.element_ty), mask=mask)
@@ -102,7 +106,7 @@ def _decode_program(
             for s in tl.static_range(SPLIT_K):
                 total += tl.load(part_ptr + s * M * N + tile_offs, mask=mask & (tile_offs * 0 + pid_k != s), other=0.0,
                                  cache_modifier=".cg")  # fmt: skip
-            if HAS_RESIDUAL and not PRE_RES:
+            if HAS_RESIDUAL and PRE_RES != 1:
                 res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)
             out = apply_epilogue(total, offs_n, N, bias_ptr, res, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
             tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :], out.to(y_ptr.dtype.element_ty), mask=mask)
@@ -145,6 +149,20 @@ def _gemm_decode_host_tma_kernel(
     _decode_program(x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M, N, K, M_BUCKET,
                     stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
                     BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES)  # fmt: skip
+
+
+@triton.jit
+def _prefetch_rows_l2(ptr, offs_m, off_n, M, N, stride_m, BLOCK_N: tl.constexpr):
+    """Ask L2 for rows ``offs_m`` x columns [off_n, off_n + BLOCK_N) of a row-major matrix: one prefetch per
+    128-byte line (one per row when the tile is narrower than a line)."""
+    LINE: tl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
+    LINES: tl.constexpr = BLOCK_N // LINE if BLOCK_N >= LINE else 1
+    rows = tl.minimum(offs_m, M - 1)
+    cols = tl.minimum(off_n + tl.arange(0, LINES) * LINE, N - 1)
+    lines = ptr + rows[:, None] * stride_m + cols[None, :]
+    tl.inline_asm_elementwise(
+        "prefetch.global.L2 [$1];\n mov.u32 $0, 0;", "=r,l", [lines], dtype=tl.int32, is_pure=False, pack=1
+    )
 
 
 @triton.jit
@@ -233,6 +251,12 @@ def _tma_usable(args: dict[str, Any]) -> int:
     return int(args["W_TMA"]) if ok else 0
 
 
+def _pre_res(args: dict[str, Any]) -> int:
+    """PRE_RES as configured; the L2 prefetch (2) is inline PTX, which the interpreter cannot run: none there."""
+    pre = int(args.get("PRE_RES", 0))
+    return 0 if pre == 2 and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") else pre
+
+
 def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     # device-side tensor descriptors (128 bytes per program) live in global scratch from torch's allocator
     return torch.empty(size, dtype=torch.int8, device="cuda")
@@ -270,7 +294,12 @@ gemm_decode_kernel = _DecodeLauncher(
     _gemm_decode_kernel.arg_names,
     {
         "EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
-        **{k: (lambda args, k=k, d=d: args.get(k, d)) for k, d in KNOB_DEFAULTS.items() if k != "W_TMA"},
+        **{
+            k: (lambda args, k=k, d=d: args.get(k, d))
+            for k, d in KNOB_DEFAULTS.items()
+            if k not in ("W_TMA", "PRE_RES")
+        },
+        "PRE_RES": _pre_res,
         "W_TMA": _tma_usable,
     },
 )
