@@ -70,6 +70,8 @@ def sweep(run, shapes: list[tuple[int, int, int]], regime: str) -> None:
                 row.update(median_ms=t["median_ms"], spread_ms=t["spread_ms"], vs_addmm=base / t["median_ms"])
                 row["vs_mm"] = mm / t["median_ms"] if mm else None
                 row["over_mm"] = t["median_ms"] / mm - 1 if mm else None  # the "within 3 %" measure
+                # per trial: wall-clock span and median (to line up with an nvidia-smi clock log)
+                row["trials"] = [[tr.get("wall_start"), tr.get("wall_end"), tr["median_ms"]] for tr in t["trials"]]
                 row.update(run.sol_columns(M, N, K, t["median_ms"]))
             elif "error" in t:
                 row["error"] = t["error"]
