@@ -86,6 +86,16 @@ def test_reference_sees_keyword_arguments(tmp_path, timed):
                    reference=lambda x, y, s, n, factor: x.double())(scale_scratch_kernel)  # fmt: skip
     with pytest.raises(D.SolkitError, match="no config"):
         bad[grid](x, torch.empty(N), scratch, N, factor=2.5)
+    # ... and leaves nothing in the cache: a later tuner (a later process) measures the key afresh
+    assert not list((tmp_path / "bad").rglob("*.json"))
+    before = len(timed)
+    good = autotune(configs=CONFIGS, key=["n"], cache=TuneCache(tmp_path / "bad"), outputs=["y_ptr"])(
+        scale_scratch_kernel
+    )
+    y = torch.empty(N)
+    good[grid](x, y, scratch, N, factor=2.5)
+    torch.testing.assert_close(y, 2.5 * x)
+    assert len(timed) == before + 2 and list((tmp_path / "bad").rglob("*.json"))
 
 
 def test_outputs_must_name_arguments():

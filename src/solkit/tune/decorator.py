@@ -324,12 +324,40 @@ class Autotuner:
         if problem.compile_job is not None and self._pool is None and len(space) > 1:
             # no more workers than configs in the list (each holds a CUDA context once it has loaded a binary)
             self._pool = CompilePool(workers=min(len(self.space), max(1, min(16, (os.cpu_count() or 2) - 1))))
+        deferred = _Deferred(self.cache) if self.cache is not None else None
         try:
-            return tune(problem, space, strategy=self.strategy, budget=budget, seed=self.seed, cache=self.cache,
-                        cache_key=cache_key, pool=self._pool, settings=self.settings)  # fmt: skip
+            result = tune(problem, space, strategy=self.strategy, budget=budget, seed=self.seed, cache=deferred,
+                          cache_key=cache_key, pool=self._pool, settings=self.settings)  # type: ignore[arg-type]  # fmt: skip
+            if deferred is not None and result.best is not None:
+                deferred.commit()
+            return result
         finally:
             for n, v in problem.meta["restore"].items():
                 named[n].copy_(v)
+
+
+class _Deferred:
+    """The cache as :func:`tune` sees it, holding a tuning's new records until it has a winner: a tuning
+    where no config passed (say, the first call's inputs held NaN, so nothing could match the
+    reference) must not leave records that make every later process fail the same key unmeasured."""
+
+    def __init__(self, cache: TuneCache) -> None:
+        self.cache = cache
+        self.pending: list[tuple[Mapping[str, Any], list]] = []
+
+    def load(self, key: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        return self.cache.load(key)
+
+    def prior(self, key: Mapping[str, Any]) -> Any:
+        return self.cache.prior(key)
+
+    def add(self, key: Mapping[str, Any], records: Any) -> None:
+        self.pending.append((key, list(records)))
+
+    def commit(self) -> None:
+        for key, records in self.pending:
+            self.cache.add(key, records)
+        self.pending.clear()
 
 
 def _capturing() -> bool:
