@@ -1,11 +1,10 @@
-# budget: 40
-# Issue 6, config selection, round 2: the first calls of the l suite's six GEMM rows (what `solkit bench`'s
-# main job tunes: M = 8192, N/K up to 57344/28672) through solkit.tune.autotune from a cold Triton cache
-# and an empty tune cache (wall time, extra peak memory, evaluations), a second process reading them back,
-# steady state (no host sync, CUDA graph replay), then triton.autotune's picks and the host cost per
-# call of both selectors interleaved. Round 1 (default shapes, every phase): results/gemm_tuner_h200_round1.json.
+# budget: 30
+# Issue 6, config selection, optional re-check (only if a round has room): the first calls of the l suite's
+# six GEMM rows through solkit.tune after the gate's error measure went to slices (commit a6b2443) and the
+# tune cache started holding a tuning's records until it has a winner: first-call wall time and extra
+# peak memory (round 2 measured 1.6-20.9 GB before). Rounds 1-2: benchmarks/results/gemm_tuner_h200_round*.json.
 set -u
 export TRITON_CACHE_DIR=/tmp/k6t_triton_cache
 rm -rf "$TRITON_CACHE_DIR"
-python3 benchmarks/gemm_tuner_check.py --out "$OUT" --shapes bench_l --stop-after triton 2>&1 | tail -n 40
+python3 benchmarks/gemm_tuner_check.py --out "$OUT" --shapes bench_l --stop-after tune 2>&1 | tail -n 20
 echo "check rc=${PIPESTATUS[0]}"
