@@ -21,7 +21,8 @@ Three kernels, one epilogue (gemm_epilogue.py):
 
 The epilogue (bias, activation, alpha, residual, beta) is chosen at compile time (tl.constexpr), so
 the variant without it is a plain GEMM. Configs live in gemm_configs.yaml, per architecture family
-and per M regime, and are picked by ``triton.autotune`` keyed on M rounded up to a power of two.
+and per M regime, and are picked by ``solkit.tune.autotune`` (``SOLKIT_GEMM_TUNER=triton``: by
+``triton.autotune``) keyed on M rounded up to a power of two.
 """
 
 from __future__ import annotations
