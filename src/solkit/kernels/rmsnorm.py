@@ -60,9 +60,11 @@ CASTINGS = ("llama", "gemma")
 #: partial-sum reduction's tile.
 RMSNORM_CONFIG = {
     # 4096-wide bf16, round 3a sweep (8192 rows, us): 2 rows x 8 warps 33.2, 1 row x 8 warps 33.7
-    # (the rstd store in); with the residual 1 row x 4 warps 66.1 against 66.8 for 2 rows.
+    # (the rstd store in); with the residual 1 row x 4 warps 66.1 against 66.8 for 2 rows. This session's
+    # round 2 (kernels_norm_round4.json): the two-pass looped forward (``chunk``) lost without the residual
+    # (2048 x 8 warps 35.1 against 33.5) and won with it (2048 x 8 warps 65.4 against 66.1 one-block).
     "fwd": {"min_tile": 8192, "bytes_per_thread": 64},
-    "fwd_residual": {"min_tile": 4096, "bytes_per_thread": 64},
+    "fwd_residual": {"min_tile": 4096, "bytes_per_thread": 64, "chunk": 2048, "looped_num_warps": 8},
     # backward 16 warps (53.9 us, 8 warps 58.0); with ds (add+RMSNorm) 8 warps (68.7 against 71.1)
     "bwd_bytes_per_thread": 16,
     "bwd_bytes_per_thread_ds": 32,
@@ -74,16 +76,23 @@ RMSNORM_CONFIG = {
     # two 16-warp programs of 64 registers a SM spill (ptxas: 328 bytes a thread; 256 us for forward +
     # backward in the main job); one program per SM does not: 32 warps 105.3, 16 warps 114.8 (108.2 with
     # prefetch 2). With ds (add+RMSNorm) 16 warps: 131.0 (ptxas: 142 bytes of spills, 84 at 32 warps; not
-    # timed). Forward: 16 warps 68.7 against 72.2 at 8 (32 warps capped at 32 registers 92.0); with the
-    # residual every variant 129.7-131.3.
+    # timed). Forward (round 1): one block of 16 warps 68.7 against 72.2 at 8 (32 warps capped at 32
+    # registers 92.0); with the residual every variant 129.7-131.3. Round 2 (kernels_norm_round4.json):
+    # the looped forward, 2048-column chunks x 8 warps, 67.7 against 68.7 (with the residual 130.5 / 130.6).
     "by_width": {
         8192: {
             "bwd_num_warps": 32,
             "bwd_num_warps_ds": 16,
             "bwd_programs_per_sm": 1,
             "bwd_prefetch": 1,
-            "fwd": {"min_tile": 8192, "bytes_per_thread": 64, "num_warps": 16},
-            "fwd_residual": {"min_tile": 4096, "bytes_per_thread": 64, "num_warps": 16},
+            "fwd": {"min_tile": 8192, "bytes_per_thread": 64, "num_warps": 16, "chunk": 2048, "looped_num_warps": 8},
+            "fwd_residual": {
+                "min_tile": 4096,
+                "bytes_per_thread": 64,
+                "num_warps": 16,
+                "chunk": 2048,
+                "looped_num_warps": 8,
+            },
         }
     },
 }
