@@ -90,6 +90,7 @@ def main() -> int:
                    help="table rows use the sweep's fastest RMSNorm forward (one-block or looped)")  # fmt: skip
     p.add_argument("--ab", default="", help="comma list of ops for forward A/B runs against Liger (AB_VARIANTS)")
     p.add_argument("--ab-rounds", type=int, default=8, help="alternating turns per candidate in --ab")
+    p.add_argument("--ab-compile", action="store_true", help="torch.compile of the eager code joins the --ab runs")
     p.add_argument("--no-stream", action="store_true", help="skip the same-bytes elementwise copy rows")
     p.add_argument("--precompile", action="store_true",
                    help="only torch.compile the --ops (fwd, fwd+bwd) to fill Inductor's disk caches")  # fmt: skip
@@ -168,7 +169,7 @@ def main() -> int:
         compile_ops = []
     if args.sweep or args.only_sweep:
         by_name = {o.name: o for o in ops}
-        keyed = [k for k in SWEEP if k.endswith(("_check", "_fwd_looped"))]  # the suffixed sets too
+        keyed = [k for k in SWEEP if k.endswith(("_check", "_fwd_looped", "_fwd_prefetch"))]  # suffixed sets too
         names = [o.name for o in ops] + ["partial_sum"] + keyed if args.smoke else args.sweep_ops.split(",")
         for name in names:  # in the order given, the most informative first
             if name == "partial_sum":
@@ -176,7 +177,7 @@ def main() -> int:
             elif name in by_name:
                 sweep(rec, [by_name[name]], dtype, device, timing_kw, bw, args)
             else:  # a SWEEP key naming an op and a variant set: <op>_fwd_extra, <op>_check, <op>_fwd_looped
-                for suffix in ("_fwd_extra", "_check", "_fwd_looped"):
+                for suffix in ("_fwd_extra", "_check", "_fwd_looped", "_fwd_prefetch"):
                     if name.endswith(suffix) and name.removesuffix(suffix) in by_name:
                         sweep(rec, [by_name[name.removesuffix(suffix)]], dtype, device, timing_kw, bw, args, key=name)
     if args.adopt_wide_softmax:
@@ -186,7 +187,7 @@ def main() -> int:
     if args.ab or args.smoke:
         ab_ops = [o for o in ops if args.smoke or o.name in args.ab.split(",")]
         ab_compare(rec, ab_ops, AB_VARIANTS, liger, dtype, device,
-                   timing_kw, bw, 2 if args.smoke else args.ab_rounds)  # fmt: skip
+                   timing_kw, bw, 2 if args.smoke else args.ab_rounds, with_compile=args.ab_compile)  # fmt: skip
     if args.only_sweep:
         rec.flush()
         return 0

@@ -103,6 +103,13 @@ _WIDE_CHECK = {"fwd": [_split(65536, 8192, 16, 2, 0), _LOOPED], "bwd": [_split(1
 #: warps and capped registers (more programs resident, more bytes in flight; ptxas reports at most 12
 #: bytes of spills for these).
 _WIDE_NORM_FWD = [dict(num_warps=8), dict(num_warps=16), dict(num_warps=32, maxnreg=32), dict(num_warps=16, maxnreg=40)]
+_LOOPED_PREFETCH = [
+    {},
+    dict(chunk=2048, num_warps=8, looped_prefetch=True),
+    dict(chunk=1024, num_warps=4, looped_prefetch=True),
+    dict(chunk=4096, num_warps=16, looped_prefetch=True),
+    dict(chunk=0, num_warps=16),
+]
 SWEEP.update({
     "layernorm_70b": {"bwd": _WIDE_NORM_BWD, "fwd": _WIDE_NORM_FWD[:3]},
     "rmsnorm_70b": {"bwd": _WIDE_NORM_BWD[:3], "fwd": _WIDE_NORM_FWD},
@@ -114,6 +121,11 @@ SWEEP.update({
     "rmsnorm_70b_fwd_looped": {"fwd": [{}, dict(chunk=1024, num_warps=4), dict(chunk=2048, num_warps=8),
                                        dict(chunk=2048, num_warps=4)]},
     "add_rmsnorm_70b_fwd_looped": {"fwd": [{}, dict(chunk=1024, num_warps=4), dict(chunk=2048, num_warps=8)]},
+    # round 3: the looped forward with a prefetch of the next chunk in both passes, against round 2's
+    # defaults (looped 2048 x 8 warps without it) and the one-block kernel
+    "rmsnorm_70b_fwd_prefetch": {"fwd": _LOOPED_PREFETCH},
+    "add_rmsnorm_70b_fwd_prefetch": {"fwd": _LOOPED_PREFETCH},
+    "add_rmsnorm_fwd_prefetch": {"fwd": _LOOPED_PREFETCH[:3]},
     "softmax_vocab_check": _WIDE_CHECK,
     "softmax_256k_check": _WIDE_CHECK,
 })  # fmt: skip
@@ -283,7 +295,8 @@ def partial_sum_sweep(rec, dtype, device, timing_kw, bw, args) -> None:
                   f"us={row.get('median_ms', float('nan')) * 1e3:.2f}", flush=True)  # fmt: skip
 
 
-def ab_compare(rec, ops, variants: dict, liger: dict, dtype, device, timing_kw, bw, rounds: int) -> None:
+def ab_compare(rec, ops, variants: dict, liger: dict, dtype, device, timing_kw, bw, rounds: int,
+               with_compile: bool = False) -> None:  # fmt: skip
     """Forward A/B runs: solkit launcher variants and Liger timed in alternation, ``rounds`` times each
     (one trial of the timing protocol per turn, the order rotated every round), so that clock drift and
     neighbours hit every candidate alike. Records each turn's median, then per candidate the median of
@@ -302,13 +315,17 @@ def ab_compare(rec, ops, variants: dict, liger: dict, dtype, device, timing_kw, 
             cands["liger"] = (
                 (lambda x, r, f=lig, w=w: f(x, r, w)) if res is not None else (lambda x, r, f=lig, w=w: f(x, w))
             )
+        if with_compile:  # torch.compile of the eager baseline (outputs in the reference's order, as Liger's)
+            comp = torch.compile(op.impls["torch"], dynamic=False)
+            cands["compile"] = (lambda x, r, f=comp, w=w: f(x, r, w)) if res is not None else (
+                lambda x, r, f=comp, w=w: f(x, w))  # fmt: skip
         pool = [tuple(make_inputs(op, dtype, device, 50 + k)[0]) + ((None,) if res is None else ()) for k in range(2)]
         ref = as_tuple(op.reference(*[t.float() for t in acts], w.float()))
         ok = {}
         for name, fn in cands.items():
             with torch.no_grad():
                 out = as_tuple(fn(acts[0], res))
-            if name != "liger":  # launcher order (y, s, rstd); the reference's (s, y)
+            if name.startswith("solkit"):  # launcher order (y, s, rstd); the reference's (s, y)
                 out = out[:2][::-1] if res is not None else out[:1]
             errs = [float((o.float() - r).abs().max()) for o, r in zip(out, ref)]
             ok[name] = all(e <= float(r.abs().max()) / 64 for e, r in zip(errs, ref))
@@ -320,19 +337,21 @@ def ab_compare(rec, ops, variants: dict, liger: dict, dtype, device, timing_kw, 
                     r = benchmark(cands[name], pool, **{**timing_kw, "trials": 1})
                     turns[name].append(r.median_ms)
         for name, ms in turns.items():
-            ratios = sorted(a / b for a, b in zip(ms, turns.get("liger", ms)))
             srt = sorted(ms)
             row = {"op": op.name, "shape": list(op.shape), "kernel": "fwd_ab", "config": name, "ok": ok[name],
                    "bytes": op.bytes_fwd, "median_ms": srt[len(srt) // 2], "min_ms": srt[0], "max_ms": srt[-1],
-                   "turn_ms": ms, "ratio_to_liger": {"min": ratios[0], "median": ratios[len(ratios) // 2],
-                                                     "max": ratios[-1]},
-                   "rounds": rounds, "method": r.method}  # fmt: skip
+                   "turn_ms": ms, "rounds": rounds, "method": r.method}  # fmt: skip
+            for rival in ("liger", "compile"):
+                if rival in turns and rival != name:
+                    ratios = sorted(a / b for a, b in zip(ms, turns[rival]))
+                    row[f"ratio_to_{rival}"] = {"min": ratios[0], "median": ratios[len(ratios) // 2], "max": ratios[-1]}
             if device.type == "cuda":
                 row.update(sol_cols(op.bytes_fwd, row["median_ms"], bw))
             rec.add("sweep", row)
+            rel = " ".join(f"vs {k[9:]} {v['min']:.3f}/{v['median']:.3f}/{v['max']:.3f}" for k, v in row.items()
+                           if k.startswith("ratio_to_"))  # fmt: skip
             print(f"[{elapsed():6.1f}s] ab {op.name} {name} ok={ok[name]} us={row['median_ms'] * 1e3:.2f} "
-                  f"[{srt[0] * 1e3:.2f}, {srt[-1] * 1e3:.2f}] vs liger {ratios[0]:.3f}/{ratios[len(ratios) // 2]:.3f}/"
-                  f"{ratios[-1]:.3f}", flush=True)  # fmt: skip
+                  f"[{srt[0] * 1e3:.2f}, {srt[-1] * 1e3:.2f}] {rel}", flush=True)  # fmt: skip
 
 
 def adopt_norm_fwd(rec) -> None:
@@ -350,8 +369,12 @@ def adopt_norm_fwd(rec) -> None:
         best = min(rows, key=lambda r: r["median_ms"])
         target = rn.RMSNORM_CONFIG["by_width"][width][kind] if width in rn.RMSNORM_CONFIG["by_width"] else (
             rn.RMSNORM_CONFIG[kind])  # fmt: skip
-        if "chunk" in best["config"]:
-            target.update(chunk=best["config"]["chunk"], looped_num_warps=best["config"].get("num_warps", 4))
+        c = best["config"]
+        if c.get("chunk"):
+            target.update(chunk=c["chunk"], looped_num_warps=c.get("num_warps", 4),
+                          looped_prefetch=bool(c.get("looped_prefetch", False)))  # fmt: skip
+        elif "chunk" in c:  # chunk 0: the one-block kernel
+            target.update(chunk=0, **({"num_warps": c["num_warps"]} if "num_warps" in c else {}))
         rec.doc.setdefault("adopted", {})[f"{op}_fwd"] = {
             "config": best["config"], "median_ms": best["median_ms"],
             "candidates_ms": {json.dumps(r["config"], sort_keys=True): r["median_ms"] for r in rows},

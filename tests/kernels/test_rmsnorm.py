@@ -164,10 +164,13 @@ def test_looped_forward(residual, casting, offset, device):
     x, w = torch.randn(5, 131, device=device), torch.rand(131, device=device) + 0.5
     r = torch.randn(5, 131, device=device) if residual else None
     want = rmsnorm_forward(x, w, residual=r, offset=offset, casting=casting)
-    got = rmsnorm_forward(x, w, residual=r, offset=offset, casting=casting, chunk=32, num_warps=1)
-    for g, e in zip(got, want):
-        if e is not None:
-            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    for prefetch in (False, True):
+        got = rmsnorm_forward(
+            x, w, residual=r, offset=offset, casting=casting, chunk=32, num_warps=1, looped_prefetch=prefetch
+        )
+        for g, e in zip(got, want):
+            if e is not None:
+                torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("residual", [False, True])

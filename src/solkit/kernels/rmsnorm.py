@@ -166,20 +166,37 @@ def _rmsnorm_fwd_kernel(
 def _rmsnorm_fwd_looped_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, s_ptr, rstd_ptr, n_cols, x_stride, res_stride, y_stride, s_stride, eps, offset,
     HAS_RESIDUAL: tl.constexpr, STORE_RSTD: tl.constexpr, GEMMA: tl.constexpr, CHUNK: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):  # fmt: skip
     """One row per program in ``CHUNK``-column pieces, two passes: the sum of squares (with the residual:
     ``s = x + residual`` stored on the way), then the output from a second read of the row, which the
     L2 serves (the rows in flight are a few MB). Few registers per thread, so many programs share an
-    SM and their loads, reductions and stores interleave."""
+    SM and their loads, reductions and stores interleave. ``PREFETCH``: each pass loads its next chunk
+    before working on the current one (two chunks in flight per program)."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, CHUNK)
-    src_ptr = s_ptr + row * s_stride if HAS_RESIDUAL else x_ptr + row * x_stride  # what pass 2 re-reads
+    x_row = x_ptr + row * x_stride
+    r_row = res_ptr + row * res_stride
+    src_ptr = s_ptr + row * s_stride if HAS_RESIDUAL else x_row  # what pass 2 re-reads
     acc = tl.zeros([CHUNK], tl.float32)
+    if PREFETCH:
+        x_nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
+        if HAS_RESIDUAL:
+            r_nxt = tl.load(r_row + cols, mask=cols < n_cols, other=0.0)
     for start in range(0, n_cols, CHUNK):
         mask = start + cols < n_cols
-        x = tl.load(x_ptr + row * x_stride + start + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+        if PREFETCH:
+            x = x_nxt
+            nxt = start + CHUNK + cols
+            x_nxt = tl.load(x_row + nxt, mask=nxt < n_cols, other=0.0, eviction_policy="evict_last")
+            if HAS_RESIDUAL:
+                r = r_nxt
+                r_nxt = tl.load(r_row + nxt, mask=nxt < n_cols, other=0.0)
+        else:
+            x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+            if HAS_RESIDUAL:
+                r = tl.load(r_row + start + cols, mask=mask, other=0.0)
         if HAS_RESIDUAL:
-            r = tl.load(res_ptr + row * res_stride + start + cols, mask=mask, other=0.0)
             x = (x.to(tl.float32) + r.to(tl.float32)).to(s_ptr.dtype.element_ty)  # the rounded sum, as eager
             tl.store(src_ptr + start + cols, x, mask=mask, eviction_policy="evict_last")
         x = x.to(tl.float32)
@@ -189,10 +206,17 @@ def _rmsnorm_fwd_looped_kernel(
         tl.debug_barrier()  # the stored sum is visible to every thread of the program before pass 2 reads it
     if STORE_RSTD:
         tl.store(rstd_ptr + row, rstd)
+    if PREFETCH:
+        v_nxt = tl.load(src_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
     for start in range(0, n_cols, CHUNK):
         mask = start + cols < n_cols
-        xhat = tl.load(src_ptr + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        xhat = xhat * rstd
+        if PREFETCH:
+            v = v_nxt
+            nxt = start + CHUNK + cols
+            v_nxt = tl.load(src_ptr + nxt, mask=nxt < n_cols, other=0.0, eviction_policy="evict_first")
+        else:
+            v = tl.load(src_ptr + start + cols, mask=mask, other=0.0, eviction_policy="evict_first")
+        xhat = v.to(tl.float32) * rstd
         if not GEMMA:
             xhat = xhat.to(y_ptr.dtype.element_ty).to(tl.float32)
         w = tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32) + offset
@@ -286,12 +310,14 @@ def rmsnorm_forward(
     maxnreg: int | None = None,
     programs_per_sm: int | None = None,
     chunk: int | None = None,
+    looped_prefetch: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Launch the forward. Returns ``(y, s, rstd)``: ``s`` only with a residual, ``rstd`` only if saved.
 
     ``programs_per_sm`` switches to a persistent grid of that many programs per SM (default: one
     program per row block); ``chunk`` (columns, a power of two; 0 = off) to the two-pass looped kernel,
-    one row per program (the config's ``chunk`` when None)."""
+    one row per program (the config's ``chunk`` when None), with ``looped_prefetch`` (two chunks in
+    flight per program; the config's ``looped_prefetch`` when None)."""
     _check_casting(casting)
     x2 = check_rows(x, "rmsnorm input")
     n_rows, n_cols = x2.shape
@@ -321,6 +347,7 @@ def rmsnorm_forward(
             s2.stride(0) if s2 is not None else 0, eps, offset,
             HAS_RESIDUAL=res2 is not None, STORE_RSTD=save_rstd, GEMMA=casting == "gemma",
             CHUNK=min(triton.next_power_of_2(chunk), bn), num_warps=num_warps or fcfg.get("looped_num_warps", 4),
+            PREFETCH=bool(fcfg.get("looped_prefetch", False) if looped_prefetch is None else looped_prefetch),
             maxnreg=maxnreg,
         )  # fmt: skip
         return y2.view(x.shape), s2.view(x.shape) if s2 is not None else None, rstd
