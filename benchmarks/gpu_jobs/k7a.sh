@@ -13,7 +13,7 @@ START=$(date +%s)
 left() { echo $(( 56 - ($(date +%s) - START) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
 cd benchmarks
-TORCHINDUCTOR_COMPILE_THREADS=2 python3 kernels_norm.py --precompile --ops rmsnorm_70b,add_rmsnorm_70b,rmsnorm,add_rmsnorm \
+TORCHINDUCTOR_COMPILE_THREADS=2 timeout 30 python3 kernels_norm.py --precompile --ops rmsnorm_70b,add_rmsnorm_70b,rmsnorm,add_rmsnorm \
   > "$OUT/precompile_norm.txt" 2>&1 &
 P1=$!
 cd ..
