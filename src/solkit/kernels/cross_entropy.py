@@ -279,7 +279,7 @@ def _scale_rows_kernel(
 #: (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
 CE_CONFIG = {
     "split_block": 0, "split_warps": 16, "split_programs_per_sm": 1, "split_keep_exp": 1, "split_prefetch": 1,
-    "split_maxnreg": 0, "split_tagged": 1, "split_skew": 0, "split_max_spins": 1 << 22,
+    "split_maxnreg": 0, "split_tagged": 1, "split_skew": 0, "split_max_spins": 1 << 20,
     "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 0,
 }  # fmt: skip
 

@@ -28,11 +28,14 @@ compiled kernel's registers, shared memory and warps (:func:`resident_programs`)
   fence (a release fence would also wait for the prefetch loads in flight);
 * counted: fp32 partials, then an arrival counter (release add, acquire polling up to ``(k + 1)·SPLIT``).
 
-Partial slots rotate with ``k`` (2 slots; 3 for the skewed kernel, which publishes row ``k + 1`` before
-waiting for row ``k``): a program can only reuse a slot after every peer has published a later arrival,
-which each does after reading the slot's values. Buffers are zeroed per call (one memset). The spin is
-bounded (``max_spins``): a program that runs out sets a flag the launcher adds to the losses as NaN (a
-visible failure, never a hang), computes NaN for that row and never waits again. Under Triton's CPU
+Partial slots rotate with ``k``. A kernel that publishes arrival ``j + s`` before waiting for arrival
+``j`` (skew ``s``) needs ``2 s + 2`` slots: when a program publishes ``j + s`` it has only seen every peer
+publish ``j - 1``, which a peer does at its own iteration ``j - 1 - s``, after reading arrival
+``j - 2 - s`` and no later one; the slot it overwrites must hold an arrival no later than that. (With
+fewer slots a lagging peer finds a later tag, spins out and flags NaN: seen on the H200.) Buffers are
+zeroed per call (one memset). The spin is bounded (``max_spins``): a program that runs out sets a flag
+the launcher adds to the losses as NaN (a visible failure, never a hang), computes NaN for that row and
+never waits again. Under Triton's CPU
 interpreter programs run one after another, so only ``SPLIT = 1`` (no barrier) can succeed there.
 Softcapping is not handled here (the caller falls back to the two-sweep kernel).
 """
@@ -314,9 +317,8 @@ def _ce_split_skew_kernel(
     """:func:`_ce_split_kernel` (tagged exchange, exponentials kept, register prefetch) with the rows
     overlapped by one: an iteration publishes the partials of the group's next row, then waits for the
     current row's (published an iteration earlier, so usually there already) and writes its gradient; the
-    barrier's latency hides behind a pass 1. Two rows of exponentials live in registers. Three partial
-    slots: a program can publish arrival k + 3 only after every peer published k + 2, which each does after
-    reading arrival k."""
+    barrier's latency hides behind a pass 1. Two rows of exponentials live in registers. Four partial
+    slots (see the module docstring)."""
     pid = tl.program_id(0)
     n_groups = tl.num_programs(0) // SPLIT
     group = pid // SPLIT
@@ -344,7 +346,7 @@ def _ce_split_skew_kernel(
     z, e_cur, m_c, m_ref_cur, s_c, sz = _chunk_stats(x, col_mask, HAS_SMOOTHING)
     valid_cur = t_cur != ignore_index
     if valid_cur:
-        _publish_tagged(_slot(partial_ptr, group, n_groups, 0, SPLIT_P2, 3), chunk, 0, m_c, s_c, sz, SPLIT_P2,
+        _publish_tagged(_slot(partial_ptr, group, n_groups, 0, SPLIT_P2, 4), chunk, 0, m_c, s_c, sz, SPLIT_P2,
                         HAS_SMOOTHING)  # fmt: skip
     k_cur = 0
     k_nxt = valid_cur.to(tl.int32)
@@ -357,14 +359,14 @@ def _ce_split_skew_kernel(
         t_nn = tl.load(targets_ptr + tl.minimum(nn, n_rows - 1)).to(tl.int32)
         # first read of this row's partials (published an iteration ago), in flight during the next row's
         # pass 1, which is then published before this row's wait
-        base_cur = _slot(partial_ptr, group, n_groups, k_cur, SPLIT_P2, 3)
+        base_cur = _slot(partial_ptr, group, n_groups, k_cur, SPLIT_P2, 4)
         wm, ws, wz = _poll_tagged(base_cur, k_cur, SPLIT, SPLIT_P2, HAS_SMOOTHING)
         valid_nxt = (nxt < n_rows) & (t_nxt != ignore_index)
         nxt64 = tl.minimum(nxt, n_rows - 1).to(tl.int64)
         zt_nxt = _target_logit(logits_ptr, nxt64, logits_row_stride, t_nxt, n_cols)
         z, e_nxt, m_c, m_ref_nxt, s_c, sz = _chunk_stats(x_nxt, col_mask, HAS_SMOOTHING)
         if valid_nxt:
-            _publish_tagged(_slot(partial_ptr, group, n_groups, k_nxt, SPLIT_P2, 3), chunk, k_nxt, m_c, s_c, sz,
+            _publish_tagged(_slot(partial_ptr, group, n_groups, k_nxt, SPLIT_P2, 4), chunk, k_nxt, m_c, s_c, sz,
                             SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
         # this row: wait, combine, loss, gradient
         g_row = grad_ptr + row64 * grad_row_stride
@@ -446,9 +448,8 @@ def _ce_split_deep_kernel(
     values would take a register each): an iteration issues the load of row r + 3G, publishes row r + 2G's
     partials, then waits for row r's (published two iterations earlier) and writes its gradient, the
     exponentials recomputed. Four chunks live in registers, so the exchange's latency (microseconds under
-    full memory traffic) has two iterations to complete. Four partial slots: publishing arrival a needs
-    every peer to have published a - 1, which each does after reading a - 4. Needs an even ``n_cols`` and
-    even row strides (the launcher checks)."""
+    full memory traffic) has two iterations to complete. Six partial slots (see the module docstring). Needs
+    an even ``n_cols`` and even row strides (the launcher checks)."""
     W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # 0xFF80FF80 / 0xFC00FC00: two -inf
     WBLOCK: tl.constexpr = BLOCK // 2
     pid = tl.program_id(0)
@@ -481,7 +482,7 @@ def _ce_split_deep_kernel(
     v0 = t0 != ignore_index
     k0 = 0
     if v0:
-        _publish_tagged(_slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4), chunk, k0, m_c, s_c, sz, SPLIT_P2,
+        _publish_tagged(_slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 6), chunk, k0, m_c, s_c, sz, SPLIT_P2,
                         HAS_SMOOTHING)  # fmt: skip
     k1 = v0.to(tl.int32)
     zt1 = _target_logit(logits_ptr, tl.minimum(group + n_groups, n_rows - 1).to(tl.int64), logits_row_stride, t1,
@@ -489,7 +490,7 @@ def _ce_split_deep_kernel(
     m_c, s_c, sz = _pair_sums(x1, w_mask, IS_BF16, HAS_SMOOTHING)
     v1 = (group + n_groups < n_rows) & (t1 != ignore_index)
     if v1:
-        _publish_tagged(_slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 4), chunk, k1, m_c, s_c, sz, SPLIT_P2,
+        _publish_tagged(_slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 6), chunk, k1, m_c, s_c, sz, SPLIT_P2,
                         HAS_SMOOTHING)  # fmt: skip
     k2 = k1 + v1.to(tl.int32)
     for row in range(group, n_rows, n_groups):
@@ -497,13 +498,13 @@ def _ce_split_deep_kernel(
         r2 = row + 2 * n_groups
         x3, t3 = _load_words_row(logits_w_ptr, targets_ptr, r2 + n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                                  W_PAD)  # fmt: skip
-        base0 = _slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4)
+        base0 = _slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 6)
         wm, ws, wz = _poll_tagged(base0, k0, SPLIT, SPLIT_P2, HAS_SMOOTHING)  # in flight during the pass 1 below
         v2 = (r2 < n_rows) & (t2 != ignore_index)
         zt2 = _target_logit(logits_ptr, tl.minimum(r2, n_rows - 1).to(tl.int64), logits_row_stride, t2, n_cols)
         m_c, s_c, sz = _pair_sums(x2, w_mask, IS_BF16, HAS_SMOOTHING)
         if v2:
-            _publish_tagged(_slot(partial_ptr, group, n_groups, k2, SPLIT_P2, 4), chunk, k2, m_c, s_c, sz,
+            _publish_tagged(_slot(partial_ptr, group, n_groups, k2, SPLIT_P2, 6), chunk, k2, m_c, s_c, sz,
                             SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
         g_row_w = grad_w_ptr + row64 * gw_stride
         if v0:
@@ -603,7 +604,7 @@ def launch_cross_entropy_split(
     *, grad: torch.Tensor | None, mean: bool, ignore_index: int, label_smoothing: float, z_loss_scale: float,
     block: int = 16384, num_warps: int = 16, programs_per_sm: int = 1, keep_exp: bool = True,
     prefetch: bool = True, tagged: bool = True, skew: int = 0, maxnreg: int | None = None,
-    max_spins: int = 1 << 22, groups: int | None = None,
+    max_spins: int = 1 << 20, groups: int | None = None,
 ) -> dict | None:  # fmt: skip
     """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
     does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
@@ -635,7 +636,7 @@ def launch_cross_entropy_split(
     # one zeroed buffer (one memset per call): the counters + timeout flag, then the partials (fp32, or
     # 64-bit tagged words), 16-byte aligned (the same specialisation whatever the grid)
     n_sync = (most + 4) // 4 * 4
-    n_part = (2 + skew) * most * 3 * meta["SPLIT_P2"]  # partial slots: 2, 3 (skew 1), 4 (skew 2)
+    n_part = (2 + 2 * skew) * most * 3 * meta["SPLIT_P2"]  # partial slots: 2 + 2 * skew (module docstring)
     buf = torch.zeros(n_sync + 2 * n_part, dtype=torch.int32, device=logits.device)
     sync = buf[: most + 1]
     partials = buf[n_sync:].view(torch.int64) if tagged else buf[n_sync : n_sync + n_part].view(torch.float32)
