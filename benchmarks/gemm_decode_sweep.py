@@ -317,6 +317,14 @@ class Sweep:
             rows[name] = {"variant": name, "source": v["source"], "config": v["config"],
                           "programs": programs(v["config"], M, N)}  # fmt: skip
             fns[name] = lambda x, w, r, cfg=v["config"]: G.gemm(x, w, residual=r, config=cfg)
+        if self.args.diag and self.device.type == "cuda":
+            # what the residual costs the fastest config: the same launch without it
+            cfg = normalize(
+                G.load_config_table()[self.family]["decode"]["autotune"][0 if M == 1 else 4 if M <= 16 else 8]
+            )
+            name = f"diag: {label(cfg)} (no residual)"
+            rows[name] = {"variant": name, "source": "baseline", "config": cfg}
+            fns[name] = lambda x, w, r, cfg=cfg: G.gemm(x, w, config=cfg)
         if self.device.type == "cuda" and M == 1:
             # context, not a GEMM: how fast torch streams the same weight bytes once (a full reduction)
             name = "probe: torch.sum(W) (reads W once, no GEMM)"
@@ -332,7 +340,8 @@ class Sweep:
                     if name.startswith("cuBLAS"):
                         y = fns[name](x, w, r)
                     else:  # solkit writes into a NaN-poisoned output: an unwritten element fails the check
-                        y = G.gemm(x, w, residual=r, config=row.get("config"), out=torch.full_like(r, float("nan")))
+                        res = None if "no residual" in name else r
+                        y = G.gemm(x, w, residual=res, config=row.get("config"), out=torch.full_like(r, float("nan")))
                     target = ref - r.float() if "no residual" in name else ref
                     err = ((y.float() - target).norm() / target.norm()).item()
                     ok = bool(torch.isfinite(y).all().item()) and err <= allowed
@@ -427,7 +436,7 @@ class Sweep:
         self.save()
 
     def run(self) -> int:
-        shapes = QUICK_SHAPES if self.args.quick else SHAPES
+        shapes = QUICK_SHAPES if self.args.quick else [s for s in SHAPES if not self.args.k or s[2] in self.args.k]
         if self.device.type == "cuda":
             cfgs = {json.dumps(v["config"], sort_keys=True) for M, N, _ in shapes
                     for v in variants_for(M, N, self.family, self.args.only)}  # fmt: skip
@@ -502,6 +511,8 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=12)
     p.add_argument("--compile-timeout-s", type=float, default=35.0)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--k", type=int, nargs="*", default=None, help="only the shapes with these K (= N)")
+    p.add_argument("--diag", action="store_true", help="also each row class's first autotune entry without residual")
     p.add_argument("--scan", action="store_true", help="the fixed cost of a short stream: GEMV over N, copy over size")
     p.add_argument("--no-default-path", action="store_true", help="leave out gemm's own (autotuned) config choice")
     p.add_argument(

@@ -58,6 +58,10 @@ CPU_CONFIGS = {
     "dot_evict": _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, EVICT_W=1),
     # the residual's L2 prefetch is inline PTX: the interpreter runs the config without it
     "gemv_pipe2_prefetch_res": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, PIPE=2, PRE_RES=2),
+    # each program starts its K walk at block pid_n (mod the piece's blocks) and wraps around
+    "gemv_pipe2_stagger_split3": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=3, PIPE=2, STAGGER=1),
+    "gemv_tma_stagger": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, W_TMA=2, STAGES=2, STAGGER=1),
+    "dot_tma_stagger_split2": _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, W_TMA=2, PRE_RES=1, STAGGER=1),
 }
 
 

@@ -59,7 +59,7 @@ def _decode_program(
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr, PRE_RES: tl.constexpr, EVICT_W: tl.constexpr,
-    STAGES: tl.constexpr,
+    STAGES: tl.constexpr, STAGGER: tl.constexpr,
 ):  # fmt: skip
     """Program (n tile, K piece, m tile); each K piece is whole BLOCK_K steps, the last one may be short.
     x_desc / w_desc: TMA descriptors of x and W when W_TMA (made on the device or passed from the host)."""
@@ -83,11 +83,11 @@ def _decode_program(
     if HAS_RESIDUAL and PRE_RES == 2:
         _prefetch_rows_l2(res_ptr, offs_m, pid_n * BLOCK_N, M, N, stride_rm, BLOCK_N)
     if W_TMA:
-        acc = _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi,
-                          BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, STAGES)  # fmt: skip
+        acc = _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi, pid_n,
+                          BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, STAGES, STAGGER)  # fmt: skip
     else:
         acc = _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_k, row_ok, N, k_lo, k_hi,
-                              BLOCK_M, BLOCK_N, BLOCK_K, PIPE, EVEN_K, EVICT_W)  # fmt: skip
+                              pid_n, BLOCK_M, BLOCK_N, BLOCK_K, PIPE, EVEN_K, EVICT_W, STAGGER)  # fmt: skip
 
     if SPLIT_K == 1:
         if HAS_RESIDUAL and PRE_RES != 1:
@@ -120,7 +120,7 @@ def _gemm_decode_kernel(
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
-    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3,
+    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3, STAGGER: tl.constexpr = 0,
 ):  # fmt: skip
     """The decode GEMM; with W_TMA 1 each program makes its TMA descriptors in global scratch."""
     x_desc = None
@@ -132,7 +132,7 @@ def _gemm_decode_kernel(
                                                block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
     _decode_program(x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M, N, K, M_BUCKET,
                     stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
-                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES)  # fmt: skip
+                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES, STAGGER)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
@@ -142,13 +142,13 @@ def _gemm_decode_host_tma_kernel(
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
-    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3,
+    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3, STAGGER: tl.constexpr = 0,
 ):  # fmt: skip
     """The decode GEMM with W_TMA 2: the TMA descriptors come from the host as kernel parameters (no
     descriptor writes and fences in the prologue)."""
     _decode_program(x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M, N, K, M_BUCKET,
                     stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
-                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES)  # fmt: skip
+                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES, STAGGER)  # fmt: skip
 
 
 @triton.jit
@@ -166,9 +166,9 @@ def _prefetch_rows_l2(ptr, offs_m, off_n, M, N, stride_m, BLOCK_N: tl.constexpr)
 
 
 @triton.jit
-def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_k, row_ok, N, k_lo, k_hi,
+def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_k, row_ok, N, k_lo, k_hi, shift,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PIPE: tl.constexpr,
-                    EVEN_K: tl.constexpr, EVICT_W: tl.constexpr):  # fmt: skip
+                    EVEN_K: tl.constexpr, EVICT_W: tl.constexpr, STAGGER: tl.constexpr):  # fmt: skip
     """x[rows] @ W[cols, k_lo:k_hi].T by pointer loads: fp32 [BLOCK_M, BLOCK_N] (BLOCK_M 1: FMA, else tl.dot)."""
     # Out-of-range W rows (the last N tile only) read row 0 instead of being masked, so the W loads
     # stay unmasked and vectorised; their columns are never stored.
@@ -183,6 +183,25 @@ def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_
                 part2 += w.to(tl.float32) * xk.to(tl.float32)
                 w_ptrs += BLOCK_K
                 x_ptrs += BLOCK_K
+        elif STAGGER:
+            # the double buffer below, walking the piece from block `shift` on and wrapping around; the
+            # pointers move by a scalar step (one pointer tensor live, as without the stagger)
+            n_safe = tl.maximum(tl.cdiv(k_hi - k_lo, BLOCK_K), 1)
+            start = shift % n_safe
+            kc = k_lo + start * BLOCK_K
+            w_ptrs += start * BLOCK_K
+            x_ptrs += start * BLOCK_K
+            w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, kc, K, offs_k, row_ok, k_lo < k_hi, EVEN_K, EVICT_W)
+            for i in range(k_lo, k_hi, BLOCK_K):
+                w = w_nx
+                xk = x_nx
+                wrap = (start + (i - k_lo) // BLOCK_K + 1) % n_safe == 0
+                step = tl.where(wrap, BLOCK_K - n_safe * BLOCK_K, BLOCK_K)
+                w_ptrs += step
+                x_ptrs += step
+                kc += step
+                w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, kc, K, offs_k, row_ok, i + BLOCK_K < k_hi, EVEN_K, EVICT_W)
+                part2 += w.to(tl.float32) * xk.to(tl.float32)
         else:
             # register double buffer: the next block's loads are issued before this block's FMAs, so
             # two blocks per program are in flight (no cp.async pipelining without tl.dot)
@@ -215,15 +234,20 @@ def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_
 
 
 @triton.jit
-def _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, off_m, off_n, k_lo, k_hi, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, STAGES: tl.constexpr):  # fmt: skip
+def _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, off_m, off_n, k_lo, k_hi, shift, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, STAGES: tl.constexpr,
+                STAGGER: tl.constexpr):  # fmt: skip
     """The same product with W (and x, for BLOCK_M > 1) read by TMA into shared memory; TMA zero-fills rows
     past N or M and columns past K, so no masks. GEMV: STAGES loads in flight; tl.dot: num_stages."""
     if BLOCK_M == 1:
         offs_k = tl.arange(0, BLOCK_K)
         part2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         # without a tl.dot the pipeliner leaves the loop alone unless asked: STAGES TMA loads in flight
-        for k in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
+        n_safe = tl.maximum(tl.cdiv(k_hi - k_lo, BLOCK_K), 1)
+        for kk in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
+            k = kk
+            if STAGGER:
+                k = k_lo + ((kk - k_lo) // BLOCK_K + shift) % n_safe * BLOCK_K
             w = w_desc.load([off_n, k])
             if EVEN_K:
                 xk = tl.load(x_ptr + off_m * stride_xm + k + offs_k)
@@ -234,7 +258,11 @@ def _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, off_m, off_n, k_lo, k_hi, B
     else:
         PRECISION: tl.constexpr = "ieee" if x_ptr.dtype.element_ty == tl.float32 else "tf32"
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(k_lo, k_hi, BLOCK_K):
+        n_safe = tl.maximum(tl.cdiv(k_hi - k_lo, BLOCK_K), 1)
+        for kk in range(k_lo, k_hi, BLOCK_K):
+            k = kk
+            if STAGGER:
+                k = k_lo + ((kk - k_lo) // BLOCK_K + shift) % n_safe * BLOCK_K
             xk = x_desc.load([off_m, k])
             w = w_desc.load([off_n, k])
             acc = tl.dot(xk, w.T, acc, input_precision=PRECISION)
@@ -263,7 +291,7 @@ def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.
 
 
 #: compile-time defaults of the knobs a config may leave out (W_TMA 0: pointer loads)
-KNOB_DEFAULTS = {"W_TMA": 0, "PRE_RES": 0, "EVICT_W": 0, "STAGES": 3}
+KNOB_DEFAULTS = {"W_TMA": 0, "PRE_RES": 0, "EVICT_W": 0, "STAGES": 3, "STAGGER": 0}
 
 
 class _DecodeLauncher(triton.runtime.Heuristics):
