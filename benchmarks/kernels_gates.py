@@ -241,6 +241,12 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--budget-s", type=float, default=110.0, help="stop starting new work after this many s")
     ap.add_argument(
+        "--sweep-budget-s",
+        type=float,
+        default=None,
+        help="stop starting autotune candidates after this many s (default: --budget-s)",
+    )
+    ap.add_argument(
         "--ce-sweep",
         default="",
         help="CE candidates of the split kernel: "
@@ -505,8 +511,9 @@ def autotune(doc, op, op_name, base, grad_outs, sweep, spec_list, dev, bw, args,
     specs = [":".join(str(default[k]) for k in keys)]
     specs += [sp for sp in spec_list.split(",") if sp and sp not in specs]
     results = []
+    sweep_budget = args.budget_s if args.sweep_budget_s is None else min(args.sweep_budget_s, args.budget_s)
     for spec in specs:
-        if time.time() - t_start > args.budget_s:
+        if time.time() - t_start > sweep_budget:
             break
         cfg = {**default, **dict(zip(keys, (int(v) for v in spec.split(":"))))}  # omitted trailing keys: default
         config.update(cfg)

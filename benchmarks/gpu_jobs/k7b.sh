@@ -6,10 +6,11 @@
 # gives NaN, never a hang):
 #  1. warm Triton's cache for the candidates in 3 background processes ([16, V] inputs, the same
 #     specialisation), while the GPU tests of the split kernels run in the foreground;
-#  2. the table of record first (benchmarks/kernels_gates.py, module defaults: solkit vs Liger, eager,
-#     torch.compile, forward + backward and forward; checked against fp64 at [8192, 128256] bf16, timed with
-#     the harness protocol: timing.benchmark method auto, read L2 flush, rotating inputs);
-#  3. the sweep with the time left (each candidate checked and timed the same way, --probe-fwd: forward too).
+#  2. benchmarks/kernels_gates.py: the sweep (each candidate, the module default first, checked against fp64
+#     at [8192, 128256] bf16 and timed with the harness protocol: timing.benchmark method auto, read L2
+#     flush, rotating inputs; --probe-fwd: its forward too), new candidates started only in the first
+#     LEFT-38 s, then the table of record with the fastest correct config: solkit vs Liger, eager,
+#     torch.compile, forward + backward and forward.
 # CE candidates: split_block:warps:programs_per_sm:keep_exp:prefetch:maxnreg:tagged:skew[:max_spins[:block:
 # warps:stages:programs_per_sm:warp_stats]] (split_block 0 = the two-sweep kernel, set by the last five).
 # Round 1 of this session (kernels_gates_round4a.json): two-sweep 1.468 ms; best split kernels 1.606 ms
@@ -18,11 +19,14 @@
 # 1.18 ms forward alone, then the job ran out of time in the next candidate's stalls. Cause: the skewed
 # kernels had too few partial slots (3 and 4; 2 + 2*skew are needed: the module docstring and
 # test_partial_slots_suffice_for_the_skew), so a lagging peer found its slot overwritten and spun out.
-# This round: the table of record, then the fixed skew kernels, a no-wait diagnostic and the two-sweep
-# kernel with per-thread statistics (warp_stats 2).
+# This round: the fixed skew kernels, the reread kernel (skew 3: pass 2 re-reads
+# the chunk from L2 one iteration later, so the registers hold prefetch instead of waiting rows: twice the
+# deep kernel's bytes in flight, which bounded it: its forward alone read at only 1.8 TB/s with one 32 KB
+# chunk in flight per SM), a no-wait diagnostic, the two-sweep kernel with per-thread statistics; then the
+# table of record.
 set -u
 START=$(date +%s)
-SWEEP="${CE_SWEEP:-0:16:1:1:1:0:1:0:1048576:16384:16:3:1:2,0:16:1:1:1:0:1:0:1048576:4096:8:4:2:2,16384:16:1:0:1:0:1:2,16384:16:1:0:1:0:1:2:0,8192:8:2:1:1:128:1:1}"
+SWEEP="${CE_SWEEP:-16384:16:1:0:1:0:1:3,0:16:1:1:1:0:1:0:1048576:16384:16:3:1:2,16384:16:1:0:1:0:1:2,4096:4:4:0:1:128:1:3,0:16:1:1:1:0:1:0:1048576:4096:8:4:2:2,16384:16:1:0:1:0:1:2:0,8192:8:2:1:1:128:1:1}"
 BACKENDS="${CE_BACKENDS:-solkit,liger,eager,compile}"
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 
@@ -54,19 +58,14 @@ done
 
 echo "== GPU tests of the split kernels"
 timeout 25 python3 -m pytest -v -m gpu -p no:cacheprovider tests/kernels/test_cross_entropy_split.py \
-  -k "skew or deep" > "$OUT/tests_split.txt" 2>&1
+  -k "skew or deep or reread" > "$OUT/tests_split.txt" 2>&1
 grep -E "PASSED|FAILED|ERROR|passed|failed|Error" "$OUT/tests_split.txt" | sed 's/ *\[ *[0-9]*%\]//' | tail -n 40
 wait
 cat "$OUT"/warm*.log | grep -v Warning | tail -n 20
 
-echo "== table of record (module defaults): solkit vs Liger, eager, torch.compile"
-timeout 45 python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates_record.json" --budget-s 35 \
-  --ops cross_entropy --backends "$BACKENDS" 2>&1 | grep -v Warning | tail -n 12
-
 LEFT=$(( 87 - ($(date +%s) - START) ))
-echo "== sweep: ${LEFT}s left"
-if [ "$LEFT" -gt 12 ]; then
-  timeout "$LEFT" python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates_sweep.json" --budget-s $(( LEFT - 8 )) \
-    --ops cross_entropy --backends solkit --probe-fwd --ce-sweep "$SWEEP" 2>&1 | grep -v Warning | tail -n 24
-fi
+echo "== sweep, then the table of record with the fastest correct config: ${LEFT}s left"
+timeout "$LEFT" python3 benchmarks/kernels_gates.py --out "$OUT/kernels_gates.json" --budget-s $(( LEFT - 8 )) \
+  --sweep-budget-s $(( LEFT - 38 )) --ops cross_entropy --backends "$BACKENDS" --probe-fwd --ce-sweep "$SWEEP" \
+  2>&1 | grep -v Warning | tail -n 30
 echo "== done after $(( $(date +%s) - START ))s"

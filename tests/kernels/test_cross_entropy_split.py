@@ -96,7 +96,7 @@ def test_barrier_timeout_gives_nan_not_a_hang(device):
     assert torch.isnan(losses).all()
 
 
-@pytest.mark.parametrize("barrier", ["tagged", "counted", "skew", "deep"])
+@pytest.mark.parametrize("barrier", ["tagged", "counted", "skew", "deep", "reread"])
 @pytest.mark.parametrize("opts", [{}, {"label_smoothing": 0.1, "z_loss_scale": 1e-2}], ids=["plain", "all"])
 def test_chunked_rows_last_program_math(barrier, opts, device):
     """The interpreter runs a group's programs in order, so the last chunk's program finds every peer's
@@ -106,11 +106,12 @@ def test_chunked_rows_last_program_math(barrier, opts, device):
     last program reads it."""
     if device == "cuda":
         pytest.skip("relies on the interpreter's sequential programs")
-    skew = {"skew": 1, "deep": 2}.get(barrier, 0)
-    rows = 2 * (2 + 2 * skew)
+    skew = {"skew": 1, "deep": 2, "reread": 3}.get(barrier, 0)
+    ahead = {0: 0, 1: 1, 2: 2, 3: 1}[skew]  # rows a program runs ahead of its wait
+    rows = 2 * (2 + 2 * ahead)  # = 2 x the partial slots
     torch.manual_seed(11 + skew)
     x = torch.randn(rows, 700) * 4
-    if skew == 2:  # the deep kernel reads 16-bit logits as packed pairs (fp16 here: the interpreter's bf16 is off)
+    if skew >= 2:  # these kernels read 16-bit logits as packed pairs (fp16 here: the interpreter's bf16 is off)
         x = x.half()
     y = torch.randint(0, 700, (rows,))
     y[0], y[1], y[2] = 650, 3, -100  # a target in the last chunk, one in the first, an ignored row
@@ -121,7 +122,7 @@ def test_chunked_rows_last_program_math(barrier, opts, device):
     assert torch.isnan(losses).all()  # the earlier programs timed out: flagged
     _, rgrad, _ = reference(x, y, **opts)
     last = slice(480, 700)
-    tol = {"atol": 1e-6, "rtol": 2e-3} if skew == 2 else {"atol": 1e-6, "rtol": 1e-5}
+    tol = {"atol": 1e-6, "rtol": 2e-3} if skew >= 2 else {"atol": 1e-6, "rtol": 1e-5}
     torch.testing.assert_close(grad[:, last].double(), rgrad[:, last], **tol)
 
 
@@ -145,6 +146,7 @@ SPLIT_CONFIGS = [
     {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 8, "split_keep_exp": 0, "split_prefetch": 0},
     {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 2},
     {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 2},
+    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 3},
 ]  # fmt: skip
 DEEP = {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 2}
 PLAIN = SPLIT_CONFIGS[0]
@@ -190,15 +192,16 @@ ALL_OPTS = {"label_smoothing": 0.05, "z_loss_scale": 1e-3, "ignore_index": 7}
      (1000, 151936, torch.bfloat16, "none", {}), (257, 128256, torch.float32, "mean", ALL_OPTS),
      (129, 50257, torch.bfloat16, "mean", ALL_OPTS), (64, 256000, torch.bfloat16, "none", ALL_OPTS)],
 )  # fmt: skip
-@pytest.mark.parametrize("deep", [False, True], ids=["default", "deep"])
+@pytest.mark.parametrize("deep", [0, 2, 3], ids=["default", "deep", "reread"])
 def test_gpu_split_shapes_and_options(rows, vocab, dtype, reduction, opts, deep):
-    # the deep kernel needs 16-bit logits of even length, else the launcher takes skew 1
-    skew = (2 if dtype != torch.float32 and vocab % 2 == 0 else 1) if deep else None
-    _gpu_check(rows, vocab, dtype, opts, reduction=reduction, seed=rows, config=DEEP if deep else None, skew=skew)
+    # the deep and reread kernels need 16-bit logits of even length, else the launcher takes skew 1
+    skew = (deep if dtype != torch.float32 and vocab % 2 == 0 else 1) if deep else None
+    config = {**DEEP, "split_skew": deep} if deep else None
+    _gpu_check(rows, vocab, dtype, opts, reduction=reduction, seed=rows, config=config, skew=skew)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("config", [None, DEEP], ids=["default", "deep"])
+@pytest.mark.parametrize("config", [None, DEEP, {**DEEP, "split_skew": 3}], ids=["default", "deep", "reread"])
 def test_gpu_split_forward_only_and_repeat(config):
     """No grad: the logits are only read; a second call (fresh counters) gives the same loss bit for bit."""
     torch.manual_seed(2)

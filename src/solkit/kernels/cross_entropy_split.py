@@ -550,6 +550,109 @@ def _ce_split_deep_kernel(
         k2 = k2 + v2.to(tl.int32)
 
 
+@triton.jit
+def _ce_split_reread_kernel(
+    logits_ptr, logits_w_ptr, grad_ptr, grad_w_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr,
+    partial_ptr, n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
+    ignore_index, label_smoothing, z_loss_scale, max_spins,
+    SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
+):  # fmt: skip
+    """Rows overlapped by one, but a row is **not** held in registers while its exchange completes: pass 2
+    re-reads the chunk, one iteration (a few MB of traffic) after pass 1 read it, so from L2. The registers
+    go to the prefetch instead: rows r + 2G and r + 3G are in flight from DRAM (twice the deep kernel's
+    bytes in flight per register). An iteration: issue the loads of row r + 3G (DRAM) and row r (L2 re-read)
+    and the first poll of row r's partials, pass 1 + publish of row r + G, wait for row r, pass 2 from the
+    re-read. Four partial slots (skew 1). 16-bit logits packed two per int32, as the deep kernel."""
+    W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # 0xFF80FF80 / 0xFC00FC00: two -inf
+    WBLOCK: tl.constexpr = BLOCK // 2
+    pid = tl.program_id(0)
+    n_groups = tl.num_programs(0) // SPLIT
+    group = pid // SPLIT
+    chunk = pid % SPLIT
+    col0 = chunk * chunk_cols
+    col_lim = tl.minimum(chunk_cols, n_cols - col0)
+    col_end = col0 + col_lim
+    woffs = tl.arange(0, WBLOCK)
+    wcols = col0 // 2 + woffs
+    w_lim = col_lim // 2
+    w_mask = woffs < w_lim
+    lw_stride = logits_row_stride // 2
+    gw_stride = grad_row_stride // 2
+    if MEAN:
+        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
+    else:
+        grad_scale = 1.0
+    uniform = label_smoothing / n_cols * grad_scale
+    spin_budget = max_spins
+    # prologue: row r published, r + G and r + 2G in flight (r = group < n_rows: the launcher's grid)
+    x0, t0 = _load_words_row(logits_w_ptr, targets_ptr, group, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD)
+    x1, t1 = _load_words_row(logits_w_ptr, targets_ptr, group + n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
+                             W_PAD)  # fmt: skip
+    x2, t2 = _load_words_row(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs,
+                             w_lim, W_PAD)  # fmt: skip
+    zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
+    m_c, s_c, sz = _pair_sums(x0, w_mask, IS_BF16, HAS_SMOOTHING)
+    v0 = t0 != ignore_index
+    k0 = 0
+    if v0:
+        _publish_tagged(_slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4), chunk, k0, m_c, s_c, sz, SPLIT_P2,
+                        HAS_SMOOTHING)  # fmt: skip
+    k1 = v0.to(tl.int32)
+    for row in range(group, n_rows, n_groups):
+        row64 = tl.cast(row, tl.int64)
+        r1 = row + n_groups
+        x3, t3 = _load_words_row(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs,
+                                 w_lim, W_PAD)  # fmt: skip
+        xr = tl.load(logits_w_ptr + row64 * lw_stride + wcols, mask=w_mask, other=W_PAD)  # row r again: from L2
+        base0 = _slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4)
+        wm, ws, wz = _poll_tagged(base0, k0, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+        v1 = (r1 < n_rows) & (t1 != ignore_index)
+        zt1 = _target_logit(logits_ptr, tl.minimum(r1, n_rows - 1).to(tl.int64), logits_row_stride, t1, n_cols)
+        m_c, s_c, sz = _pair_sums(x1, w_mask, IS_BF16, HAS_SMOOTHING)
+        if v1:
+            _publish_tagged(_slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 4), chunk, k1, m_c, s_c, sz,
+                            SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
+        g_row_w = grad_w_ptr + row64 * gw_stride
+        if v0:
+            lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
+                                            HAS_SMOOTHING)  # fmt: skip
+            lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
+            t_in = (t0 >= 0) & (t0 < n_cols)
+            owner = (tl.where(t_in, t0, 0) >= col0) & (tl.where(t_in, t0, 0) < col_end)
+            if owner:  # the program whose chunk holds the target (column 0 for an out-of-range target)
+                loss = lse - zt0
+                if HAS_SMOOTHING:
+                    loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz_row / n_cols)
+                tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
+                tl.store(lse_ptr + row64, lse)
+            if WRITE_GRAD:
+                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
+                lo, hi = _unpack(xr, IS_BF16)
+                g_lo = tl.exp2(lo * L2E - lse * L2E) * p_scale - uniform
+                g_hi = tl.exp2(hi * L2E - lse * L2E) * p_scale - uniform
+                tl.store(g_row_w + wcols, _pack(g_lo, g_hi, IS_BF16, ASM), mask=w_mask)
+                if owner & t_in:
+                    g_t = tl.exp2(zt0 * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
+                    tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
+                    tl.store(grad_ptr + row64 * grad_row_stride + t0, g_t.to(grad_ptr.dtype.element_ty))
+        else:
+            if chunk == 0:
+                tl.store(loss_ptr + row64, 0.0)
+                tl.store(lse_ptr + row64, 0.0)
+            if WRITE_GRAD:
+                tl.store(g_row_w + wcols, tl.zeros([WBLOCK], dtype=tl.int32), mask=w_mask)
+        x1 = x2
+        x2 = x3
+        t0 = t1
+        t1 = t2
+        t2 = t3
+        zt0 = zt1
+        v0 = v1
+        k0 = k1
+        k1 = k1 + v1.to(tl.int32)
+
+
 def chunk_layout(n_cols: int, block: int) -> tuple[int, int, int]:
     """(split, chunk_cols, block) for a row of ``n_cols``: as few chunks of at most ``block`` columns as
     possible, chunk widths a multiple of 16 (16-byte vector loads), ``block`` shrunk to the chunk's power of 2."""
@@ -609,15 +712,15 @@ def launch_cross_entropy_split(
     """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
     does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
     programs than one group. ``skew`` 0: :func:`_ce_split_kernel`, 1: :func:`_ce_split_skew_kernel`,
-    2: :func:`_ce_split_deep_kernel` (16-bit logits of even length; otherwise skew 1). ``groups`` caps the
-    number of groups (tests)."""
+    2: :func:`_ce_split_deep_kernel`, 3: :func:`_ce_split_reread_kernel` (2 and 3: 16-bit logits of even
+    length; otherwise skew 1). ``groups`` caps the number of groups (tests)."""
     n_rows, n_cols = logits.shape
     split, chunk_cols, blk = chunk_layout(n_cols, block)
     interpreting = _interpreting() or logits.device.type != "cuda"
     if interpreting and split > 1 and groups is None:
         return None  # programs run one after another there: the barrier could never be met
     skew = int(skew) if split > 1 else 0  # one chunk per row: no barrier to hide
-    if skew == 2 and not (_packable(logits) and (grad is None or _packable(grad))):
+    if skew >= 2 and not (_packable(logits) and (grad is None or _packable(grad))):
         skew = 1
     tagged = bool(tagged or skew)
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
@@ -625,9 +728,9 @@ def launch_cross_entropy_split(
                 HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None, num_warps=num_warps)  # fmt: skip
     if skew == 0:
         meta.update(KEEP_EXP=int(keep_exp), PREFETCH=int(prefetch), TAGGED=int(tagged))
-    if skew == 2:
+    if skew >= 2:
         meta.update(IS_BF16=logits.dtype == torch.bfloat16, ASM=not interpreting)
-    kernel_fn = (_ce_split_kernel, _ce_split_skew_kernel, _ce_split_deep_kernel)[skew]
+    kernel_fn = (_ce_split_kernel, _ce_split_skew_kernel, _ce_split_deep_kernel, _ce_split_reread_kernel)[skew]
     if maxnreg and not interpreting:
         meta["maxnreg"] = maxnreg
     info: dict = {"split": split, "chunk_cols": chunk_cols, "block": blk}
@@ -636,13 +739,14 @@ def launch_cross_entropy_split(
     # one zeroed buffer (one memset per call): the counters + timeout flag, then the partials (fp32, or
     # 64-bit tagged words), 16-byte aligned (the same specialisation whatever the grid)
     n_sync = (most + 4) // 4 * 4
-    n_part = (2 + 2 * skew) * most * 3 * meta["SPLIT_P2"]  # partial slots: 2 + 2 * skew (module docstring)
+    n_slots = 2 + 2 * (1 if skew == 3 else skew)  # 2 + 2 * (rows a program runs ahead): module docstring
+    n_part = n_slots * most * 3 * meta["SPLIT_P2"]
     buf = torch.zeros(n_sync + 2 * n_part, dtype=torch.int32, device=logits.device)
     sync = buf[: most + 1]
     partials = buf[n_sync:].view(torch.int64) if tagged else buf[n_sync : n_sync + n_part].view(torch.float32)
     tail = [n_rows, n_cols, chunk_cols, logits.stride(0), grad_stride, ignore_index, float(label_smoothing),
             float(z_loss_scale), max_spins]  # fmt: skip
-    if skew == 2:
+    if skew >= 2:
         args = [logits, logits.view(torch.int32), grad_arg, grad_arg.view(torch.int32), targets, losses, lse, n_valid,
                 sync, partials, *tail]  # fmt: skip
     else:
