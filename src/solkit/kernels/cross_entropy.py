@@ -266,7 +266,8 @@ def _scale_rows_kernel(
 #: register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a counter
 #: with release/acquire), ``skew`` = 1: rows overlapped by one (the barrier's wait hidden behind the next
 #: row's pass 1; tagged, exponentials kept, prefetch), 2: by two (four chunks in registers in the logits'
-#: dtype, exponentials recomputed), the spin bound (0: never wait: a timing diagnostic, NaN rows).
+#: dtype, exponentials recomputed), 3: "reread" (pass 2 re-reads the chunk from L2, the registers hold a
+#: two-row prefetch), the spin bound (0: never wait: a timing diagnostic, NaN rows).
 #: When ``split_block`` > 0 it serves every call without softcap where it applies (CUDA; under the CPU
 #: interpreter only rows of one chunk). Off by default: on the H200 every split variant measured so far
 #: is slower than the two-sweep kernel (kernels_gates_round4a.json).

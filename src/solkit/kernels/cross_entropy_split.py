@@ -28,6 +28,11 @@ compiled kernel's registers, shared memory and warps (:func:`resident_programs`)
   fence (a release fence would also wait for the prefetch loads in flight);
 * counted: fp32 partials, then an arrival counter (release add, acquire polling up to ``(k + 1)·SPLIT``).
 
+Four kernels (``skew``): 0 exchange then pass 2; 1 the next row's pass 1 before this row's wait (two rows
+of exponentials in registers); 2 "deep": two rows ahead, 16-bit logits packed two per int32 register
+(four chunks held), exponentials recomputed; 3 "reread": one row ahead, pass 2 re-reads its chunk (from
+L2, a few MB of traffic after pass 1 read it) so the registers hold a two-row prefetch instead.
+
 Partial slots rotate with ``k``. A kernel that publishes arrival ``j + s`` before waiting for arrival
 ``j`` (skew ``s``) needs ``2 s + 2`` slots: when a program publishes ``j + s`` it has only seen every peer
 publish ``j - 1``, which a peer does at its own iteration ``j - 1 - s``, after reading arrival
