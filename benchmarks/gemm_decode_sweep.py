@@ -58,7 +58,7 @@ def label(cfg: dict[str, Any]) -> str:
         if key == "STAGES" and not (cfg.get("W_TMA") and cfg["BLOCK_M"] == 1):
             continue  # STAGES is read by the TMA GEMV only
         if cfg.get(key) and not (key == "PIPE" and cfg[key] == 1):
-            s += f" {tag}{cfg[key] if key in ('PIPE', 'STAGES', 'W_TMA') else ''}"
+            s += f" {tag}{cfg[key] if key in ('PIPE', 'STAGES', 'W_TMA') or cfg[key] > 1 else ''}"
     return s + f" w{cfg['num_warps']} st{cfg['num_stages']}"
 
 
