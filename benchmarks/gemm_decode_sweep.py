@@ -38,6 +38,7 @@ if "--quick" in sys.argv:
 
 import torch  # noqa: E402
 import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 from solkit.kernels import gemm as G  # noqa: E402
 from solkit.kernels.gemm_decode import KNOB_DEFAULTS  # noqa: E402
@@ -90,6 +91,30 @@ def variants_for(M: int, N: int, family: str, only: str) -> list[dict[str, Any]]
             continue
         seen.add(key)
         out.append({"source": source, "config": cfg, "label": label(cfg)})
+    return out
+
+
+# --------------------------------------------------------------------------------------------- probe
+@triton.jit
+def _read_probe_kernel(w_ptr, out_ptr, K, stride_w, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Context only: the 1-row GEMV's weight stream without x, the residual or the epilogue (ROWS rows per
+    program, BLOCK_K columns per block, two blocks in flight); one float per program is stored."""
+    pid = tl.program_id(0)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    ptrs = w_ptr + rows[:, None] * stride_w + tl.arange(0, BLOCK_K)[None, :]
+    acc = tl.zeros((ROWS, BLOCK_K), dtype=tl.float32)
+    nxt = tl.load(ptrs)
+    for k in range(0, K, BLOCK_K):
+        cur = nxt
+        ptrs += BLOCK_K
+        nxt = tl.load(ptrs, mask=tl.full((ROWS, BLOCK_K), True, tl.int1) & (k + BLOCK_K < K), other=0.0)
+        acc += cur.to(tl.float32)
+    tl.store(out_ptr + pid, tl.sum(acc))
+
+
+def read_probe(w: torch.Tensor, out: torch.Tensor, rows: int = 4, block_k: int = 1024) -> torch.Tensor:
+    N, K = w.shape
+    _read_probe_kernel[(N // rows,)](w, out, K, w.stride(0), ROWS=rows, BLOCK_K=block_k, num_warps=4, num_stages=1)
     return out
 
 
@@ -330,6 +355,11 @@ class Sweep:
             name = "probe: torch.sum(W) (reads W once, no GEMM)"
             rows[name] = {"variant": name, "source": "probe"}
             fns[name] = lambda x, w, r: w.sum(dtype=torch.float32)
+            if self.args.diag and N % 4 == 0 and K % 1024 == 0:
+                name = "probe: W stream of the 1x4x1024 GEMV (no x, no residual, no epilogue)"
+                rows[name] = {"variant": name, "source": "probe"}
+                sink = torch.empty(N // 4, device=dev, dtype=torch.float32)
+                fns[name] = lambda x, w, r, sink=sink: read_probe(w, sink)
         for name in list(fns):  # correctness first: two input sets, NaN-poisoned outputs
             row = rows[name]
             if row["source"] == "probe":
