@@ -4,7 +4,7 @@ With a handful of rows the op is a stream of the weight: N*K*itemsize bytes (32 
 in bf16, 7.9 us at 4.25 TB/s) against M*(K + 2N)*itemsize for x, the residual and y. What matters is
 that every SM streams W at once, with enough bytes in flight, and that the launch leaves no tail.
 
-One kernel, three knobs (all compile-time):
+The program body, knobs all compile-time:
 
 * ``BLOCK_M == 1`` (M = 1): a GEMV without tensor cores. Each program keeps a [BLOCK_N, BLOCK_K]
   fp32 partial product in registers and reduces it over K once, after the loop. ``PIPE`` 2 double-
@@ -15,7 +15,16 @@ One kernel, three knobs (all compile-time):
   gives enough programs to fill the SMs. Each piece stores its fp32 partial [BLOCK_M, BLOCK_N] tile
   to a workspace (L2-resident: SPLIT_K * M * N * 4 bytes), then takes a ticket from a per-tile
   counter; the program that draws the last ticket sums the pieces, runs the epilogue, stores y and
-  resets the counter to zero for the next call. No second kernel, no memset.
+  resets the counter to zero for the next call (keeping its own partial in registers). No second
+  kernel, no memset.
+* ``W_TMA``: 1 reads W (and x, for BLOCK_M > 1) by TMA into shared memory with descriptors each
+  program makes on the device; 2 with descriptors made on the host (a second kernel over the same
+  body; the device-made ones cost 1-5 us per call on the H200). The 1-row GEMV then keeps ``STAGES``
+  loads in flight. Operands TMA cannot address fall back to 0.
+* ``PRE_RES``: the residual's DRAM latency off the tail: 1 the tile into registers before the K loop,
+  2 an L2 prefetch then (no registers held). ``EVICT_W``: evict_first on pointer loads of W.
+  ``STAGGER``: program pid_n starts its K walk at block pid_n and wraps around (GEMV double buffer and
+  TMA paths), so programs stop reading the same columns in lock-step.
 
 The ordering of that hand-off is the classic one (CUTLASS's serial split-K semaphore): all threads
 store, a CTA barrier, then one gpu-scope acq_rel atomic; the last program reads the partials from L2
