@@ -29,6 +29,10 @@ traffic, all in L2: about 2 * S * BLOCK_M * BLOCK_N * 4 bytes written (up to two
 tile) and as much read by the finishers. For 4096^3 in 128x256 tiles with SK_WAVES = 1, S = 116:
 ~30 MB through L2 (the 50 MB of H200's L2 hold it), against 96 MiB of operands from HBM.
 FLOPs: 2 * M * N * K, as for any GEMM; the fix-up's adds are noise.
+
+Measured (H200, bf16, benchmarks/results/gemm_oproj_h200_round4_sweep.json): slower than the persistent
+kernel at 4096^3 .. 8192^3 (by 11 % down to 1 %): the partial stores, fix-up reads and pipeline restarts
+cost more than the wave tail it removes. Not in the default config list; selectable with kernel: streamk.
 """
 
 from __future__ import annotations
