@@ -64,7 +64,14 @@ RMSNORM_CONFIG = {
     # round 2 (kernels_norm_round4.json): the two-pass looped forward (``chunk``) lost without the residual
     # (2048 x 8 warps 35.1 against 33.5) and won with it (2048 x 8 warps 65.4 against 66.1 one-block).
     "fwd": {"min_tile": 8192, "bytes_per_thread": 64},
-    "fwd_residual": {"min_tile": 4096, "bytes_per_thread": 64, "chunk": 2048, "looped_num_warps": 8},
+    # Round 3 (kernels_norm_round4c.json): with a prefetch of the next chunk, 64.4 against 65.8.
+    "fwd_residual": {
+        "min_tile": 4096,
+        "bytes_per_thread": 64,
+        "chunk": 2048,
+        "looped_num_warps": 8,
+        "looped_prefetch": True,
+    },
     # backward 16 warps (53.9 us, 8 warps 58.0); with ds (add+RMSNorm) 8 warps (68.7 against 71.1)
     "bwd_bytes_per_thread": 16,
     "bwd_bytes_per_thread_ds": 32,
@@ -79,6 +86,8 @@ RMSNORM_CONFIG = {
     # timed). Forward (round 1): one block of 16 warps 68.7 against 72.2 at 8 (32 warps capped at 32
     # registers 92.0); with the residual every variant 129.7-131.3. Round 2 (kernels_norm_round4.json):
     # the looped forward, 2048-column chunks x 8 warps, 67.7 against 68.7 (with the residual 130.5 / 130.6).
+    # Round 3 (kernels_norm_round4c.json): a prefetch of the next chunk did not help without the residual
+    # (68.9; 4096 x 16 warps 71.5; 1024 x 4 75.9); with it, 4096 x 16 warps 128.6.
     "by_width": {
         8192: {
             "bwd_num_warps": 32,
@@ -86,12 +95,14 @@ RMSNORM_CONFIG = {
             "bwd_programs_per_sm": 1,
             "bwd_prefetch": 1,
             "fwd": {"min_tile": 8192, "bytes_per_thread": 64, "num_warps": 16, "chunk": 2048, "looped_num_warps": 8},
+            # round 3: 4096-column chunks x 16 warps with the prefetch, 128.6 against 130.6
             "fwd_residual": {
                 "min_tile": 4096,
                 "bytes_per_thread": 64,
                 "num_warps": 16,
-                "chunk": 2048,
-                "looped_num_warps": 8,
+                "chunk": 4096,
+                "looped_num_warps": 16,
+                "looped_prefetch": True,
             },
         }
     },
