@@ -14,7 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from solkit.kernels.cross_entropy import LAST_LAUNCH, cross_entropy
+from solkit.errors import SolkitError
+from solkit.kernels.cross_entropy import CE_CONFIG, LAST_LAUNCH, cross_entropy
 from solkit.kernels.cross_entropy_split import chunk_layout, launch_cross_entropy_split, programs_per_sm
 
 
@@ -96,7 +97,7 @@ def test_barrier_timeout_gives_nan_not_a_hang(device):
     assert torch.isnan(losses).all()
 
 
-@pytest.mark.parametrize("barrier", ["tagged", "counted", "skew", "deep", "reread"])
+@pytest.mark.parametrize("barrier", ["tagged", "counted", "reread"])
 @pytest.mark.parametrize("opts", [{}, {"label_smoothing": 0.1, "z_loss_scale": 1e-2}], ids=["plain", "all"])
 def test_chunked_rows_last_program_math(barrier, opts, device):
     """The interpreter runs a group's programs in order, so the last chunk's program finds every peer's
@@ -106,9 +107,8 @@ def test_chunked_rows_last_program_math(barrier, opts, device):
     last program reads it."""
     if device == "cuda":
         pytest.skip("relies on the interpreter's sequential programs")
-    skew = {"skew": 1, "deep": 2, "reread": 3}.get(barrier, 0)
-    ahead = {0: 0, 1: 1, 2: 2, 3: 1}[skew]  # rows a program runs ahead of its wait
-    rows = 2 * (2 + 2 * ahead)  # = 2 x the partial slots
+    skew = 3 if barrier == "reread" else 0
+    rows = 2 * (4 if skew else 2)  # 2 x the partial slots
     torch.manual_seed(11 + skew)
     x = torch.randn(rows, 700) * 4
     if skew >= 2:  # these kernels read 16-bit logits as packed pairs (fp16 here: the interpreter's bf16 is off)
@@ -138,17 +138,15 @@ def test_interpreter_falls_back_for_chunked_rows(device):
 
 # ------------------------------------------------------------------------------------------------- GPU
 SPLIT_CONFIGS = [
-    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1},
-    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 1},
-    {"split_block": 8192, "split_warps": 8, "split_programs_per_sm": 2, "split_maxnreg": 128, "split_skew": 1},
-    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 2, "split_keep_exp": 0, "split_maxnreg": 64,
-     "split_tagged": 0},
-    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 8, "split_keep_exp": 0, "split_prefetch": 0},
-    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 2},
-    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 2},
+    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 0, "split_keep_exp": 1},
+    {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 2, "split_skew": 0, "split_keep_exp": 0,
+     "split_maxnreg": 64, "split_tagged": 0},
+    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 8, "split_skew": 0, "split_keep_exp": 0,
+     "split_prefetch": 0},
+    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 3},
     {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 3},
 ]  # fmt: skip
-DEEP = {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 2}
+REREAD = {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 3}
 PLAIN = SPLIT_CONFIGS[0]
 
 
@@ -160,7 +158,7 @@ def _gpu_check(rows, vocab, dtype, opts, reduction="mean", config=None, seed=0, 
         y[:: max(rows // 5, 2)] = opts.get("ignore_index", -100)
     ref, rgrad, go = reference(x, y, reduction=reduction, **opts)
     xs = x.clone().requires_grad_()
-    loss = cross_entropy(xs, y, reduction=reduction, config=config or PLAIN, **opts)
+    loss = cross_entropy(xs, y, reduction=reduction, config=config, **opts)
     assert LAST_LAUNCH["path"] == "split", LAST_LAUNCH
     if skew is not None:
         assert LAST_LAUNCH["skew"] == skew, LAST_LAUNCH
@@ -192,39 +190,39 @@ ALL_OPTS = {"label_smoothing": 0.05, "z_loss_scale": 1e-3, "ignore_index": 7}
      (1000, 151936, torch.bfloat16, "none", {}), (257, 128256, torch.float32, "mean", ALL_OPTS),
      (129, 50257, torch.bfloat16, "mean", ALL_OPTS), (64, 256000, torch.bfloat16, "none", ALL_OPTS)],
 )  # fmt: skip
-@pytest.mark.parametrize("deep", [0, 2, 3], ids=["default", "deep", "reread"])
-def test_gpu_split_shapes_and_options(rows, vocab, dtype, reduction, opts, deep):
-    # the deep and reread kernels need 16-bit logits of even length, else the launcher takes skew 1
-    skew = (deep if dtype != torch.float32 and vocab % 2 == 0 else 1) if deep else None
-    config = {**DEEP, "split_skew": deep} if deep else None
+@pytest.mark.parametrize("config", [None, PLAIN, REREAD], ids=["default", "plain", "reread"])
+def test_gpu_split_shapes_and_options(rows, vocab, dtype, reduction, opts, config):
+    # the reread kernel needs 16-bit logits of even length, else the launcher takes skew 0
+    skew = 3 if dtype != torch.float32 and vocab % 2 == 0 and (config or CE_CONFIG)["split_skew"] else 0
     _gpu_check(rows, vocab, dtype, opts, reduction=reduction, seed=rows, config=config, skew=skew)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("config", [None, DEEP, {**DEEP, "split_skew": 3}], ids=["default", "deep", "reread"])
+@pytest.mark.parametrize("config", [PLAIN, REREAD], ids=["plain", "reread"])
 def test_gpu_split_forward_only_and_repeat(config):
-    """No grad: the logits are only read; a second call (fresh counters) gives the same loss bit for bit."""
+    """No grad (the split kernel asked for: ``split_block`` set): the logits are only read; a second call
+    (fresh buffers) gives the same loss bit for bit."""
     torch.manual_seed(2)
     x = (torch.randn(2048, 128256, device="cuda") * 2).to(torch.bfloat16)
     y = torch.randint(0, 128256, (2048,), device="cuda")
     keep = x.clone()
     with torch.no_grad():
-        a = cross_entropy(x, y, config=config or PLAIN)
+        a = cross_entropy(x, y, config=config)
         assert LAST_LAUNCH["path"] == "split"
-        b = cross_entropy(x, y, config=config or PLAIN)
+        b = cross_entropy(x, y, config=config)
     assert torch.equal(x, keep) and torch.equal(a, b)
     torch.testing.assert_close(a.double(), F.cross_entropy(x.double(), y), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.gpu
-def test_gpu_deep_more_than_2_31_elements():
+def test_gpu_default_more_than_2_31_elements():
     rows, vocab = 17_000, 128256  # 2.18e9 logits: 64-bit row offsets required
     x = torch.randn(rows, vocab, device="cuda", dtype=torch.bfloat16)
     y = torch.randint(0, vocab, (rows,), device="cuda")
     tail = x[-4:].float()
     xs = x.requires_grad_()
-    loss = cross_entropy(xs, y, reduction="none", config=DEEP)
-    assert LAST_LAUNCH["skew"] == 2
+    loss = cross_entropy(xs, y, reduction="none")  # the default: the reread split kernel
+    assert LAST_LAUNCH["path"] == "split" and LAST_LAUNCH["skew"] == 3
     torch.testing.assert_close(loss[-4:], F.cross_entropy(tail, y[-4:], reduction="none"), atol=1e-3, rtol=1e-3)
     (grad,) = torch.autograd.grad(loss.sum(), xs)
     ref = torch.softmax(tail, -1) - F.one_hot(y[-4:], vocab).float()
@@ -275,3 +273,10 @@ def test_partial_slots_suffice_for_the_skew(skew):
     one fewer is (the round-2 stalls of the first skewed kernels, which had 3 and 4)."""
     assert _slot_reuse_violations(skew, 2 + 2 * skew) == 0
     assert _slot_reuse_violations(skew, 1 + 2 * skew) > 0
+
+
+def test_removed_skews_raise():
+    x = torch.randn(2, 64)
+    y = torch.randint(0, 64, (2,))
+    with pytest.raises(SolkitError, match="skew"):
+        _launch(x, y, {}, block=32, skew=1, groups=1)

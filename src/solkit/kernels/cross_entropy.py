@@ -20,13 +20,14 @@ row) when it equals 1, as for ``loss.backward()``.
 Bytes per call, ``T`` rows x ``V`` classes, ``b`` bytes per logit:
 
 * SOL (forward + backward): one read of the logits and one write of the gradient, ``2·b·T·V``, plus
-  ``8·T`` of targets and ``4·T`` of per-row loss. These kernels read each row twice (statistics sweep,
-  then the gradient sweep in reverse, meant to hit L2 while the row is still cached: with one resident
-  program per SM the rows in flight take ~132 x 256 KB = 33 MB of the 50 MB L2 at V = 128256 bf16), so
-  DRAM traffic is between ``2·b·T·V`` and ``3·b·T·V`` depending on the L2 hit rate.
-  One persistent program per SM walks its rows: a loop per sweep, cp.async prefetch of the next
-  blocks (``tl.range(num_stages)``); see :data:`CE_CONFIG` for the per-warp statistics option.
-* forward only (no grad): one read, ``b·T·V``.
+  ``8·T`` of targets and ``4·T`` of per-row loss. Calls that write the gradient (no softcap) run the
+  split-row kernel of :mod:`solkit.kernels.cross_entropy_split`, which moves exactly that (each row cut
+  into chunks held by cooperating programs); softcap runs this module's two-sweep kernel, which reads
+  each row twice (statistics sweep, then the gradient sweep in reverse, meant to hit L2; it mostly does
+  not), so its DRAM traffic is between ``2·b·T·V`` and ``3·b·T·V``: one persistent program per SM walks
+  its rows, a loop per sweep, cp.async prefetch of the next blocks (``tl.range(num_stages)``); see
+  :data:`CE_CONFIG` for the per-warp / per-thread statistics options.
+* forward only (no grad): one read, ``b·T·V`` (the two-sweep kernel's statistics sweep alone).
 * backward with ``grad_output == 1``: ~0 bytes; otherwise ``2·b·T·V`` (a read and write of the grad).
 """
 
@@ -262,26 +263,26 @@ def _scale_rows_kernel(
 
 #: Launch settings. ``split_*``: the cooperative one-read kernel (:mod:`solkit.kernels.cross_entropy_split`):
 #: columns per chunk (0 = never use it), warps, programs per SM (capped by what is resident), keep the
-#: exponentials in registers (else recomputed in the gradient pass), register prefetch of the next row,
-#: register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a counter
-#: with release/acquire), ``skew`` = 1: rows overlapped by one (the barrier's wait hidden behind the next
-#: row's pass 1; tagged, exponentials kept, prefetch), 2: by two (four chunks in registers in the logits'
-#: dtype, exponentials recomputed), 3: "reread" (pass 2 re-reads the chunk from L2, the registers hold a
-#: two-row prefetch), the spin bound (0: never wait: a timing diagnostic, NaN rows).
-#: When ``split_block`` > 0 it serves every call without softcap where it applies (CUDA; under the CPU
-#: interpreter only rows of one chunk). Off by default: on the H200 every split variant measured so far
-#: is slower than the two-sweep kernel (kernels_gates_round4a.json).
+#: exponentials in registers (else recomputed in pass 2) and register prefetch of the next row (both for
+#: skew 0), register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a
+#: counter with release/acquire; skew 0 only), ``skew`` 0 (exchange, then pass 2) or 3 ("reread": one row
+#: ahead, pass 2 re-reads its chunk from L2, registers hold a two-row prefetch), the spin bound (0: never
+#: wait: a timing diagnostic, NaN rows). It serves gradient-writing calls without softcap (CUDA; under the
+#: CPU interpreter only rows of one chunk). Default: the fastest correct forward + backward of the round-3
+#: sweep on an H200 at [8192, 128256] bf16 (benchmarks/results/kernels_gates_round4.json): reread, chunks
+#: of 4096 columns (32 per row), 4 warps, 4 programs per SM: 1.380 ms against the two-sweep kernel's 1.460.
 #: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
 #: depth of the two sweeps over a row (cp.async prefetch of the next blocks; 1 = none), programs per SM
-#: (0 = one program per row), and ``warp_stats`` = 1: one running max per warp in the statistics sweep
-#: (6-10 % faster forward, the same forward + backward on the H200), 2: one per thread (no shuffle, no
-#: barrier per block); their values: the fastest correct
-#: forward + backward of the round-3 autotuning on an H200 at [8192, 128256] bf16
-#: (benchmarks/results/kernels_gates_round3.json): persistent, one program per SM, 16k-logit blocks.
+#: (0 = one program per row), ``warp_stats`` = 1: one running max per warp in the statistics sweep, 2: one
+#: per thread (no shuffle, no barrier per block). ``fwd_*``: the same keys for calls without a gradient
+#: (forward only), which take the two-sweep kernel unless ``split_fwd`` = 1: per-thread statistics, 4096
+#: logits per block, 8 warps, 4 stages, 2 programs per SM ran the forward in 0.614 ms (0.803 of SOL for
+#: one read) against 0.785 for the previous settings and 0.904 for the split kernel (round 3).
 CE_CONFIG = {
-    "split_block": 0, "split_warps": 16, "split_programs_per_sm": 1, "split_keep_exp": 1, "split_prefetch": 1,
-    "split_maxnreg": 0, "split_tagged": 1, "split_skew": 0, "split_max_spins": 1 << 20,
-    "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 0,
+    "split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_keep_exp": 0, "split_prefetch": 1,
+    "split_maxnreg": 128, "split_tagged": 1, "split_skew": 3, "split_max_spins": 1 << 20, "split_fwd": 0,
+    "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 2,
+    "fwd_block": 4096, "fwd_num_warps": 8, "fwd_num_stages": 4, "fwd_programs_per_sm": 2, "fwd_warp_stats": 2,
 }  # fmt: skip
 
 #: What the last launch ran (path, and for the split kernel its chunks, grid, registers): benchmarks record it.
@@ -327,11 +328,17 @@ def launch_cross_entropy_rows(
     """Low-level launch: per-row loss and lse into ``losses``/``lse`` (fp32, [T]); with ``grad``, the
     gradient of ``sum(losses) / n_valid`` (``mean``) or ``sum(losses)`` into it. ``n_valid`` is a
     device scalar, so callers (e.g. chunked fused linear CE) can pass a count over all chunks."""
-    cfg = {**CE_CONFIG, **(config or {})}
+    user = dict(config or {})
+    cfg = {**CE_CONFIG, **user}
     n_rows, n_cols = logits.shape
     if not (n_rows and n_cols):
         return
     LAST_LAUNCH.clear()
+    if grad is None and not cfg["split_fwd"]:
+        # forward only (no gradient to write): the two-sweep kernel's statistics sweep alone is faster than
+        # the split kernel (kernels_gates_round4.json: 0.614 vs 0.904 ms); keys the caller set still win
+        fwd = {k[4:]: v for k, v in cfg.items() if k.startswith("fwd_")}
+        cfg = {**cfg, "split_block": 0, **fwd, **{k: v for k, v in user.items() if not k.startswith("fwd_")}}
     if softcap is None and cfg["split_block"] > 0:
         info = launch_cross_entropy_split(
             logits, targets, losses, lse, n_valid, grad=grad, mean=mean, ignore_index=ignore_index,
@@ -348,7 +355,6 @@ def launch_cross_entropy_rows(
     block = min(cfg["block"], triton.next_power_of_2(max(n_cols, 16)))
     scalars = (ignore_index, float(label_smoothing), float(z_loss_scale), float(softcap or 1.0))
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
-    # warp statistics need a block of whole [warps x 256] tiles
     # warp (1) or thread (2) statistics need a block of whole [warps x 256] tiles; passed as +w / -w
     whole = block % (cfg["num_warps"] * 256) == 0
     warp_stats = {1: cfg["num_warps"], 2: -cfg["num_warps"]}.get(cfg.get("warp_stats", 0), 0) if whole else 0
@@ -438,7 +444,7 @@ def cross_entropy(
 ):  # fmt: skip
     """Cross-entropy loss (see the module docstring); ``logits`` are overwritten by their gradient when
     they require grad and ``inplace_grad`` is true. With ``return_z_loss``, returns ``(loss, z_loss)``.
-    ``config`` overrides :data:`CE_CONFIG` launch settings (block, num_warps, num_stages, programs_per_sm)."""
+    ``config`` overrides :data:`CE_CONFIG` launch settings (``split_*``, block, num_warps, ...)."""
     loss, z_loss = CrossEntropyFunction.apply(
         logits, targets, ignore_index, label_smoothing, z_loss_scale, softcap, reduction, inplace_grad, config
     )

@@ -28,10 +28,13 @@ compiled kernel's registers, shared memory and warps (:func:`resident_programs`)
   fence (a release fence would also wait for the prefetch loads in flight);
 * counted: fp32 partials, then an arrival counter (release add, acquire polling up to ``(k + 1)·SPLIT``).
 
-Four kernels (``skew``): 0 exchange then pass 2; 1 the next row's pass 1 before this row's wait (two rows
-of exponentials in registers); 2 "deep": two rows ahead, 16-bit logits packed two per int32 register
-(four chunks held), exponentials recomputed; 3 "reread": one row ahead, pass 2 re-reads its chunk (from
-L2, a few MB of traffic after pass 1 read it) so the registers hold a two-row prefetch instead.
+Two kernels (``skew``): 0 exchange, then pass 2 from the exponentials kept in registers; 3 "reread":
+one row ahead (the next row's pass 1 and publication before this row's wait), pass 2 re-reads its chunk
+(from L2: a few MB of traffic after pass 1 read it), so the registers hold a two-row prefetch instead of
+the waiting rows; 16-bit logits are read as int32 pairs (unpacked 16-bit values take a register each)
+and the gradient packed with ``cvt.rn.bf16x2.f32``. (Skew 1, holding two rows of exponentials, and 2,
+"deep", holding four packed chunks, were measured slower and removed: code at commit 2469328; numbers in
+docs/kernels/gates-rope-ce.md.)
 
 Partial slots rotate with ``k``. A kernel that publishes arrival ``j + s`` before waiting for arrival
 ``j`` (skew ``s``) needs ``2 s + 2`` slots: when a program publishes ``j + s`` it has only seen every peer
@@ -52,6 +55,8 @@ import os
 import torch
 import triton
 import triton.language as tl
+
+from solkit.errors import SolkitError
 
 L2E = tl.constexpr(1.4426950408889634)  # log2(e): exponentials in base 2 (one MUFU.EX2 each)
 LN2 = tl.constexpr(0.6931471805599453)
@@ -240,14 +245,6 @@ def _target_logit(logits_ptr, row64, logits_row_stride, target, n_cols):
 
 
 @triton.jit
-def _load_row_chunk(logits_ptr, targets_ptr, row, n_rows, logits_row_stride, cols, offs, col_lim):
-    """A row's chunk (all -inf past the last row) and its target (the last row's past it)."""
-    x = tl.load(logits_ptr + tl.cast(row, tl.int64) * logits_row_stride + cols,
-                mask=offs < tl.where(row < n_rows, col_lim, 0), other=-float("inf"))  # fmt: skip
-    return x, tl.load(targets_ptr + tl.minimum(row, n_rows - 1)).to(tl.int32)
-
-
-@triton.jit
 def _ce_split_kernel(
     logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr, partial_ptr,
     n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
@@ -312,90 +309,6 @@ def _ce_split_kernel(
 
 
 @triton.jit
-def _ce_split_skew_kernel(
-    logits_ptr, grad_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr, partial_ptr,
-    n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
-    ignore_index, label_smoothing, z_loss_scale, max_spins,
-    SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
-    HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr,
-):  # fmt: skip
-    """:func:`_ce_split_kernel` (tagged exchange, exponentials kept, register prefetch) with the rows
-    overlapped by one: an iteration publishes the partials of the group's next row, then waits for the
-    current row's (published an iteration earlier, so usually there already) and writes its gradient; the
-    barrier's latency hides behind a pass 1. Two rows of exponentials live in registers. Four partial
-    slots (see the module docstring)."""
-    pid = tl.program_id(0)
-    n_groups = tl.num_programs(0) // SPLIT
-    group = pid // SPLIT
-    chunk = pid % SPLIT
-    col0 = chunk * chunk_cols
-    offs = tl.arange(0, BLOCK)
-    cols = col0 + offs
-    col_lim = tl.minimum(chunk_cols, n_cols - col0)
-    col_mask = offs < col_lim
-    col_end = col0 + col_lim
-    if MEAN:
-        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
-    else:
-        grad_scale = 1.0
-    spin_budget = max_spins
-    # prologue: pass 1 and publication of the group's first row (group < n_rows: the launcher's grid)
-    row0 = group.to(tl.int64)
-    x = tl.load(logits_ptr + row0 * logits_row_stride + cols, mask=col_mask, other=-float("inf"))
-    t_cur = tl.load(targets_ptr + row0).to(tl.int32)
-    nxt = group + n_groups
-    x_nxt = tl.load(logits_ptr + nxt.to(tl.int64) * logits_row_stride + cols,
-                    mask=offs < tl.where(nxt < n_rows, col_lim, 0), other=-float("inf"))  # fmt: skip
-    t_nxt = tl.load(targets_ptr + tl.minimum(nxt, n_rows - 1)).to(tl.int32)
-    zt_cur = _target_logit(logits_ptr, row0, logits_row_stride, t_cur, n_cols)
-    z, e_cur, m_c, m_ref_cur, s_c, sz = _chunk_stats(x, col_mask, HAS_SMOOTHING)
-    valid_cur = t_cur != ignore_index
-    if valid_cur:
-        _publish_tagged(_slot(partial_ptr, group, n_groups, 0, SPLIT_P2, 4), chunk, 0, m_c, s_c, sz, SPLIT_P2,
-                        HAS_SMOOTHING)  # fmt: skip
-    k_cur = 0
-    k_nxt = valid_cur.to(tl.int32)
-    for row in range(group, n_rows, n_groups):
-        row64 = tl.cast(row, tl.int64)
-        nxt = row + n_groups
-        nn = nxt + n_groups
-        x_nn = tl.load(logits_ptr + nn.to(tl.int64) * logits_row_stride + cols,
-                       mask=offs < tl.where(nn < n_rows, col_lim, 0), other=-float("inf"))  # fmt: skip
-        t_nn = tl.load(targets_ptr + tl.minimum(nn, n_rows - 1)).to(tl.int32)
-        # first read of this row's partials (published an iteration ago), in flight during the next row's
-        # pass 1, which is then published before this row's wait
-        base_cur = _slot(partial_ptr, group, n_groups, k_cur, SPLIT_P2, 4)
-        wm, ws, wz = _poll_tagged(base_cur, k_cur, SPLIT, SPLIT_P2, HAS_SMOOTHING)
-        valid_nxt = (nxt < n_rows) & (t_nxt != ignore_index)
-        nxt64 = tl.minimum(nxt, n_rows - 1).to(tl.int64)
-        zt_nxt = _target_logit(logits_ptr, nxt64, logits_row_stride, t_nxt, n_cols)
-        z, e_nxt, m_c, m_ref_nxt, s_c, sz = _chunk_stats(x_nxt, col_mask, HAS_SMOOTHING)
-        if valid_nxt:
-            _publish_tagged(_slot(partial_ptr, group, n_groups, k_nxt, SPLIT_P2, 4), chunk, k_nxt, m_c, s_c, sz,
-                            SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
-        # this row: wait, combine, loss, gradient
-        g_row = grad_ptr + row64 * grad_row_stride
-        if valid_cur:
-            lse, sz_row, ok = _await_tagged(base_cur, k_cur, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
-                                            HAS_SMOOTHING)  # fmt: skip
-            lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
-            _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, col_end, t_cur, n_cols,
-                        zt_cur, e_cur, e_cur, m_ref_cur, lse, sz_row, grad_scale, label_smoothing, z_loss_scale,
-                        WRITE_GRAD, 1)  # fmt: skip
-        else:
-            _zero_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, BLOCK, WRITE_GRAD)
-        x_nxt = x_nn
-        t_cur = t_nxt
-        t_nxt = t_nn
-        e_cur = e_nxt
-        m_ref_cur = m_ref_nxt
-        zt_cur = zt_nxt
-        valid_cur = valid_nxt
-        k_cur = k_nxt
-        k_nxt = k_nxt + valid_nxt.to(tl.int32)
-
-
-@triton.jit
 def _unpack(w, IS_BF16: tl.constexpr):
     """Two 16-bit logits packed in an int32 word (little-endian: the even column in the low half) -> fp32."""
     if IS_BF16:
@@ -442,120 +355,6 @@ def _load_words_row(logits_w_ptr, targets_ptr, row, n_rows, w_row_stride, wcols,
 
 
 @triton.jit
-def _ce_split_deep_kernel(
-    logits_ptr, logits_w_ptr, grad_ptr, grad_w_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr,
-    partial_ptr, n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
-    ignore_index, label_smoothing, z_loss_scale, max_spins,
-    SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
-    HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
-):  # fmt: skip
-    """Rows overlapped by two, for 16-bit logits held **packed** (two per int32 register; unpacked 16-bit
-    values would take a register each): an iteration issues the load of row r + 3G, publishes row r + 2G's
-    partials, then waits for row r's (published two iterations earlier) and writes its gradient, the
-    exponentials recomputed. Four chunks live in registers, so the exchange's latency (microseconds under
-    full memory traffic) has two iterations to complete. Six partial slots (see the module docstring). Needs
-    an even ``n_cols`` and even row strides (the launcher checks)."""
-    W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # 0xFF80FF80 / 0xFC00FC00: two -inf
-    WBLOCK: tl.constexpr = BLOCK // 2
-    pid = tl.program_id(0)
-    n_groups = tl.num_programs(0) // SPLIT
-    group = pid // SPLIT
-    chunk = pid % SPLIT
-    col0 = chunk * chunk_cols
-    col_lim = tl.minimum(chunk_cols, n_cols - col0)
-    col_end = col0 + col_lim
-    woffs = tl.arange(0, WBLOCK)
-    wcols = col0 // 2 + woffs
-    w_lim = col_lim // 2
-    w_mask = woffs < w_lim
-    lw_stride = logits_row_stride // 2
-    gw_stride = grad_row_stride // 2
-    if MEAN:
-        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
-    else:
-        grad_scale = 1.0
-    uniform = label_smoothing / n_cols * grad_scale
-    spin_budget = max_spins
-    # prologue: rows r and r + G published, r + 2G loaded (r = group < n_rows: the launcher's grid)
-    x0, t0 = _load_words_row(logits_w_ptr, targets_ptr, group, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD)
-    x1, t1 = _load_words_row(logits_w_ptr, targets_ptr, group + n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
-                             W_PAD)  # fmt: skip
-    x2, t2 = _load_words_row(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs,
-                             w_lim, W_PAD)  # fmt: skip
-    zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
-    m_c, s_c, sz = _pair_sums(x0, w_mask, IS_BF16, HAS_SMOOTHING)
-    v0 = t0 != ignore_index
-    k0 = 0
-    if v0:
-        _publish_tagged(_slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 6), chunk, k0, m_c, s_c, sz, SPLIT_P2,
-                        HAS_SMOOTHING)  # fmt: skip
-    k1 = v0.to(tl.int32)
-    zt1 = _target_logit(logits_ptr, tl.minimum(group + n_groups, n_rows - 1).to(tl.int64), logits_row_stride, t1,
-                        n_cols)  # fmt: skip
-    m_c, s_c, sz = _pair_sums(x1, w_mask, IS_BF16, HAS_SMOOTHING)
-    v1 = (group + n_groups < n_rows) & (t1 != ignore_index)
-    if v1:
-        _publish_tagged(_slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 6), chunk, k1, m_c, s_c, sz, SPLIT_P2,
-                        HAS_SMOOTHING)  # fmt: skip
-    k2 = k1 + v1.to(tl.int32)
-    for row in range(group, n_rows, n_groups):
-        row64 = tl.cast(row, tl.int64)
-        r2 = row + 2 * n_groups
-        x3, t3 = _load_words_row(logits_w_ptr, targets_ptr, r2 + n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
-                                 W_PAD)  # fmt: skip
-        base0 = _slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 6)
-        wm, ws, wz = _poll_tagged(base0, k0, SPLIT, SPLIT_P2, HAS_SMOOTHING)  # in flight during the pass 1 below
-        v2 = (r2 < n_rows) & (t2 != ignore_index)
-        zt2 = _target_logit(logits_ptr, tl.minimum(r2, n_rows - 1).to(tl.int64), logits_row_stride, t2, n_cols)
-        m_c, s_c, sz = _pair_sums(x2, w_mask, IS_BF16, HAS_SMOOTHING)
-        if v2:
-            _publish_tagged(_slot(partial_ptr, group, n_groups, k2, SPLIT_P2, 6), chunk, k2, m_c, s_c, sz,
-                            SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
-        g_row_w = grad_w_ptr + row64 * gw_stride
-        if v0:
-            lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
-                                            HAS_SMOOTHING)  # fmt: skip
-            lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
-            t_in = (t0 >= 0) & (t0 < n_cols)
-            owner = (tl.where(t_in, t0, 0) >= col0) & (tl.where(t_in, t0, 0) < col_end)
-            if owner:  # the program whose chunk holds the target (column 0 for an out-of-range target)
-                loss = lse - zt0
-                if HAS_SMOOTHING:
-                    loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz_row / n_cols)
-                tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
-                tl.store(lse_ptr + row64, lse)
-            if WRITE_GRAD:
-                p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
-                lo, hi = _unpack(x0, IS_BF16)
-                g_lo = tl.exp2(lo * L2E - lse * L2E) * p_scale - uniform
-                g_hi = tl.exp2(hi * L2E - lse * L2E) * p_scale - uniform
-                tl.store(g_row_w + wcols, _pack(g_lo, g_hi, IS_BF16, ASM), mask=w_mask)
-                if owner & t_in:
-                    g_t = tl.exp2(zt0 * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
-                    tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
-                    tl.store(grad_ptr + row64 * grad_row_stride + t0, g_t.to(grad_ptr.dtype.element_ty))
-        else:
-            if chunk == 0:
-                tl.store(loss_ptr + row64, 0.0)
-                tl.store(lse_ptr + row64, 0.0)
-            if WRITE_GRAD:
-                tl.store(g_row_w + wcols, tl.zeros([WBLOCK], dtype=tl.int32), mask=w_mask)
-        x0 = x1
-        x1 = x2
-        x2 = x3
-        t0 = t1
-        t1 = t2
-        t2 = t3
-        zt0 = zt1
-        zt1 = zt2
-        v0 = v1
-        v1 = v2
-        k0 = k1
-        k1 = k2
-        k2 = k2 + v2.to(tl.int32)
-
-
-@triton.jit
 def _ce_split_reread_kernel(
     logits_ptr, logits_w_ptr, grad_ptr, grad_w_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr,
     partial_ptr, n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
@@ -565,10 +364,10 @@ def _ce_split_reread_kernel(
 ):  # fmt: skip
     """Rows overlapped by one, but a row is **not** held in registers while its exchange completes: pass 2
     re-reads the chunk, one iteration (a few MB of traffic) after pass 1 read it, so from L2. The registers
-    go to the prefetch instead: rows r + 2G and r + 3G are in flight from DRAM (twice the deep kernel's
-    bytes in flight per register). An iteration: issue the loads of row r + 3G (DRAM) and row r (L2 re-read)
-    and the first poll of row r's partials, pass 1 + publish of row r + G, wait for row r, pass 2 from the
-    re-read. Four partial slots (skew 1). 16-bit logits packed two per int32, as the deep kernel."""
+    go to the prefetch instead: rows r + 2G and r + 3G are in flight from DRAM. An iteration: issue the
+    loads of row r + 3G (DRAM) and row r (L2 re-read) and the first poll of row r's partials, pass 1 +
+    publish of row r + G, wait for row r, pass 2 from the re-read. Four partial slots. 16-bit logits are
+    read as int32 pairs (an unpacked 16-bit value takes a whole register) and the gradient packed back."""
     W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # 0xFF80FF80 / 0xFC00FC00: two -inf
     WBLOCK: tl.constexpr = BLOCK // 2
     pid = tl.program_id(0)
@@ -716,26 +515,27 @@ def launch_cross_entropy_split(
 ) -> dict | None:  # fmt: skip
     """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
     does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
-    programs than one group. ``skew`` 0: :func:`_ce_split_kernel`, 1: :func:`_ce_split_skew_kernel`,
-    2: :func:`_ce_split_deep_kernel`, 3: :func:`_ce_split_reread_kernel` (2 and 3: 16-bit logits of even
-    length; otherwise skew 1). ``groups`` caps the number of groups (tests)."""
+    programs than one group. ``skew`` 0: :func:`_ce_split_kernel`, 3: :func:`_ce_split_reread_kernel`
+    (16-bit logits of even length and row stride; otherwise 0). ``groups`` caps the number of groups."""
     n_rows, n_cols = logits.shape
     split, chunk_cols, blk = chunk_layout(n_cols, block)
     interpreting = _interpreting() or logits.device.type != "cuda"
     if interpreting and split > 1 and groups is None:
         return None  # programs run one after another there: the barrier could never be met
-    skew = int(skew) if split > 1 else 0  # one chunk per row: no barrier to hide
-    if skew >= 2 and not (_packable(logits) and (grad is None or _packable(grad))):
-        skew = 1
+    if skew not in (0, 3):
+        raise SolkitError(f"cross_entropy: split skew must be 0 (plain) or 3 (reread), got {skew} "
+                          "(1 and 2 were measured slower and removed: code at commit 2469328)")  # fmt: skip
+    if split == 1 or not (_packable(logits) and (grad is None or _packable(grad))):
+        skew = 0  # one chunk per row: no exchange to hide; the reread kernel reads 16-bit pairs
     tagged = bool(tagged or skew)
     grad_arg, grad_stride = (grad, grad.stride(0)) if grad is not None else (logits, 0)
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BLOCK=blk, MEAN=mean,
                 HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None, num_warps=num_warps)  # fmt: skip
     if skew == 0:
         meta.update(KEEP_EXP=int(keep_exp), PREFETCH=int(prefetch), TAGGED=int(tagged))
-    if skew >= 2:
+    if skew:
         meta.update(IS_BF16=logits.dtype == torch.bfloat16, ASM=not interpreting)
-    kernel_fn = (_ce_split_kernel, _ce_split_skew_kernel, _ce_split_deep_kernel, _ce_split_reread_kernel)[skew]
+    kernel_fn = _ce_split_reread_kernel if skew else _ce_split_kernel
     if maxnreg and not interpreting:
         meta["maxnreg"] = maxnreg
     info: dict = {"split": split, "chunk_cols": chunk_cols, "block": blk}
@@ -744,14 +544,14 @@ def launch_cross_entropy_split(
     # one zeroed buffer (one memset per call): the counters + timeout flag, then the partials (fp32, or
     # 64-bit tagged words), 16-byte aligned (the same specialisation whatever the grid)
     n_sync = (most + 4) // 4 * 4
-    n_slots = 2 + 2 * (1 if skew == 3 else skew)  # 2 + 2 * (rows a program runs ahead): module docstring
+    n_slots = 4 if skew else 2  # 2 + 2 * (rows a program publishes ahead of its wait): module docstring
     n_part = n_slots * most * 3 * meta["SPLIT_P2"]
     buf = torch.zeros(n_sync + 2 * n_part, dtype=torch.int32, device=logits.device)
     sync = buf[: most + 1]
     partials = buf[n_sync:].view(torch.int64) if tagged else buf[n_sync : n_sync + n_part].view(torch.float32)
     tail = [n_rows, n_cols, chunk_cols, logits.stride(0), grad_stride, ignore_index, float(label_smoothing),
             float(z_loss_scale), max_spins]  # fmt: skip
-    if skew >= 2:
+    if skew:
         args = [logits, logits.view(torch.int32), grad_arg, grad_arg.view(torch.int32), targets, losses, lse, n_valid,
                 sync, partials, *tail]  # fmt: skip
     else:
