@@ -55,7 +55,8 @@ def programs(cfg: dict[str, Any], M: int, N: int) -> int:
 
 def label(cfg: dict[str, Any]) -> str:
     s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} S{cfg.get('SPLIT_K', 1)}"
-    for key, tag in (("PIPE", "P"), ("W_TMA", "tma"), ("STAGES", "q"), ("PRE_RES", "pre"), ("EVICT_W", "ef")):
+    tags = (("PIPE", "P"), ("W_TMA", "tma"), ("STAGES", "q"), ("PRE_RES", "pre"), ("EVICT_W", "ef"), ("STAGGER", "sg"))
+    for key, tag in tags:
         if key == "STAGES" and not (cfg.get("W_TMA") and cfg["BLOCK_M"] == 1):
             continue  # STAGES is read by the TMA GEMV only
         if cfg.get(key) and not (key == "PIPE" and cfg[key] == 1):
@@ -335,6 +336,8 @@ class Sweep:
         compiled = set(self.doc.get("precompile", {}).get("ok", []))
         for v in variants_for(M, N, self.family, self.args.only):
             name = v["label"]
+            while name in rows:  # two configs the label does not tell apart keep a row each
+                name += "'"
             if "precompile" in self.doc and json.dumps(v["config"], sort_keys=True) not in compiled:
                 rows[name] = {"variant": name, "source": v["source"], "config": v["config"], "correct": False,
                               "error": "left out: failed or not reached in the precompile workers"}  # fmt: skip
