@@ -40,7 +40,8 @@ for idx, spec in enumerate([""] + specs):  # "": the module defaults
     with torch.no_grad():
         cross_entropy(x0, y, config=cfg)
     torch.cuda.synchronize()
-    print(f"warm {spec or "defaults"} {time.time() - t0:.1f}s", flush=True)
+    label = spec or "defaults"
+    print(f"warm {label} {time.time() - t0:.1f}s", flush=True)
 '
 for i in 0 1 2; do
   timeout 30 python3 -c "$WARM" "$i" 3 "$SWEEP" > "$OUT/warm$i.log" 2>&1 &
