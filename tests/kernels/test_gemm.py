@@ -266,6 +266,10 @@ for arch, family, regime in [(90, "hopper", "prefill"), (90, "hopper", "decode")
     for cfg in entry["autotune"][:int(sys.argv[1])]:
         k = G.compile_for(arch, {"kernel": entry["kernel"], **cfg}, activation="gelu_tanh")
         out.append([arch, family, regime, k.metadata.shared, "mma" in k.asm["ptx"] or cfg["BLOCK_M"] == 1])
+# a decode config that leaves the decode knobs out compiles with the launcher's defaults
+bare = {k: v for k, v in t["hopper"]["decode"]["autotune"][0].items() if k not in G._decode.KNOB_DEFAULTS}
+k = G.compile_for(90, {"kernel": "splitk", **bare})
+out.append([90, "hopper", "decode, knobs left out", k.metadata.shared, True])
 print(json.dumps(out))
 """
 
@@ -289,7 +293,7 @@ def test_configs_compile_for_sm90_and_sm80_without_gpu():
         pytest.skip("no ptxas in this triton install")
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(rows) == 3
+    assert len(rows) == 4
     for arch, family, regime, shared, has_mma in rows:
         assert has_mma, f"{family}.{regime}: no tensor-core instructions (only the BLOCK_M 1 GEMV goes without)"
         assert shared <= (232448 if arch == 90 else 166912), f"{family}.{regime}: {shared} bytes of shared memory"

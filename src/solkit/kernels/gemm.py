@@ -41,6 +41,7 @@ import yaml
 from solkit.errors import SolkitError, choices_hint
 from solkit.kernels import gemm_decode as _decode
 from solkit.kernels import gemm_streamk as _streamk
+from solkit.kernels.gemm_aot import compile_for  # noqa: F401 - part of this module's API
 from solkit.kernels.gemm_decode import OUTGROWN as _SPLITK_OUTGROWN  # noqa: F401 - tests inspect it
 from solkit.kernels.gemm_decode import SCRATCH as _SPLITK_SCRATCH  # noqa: F401
 from solkit.kernels.gemm_decode import _gemm_decode_kernel, gemm_decode_kernel
@@ -241,8 +242,9 @@ def load_config_table() -> dict[str, Any]:
 TMA_DEFAULTS = {
     "EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": 0, "PF_DIST": 0, "Y_EVICT_FIRST": False,
 }  # fmt: skip
-#: splitk keys a config may leave out (GROUP_M means nothing there and is dropped).
-SPLITK_DEFAULTS = {"SPLIT_K": 1, "PIPE": 1}
+#: splitk keys a config may leave out (GROUP_M means nothing there and is dropped); the decode knobs'
+#: defaults are the launcher's own, so a config that omits them compiles (compile_for) and runs the same.
+SPLITK_DEFAULTS = {"SPLIT_K": 1, "PIPE": 1, **_decode.KNOB_DEFAULTS}
 
 
 #: Keys of a YAML config entry that are not kernel parameters.
@@ -359,57 +361,6 @@ def _autotuner(family: str, regime: str, do_bench=None):
     # M_BUCKET is bucketed already, and N and K stay exact (a model has few of them): bucket="exact"
     return autotune(configs=configs, key=_TUNING_KEY, prune_configs_by=prune, bucket="exact",
                     reference=_tuning_reference, outputs=["y_ptr"])(kernel)  # fmt: skip
-
-
-def compile_for(
-    arch: int,
-    config: dict[str, Any],
-    *,
-    kernel: str | None = None,
-    dtype: str = "bf16",
-    has_bias: bool = True,
-    has_residual: bool = True,
-    activation: str = "none",
-):
-    """Compile one config for ``sm_<arch>`` without a GPU (Triton's AOT path); returns the compiled kernel.
-
-    Its ``metadata.shared`` (bytes of shared memory) tells whether a config fits before any GPU time
-    is spent; ``asm["ptx"]`` shows the instructions (wgmma on sm_90). Not available in interpreter mode.
-    """
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    kernel = kernel or config.get("kernel", "tma_persistent")
-    fn = _JIT_FNS[kernel]
-    if not hasattr(fn, "cache_key"):
-        raise SolkitError("compile_for needs compiled Triton (unset TRITON_INTERPRET)")
-    sig = {name: "i32" for name in ("M", "N", "K", "M_BUCKET", "stride_xm", "stride_wn", "stride_ym", "stride_rm")}
-    sig.update({p: f"*{dtype}" for p in ("x_ptr", "w_ptr", "y_ptr", "bias_ptr", "res_ptr")})
-    sig.update(alpha="fp32", beta="fp32")
-    tc = to_triton_config(config, kernel)
-    consts: dict[str, Any] = dict(tc.kwargs)
-    if kernel == "tma_persistent":
-        sig["num_programs"] = "i32"
-    if kernel == "streamk":
-        sig.update(ws_ptr="*fp32", count_ptr="*i32")
-    if kernel == "splitk":
-        sig.update(part_ptr="*fp32", count_ptr="*i32")
-        consts["EVEN_K"] = True
-    consts.update(HAS_BIAS=has_bias, HAS_RESIDUAL=has_residual, ACT=ACTIVATIONS[activation])
-    if not has_bias:
-        consts["bias_ptr"] = None
-    if not has_residual:
-        consts["res_ptr"] = None
-    sig.update({k: "constexpr" for k in consts})
-    # What the JIT would know at a launch with aligned tensors and N, K, strides multiples of 16 (M is
-    # never specialised): without it, loads are not vectorised and cp.async pipelining is skipped.
-    aligned = {"x_ptr", "w_ptr", "y_ptr", "N", "K", "stride_xm", "stride_wn", "stride_ym", "part_ptr", "count_ptr"}
-    aligned.add("ws_ptr")
-    aligned |= ({"bias_ptr"} if has_bias else set()) | ({"res_ptr", "stride_rm"} if has_residual else set())
-    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names) if name in aligned}
-    src = ASTSource(fn=fn, signature={k: sig[k] for k in fn.arg_names}, constexprs=consts, attrs=attrs)
-    options = {"num_warps": tc.num_warps, "num_stages": tc.num_stages}
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
 
 
 # --------------------------------------------------------------------------------------------- dispatch
