@@ -119,6 +119,26 @@ def register_cap(programs_per_sm: int, num_warps: int) -> int:
     return int(min(max(cap, 32), 255))
 
 
+def grown_scratch(cache: dict[str, list[torch.Tensor]], outgrown: list[torch.Tensor], device: torch.device,
+                  floats: int, counters: int) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """fp32 partials and zeroed int32 counters (which kernels leave at zero), one pair per device, grown
+    to the largest need seen and never shrunk. A pair that is outgrown is kept in ``outgrown``: a CUDA
+    graph captured earlier may still point at it."""
+    key = str(device)
+    have = cache.get(key)
+    if have is None or have[0].numel() < floats or have[1].numel() < counters:
+        if have is not None:
+            outgrown.extend(have)
+        floats = max(floats, have[0].numel() if have else 0)
+        counters = max(counters, have[1].numel() if have else 0)
+        have = [
+            torch.empty(floats, dtype=torch.float32, device=device),
+            torch.zeros(counters, dtype=torch.int32, device=device),
+        ]
+        cache[key] = have
+    return have[0], have[1]
+
+
 @triton.jit
 def load_tile(ptr, rows, stride, cols, n_rows, n_cols):
     """A ``[BLOCK_M, BLOCK_N]`` tile of a row-major matrix in its own dtype, zero outside it; int64 row

@@ -77,6 +77,19 @@ def _row_stats(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constexpr, HA
 
 
 @triton.jit
+def _load_logits(x_row, cols, mask, softcap, HAS_SOFTCAP: tl.constexpr):
+    """Logits ``z`` (fp32, softcapped) and ``z * log2e`` with -inf on the padding. Without softcap the
+    padding is loaded as -inf: no per-logit select, and ``z * log2e - m`` fuses into one FMA."""
+    if HAS_SOFTCAP:
+        z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
+        z2 = tl.where(mask, z * 1.4426950408889634, -float("inf"))
+    else:
+        z = tl.load(x_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        z2 = z * 1.4426950408889634
+    return z, z2
+
+
+@triton.jit
 def _row_stats_warps(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
                      REP: tl.constexpr, WARPS: tl.constexpr, NUM_STAGES: tl.constexpr):  # fmt: skip
     """:func:`_row_stats` with one running max per *warp*: a block is a [REP, WARPS, 256] tile in which
@@ -93,12 +106,8 @@ def _row_stats_warps(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constex
         mask = cols < col_end
         # loaded flat (8 contiguous logits per lane, 256 per warp, then the next warp), seen as
         # [REP, WARPS, 256]: the same placement, so the reshape moves nothing
-        if HAS_SOFTCAP:
-            z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
-            z2 = tl.reshape(tl.where(mask, z * 1.4426950408889634, -float("inf")), (REP, WARPS, 256))
-        else:  # padding loaded as -inf: no per-logit select, and z * log2e - m fuses into one FMA
-            z = tl.load(x_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
-            z2 = tl.reshape(z * 1.4426950408889634, (REP, WARPS, 256))
+        z, z2 = _load_logits(x_row, cols, mask, softcap, HAS_SOFTCAP)
+        z2 = tl.reshape(z2, (REP, WARPS, 256))
         m2_new = tl.maximum(m2, tl.max(tl.max(z2, axis=0, keep_dims=True), axis=2, keep_dims=True))
         m_ref = tl.where(m2_new == -float("inf"), 0.0, m2_new)  # a warp that has seen only padding so far
         lane_sum = lane_sum * tl.exp2(m2 - m_ref) + tl.exp2(z2 - m_ref)
@@ -125,12 +134,8 @@ def _row_stats_lanes(x_row, col_start, col_end, softcap, HAS_SOFTCAP: tl.constex
     for blk in tl.range(0, n_blocks, num_stages=NUM_STAGES):
         cols = col_start + blk * (REP * THREADS * 8) + offs
         mask = cols < col_end
-        if HAS_SOFTCAP:
-            z = _softcapped(tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32), softcap, HAS_SOFTCAP)
-            z2 = tl.reshape(tl.where(mask, z * 1.4426950408889634, -float("inf")), (REP, THREADS, 8))
-        else:
-            z = tl.load(x_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
-            z2 = tl.reshape(z * 1.4426950408889634, (REP, THREADS, 8))
+        z, z2 = _load_logits(x_row, cols, mask, softcap, HAS_SOFTCAP)
+        z2 = tl.reshape(z2, (REP, THREADS, 8))
         m2_new = tl.maximum(m2, tl.max(tl.max(z2, axis=0, keep_dims=True), axis=2, keep_dims=True))
         m_ref = tl.where(m2_new == -float("inf"), 0.0, m2_new)
         blk_sum = tl.sum(tl.sum(tl.exp2(z2 - m_ref), axis=0, keep_dims=True), axis=2, keep_dims=True)

@@ -41,6 +41,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from solkit.kernels._utils import grown_scratch
 from solkit.kernels.gemm_epilogue import apply_epilogue
 
 
@@ -360,16 +361,4 @@ def workspace(device: torch.device, M: int, N: int, cfgs: list[dict[str, Any]]):
     """Partials [SPLIT_K, M, N] fp32 and per-tile counters for the largest need among ``cfgs``."""
     parts = max(int(c.get("SPLIT_K", 1)) for c in cfgs) * M * N if any(c.get("SPLIT_K", 1) > 1 for c in cfgs) else 1
     tiles = max(triton.cdiv(M, int(c["BLOCK_M"])) * triton.cdiv(N, int(c["BLOCK_N"])) for c in cfgs)
-    key = str(device)
-    have = SCRATCH.get(key)
-    if have is None or have[0].numel() < parts or have[1].numel() < tiles:
-        if have is not None:
-            OUTGROWN.extend(have)
-        size_p = max(parts, have[0].numel() if have else 0)
-        size_t = max(tiles, have[1].numel() if have else 0)
-        have = [
-            torch.empty(size_p, dtype=torch.float32, device=device),
-            torch.zeros(size_t, dtype=torch.int32, device=device),
-        ]
-        SCRATCH[key] = have
-    return tuple(have)
+    return grown_scratch(SCRATCH, OUTGROWN, device, parts, tiles)

@@ -43,6 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
+from solkit.kernels._utils import grown_scratch
 from solkit.kernels.gemm_tiles import finish_tile, halves, prefetch_l2, tile_coords
 
 
@@ -329,16 +330,4 @@ def workspace(device: torch.device, sms: int, cfgs: list[dict[str, Any]]) -> tup
     floats = max(programs(sms, c) * 2 * int(c["BLOCK_M"]) * int(c["BLOCK_N"]) for c in cfgs)
     waves = [max(int(c.get("SK_WAVES", STREAMK_DEFAULTS["SK_WAVES"])), 1) for c in cfgs]
     counters = max(programs(sms, c) * w for c, w in zip(cfgs, waves))
-    key = str(device)
-    have = SCRATCH.get(key)
-    if have is None or have[0].numel() < floats or have[1].numel() < counters:
-        if have is not None:
-            OUTGROWN.extend(have)
-        floats = max(floats, have[0].numel() if have else 0)
-        counters = max(counters, have[1].numel() if have else 0)
-        have = [
-            torch.empty(floats, dtype=torch.float32, device=device),
-            torch.zeros(counters, dtype=torch.int32, device=device),
-        ]
-        SCRATCH[key] = have
-    return have[0], have[1]
+    return grown_scratch(SCRATCH, OUTGROWN, device, floats, counters)
