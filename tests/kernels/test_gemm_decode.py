@@ -156,18 +156,23 @@ def test_bf16_decode_shapes_every_autotune_config(M):
 @pytest.mark.gpu
 def test_bf16_split_k_in_cuda_graph():
     """Captured once, replayed on new inputs: the split-K hand-off and counter reset hold under replay."""
-    M, N, K = 16, 1024, 4000  # K not a multiple of BLOCK_K
-    x, w, r, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=1)
     cfg = _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=256, SPLIT_K=4, num_stages=3)
-    y = G.gemm(x, w, residual=r, config=cfg)  # warm-up: compiles, allocates the scratch
+    _check_graph_replays(cfg, 16, 1024, 4000, seed=1, replay_seeds=(2, 3))  # K not a multiple of BLOCK_K
+
+
+def _check_graph_replays(cfg, M, N, K, *, seed, replay_seeds):
+    """Capture one bf16 GEMM with ``cfg`` in a CUDA graph, then replay it on new inputs copied into the
+    captured buffers (output poisoned before each replay) and check every result."""
+    x, w, r, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=seed)
+    G.gemm(x, w, residual=r, config=cfg)  # warm-up: compiles, allocates the scratch
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.stream(stream), torch.cuda.graph(graph):
         y = G.gemm(x, w, residual=r, config=cfg)
     torch.cuda.current_stream().wait_stream(stream)
-    for seed in (2, 3):
-        x2, w2, r2, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=seed)
+    for replay_seed in replay_seeds:
+        x2, w2, r2, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=replay_seed)
         x.copy_(x2)
         w.copy_(w2)
         r.copy_(r2)
@@ -203,22 +208,5 @@ def test_bf16_host_tma_in_cuda_graph():
     """Host-made descriptors are baked into the captured launch: replays on new data in the same buffers."""
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA needs sm_90")
-    M, N, K = 16, 1024, 4096
-    x, w, r, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=4)
     cfg = _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=256, SPLIT_K=2, W_TMA=2, PRE_RES=1, num_stages=4)
-    y = G.gemm(x, w, residual=r, config=cfg)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream), torch.cuda.graph(graph):
-        y = G.gemm(x, w, residual=r, config=cfg)
-    torch.cuda.current_stream().wait_stream(stream)
-    for seed in (5, 6):
-        x2, w2, r2, _ = _case(M, N, K, torch.bfloat16, "cuda", seed=seed)
-        x.copy_(x2)
-        w.copy_(w2)
-        r.copy_(r2)
-        y.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        _check(y, x, w, r)
+    _check_graph_replays(cfg, 16, 1024, 4096, seed=4, replay_seeds=(5, 6))
