@@ -75,7 +75,7 @@ def _gemm_tma_persistent_kernel(
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPI_SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr, PREFETCH_RES: tl.constexpr,
-    PF_DIST: tl.constexpr, Y_EVICT_FIRST: tl.constexpr,
+    PF_DIST: tl.constexpr, Y_EVICT_FIRST: tl.constexpr, LD_DIST: tl.constexpr,
 ):  # fmt: skip
     """Persistent TMA GEMM + epilogue. Reads x, W once per tile row/column (L2 shares the rest)."""
     SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
@@ -112,11 +112,22 @@ def _gemm_tma_persistent_kernel(
         if HAS_RESIDUAL and L2PF and PF_DIST == 0:
             _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
         pf_k = tl.maximum(k_tiles - PF_DIST, 0)
+        # 8: the L2 prefetch PF_DIST k-steps before the epilogue, then the tile into registers by plain
+        # evict_first loads LD_DIST k-steps before it: the L2 round trip overlaps the last MMAs
+        # 9 (EPI_SUBTILE 2): as 8 for the left half only; the right half is loaded when the epilogue starts
+        LATE: tl.constexpr = HAS_RESIDUAL and (PREFETCH_RES == 8 or PREFETCH_RES == 9)
+        LATE_N: tl.constexpr = BLOCK_N if PREFETCH_RES == 8 else BLOCK_N // 2
+        if LATE:
+            res_pre = tl.zeros((BLOCK_M, LATE_N), dtype=res_ptr.dtype.element_ty)
+        ld_k = tl.maximum(k_tiles - LD_DIST, 0)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kk in range(k_tiles):
-            if HAS_RESIDUAL and L2PF and PF_DIST > 0:  # noqa: SIM102 - compile-time test outside
+            if HAS_RESIDUAL and (L2PF or LATE) and PF_DIST > 0:  # noqa: SIM102 - compile-time test outside
                 if kk == pf_k:
                     _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
+            if LATE:  # noqa: SIM102
+                if kk == ld_k:
+                    res_pre = _load_tile(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, LATE_N, True)
             a = x_desc.load([off_m, kk * BLOCK_K])
             b = w_desc.load([off_n, kk * BLOCK_K])
             acc = tl.dot(a, b.T, acc)
@@ -125,7 +136,7 @@ def _gemm_tma_persistent_kernel(
         pid_m, pid_n = _tile_coords(tile_epi, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if HAS_RESIDUAL and PREFETCH_RES >= 4 and PREFETCH_RES != 5:
+        if HAS_RESIDUAL and PREFETCH_RES >= 4 and PREFETCH_RES != 5 and PREFETCH_RES < 8:
             res_pre = _load_tile(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES >= 6)
         PRE: tl.constexpr = HAS_RESIDUAL and PREFETCH_RES >= 3  # no residual: nothing loaded
         # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
@@ -137,7 +148,9 @@ def _gemm_tma_persistent_kernel(
             left, right = _halves(acc, BLOCK_M, BLOCK_N)
             r_left = res_pre
             r_right = res_pre
-            if PRE:
+            if PRE and PREFETCH_RES == 9:
+                r_right = _load_tile(res_ptr, off_m, off_n + SUB_N, M, N, stride_rm, BLOCK_M, SUB_N, True)
+            elif PRE:
                 r_left, r_right = _halves(res_pre, BLOCK_M, BLOCK_N)
             if EPI_SUBTILE == 2:
                 _finish(left, r_left, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
@@ -241,6 +254,7 @@ def load_config_table() -> dict[str, Any]:
 #: tma_persistent keys a config may leave out.
 TMA_DEFAULTS = {
     "EPI_SUBTILE": 1, "FLATTEN": True, "WARP_SPEC": False, "PREFETCH_RES": 0, "PF_DIST": 0, "Y_EVICT_FIRST": False,
+    "LD_DIST": 0,
 }  # fmt: skip
 #: splitk keys a config may leave out (GROUP_M means nothing there and is dropped); the decode knobs'
 #: defaults are the launcher's own, so a config that omits them compiles (compile_for) and runs the same.
@@ -259,6 +273,8 @@ def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.C
         if interpreting() and params["PREFETCH_RES"] in (1, 2, 4, 6):
             # inline PTX (the L2 prefetch) does not run in the interpreter; 4 / 6 without it are 3's / 7's code
             params["PREFETCH_RES"] = {1: 0, 2: 0, 4: 3, 6: 7}[params["PREFETCH_RES"]]
+        if interpreting() and params["PREFETCH_RES"] in (8, 9):
+            params["PF_DIST"] = 0  # 8's loads without its L2 prefetch
     elif cfg.get("kernel", kernel) == "streamk":
         params = {**_streamk.STREAMK_DEFAULTS, **params}
         if interpreting():
