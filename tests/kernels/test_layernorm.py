@@ -90,6 +90,27 @@ def test_forward_variants_large_mean(dtype, one_pass, shape, device):
     _assert_close(y, ref, F.layer_norm(x, (shape[-1],), w, b), ATOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("bias", [True, False])
+def test_looped_forward_large_mean(dtype, bias, device):
+    """The two-pass looped forward (``chunk``): several chunks with a partial last one, rows whose mean is
+    30x their spread; mean and rstd against float64, the output against torch's own error, and the same
+    values as the one-block kernel."""
+    gen = torch.Generator().manual_seed(11 + bias)
+    x = (torch.randn(5, 131, generator=gen) + 30.0).to(dtype).to(device)
+    w = (torch.rand(131, generator=gen) + 0.5).to(dtype).to(device)
+    b = torch.randn(131, generator=gen).to(dtype).to(device) if bias else None
+    y, mean, rstd = layernorm_forward(x, w, b, chunk=32, num_warps=1)
+    xd = x.double()
+    torch.testing.assert_close(mean.double(), xd.mean(-1), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(rstd.double(), torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5), rtol=1e-4, atol=0)
+    bd = b.double() if bias else None
+    _assert_close(y, F.layer_norm(xd, (131,), w.double(), bd), F.layer_norm(x, (131,), w, b), ATOL[dtype])
+    y1 = layernorm_forward(x, w, b, chunk=0, one_pass=True)[0]
+    torch.testing.assert_close(y, y1, rtol=1e-3, atol=1e-3)
+    assert layernorm_forward(x, w, b, chunk=64, save_stats=False)[1] is None
+
+
 def test_module_matches_torch(device):
     ours = LayerNorm(72, device=device)
     ref = torch.nn.LayerNorm(72, device=device)
@@ -115,12 +136,15 @@ def test_bad_inputs(device):
 
 def test_width_overrides(device, monkeypatch):
     """``by_width`` entries replace the launch settings for rows at least that wide (one 2-warp backward
-    program per SM, prefetch 2; a 2-warp forward) and keep the results."""
+    program per SM, prefetch 2; a 2-warp forward, then the looped forward) and keep the results."""
     from solkit.kernels import layernorm as mod
 
     wide = {"bwd_num_warps": 2, "bwd_programs_per_sm": 1, "bwd_prefetch": 2, "fwd_num_warps": 2}
     monkeypatch.setitem(mod.LAYERNORM_CONFIG, "by_width", {128: wide})
     x = torch.randn(37, 131) + 1
+    _check(x, torch.rand(131) + 0.5, torch.randn(131), device)
+    # the looped forward from the per-width entry, through autograd (its saved statistics feed the backward)
+    monkeypatch.setitem(mod.LAYERNORM_CONFIG, "by_width", {128: {**wide, "fwd_chunk": 64, "fwd_looped_num_warps": 1}})
     _check(x, torch.rand(131) + 0.5, torch.randn(131), device)
 
 

@@ -154,6 +154,8 @@ def test_bad_inputs(device):
         rmsnorm(x.to(torch.int32), torch.ones(16, device=device))
     with pytest.raises(SolkitError, match="residual"):
         add_rmsnorm(x, torch.randn(4, 17, device=device), torch.ones(16, device=device))
+    with pytest.raises(SolkitError, match="hints"):
+        rmsnorm_forward(x, torch.ones(16, device=device), chunk=16, hints=3)
 
 
 @pytest.mark.parametrize("residual", [False, True])
@@ -164,10 +166,11 @@ def test_looped_forward(residual, casting, offset, device):
     x, w = torch.randn(5, 131, device=device), torch.rand(131, device=device) + 0.5
     r = torch.randn(5, 131, device=device) if residual else None
     want = rmsnorm_forward(x, w, residual=r, offset=offset, casting=casting)
-    for prefetch in (False, True):
-        got = rmsnorm_forward(
-            x, w, residual=r, offset=offset, casting=casting, chunk=32, num_warps=1, looped_prefetch=prefetch
-        )
+    # (chunk, prefetch, cache hints, pipeline stages); 256 = the whole row in one chunk per pass
+    for chunk, prefetch, hints, stages in ((32, False, 1, None), (32, True, 1, None), (32, False, 0, 1),
+                                           (256, False, 2, 1), (64, True, 2, 2)):  # fmt: skip
+        got = rmsnorm_forward(x, w, residual=r, offset=offset, casting=casting, chunk=chunk, num_warps=1,
+                              looped_prefetch=prefetch, hints=hints, num_stages=stages)  # fmt: skip
         for g, e in zip(got, want):
             if e is not None:
                 torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)

@@ -114,6 +114,43 @@ def _layernorm_fwd_kernel(
 
 
 @triton.jit
+def _layernorm_fwd_looped_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, x_stride, y_stride, eps,
+    HAS_BIAS: tl.constexpr, STORE_STATS: tl.constexpr, CHUNK: tl.constexpr,
+):  # fmt: skip
+    """One row per program in ``CHUNK``-column pieces, two passes: pass 1 sums ``d = x - x[0]`` and ``d^2``
+    (the shifted one-pass statistics of the one-block kernel, per-lane fp32 accumulators), pass 2 re-reads
+    the row (from L1/L2: pass 1 keeps its lines, pass 2 drops them) and writes ``y``. Pass 1 holds only the
+    accumulators, so more programs share an SM than with the whole row kept in registers."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, CHUNK)
+    x_row = x_ptr + row * x_stride
+    shift = tl.load(x_row).to(tl.float32)
+    acc_d = tl.zeros([CHUNK], tl.float32)
+    acc_d2 = tl.zeros([CHUNK], tl.float32)
+    for start in range(0, n_cols, CHUNK):
+        mask = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        d = tl.where(mask, x - shift, 0.0)
+        acc_d += d
+        acc_d2 += d * d
+    sum_d, sum_d2 = tl.reduce((acc_d, acc_d2), 0, _add_pairs)
+    mean_d = sum_d / n_cols
+    mean = shift + mean_d
+    rstd = tl.rsqrt(tl.maximum(sum_d2 / n_cols - mean_d * mean_d, 0.0) + eps)
+    if STORE_STATS:
+        tl.store(mean_ptr + row, mean)
+        tl.store(rstd_ptr + row, rstd)
+    for start in range(0, n_cols, CHUNK):
+        mask = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        y = (x - mean) * rstd * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_BIAS:
+            y += tl.load(b_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + row * y_stride + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _bwd_tiles(x_ptr, dy_ptr, mean_ptr, rstd_ptr, rows, cols, n_rows, n_cols, x_stride, dy_stride):
     """One row block's backward inputs, x and dy unconverted: ``(x, dy, mean, rstd)``."""
     x = load_tile(x_ptr, rows, x_stride, cols, n_rows, n_cols)
@@ -188,11 +225,16 @@ def layernorm_forward(
     num_warps: int | None = None,
     maxnreg: int | None = None,
     one_pass: bool | None = None,
+    chunk: int | None = None,
+    num_stages: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Launch the forward. Returns ``(y, mean, rstd)``; the statistics only when ``save_stats``.
 
     ``one_pass`` computes mean and variance in one reduction (shifted sums; default
-    :data:`LAYERNORM_CONFIG`) instead of mean first, then the centred sum of squares."""
+    :data:`LAYERNORM_CONFIG`) instead of mean first, then the centred sum of squares. ``chunk`` (columns,
+    a power of two; 0 = off; the config's ``fwd_chunk`` when None) switches to the two-pass looped kernel
+    (one row per program, shifted one-pass statistics, ``num_warps`` or the config's ``fwd_looped_num_warps``;
+    ``num_stages``: Triton's pipelining of the chunk loops, the config's ``fwd_looped_num_stages``)."""
     x2 = check_rows(x, "layernorm input")
     n_rows, n_cols = x2.shape
     check_weight(weight, n_cols, "layernorm weight", x.device)
@@ -208,14 +250,26 @@ def layernorm_forward(
         or cfg.get("fwd_num_warps")
         or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 32)
     )
-    _layernorm_fwd_kernel[(triton.cdiv(n_rows, bm),)](
-        x2, weight, bias if bias is not None else weight, y2,
-        stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
-        n_rows, n_cols, x2.stride(0), y2.stride(0), eps,
-        HAS_BIAS=bias is not None, STORE_STATS=save_stats,
-        ONE_PASS=cfg["one_pass"] if one_pass is None else one_pass,
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
-    )  # fmt: skip
+    chunk = cfg.get("fwd_chunk", 0) if chunk is None else chunk
+    if chunk:
+        stages = num_stages or cfg.get("fwd_looped_num_stages")
+        _layernorm_fwd_looped_kernel[(n_rows,)](
+            x2, weight, bias if bias is not None else weight, y2,
+            stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
+            n_cols, x2.stride(0), y2.stride(0), eps,
+            HAS_BIAS=bias is not None, STORE_STATS=save_stats, CHUNK=min(triton.next_power_of_2(chunk), bn),
+            num_warps=num_warps or cfg.get("fwd_looped_num_warps", 8), maxnreg=maxnreg,
+            **({"num_stages": int(stages)} if stages else {}),
+        )  # fmt: skip
+    else:
+        _layernorm_fwd_kernel[(triton.cdiv(n_rows, bm),)](
+            x2, weight, bias if bias is not None else weight, y2,
+            stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
+            n_rows, n_cols, x2.stride(0), y2.stride(0), eps,
+            HAS_BIAS=bias is not None, STORE_STATS=save_stats,
+            ONE_PASS=cfg["one_pass"] if one_pass is None else one_pass,
+            BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
+        )  # fmt: skip
     if stats is None:
         return y2.view(x.shape), None, None
     return y2.view(x.shape), stats[0], stats[1]

@@ -177,13 +177,15 @@ def _rmsnorm_fwd_kernel(
 def _rmsnorm_fwd_looped_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, s_ptr, rstd_ptr, n_cols, x_stride, res_stride, y_stride, s_stride, eps, offset,
     HAS_RESIDUAL: tl.constexpr, STORE_RSTD: tl.constexpr, GEMMA: tl.constexpr, CHUNK: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr, KEEP: tl.constexpr, DROP: tl.constexpr, OUT_POLICY: tl.constexpr,
 ):  # fmt: skip
     """One row per program in ``CHUNK``-column pieces, two passes: the sum of squares (with the residual:
     ``s = x + residual`` stored on the way), then the output from a second read of the row, which the
-    L2 serves (the rows in flight are a few MB). Few registers per thread, so many programs share an
-    SM and their loads, reductions and stores interleave. ``PREFETCH``: each pass loads its next chunk
-    before working on the current one (two chunks in flight per program)."""
+    L1 or L2 serves (the rows in flight are a few MB). Few registers per thread (pass 1 keeps only the
+    fp32 accumulator), so many programs share an SM and their loads, reductions and stores interleave;
+    ``CHUNK`` = the whole row is one load per pass. ``PREFETCH``: each pass loads its next chunk before
+    working on the current one (two chunks in flight per program). Cache hints (eviction policies, "" for
+    none): ``KEEP`` for pass 1's loads (re-read in pass 2), ``DROP`` for pass 2's, ``OUT_POLICY`` for ``y``."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, CHUNK)
     x_row = x_ptr + row * x_stride
@@ -191,7 +193,7 @@ def _rmsnorm_fwd_looped_kernel(
     src_ptr = s_ptr + row * s_stride if HAS_RESIDUAL else x_row  # what pass 2 re-reads
     acc = tl.zeros([CHUNK], tl.float32)
     if PREFETCH:
-        x_nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
+        x_nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy=KEEP)
         if HAS_RESIDUAL:
             r_nxt = tl.load(r_row + cols, mask=cols < n_cols, other=0.0)
     for start in range(0, n_cols, CHUNK):
@@ -199,17 +201,17 @@ def _rmsnorm_fwd_looped_kernel(
         if PREFETCH:
             x = x_nxt
             nxt = start + CHUNK + cols
-            x_nxt = tl.load(x_row + nxt, mask=nxt < n_cols, other=0.0, eviction_policy="evict_last")
+            x_nxt = tl.load(x_row + nxt, mask=nxt < n_cols, other=0.0, eviction_policy=KEEP)
             if HAS_RESIDUAL:
                 r = r_nxt
                 r_nxt = tl.load(r_row + nxt, mask=nxt < n_cols, other=0.0)
         else:
-            x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+            x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy=KEEP)
             if HAS_RESIDUAL:
                 r = tl.load(r_row + start + cols, mask=mask, other=0.0)
         if HAS_RESIDUAL:
             x = (x.to(tl.float32) + r.to(tl.float32)).to(s_ptr.dtype.element_ty)  # the rounded sum, as eager
-            tl.store(src_ptr + start + cols, x, mask=mask, eviction_policy="evict_last")
+            tl.store(src_ptr + start + cols, x, mask=mask, eviction_policy=KEEP)
         x = x.to(tl.float32)
         acc += x * x
     rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
@@ -218,20 +220,25 @@ def _rmsnorm_fwd_looped_kernel(
     if STORE_RSTD:
         tl.store(rstd_ptr + row, rstd)
     if PREFETCH:
-        v_nxt = tl.load(src_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_first")
+        v_nxt = tl.load(src_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy=DROP)
     for start in range(0, n_cols, CHUNK):
         mask = start + cols < n_cols
         if PREFETCH:
             v = v_nxt
             nxt = start + CHUNK + cols
-            v_nxt = tl.load(src_ptr + nxt, mask=nxt < n_cols, other=0.0, eviction_policy="evict_first")
+            v_nxt = tl.load(src_ptr + nxt, mask=nxt < n_cols, other=0.0, eviction_policy=DROP)
         else:
-            v = tl.load(src_ptr + start + cols, mask=mask, other=0.0, eviction_policy="evict_first")
+            v = tl.load(src_ptr + start + cols, mask=mask, other=0.0, eviction_policy=DROP)
         xhat = v.to(tl.float32) * rstd
         if not GEMMA:
             xhat = xhat.to(y_ptr.dtype.element_ty).to(tl.float32)
         w = tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32) + offset
-        tl.store(y_ptr + row * y_stride + start + cols, (xhat * w).to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(
+            y_ptr + row * y_stride + start + cols,
+            (xhat * w).to(y_ptr.dtype.element_ty),
+            mask=mask,
+            eviction_policy=OUT_POLICY,
+        )
 
 
 @triton.jit
@@ -302,6 +309,21 @@ def _rmsnorm_bwd_kernel(
     tl.store(dw_partial_ptr + pid * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
 
 
+#: Cache hints of the looped forward (eviction policies of pass 1's loads, pass 2's loads, the output).
+LOOPED_HINTS = {0: ("", "", ""), 1: ("evict_last", "evict_first", ""), 2: ("evict_last", "evict_first", "evict_first")}
+
+
+def _hint_args(hints: int) -> dict:
+    if hints not in LOOPED_HINTS:
+        raise SolkitError(f"rmsnorm hints: {hints!r} not supported; allowed: {', '.join(map(str, LOOPED_HINTS))}")
+    return dict(zip(("KEEP", "DROP", "OUT_POLICY"), LOOPED_HINTS[hints]))
+
+
+def _stages(num_stages: int | None) -> dict:
+    """Launch option ``num_stages`` only when set (Triton's default otherwise)."""
+    return {"num_stages": int(num_stages)} if num_stages else {}
+
+
 def _check_casting(casting: str) -> None:
     if casting not in CASTINGS:
         raise SolkitError(f"rmsnorm casting: {casting!r} not supported; allowed: {', '.join(CASTINGS)}")
@@ -322,13 +344,17 @@ def rmsnorm_forward(
     programs_per_sm: int | None = None,
     chunk: int | None = None,
     looped_prefetch: bool | None = None,
+    num_stages: int | None = None,
+    hints: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Launch the forward. Returns ``(y, s, rstd)``: ``s`` only with a residual, ``rstd`` only if saved.
 
     ``programs_per_sm`` switches to a persistent grid of that many programs per SM (default: one
     program per row block); ``chunk`` (columns, a power of two; 0 = off) to the two-pass looped kernel,
     one row per program (the config's ``chunk`` when None), with ``looped_prefetch`` (two chunks in
-    flight per program; the config's ``looped_prefetch`` when None)."""
+    flight per program; the config's ``looped_prefetch`` when None), ``num_stages`` (Triton's software
+    pipelining of the chunk loops; ``looped_num_stages``) and ``hints`` (cache hints, :data:`LOOPED_HINTS`;
+    ``looped_hints``, default 1)."""
     _check_casting(casting)
     x2 = check_rows(x, "rmsnorm input")
     n_rows, n_cols = x2.shape
@@ -359,7 +385,8 @@ def rmsnorm_forward(
             HAS_RESIDUAL=res2 is not None, STORE_RSTD=save_rstd, GEMMA=casting == "gemma",
             CHUNK=min(triton.next_power_of_2(chunk), bn), num_warps=num_warps or fcfg.get("looped_num_warps", 4),
             PREFETCH=bool(fcfg.get("looped_prefetch", False) if looped_prefetch is None else looped_prefetch),
-            maxnreg=maxnreg,
+            **_hint_args(fcfg.get("looped_hints", 1) if hints is None else hints),
+            maxnreg=maxnreg, **_stages(num_stages or fcfg.get("looped_num_stages")),
         )  # fmt: skip
         return y2.view(x.shape), s2.view(x.shape) if s2 is not None else None, rstd
     n_blocks = triton.cdiv(n_rows, bm)
