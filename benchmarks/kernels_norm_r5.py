@@ -64,7 +64,7 @@ VARIANTS = {
         {}, _looped(8192, 16), _looped(8192, 16, num_stages=1), _looped(2048, 16, num_stages=1),
         _looped(2048, 8, num_stages=1), _looped(4096, 16, num_stages=1), _looped(8192, 32), _looped(8192, 8),
         _looped(8192, 16, hints=0), _looped(8192, 16, hints=2), _looped(2048, 16, num_stages=1, hints=0),
-        _looped(0, 16),
+        _looped(0, 16), _looped(8192, 16, num_stages=1, hints=0), _looped(4096, 8, num_stages=1),
     ],
     "layernorm_70b": [
         {}, _looped(8192, 16), _looped(8192, 8), _looped(8192, 32), _looped(2048, 16, num_stages=1),
@@ -74,7 +74,8 @@ VARIANTS = {
         {}, _looped(8192, 16, looped_prefetch=False), _looped(2048, 16, num_stages=1, looped_prefetch=False),
         _looped(4096, 16, num_stages=1), _looped(8192, 32, looped_prefetch=False),
     ],
-    "rmsnorm": [{}, _looped(4096, 16), _looped(4096, 8), _looped(2048, 16, num_stages=1), _looped(4096, 32)],
+    "rmsnorm": [{}, _looped(4096, 16, num_stages=1), _looped(4096, 8), _looped(2048, 16, num_stages=1),
+                _looped(4096, 32)],
 }  # fmt: skip
 
 

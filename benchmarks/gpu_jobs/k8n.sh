@@ -2,7 +2,7 @@
 # Norm forwards at Llama-3-70B width (8192x8192 bf16), round 5 / session round 1: why torch.compile's RMSNorm
 # forward beats solkit's. A background process compiles the eager HF RMSNorm with torch.compile, keeping
 # Inductor's output code and autotuning choice (TORCH_LOGS=output_code, its cache dir copied to $OUT/inductor);
-# four processes compile the variants' Triton kernels into a shared cache meanwhile. Then one process (alone on
+# six processes compile the variants' Triton kernels into a shared cache meanwhile. Then one process (alone on
 # the GPU) sweeps solkit's forward launch shapes at 70B (RMSNorm, LayerNorm, add+RMSNorm) and 8B RMSNorm, each
 # checked against float64, and runs A/B rounds of the fastest RMSNorm 70B variants against Liger and compile.
 set -u
@@ -14,8 +14,8 @@ cd benchmarks
 TORCH_LOGS=output_code timeout 30 python3 kernels_norm_r5.py --warm-compile >"$OUT/compile_output_code.txt" 2>&1 &
 CPID=$!
 PIDS=""
-for k in 0 1 2 3; do
-  timeout 26 python3 kernels_norm_r5.py --warm $k/4 >"$OUT/warm$k.log" 2>&1 &
+for k in 0 1 2 3 4 5; do
+  timeout 26 python3 kernels_norm_r5.py --warm $k/6 >"$OUT/warm$k.log" 2>&1 &
   PIDS="$PIDS $!"
 done
 wait $PIDS
