@@ -88,18 +88,27 @@ def _chunk_kernel(src, out, BLOCK: tl.constexpr, UNROLL: tl.constexpr, CACHE: tl
 
 
 @triton.jit
-def _persist_kernel(src, out, n_blocks, BLOCK: tl.constexpr, CACHE: tl.constexpr):
-    """Grid-stride over n_blocks blocks of BLOCK words; the next block's loads are issued before this
-    block is summed (two blocks in flight per program: 8 * BLOCK bytes)."""
+def _persist_kernel(src, out, n_blocks, BLOCK: tl.constexpr, CACHE: tl.constexpr, SLAB: tl.constexpr):
+    """Persistent over n_blocks blocks of BLOCK words: grid-stride (SLAB 0: at any moment the programs read
+    neighbouring blocks) or one contiguous slab per program (SLAB 1: as many streams as programs, far
+    apart). The next block's loads are issued before this block is summed (8 * BLOCK bytes in flight)."""
     pid = tl.program_id(0)
-    step = tl.num_programs(0)
+    if SLAB:
+        per = tl.cdiv(n_blocks, tl.num_programs(0))
+        first = pid * per
+        last = tl.minimum(first + per, n_blocks)
+        step = 1
+    else:
+        first = pid
+        last = n_blocks
+        step = tl.num_programs(0)
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.int32)
-    nxt = _load(src + pid.to(tl.int64) * BLOCK + offs, pid < n_blocks, CACHE)
-    for b in range(pid, n_blocks, step):
+    nxt = _load(src + tl.minimum(first, n_blocks - 1).to(tl.int64) * BLOCK + offs, first < last, CACHE)
+    for b in range(first, last, step):
         cur = nxt
         nb = b + step
-        nxt = _load(src + tl.minimum(nb, n_blocks - 1).to(tl.int64) * BLOCK + offs, nb < n_blocks, CACHE)
+        nxt = _load(src + tl.minimum(nb, n_blocks - 1).to(tl.int64) * BLOCK + offs, nb < last, CACHE)
         acc += cur
     tl.store(out + pid, tl.sum(acc))
 
@@ -167,6 +176,8 @@ def triton_families(sms: int) -> dict[str, dict[str, Any]]:
     for ctas, block, warps in ((1, 8192, 8), (2, 4096, 8), (4, 4096, 4), (8, 2048, 4)):
         f[f"persist {ctas}/SM b{block} w{warps}"] = dict(kind="persist", BLOCK=block, CACHE=0, num_warps=warps,
                                                          programs=ctas * sms)  # fmt: skip
+    f["persist slab 1/SM b8192 w8"] = dict(kind="persist", BLOCK=8192, CACHE=0, SLAB=1, num_warps=8, programs=sms)
+    f["persist slab 4/SM b4096 w4"] = dict(kind="persist", BLOCK=4096, CACHE=0, SLAB=1, num_warps=4, programs=4 * sms)
     f["persist 4/SM b4096 w4 .cg"] = dict(kind="persist", BLOCK=4096, CACHE=1, num_warps=4, programs=4 * sms)
     for ctas, block, stages, warps in ((1, 4096, 4, 8), (2, 2048, 4, 4), (4, 1024, 6, 4)):
         f[f"pipe {ctas}/SM b{block} st{stages} w{warps}"] = dict(kind="pipe", BLOCK=block, STAGES=stages,
@@ -200,7 +211,7 @@ def launch(spec: dict[str, Any], words: torch.Tensor, out: torch.Tensor) -> int:
     elif kind == "persist":
         grid = min(spec["programs"], n // spec["BLOCK"])
         k = _persist_kernel[(grid,)](words, out, n // spec["BLOCK"], BLOCK=spec["BLOCK"], CACHE=spec["CACHE"],
-                                 num_warps=warps, num_stages=1)  # fmt: skip
+                                     SLAB=spec.get("SLAB", 0), num_warps=warps, num_stages=1)  # fmt: skip
     elif kind == "pipe":
         grid = min(spec["programs"], n // spec["BLOCK"])
         k = _pipe_kernel[(grid,)](words, out, n // spec["BLOCK"], BLOCK=spec["BLOCK"], STAGES=spec["STAGES"],
