@@ -251,7 +251,8 @@ def main(argv=None) -> int:
         default="",
         help="CE candidates of the split kernel: "
         "split_block:warps:progs_per_sm:keep_exp:prefetch:maxnreg[:tagged[:skew[:max_spins[:block:warps:stages:"
-        "progs_per_sm:warp_stats]]]],... (split_block 0: the two-sweep kernel, set by the last five fields)",
+        "progs_per_sm:warp_stats]]]],... (split_block 0: the two-sweep kernel, set by the last five fields), or "
+        "key=value/key=value with CE_CONFIG keys",
     )
     ap.add_argument("--gate-sweep", default="", help="SwiGLU/GeGLU autotune candidates: block:warps,...")
     ap.add_argument("--rope-sweep", default="", help="RoPE autotune candidates: warps:max_tile[:tokens[:tile]],...")
@@ -506,6 +507,14 @@ SWEEPS = {
 }
 
 
+def _spec_config(spec: str, keys) -> dict:
+    """A candidate: positional ``a:b:c`` over ``keys`` (omitted trailing keys: the default), or named
+    ``key=value/key=value`` (e.g. ``split_skew=4/split_unroll=2``)."""
+    if "=" in spec:
+        return {k: int(v) for k, v in (kv.split("=") for kv in spec.split("/"))}
+    return dict(zip(keys, (int(v) for v in spec.split(":"))))
+
+
 def autotune(doc, op, op_name, base, grad_outs, sweep, spec_list, dev, bw, args, t_start, refs):
     """Check and time the solkit fwd+bwd under each candidate launch config (the module default included),
     then keep the fastest correct one in the module's config dict for the rest of the run."""
@@ -518,7 +527,7 @@ def autotune(doc, op, op_name, base, grad_outs, sweep, spec_list, dev, bw, args,
     for spec in specs:
         if time.time() - t_start > sweep_budget:
             break
-        cfg = {**default, **dict(zip(keys, (int(v) for v in spec.split(":"))))}  # omitted trailing keys: default
+        cfg = {**default, **_spec_config(spec, keys)}
         config.update(cfg)
         row = {"op": op_name, "mode": "fwd+bwd", "backend": f"solkit[{spec}]", "config": cfg, "autotune": True}
         try:

@@ -97,7 +97,7 @@ def test_barrier_timeout_gives_nan_not_a_hang(device):
     assert torch.isnan(losses).all()
 
 
-@pytest.mark.parametrize("barrier", ["tagged", "counted", "reread"])
+@pytest.mark.parametrize("barrier", ["tagged", "counted", "reread", "packed", "packed_full_late"])
 @pytest.mark.parametrize("opts", [{}, {"label_smoothing": 0.1, "z_loss_scale": 1e-2}], ids=["plain", "all"])
 def test_chunked_rows_last_program_math(barrier, opts, device):
     """The interpreter runs a group's programs in order, so the last chunk's program finds every peer's
@@ -107,7 +107,9 @@ def test_chunked_rows_last_program_math(barrier, opts, device):
     last program reads it."""
     if device == "cuda":
         pytest.skip("relies on the interpreter's sequential programs")
-    skew = 3 if barrier == "reread" else 0
+    skew = {"reread": 3, "packed": 4, "packed_full_late": 4}.get(barrier, 0)
+    full = barrier == "packed_full_late"  # chunks of 256, 256, 188 columns, loaded unmasked but the last
+    extra = {"full_chunks": True, "early_load": False, "unroll": 2} if full else {}
     rows = 2 * (4 if skew else 2)  # 2 x the partial slots
     torch.manual_seed(11 + skew)
     x = torch.randn(rows, 700) * 4
@@ -117,11 +119,11 @@ def test_chunked_rows_last_program_math(barrier, opts, device):
     y[0], y[1], y[2] = 650, 3, -100  # a target in the last chunk, one in the first, an ignored row
     y[3] = 699
     info, losses, _, grad = _launch(x, y, opts, block=256, max_spins=2, groups=2, tagged=barrier != "counted",
-                                    skew=skew)  # fmt: skip
-    assert info["split"] == 3 and info["chunk_cols"] == 240 and info["skew"] == skew
+                                    skew=skew, **extra)  # fmt: skip
+    assert info["split"] == 3 and info["chunk_cols"] == (256 if full else 240) and info["skew"] == skew
     assert torch.isnan(losses).all()  # the earlier programs timed out: flagged
     _, rgrad, _ = reference(x, y, **opts)
-    last = slice(480, 700)
+    last = slice(512 if full else 480, 700)
     tol = {"atol": 1e-6, "rtol": 2e-3} if skew >= 2 else {"atol": 1e-6, "rtol": 1e-5}
     torch.testing.assert_close(grad[:, last].double(), rgrad[:, last], **tol)
 
@@ -145,6 +147,11 @@ SPLIT_CONFIGS = [
      "split_prefetch": 0},
     {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 3},
     {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 3},
+    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 4, "split_pass2_bf16": 1},
+    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 4, "split_pass2_bf16": 0},
+    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 4, "split_early_load": 0,
+     "split_unroll": 2},
+    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 3, "split_unroll": 3},
 ]  # fmt: skip
 REREAD = {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 3}
 PLAIN = SPLIT_CONFIGS[0]

@@ -272,8 +272,12 @@ def _scale_rows_kernel(
 #: skew 0), register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a
 #: counter with release/acquire; skew 0 only), ``skew`` 0 (exchange, then pass 2) or 3 ("reread": one row
 #: ahead, pass 2 re-reads its chunk from L2, registers hold a two-row prefetch), the spin bound (0: never
-#: wait: a timing diagnostic, NaN rows). It serves gradient-writing calls without softcap (CUDA; under the
-#: CPU interpreter only rows of one chunk). Default: the fastest correct forward + backward of the round-3
+#: wait: a timing diagnostic, NaN rows); skew 4 ("packed", :mod:`solkit.kernels._ce_packed`): one exponential
+#: per logit, kept packed in registers for pass 2 (``split_pass2_bf16``: pass 2 as bf16x2 FMAs for bf16
+#: logits; ``split_early_load``: the prefetch issued before pass 1; ``split_full_chunks``: chunks of exactly
+#: ``split_block`` columns but the last, loaded without masks); ``split_unroll``: row-loop unrolling
+#: (skews 3, 4). It serves gradient-writing calls without softcap (CUDA; under the CPU interpreter only rows
+#: of one chunk). Default: the fastest correct forward + backward of the round-3
 #: sweep on an H200 at [8192, 128256] bf16 (benchmarks/results/kernels_gates_round4.json): reread, chunks
 #: of 4096 columns (32 per row), 4 warps, 4 programs per SM: 1.380 ms against the two-sweep kernel's 1.460.
 #: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
@@ -286,6 +290,7 @@ def _scale_rows_kernel(
 CE_CONFIG = {
     "split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_keep_exp": 0, "split_prefetch": 1,
     "split_maxnreg": 128, "split_tagged": 1, "split_skew": 3, "split_max_spins": 1 << 20, "split_fwd": 0,
+    "split_pass2_bf16": 1, "split_early_load": 1, "split_unroll": 1, "split_full_chunks": 0,
     "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 2,
     "fwd_block": 4096, "fwd_num_warps": 8, "fwd_num_stages": 4, "fwd_programs_per_sm": 2, "fwd_warp_stats": 2,
 }  # fmt: skip
@@ -351,7 +356,9 @@ def launch_cross_entropy_rows(
             num_warps=cfg["split_warps"], programs_per_sm=cfg["split_programs_per_sm"],
             keep_exp=bool(cfg["split_keep_exp"]), prefetch=bool(cfg["split_prefetch"]),
             tagged=bool(cfg["split_tagged"]), skew=int(cfg["split_skew"]), maxnreg=cfg["split_maxnreg"] or None,
-            max_spins=int(cfg["split_max_spins"]),
+            max_spins=int(cfg["split_max_spins"]), pass2_bf16=bool(cfg.get("split_pass2_bf16", 1)),
+            early_load=bool(cfg.get("split_early_load", 1)), unroll=int(cfg.get("split_unroll", 1)),
+            full_chunks=bool(cfg.get("split_full_chunks", 0)),
         )  # fmt: skip
         if info is not None:
             LAST_LAUNCH.update(path="split", **info)

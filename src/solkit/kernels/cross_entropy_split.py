@@ -336,7 +336,7 @@ def _pack(lo, hi, IS_BF16: tl.constexpr, ASM: tl.constexpr):
 def _pair_sums(w, w_mask, IS_BF16: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
     """Pass 1 over a packed chunk: (max, sum of 2^((z - m_ref) L), sum z)."""
     lo, hi = _unpack(w, IS_BF16)
-    m_c = tl.maximum(tl.max(lo, axis=0), tl.max(hi, axis=0))
+    m_c = tl.max(tl.maximum(lo, hi), axis=0)  # one block reduction for both halves
     m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
     s_c = tl.sum(tl.exp2(lo * L2E - m_ref * L2E) + tl.exp2(hi * L2E - m_ref * L2E), axis=0)
     if HAS_SMOOTHING:
@@ -361,6 +361,7 @@ def _ce_split_reread_kernel(
     ignore_index, label_smoothing, z_loss_scale, max_spins,
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
+    UNROLL: tl.constexpr = 1,
 ):  # fmt: skip
     """Rows overlapped by one, but a row is **not** held in registers while its exchange completes: pass 2
     re-reads the chunk, one iteration (a few MB of traffic) after pass 1 read it, so from L2. The registers
@@ -403,7 +404,7 @@ def _ce_split_reread_kernel(
         _publish_tagged(_slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4), chunk, k0, m_c, s_c, sz, SPLIT_P2,
                         HAS_SMOOTHING)  # fmt: skip
     k1 = v0.to(tl.int32)
-    for row in range(group, n_rows, n_groups):
+    for row in tl.range(group, n_rows, n_groups, loop_unroll_factor=UNROLL):
         row64 = tl.cast(row, tl.int64)
         r1 = row + n_groups
         x3, t3 = _load_words_row(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs,
@@ -511,19 +512,21 @@ def launch_cross_entropy_split(
     *, grad: torch.Tensor | None, mean: bool, ignore_index: int, label_smoothing: float, z_loss_scale: float,
     block: int = 16384, num_warps: int = 16, programs_per_sm: int = 1, keep_exp: bool = True,
     prefetch: bool = True, tagged: bool = True, skew: int = 0, maxnreg: int | None = None,
-    max_spins: int = 1 << 20, groups: int | None = None,
+    max_spins: int = 1 << 20, groups: int | None = None, pass2_bf16: bool = True, early_load: bool = True,
+    unroll: int = 1, full_chunks: bool = False,
 ) -> dict | None:  # fmt: skip
     """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
     does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
-    programs than one group. ``skew`` 0: :func:`_ce_split_kernel`, 3: :func:`_ce_split_reread_kernel`
-    (16-bit logits of even length and row stride; otherwise 0). ``groups`` caps the number of groups."""
+    programs than one group. ``skew`` 0: :func:`_ce_split_kernel`, 3: :func:`_ce_split_reread_kernel`, 4: the
+    packed kernel of :mod:`solkit.kernels._ce_packed` (``pass2_bf16``, ``early_load``, ``full_chunks``), both 16-bit
+    logits of even length and row stride, otherwise 0; ``unroll``: their row loop. ``groups`` caps the groups."""
     n_rows, n_cols = logits.shape
     split, chunk_cols, blk = chunk_layout(n_cols, block)
     interpreting = _interpreting() or logits.device.type != "cuda"
     if interpreting and split > 1 and groups is None:
         return None  # programs run one after another there: the barrier could never be met
-    if skew not in (0, 3):
-        raise SolkitError(f"cross_entropy: split skew must be 0 (plain) or 3 (reread), got {skew} "
+    if skew not in (0, 3, 4):
+        raise SolkitError(f"cross_entropy: split skew must be 0 (plain), 3 (reread) or 4 (packed), got {skew} "
                           "(1 and 2 were measured slower and removed: code at commit 2469328)")  # fmt: skip
     if split == 1 or not (_packable(logits) and (grad is None or _packable(grad))):
         skew = 0  # one chunk per row: no exchange to hide; the reread kernel reads 16-bit pairs
@@ -534,8 +537,15 @@ def launch_cross_entropy_split(
     if skew == 0:
         meta.update(KEEP_EXP=int(keep_exp), PREFETCH=int(prefetch), TAGGED=int(tagged))
     if skew:
-        meta.update(IS_BF16=logits.dtype == torch.bfloat16, ASM=not interpreting)
+        meta.update(IS_BF16=logits.dtype == torch.bfloat16, ASM=not interpreting, UNROLL=int(unroll))
     kernel_fn = _ce_split_reread_kernel if skew else _ce_split_kernel
+    if skew == 4:
+        from solkit.kernels._ce_packed import _ce_split_packed_kernel as kernel_fn  # imports this module
+
+        meta.update(PASS2_BF16=int(pass2_bf16), EARLY_LOAD=int(early_load), FULL=int(full_chunks))
+        if full_chunks:  # chunks of exactly BLOCK columns but the last (loaded without masks)
+            split, chunk_cols = triton.cdiv(n_cols, blk), blk
+            meta.update(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2))
     if maxnreg and not interpreting:
         meta["maxnreg"] = maxnreg
     info: dict = {"split": split, "chunk_cols": chunk_cols, "block": blk}
