@@ -134,6 +134,29 @@ def test_tma_residual_preloaded(prefetch, flatten, subtile, epilogue, device):
     _assert_close(y, G.reference(x, w, b, r, **kw), _torch_same_dtype(x, w, b, r, ep), ATOL[dtype])
 
 
+_LATE_CASES = [(8, 0, 2, "bias_res_scaled", 64), (8, 2, 1, "residual", 200), (9, 1, 2, "silu", 200),
+               (10, 3, 2, "bias_res_scaled", 200), (10, 8, 2, "residual", 64), (8, 2, 4, "plain", 64)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("prefetch", "ld_dist", "subtile", "epilogue", "K"), _LATE_CASES)
+def test_tma_residual_loaded_late(prefetch, ld_dist, subtile, epilogue, K, device):
+    """PREFETCH_RES 8/9/10: the residual (8: whole tile, 9: left half, 10: left then right half) loaded
+    into registers LD_DIST k-steps before the epilogue (0 counts as 1; more than the K loop: at its
+    start); ragged M, N and K; a NaN-poisoned output."""
+    if device == "cuda" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA path needs sm_90+")
+    ep = EPILOGUES[epilogue]
+    x, w, b, r = _inputs(70, 80, K, torch.float16, device, ep, seed=prefetch + ld_dist)
+    kw = dict(alpha=ep["alpha"], beta=ep["beta"], activation=ep["activation"])
+    cfg = {**TMA_CPU_CONFIG, "BLOCK_N": 64, "BLOCK_K": 16, "EPI_SUBTILE": subtile, "PREFETCH_RES": prefetch,
+           "LD_DIST": ld_dist, "PF_DIST": ld_dist + 2, "Y_EVICT_FIRST": subtile == 2}  # fmt: skip
+    if device == "cuda":
+        cfg.update(BLOCK_M=64, BLOCK_K=64, num_stages=3)
+    y = torch.full((70, 80), float("nan"), dtype=torch.float16, device=device)
+    G.gemm(x, w, b, r, config=cfg, out=y, **kw)
+    _assert_close(y, G.reference(x, w, b, r, **kw), _torch_same_dtype(x, w, b, r, ep), ATOL[torch.float16])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_leading_dims_and_plain_gemm(dtype, device):
     ep = EPILOGUES["plain"]
