@@ -63,14 +63,12 @@ TMA_COLS = 128  # int32 words per TMA tile row (512 bytes)
 # --------------------------------------------------------------------------------------------- kernels
 @triton.jit
 def _load(ptrs, live, CACHE: tl.constexpr):
-    """A vector load of int32 words; CACHE 0 default, 1 .cg (L2 only), 2 evict_first, 3 both."""
+    """A vector load of int32 words; CACHE 0 default, 1 .cg (L2 only), 2 evict_first."""
     mask = tl.full(ptrs.shape, True, tl.int1) & live
     if CACHE == 1:
         return tl.load(ptrs, mask=mask, other=0, cache_modifier=".cg")
     elif CACHE == 2:
         return tl.load(ptrs, mask=mask, other=0, eviction_policy="evict_first")
-    elif CACHE == 3:
-        return tl.load(ptrs, mask=mask, other=0, cache_modifier=".cg", eviction_policy="evict_first")
     else:
         return tl.load(ptrs, mask=mask, other=0)
 
@@ -158,6 +156,47 @@ def _rows_kernel(src, out, row_words, ROWS: tl.constexpr, BK: tl.constexpr):
 
 
 @triton.jit
+def _gemv_rows_kernel(w_ptr, x_ptr, y_ptr, K: tl.constexpr, ROWS: tl.constexpr, BK: tl.constexpr):
+    """y[rows] = W[rows, :] @ x (bf16 in, fp32 out) for ROWS rows per program, every block of the K walk loaded
+    before the first product (K * ROWS * 2 bytes of W in flight: one round trip per program)."""
+    pid = tl.program_id(0)
+    rows = (pid * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    offs_k = tl.arange(0, BK)
+    part = tl.zeros([ROWS, BK], dtype=tl.float32)
+    for kb in tl.static_range(K // BK):
+        w = tl.load(w_ptr + rows[:, None] * K + kb * BK + offs_k[None, :])
+        part += w.to(tl.float32) * tl.load(x_ptr + kb * BK + offs_k).to(tl.float32)[None, :]
+    tl.store(y_ptr + rows, tl.sum(part, axis=1))
+
+
+@triton.jit
+def _gemv_persist_kernel(w_ptr, x_ptr, y_ptr, n_tiles, K: tl.constexpr, ROWS: tl.constexpr, BK: tl.constexpr):
+    """The same GEMV, persistent: program p takes row tiles p, p + G, ...; the (tile, K block) sequence is one
+    stream with the next block's loads in flight across tile boundaries (the epilogue does not stall it)."""
+    NK: tl.constexpr = K // BK
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    total = tl.cdiv(n_tiles - pid, step) * NK
+    offs_r = tl.arange(0, ROWS)
+    offs_k = tl.arange(0, BK)
+    live = tl.full([ROWS, BK], True, tl.int1)
+    nxt = tl.load(w_ptr + (pid * ROWS + offs_r).to(tl.int64)[:, None] * K + offs_k[None, :], mask=live & (total > 0))
+    part = tl.zeros([ROWS, BK], dtype=tl.float32)
+    for i in range(0, total):
+        cur = nxt
+        j = i + 1
+        tile_j = tl.minimum(pid + (j // NK) * step, n_tiles - 1)
+        rows_j = (tile_j * ROWS + offs_r).to(tl.int64)
+        nxt = tl.load(w_ptr + rows_j[:, None] * K + (j % NK) * BK + offs_k[None, :], mask=live & (j < total))
+        kb = i % NK
+        part += cur.to(tl.float32) * tl.load(x_ptr + kb * BK + offs_k).to(tl.float32)[None, :]
+        if kb == NK - 1:
+            tile = pid + (i // NK) * step
+            tl.store(y_ptr + tile * ROWS + offs_r, tl.sum(part, axis=1))
+            part = tl.zeros([ROWS, BK], dtype=tl.float32)
+
+
+@triton.jit
 def _empty_kernel(out):
     """Reads nothing: one store per program (the span of a launch alone)."""
     tl.store(out + tl.program_id(0), tl.program_id(0))
@@ -171,7 +210,7 @@ def triton_families(sms: int) -> dict[str, dict[str, Any]]:
         kb = 4 * block * unroll // 1024
         f[f"chunk {kb}KB b{block}x{unroll} w{warps}"] = dict(kind="chunk", BLOCK=block, UNROLL=unroll, CACHE=0,
                                                               num_warps=warps)  # fmt: skip
-    for cache, tag in ((1, ".cg"), (2, "evict_first"), (3, ".cg+evict_first")):
+    for cache, tag in ((1, ".cg"), (2, "evict_first")):  # (.cg with evict_first: ptxas rejects the pair)
         f[f"chunk 32KB b4096x2 w4 {tag}"] = dict(kind="chunk", BLOCK=4096, UNROLL=2, CACHE=cache, num_warps=4)
     for ctas, block, warps in ((1, 8192, 8), (2, 4096, 8), (4, 4096, 4), (8, 2048, 4)):
         f[f"persist {ctas}/SM b{block} w{warps}"] = dict(kind="persist", BLOCK=block, CACHE=0, num_warps=warps,
@@ -192,6 +231,13 @@ def triton_families(sms: int) -> dict[str, dict[str, Any]]:
     # the 1-row decode GEMV's pattern (rows of K = 4096 bf16 = 2048 words; 4 rows, 1024 bf16 per block)
     f["rows 4x2048w b512w w4 (GEMV pattern)"] = dict(kind="rows", ROWS=4, BK=512, num_warps=4)
     f["rows 2x2048w b1024w w4"] = dict(kind="rows", ROWS=2, BK=1024, num_warps=4)
+    # GEMVs (y = W @ x, W the buffer as bf16 [N, 4096], fp32 y, no residual): one round trip per program, or
+    # persistent with the stream running across row tiles
+    for rows, bk, warps in ((1, 4096, 4), (2, 4096, 4), (4, 2048, 8)):
+        f[f"gemv rows {rows}x4096 b{bk} w{warps}"] = dict(kind="gemv_rows", ROWS=rows, BK=bk, num_warps=warps)
+    for ctas, rows, bk, warps in ((4, 4, 1024, 4), (8, 2, 1024, 4), (2, 8, 1024, 8)):
+        f[f"gemv persist {ctas}/SM {rows}x{bk} w{warps}"] = dict(kind="gemv_persist", ROWS=rows, BK=bk, num_warps=warps,
+                                                                 programs=ctas * sms)  # fmt: skip
     f["empty (no reads) 4/SM"] = dict(kind="empty", num_warps=4, programs=4 * sms)
     f["empty (no reads) 1 program"] = dict(kind="empty", num_warps=4, programs=1)
     f["empty (no reads) 4096 programs"] = dict(kind="empty", num_warps=4, programs=4096)
@@ -226,6 +272,20 @@ def launch(spec: dict[str, Any], words: torch.Tensor, out: torch.Tensor) -> int:
         grid = min(spec["programs"], n_tiles) if spec["TILES"] == 0 else n_tiles // spec["TILES"]
         k = _tma_kernel[(grid,)](desc, out, n_tiles, TILES=spec["TILES"], ROWS=spec["ROWS"], STAGES=spec["STAGES"],
                              num_warps=warps, num_stages=1)  # fmt: skip
+    elif kind in ("gemv_rows", "gemv_persist"):
+        w = words.view(torch.bfloat16).view(-1, 4096)
+        x = _gemv_x(words.device)
+        y = out.view(torch.float32)
+        if kind == "gemv_rows":
+            grid = w.shape[0] // spec["ROWS"]
+            k = _gemv_rows_kernel[(grid,)](w, x, y, K=4096, ROWS=spec["ROWS"], BK=spec["BK"], num_warps=warps,
+                                           num_stages=1)  # fmt: skip
+        else:
+            n_tiles = w.shape[0] // spec["ROWS"]
+            grid = min(spec["programs"], n_tiles)
+            k = _gemv_persist_kernel[(grid,)](w, x, y, n_tiles, K=4096, ROWS=spec["ROWS"], BK=spec["BK"],
+                                              num_warps=warps, num_stages=1)  # fmt: skip
+        grid = w.shape[0]  # outputs written
     elif kind == "rows":
         grid = n // (2048 * spec["ROWS"])
         k = _rows_kernel[(grid,)](words, out, 2048, ROWS=spec["ROWS"], BK=spec["BK"], num_warps=warps, num_stages=1)
@@ -237,8 +297,28 @@ def launch(spec: dict[str, Any], words: torch.Tensor, out: torch.Tensor) -> int:
     return grid
 
 
+_X: dict[str, torch.Tensor] = {}
+
+
+def _gemv_x(device: torch.device) -> torch.Tensor:
+    """The GEMV families' x: one fixed random bf16 vector of 4096 per device."""
+    if str(device) not in _X:
+        g = torch.Generator(device=device).manual_seed(11)
+        _X[str(device)] = torch.randn(4096, device=device, dtype=torch.bfloat16, generator=g)
+    return _X[str(device)]
+
+
 def check(spec: dict[str, Any], words: torch.Tensor, out: torch.Tensor) -> dict[str, Any]:
-    """The programs' int32 partial sums must add up (mod 2^32) to the buffer's sum: every word read once."""
+    """The programs' int32 partial sums must add up (mod 2^32) to the buffer's sum: every word read once.
+    GEMV families: y against an fp32 reference (relative error, NaN-poisoned output)."""
+    if spec["kind"].startswith("gemv"):
+        out.view(torch.float32).fill_(float("nan"))
+        n = launch(spec, words, out)
+        w = words.view(torch.bfloat16).view(-1, 4096).float()
+        ref = w @ _gemv_x(words.device).float()
+        got = out.view(torch.float32)[:n]
+        err = float(((got - ref).norm() / ref.norm()).item())
+        return {"ok": bool(torch.isfinite(got).all().item()) and err < 1e-4, "programs": n, "rel_err": err}
     out.fill_(0x5A5A5A5A)  # poison: a program that stored nothing leaves this in
     grid = launch(spec, words, out)
     if spec["kind"] == "empty":  # reads nothing: each program stores its own index
@@ -257,7 +337,7 @@ def warm_worker(names: list[str], quick: bool) -> int:
     sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 4
     fams = triton_families(sms)
     g = torch.Generator(device=dev).manual_seed(1)
-    words = torch.randint(-(2**31), 2**31 - 1, (MIB // 4,), device=dev, dtype=torch.int32, generator=g)
+    words = torch.randn(MIB // 2, device=dev, dtype=torch.bfloat16, generator=g).view(torch.int32)
     out = torch.empty(1 << 16, device=dev, dtype=torch.int32)
     for name in names:
         t0 = time.time()
@@ -432,7 +512,8 @@ class ReadFloor:
         sizes = QUICK_SIZES_MIB if self.args.quick else self.args.sizes
         top = max(sizes) * MIB
         g = torch.Generator(device=self.dev).manual_seed(5)
-        src = torch.randint(-(2**31), 2**31 - 1, (top // 4,), device=self.dev, dtype=torch.int32, generator=g)
+        # random bf16 values (the GEMV families read them as numbers), read as int32 words by the others
+        src = torch.randn(top // 2, device=self.dev, dtype=torch.bfloat16, generator=g).view(torch.int32)
         dst = torch.empty_like(src) if self.dev.type == "cuda" else src
         self.partials = torch.empty(top // 4096 + 8192, device=self.dev, dtype=torch.int32)
         self.x = torch.randn(4096, device=self.dev, dtype=torch.bfloat16, generator=g)
