@@ -261,7 +261,11 @@ def main() -> int:
     p.add_argument("--calls-per-graph", type=int, default=20)
     p.add_argument("--budget-s", type=float, default=1e9, help="skip what would start after this many seconds")
     p.add_argument("--quick", action="store_true", help="tiny shapes on the CPU (interpreter), no NVML")
+    p.add_argument("--render", metavar="JSON", help="print a result file as a markdown table and exit")
     args = p.parse_args()
+    if args.render:
+        print(render(args.render))
+        return 0
     t_start = time.time()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
@@ -374,6 +378,33 @@ def main() -> int:
     for c in doc["comparisons"]:
         print(json.dumps(c))
     return 0
+
+
+def render(path: str) -> str:
+    """A result file as a markdown table: one row per (shape, variant)."""
+    doc = json.loads(Path(path).read_text())
+    lines = [
+        "| shape | variant | µs per call | SM MHz | W (energy slope) | mJ per call | SW power cap | kcycles per call |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        nv = r.get("nvml", {})
+        shape = f"{r['M']}x{r['N']}x{r['K']}"
+        if "per_call_ms" not in r:
+            lines.append(f"| {shape} | {r['variant']} | {r.get('error', '?')[:60]} | | | | | |")
+            continue
+        cap = nv.get("reason_fraction", {}).get("sw_power_cap")
+        power = nv.get("power_from_energy_w", nv.get("power_w_mean"))
+        cells = [
+            f"{r['per_call_ms'] * 1e3:.1f}",
+            f"{nv['sm_mhz_mean']:.0f}" if "sm_mhz_mean" in nv else "-",
+            f"{power:.0f}" if power is not None else "-",
+            f"{nv['mj_per_call']:.1f}" if "mj_per_call" in nv else "-",
+            f"{cap:.2f}" if cap is not None else "-",
+            f"{nv['kcycles_per_call']:.1f}" if "kcycles_per_call" in nv else "-",
+        ]
+        lines.append(f"| {shape} | {r['variant']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
