@@ -97,6 +97,21 @@ def opcode_histogram(sass: str) -> dict[str, int]:
     return dict(counts.most_common())
 
 
+def _sass_of(compiled) -> str:
+    """SASS of a compiled Triton kernel: its ``asm["sass"]``, else cuobjdump (bundled with Triton) on the cubin."""
+    try:
+        return compiled.asm["sass"]
+    except Exception:  # noqa: BLE001
+        import subprocess
+        import tempfile
+
+        tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(compiled.asm["cubin"])
+            f.flush()
+            return subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
+
+
 def dump_sass(configs: list[str], sass_dir: str, doc: dict) -> None:
     """Compile the split kernels under each config (a small input: the same specialisation as the full
     shape but the row count) and write their SASS + histograms."""
@@ -118,7 +133,7 @@ def dump_sass(configs: list[str], sass_dir: str, doc: dict) -> None:
             for i, compiled in enumerate(dev_cache[0].values()):
                 name = f"{fn.__name__}_{i}"
                 try:
-                    sass = compiled.asm["sass"]
+                    sass = _sass_of(compiled)
                 except Exception as exc:  # noqa: BLE001
                     doc.setdefault("sass_errors", {})[name] = repr(exc)[:300]
                     continue

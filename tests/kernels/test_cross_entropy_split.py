@@ -97,7 +97,7 @@ def test_barrier_timeout_gives_nan_not_a_hang(device):
     assert torch.isnan(losses).all()
 
 
-@pytest.mark.parametrize("barrier", ["tagged", "counted", "reread", "packed", "packed_full_late"])
+@pytest.mark.parametrize("barrier", ["tagged", "counted", "reread", "packed", "packed_full_late", "lean", "lean_full"])
 @pytest.mark.parametrize("opts", [{}, {"label_smoothing": 0.1, "z_loss_scale": 1e-2}], ids=["plain", "all"])
 def test_chunked_rows_last_program_math(barrier, opts, device):
     """The interpreter runs a group's programs in order, so the last chunk's program finds every peer's
@@ -107,8 +107,8 @@ def test_chunked_rows_last_program_math(barrier, opts, device):
     last program reads it."""
     if device == "cuda":
         pytest.skip("relies on the interpreter's sequential programs")
-    skew = {"reread": 3, "packed": 4, "packed_full_late": 4}.get(barrier, 0)
-    full = barrier == "packed_full_late"  # chunks of 256, 256, 188 columns, loaded unmasked but the last
+    skew = {"reread": 3, "packed": 4, "packed_full_late": 4, "lean": 5, "lean_full": 5}.get(barrier, 0)
+    full = barrier.endswith(("_full", "_full_late"))  # chunks of 256, 256, 188 columns, unmasked but the last
     extra = {"full_chunks": True, "early_load": False, "unroll": 2} if full else {}
     rows = 2 * (4 if skew else 2)  # 2 x the partial slots
     torch.manual_seed(11 + skew)
@@ -152,8 +152,12 @@ SPLIT_CONFIGS = [
     {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 4, "split_early_load": 0,
      "split_unroll": 2},
     {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 3, "split_unroll": 3},
+    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 5, "split_unroll": 2},
+    {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 5, "split_unroll": 2,
+     "split_full_chunks": 1, "split_pass2_bf16": 0},
 ]  # fmt: skip
 REREAD = {"split_block": 16384, "split_warps": 16, "split_programs_per_sm": 1, "split_skew": 3}
+LEAN = {"split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_skew": 5, "split_unroll": 2}
 PLAIN = SPLIT_CONFIGS[0]
 
 
@@ -197,10 +201,10 @@ ALL_OPTS = {"label_smoothing": 0.05, "z_loss_scale": 1e-3, "ignore_index": 7}
      (1000, 151936, torch.bfloat16, "none", {}), (257, 128256, torch.float32, "mean", ALL_OPTS),
      (129, 50257, torch.bfloat16, "mean", ALL_OPTS), (64, 256000, torch.bfloat16, "none", ALL_OPTS)],
 )  # fmt: skip
-@pytest.mark.parametrize("config", [None, PLAIN, REREAD], ids=["default", "plain", "reread"])
+@pytest.mark.parametrize("config", [None, PLAIN, REREAD, LEAN], ids=["default", "plain", "reread", "lean"])
 def test_gpu_split_shapes_and_options(rows, vocab, dtype, reduction, opts, config):
-    # the reread kernel needs 16-bit logits of even length, else the launcher takes skew 0
-    skew = 3 if dtype != torch.float32 and vocab % 2 == 0 and (config or CE_CONFIG)["split_skew"] else 0
+    # the reread and packed kernels need 16-bit logits of even length, else the launcher takes skew 0
+    skew = (config or CE_CONFIG)["split_skew"] if dtype != torch.float32 and vocab % 2 == 0 else 0
     _gpu_check(rows, vocab, dtype, opts, reduction=reduction, seed=rows, config=config, skew=skew)
 
 

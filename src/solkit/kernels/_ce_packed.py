@@ -219,3 +219,99 @@ def _ce_split_packed_kernel(
         k1 = k1 + v1.to(tl.int32)
         e0 = e1
         m0 = m1
+
+
+@triton.jit
+def _ce_split_lean_kernel(
+    logits_ptr, logits_w_ptr, grad_ptr, grad_w_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr,
+    partial_ptr, n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
+    ignore_index, label_smoothing, z_loss_scale, max_spins,
+    SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
+    PASS2_BF16: tl.constexpr, UNROLL: tl.constexpr, FULL: tl.constexpr,
+):  # fmt: skip
+    """:func:`_ce_split_packed_kernel` (late load) with less control and address work per row: every row is
+    an arrival (an ignored row exchanges too, then writes loss 0 and a gradient scaled by 0: no branch, no
+    arrival counter; arrival ``j`` is the group's ``j``-th row, slot ``j & 3``), and the row offsets advance
+    by one increment per row instead of a multiply."""
+    W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352
+    WBLOCK: tl.constexpr = BLOCK // 2
+    E_BF16: tl.constexpr = PASS2_BF16 and IS_BF16
+    pid = tl.program_id(0)
+    n_groups = tl.num_programs(0) // SPLIT
+    group = pid // SPLIT
+    chunk = pid % SPLIT
+    col0 = chunk * chunk_cols
+    col_lim = tl.minimum(chunk_cols, n_cols - col0)
+    col_end = col0 + col_lim
+    woffs = tl.arange(0, WBLOCK)
+    wcols = col0 // 2 + woffs
+    w_lim = col_lim // 2
+    w_mask = woffs < w_lim
+    lw_stride = logits_row_stride // 2
+    gw_stride = grad_row_stride // 2
+    if MEAN:
+        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
+    else:
+        grad_scale = 1.0
+    spin_budget = max_spins
+    gbase = partial_ptr + group * (3 * SPLIT_P2)
+    slot_stride = n_groups * (3 * SPLIT_P2)
+    x0, t0 = _load_chunk(logits_w_ptr, targets_ptr, group, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD, WBLOCK, FULL)
+    x1, t1 = _load_chunk(logits_w_ptr, targets_ptr, group + n_groups, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD,
+                         WBLOCK, FULL)  # fmt: skip
+    x2, t2 = _load_chunk(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
+                         W_PAD, WBLOCK, FULL)  # fmt: skip
+    zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
+    m_c, m0, s_c, sz, e0 = _pass1_packed(x0, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
+    _publish_tagged(gbase, chunk, 0, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
+    j = 0
+    g_off = group.to(tl.int64) * gw_stride  # row offsets in words, advanced by one increment per row
+    l_off = group.to(tl.int64) * logits_row_stride
+    g_step = n_groups.to(tl.int64) * gw_stride
+    l_step = n_groups.to(tl.int64) * logits_row_stride
+    for row in tl.range(group, n_rows, n_groups, loop_unroll_factor=UNROLL):
+        r1 = row + n_groups
+        base0 = gbase + (j & 3) * slot_stride
+        wm, ws, wz = _poll_tagged(base0, j, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+        t1c = tl.where((t1 >= 0) & (t1 < n_cols), t1, 0)
+        zt1 = tl.load(logits_ptr + tl.where(r1 < n_rows, l_off + l_step, l_off) + t1c).to(tl.float32)
+        m_c, m1, s_c, sz, e1 = _pass1_packed(x1, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
+        x3, t3 = _load_chunk(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
+                             W_PAD, WBLOCK, FULL)  # fmt: skip
+        if r1 < n_rows:  # (no arrival past the last row: it would take a slot still to be read)
+            _publish_tagged(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, m_c, s_c, sz, SPLIT_P2,
+                            HAS_SMOOTHING)  # fmt: skip
+        lse, sz_row, ok = _await_fast(base0, j, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING, ASM)
+        lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
+        valid = t0 != ignore_index
+        t_in = (t0 >= 0) & (t0 < n_cols)
+        t_idx = tl.where(t_in, t0, 0)
+        owner = (t_idx >= col0) & (t_idx < col_end)
+        if owner:  # the program whose chunk holds the target (column 0 for an out-of-range or ignored target)
+            loss = lse - zt0
+            if HAS_SMOOTHING:
+                loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz_row / n_cols)
+            tl.store(loss_ptr + row, tl.where(valid, loss + z_loss_scale * lse * lse, 0.0))
+            tl.store(lse_ptr + row, tl.where(valid, lse, 0.0))
+        if WRITE_GRAD:
+            scale = tl.where(valid, grad_scale, 0.0)  # an ignored row's gradient: exactly 0
+            p_scale = (1.0 + 2.0 * z_loss_scale * lse) * scale
+            u = label_smoothing / n_cols * scale
+            tl.store(grad_w_ptr + g_off + wcols, _pass2_packed(e0, m0, lse, p_scale, u, IS_BF16, E_BF16, ASM),
+                     mask=w_mask)  # fmt: skip
+            if owner & t_in & valid:
+                g_t = tl.exp2(zt0 * L2E - lse * L2E) * p_scale - u - (1.0 - label_smoothing) * scale
+                tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
+                tl.store(grad_ptr + 2 * g_off + t0, g_t.to(grad_ptr.dtype.element_ty))
+        x1 = x2
+        x2 = x3
+        t0 = t1
+        t1 = t2
+        t2 = t3
+        zt0 = zt1
+        e0 = e1
+        m0 = m1
+        j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
+        g_off += g_step
+        l_off += l_step

@@ -517,16 +517,17 @@ def launch_cross_entropy_split(
 ) -> dict | None:  # fmt: skip
     """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
     does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
-    programs than one group. ``skew`` 0: :func:`_ce_split_kernel`, 3: :func:`_ce_split_reread_kernel`, 4: the
-    packed kernel of :mod:`solkit.kernels._ce_packed` (``pass2_bf16``, ``early_load``, ``full_chunks``), both 16-bit
-    logits of even length and row stride, otherwise 0; ``unroll``: their row loop. ``groups`` caps the groups."""
+    programs than one group. ``skew`` 0: :func:`_ce_split_kernel`, 3: :func:`_ce_split_reread_kernel`, 4 and
+    5 (lean): the packed kernels of :mod:`solkit.kernels._ce_packed` (``pass2_bf16``, ``early_load``,
+    ``full_chunks``); 3-5 need 16-bit logits of even length and row stride, else 0; ``unroll``: their row
+    loop. ``groups`` caps the number of groups."""
     n_rows, n_cols = logits.shape
     split, chunk_cols, blk = chunk_layout(n_cols, block)
     interpreting = _interpreting() or logits.device.type != "cuda"
     if interpreting and split > 1 and groups is None:
         return None  # programs run one after another there: the barrier could never be met
-    if skew not in (0, 3, 4):
-        raise SolkitError(f"cross_entropy: split skew must be 0 (plain), 3 (reread) or 4 (packed), got {skew} "
+    if skew not in (0, 3, 4, 5):
+        raise SolkitError(f"cross_entropy: split skew must be 0 (plain), 3 (reread), 4/5 (packed), got {skew} "
                           "(1 and 2 were measured slower and removed: code at commit 2469328)")  # fmt: skip
     if split == 1 or not (_packable(logits) and (grad is None or _packable(grad))):
         skew = 0  # one chunk per row: no exchange to hide; the reread kernel reads 16-bit pairs
@@ -539,10 +540,12 @@ def launch_cross_entropy_split(
     if skew:
         meta.update(IS_BF16=logits.dtype == torch.bfloat16, ASM=not interpreting, UNROLL=int(unroll))
     kernel_fn = _ce_split_reread_kernel if skew else _ce_split_kernel
-    if skew == 4:
-        from solkit.kernels._ce_packed import _ce_split_packed_kernel as kernel_fn  # imports this module
+    if skew >= 4:  # the packed kernels (their module imports this one)
+        from solkit.kernels import _ce_packed
 
-        meta.update(PASS2_BF16=int(pass2_bf16), EARLY_LOAD=int(early_load), FULL=int(full_chunks))
+        kernel_fn = _ce_packed._ce_split_packed_kernel if skew == 4 else _ce_packed._ce_split_lean_kernel
+        meta.update(PASS2_BF16=int(pass2_bf16), FULL=int(full_chunks), **({"EARLY_LOAD": int(early_load)}
+                                                                           if skew == 4 else {}))  # fmt: skip
         if full_chunks:  # chunks of exactly BLOCK columns but the last (loaded without masks)
             split, chunk_cols = triton.cdiv(n_cols, blk), blk
             meta.update(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2))
