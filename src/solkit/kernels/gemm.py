@@ -79,7 +79,7 @@ def _gemm_tma_persistent_kernel(
 ):  # fmt: skip
     """Persistent TMA GEMM + epilogue. Reads x, W once per tile row/column (L2 shares the rest)."""
     SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
-    tl.static_assert(PREFETCH_RES < 9 or EPI_SUBTILE == 2, "PREFETCH_RES 9 and 10 load the residual in two halves")
+    tl.static_assert(PREFETCH_RES < 9 or EPI_SUBTILE == 2, "PREFETCH_RES 9-11 load the residual in two halves")
     x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
     w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
     y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[stride_ym, 1], block_shape=[BLOCK_M, SUB_N])
@@ -118,12 +118,14 @@ def _gemm_tma_persistent_kernel(
         # 9 (EPI_SUBTILE 2): as 8 for the left half only; the right half is loaded when the epilogue starts
         # 10 (EPI_SUBTILE 2): the left half LD_DIST k-steps before the epilogue, the right half one k-step
         # later (each wait for loads is half as long, so it hides behind one k-step's MMA)
-        LATE: tl.constexpr = HAS_RESIDUAL and (PREFETCH_RES == 8 or PREFETCH_RES == 9 or PREFETCH_RES == 10)
+        # 11: as 10, each half by a TMA load (no register round trip through a blocked layout)
+        LATE: tl.constexpr = HAS_RESIDUAL and PREFETCH_RES >= 8
+        HALVES: tl.constexpr = HAS_RESIDUAL and PREFETCH_RES >= 10
         LATE_N: tl.constexpr = BLOCK_N if PREFETCH_RES == 8 else BLOCK_N // 2
         if LATE:
             res_pre = tl.zeros((BLOCK_M, LATE_N), dtype=res_ptr.dtype.element_ty)
         res_right = None
-        if HAS_RESIDUAL and PREFETCH_RES == 10:
+        if HALVES:
             res_right = tl.zeros((BLOCK_M, BLOCK_N // 2), dtype=res_ptr.dtype.element_ty)
         ld_k = tl.maximum(k_tiles - tl.maximum(LD_DIST, 1), 0)  # LD_DIST 0 would never load: 1
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -137,11 +139,17 @@ def _gemm_tma_persistent_kernel(
             # after the dot: the warps wait for these loads while this k-step's MMA runs
             if LATE:  # noqa: SIM102
                 if kk == ld_k:
-                    res_pre = _load_tile(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, LATE_N, True)
-            if HAS_RESIDUAL and PREFETCH_RES == 10:  # noqa: SIM102
+                    if PREFETCH_RES == 11:
+                        res_pre = r_desc.load([off_m, off_n])
+                    else:
+                        res_pre = _load_tile(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, LATE_N, True)
+            if HALVES:  # noqa: SIM102
                 if kk == tl.minimum(ld_k + 1, k_tiles - 1):
-                    res_right = _load_tile(res_ptr, off_m, off_n + BLOCK_N // 2, M, N, stride_rm, BLOCK_M,
-                                           BLOCK_N // 2, True)  # fmt: skip
+                    if PREFETCH_RES == 11:
+                        res_right = r_desc.load([off_m, off_n + BLOCK_N // 2])
+                    else:
+                        res_right = _load_tile(res_ptr, off_m, off_n + BLOCK_N // 2, M, N, stride_rm, BLOCK_M,
+                                               BLOCK_N // 2, True)  # fmt: skip
 
         tile_epi += num_programs
         pid_m, pid_n = _tile_coords(tile_epi, num_pid_m, num_pid_n, GROUP_M)
@@ -161,7 +169,7 @@ def _gemm_tma_persistent_kernel(
             r_right = res_pre
             if PRE and PREFETCH_RES == 9:
                 r_right = _load_tile(res_ptr, off_m, off_n + SUB_N, M, N, stride_rm, BLOCK_M, SUB_N, True)
-            elif PRE and PREFETCH_RES == 10:
+            elif PRE and PREFETCH_RES >= 10:
                 r_right = res_right
             elif PRE:
                 r_left, r_right = _halves(res_pre, BLOCK_M, BLOCK_N)
@@ -286,7 +294,7 @@ def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.C
         if interpreting() and params["PREFETCH_RES"] in (1, 2, 4, 6):
             # inline PTX (the L2 prefetch) does not run in the interpreter; 4 / 6 without it are 3's / 7's code
             params["PREFETCH_RES"] = {1: 0, 2: 0, 4: 3, 6: 7}[params["PREFETCH_RES"]]
-        if interpreting() and params["PREFETCH_RES"] in (8, 9, 10):
+        if interpreting() and params["PREFETCH_RES"] >= 8:
             params["PF_DIST"] = 0  # 8's loads without its L2 prefetch
     elif cfg.get("kernel", kernel) == "streamk":
         params = {**_streamk.STREAMK_DEFAULTS, **params}
