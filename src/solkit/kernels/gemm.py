@@ -47,8 +47,7 @@ from solkit.kernels.gemm_decode import SCRATCH as _SPLITK_SCRATCH  # noqa: F401
 from solkit.kernels.gemm_decode import _gemm_decode_kernel, gemm_decode_kernel
 from solkit.kernels.gemm_decode import workspace as _splitk_workspace
 from solkit.kernels.gemm_epilogue import apply_epilogue as _epilogue
-from solkit.kernels.gemm_tiles import finish_piece as _finish
-from solkit.kernels.gemm_tiles import halves as _halves
+from solkit.kernels.gemm_tiles import finish_pieces as _finish_pieces
 from solkit.kernels.gemm_tiles import load_tile as _load_tile
 from solkit.kernels.gemm_tiles import prefetch_l2 as _prefetch_l2
 from solkit.kernels.gemm_tiles import tile_coords as _tile_coords
@@ -158,44 +157,10 @@ def _gemm_tma_persistent_kernel(
         if HAS_RESIDUAL and PREFETCH_RES >= 4 and PREFETCH_RES != 5 and PREFETCH_RES < 8:
             res_pre = _load_tile(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES >= 6)
         PRE: tl.constexpr = HAS_RESIDUAL and PREFETCH_RES >= 3  # no residual: nothing loaded
-        # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
-        # shared memory, so smaller pieces leave more of it to the K pipeline.
-        if EPI_SUBTILE == 1:
-            _finish(acc, res_pre, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
-                    HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
-        else:
-            left, right = _halves(acc, BLOCK_M, BLOCK_N)
-            r_left = res_pre
-            r_right = res_pre
-            if PRE and PREFETCH_RES == 9:
-                r_right = _load_tile(res_ptr, off_m, off_n + SUB_N, M, N, stride_rm, BLOCK_M, SUB_N, True)
-            elif PRE and PREFETCH_RES >= 10:
-                r_right = res_right
-            elif PRE:
-                r_left, r_right = _halves(res_pre, BLOCK_M, BLOCK_N)
-            if EPI_SUBTILE == 2:
-                _finish(left, r_left, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
-                        HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
-                _finish(right, r_right, off_m, off_n + SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha,
-                        beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
-            else:  # 4
-                q0, q1 = _halves(left, BLOCK_M, BLOCK_N // 2)
-                q2, q3 = _halves(right, BLOCK_M, BLOCK_N // 2)
-                r0 = res_pre
-                r1 = res_pre
-                r2 = res_pre
-                r3 = res_pre
-                if PRE:
-                    r0, r1 = _halves(r_left, BLOCK_M, BLOCK_N // 2)
-                    r2, r3 = _halves(r_right, BLOCK_M, BLOCK_N // 2)
-                _finish(q0, r0, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
-                        HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
-                _finish(q1, r1, off_m, off_n + SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
-                        HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
-                _finish(q2, r2, off_m, off_n + 2 * SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha,
-                        beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
-                _finish(q3, r3, off_m, off_n + 3 * SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha,
-                        beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+        # the epilogue in EPI_SUBTILE column pieces (less shared memory per piece)
+        _finish_pieces(acc, res_pre, res_right, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, res_ptr,
+                       stride_rm, bias_ptr, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST, EPI_SUBTILE,
+                       PREFETCH_RES, BLOCK_M, BLOCK_N)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])

@@ -66,6 +66,55 @@ def finish_piece(part, res_pre, off_m, off_n, M, N, y_desc, r_desc, y_ptr, strid
 
 
 @triton.jit
+def finish_pieces(acc, res_pre, res_right, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, res_ptr, stride_rm,
+                  bias_ptr, alpha, beta, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
+                  PRE: tl.constexpr, Y_EVICT_FIRST: tl.constexpr, EPI_SUBTILE: tl.constexpr,
+                  PREFETCH_RES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    """The epilogue of a [BLOCK_M, BLOCK_N] accumulator tile in EPI_SUBTILE column pieces (finish_piece
+    each). ``res_pre``: the residual tile loaded earlier (PRE), or its left half with ``res_right`` its
+    right half (PREFETCH_RES 9-11; 9 loads the right half here)."""
+    SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
+    # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
+    # shared memory, so smaller pieces leave more of it to the K pipeline.
+    if EPI_SUBTILE == 1:
+        finish_piece(acc, res_pre, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                     HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+    else:
+        left, right = halves(acc, BLOCK_M, BLOCK_N)
+        r_left = res_pre
+        r_right = res_pre
+        if PRE and PREFETCH_RES == 9:
+            r_right = load_tile(res_ptr, off_m, off_n + SUB_N, M, N, stride_rm, BLOCK_M, SUB_N, True)
+        elif PRE and PREFETCH_RES >= 10:
+            r_right = res_right
+        elif PRE:
+            r_left, r_right = halves(res_pre, BLOCK_M, BLOCK_N)
+        if EPI_SUBTILE == 2:
+            finish_piece(left, r_left, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                         HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+            finish_piece(right, r_right, off_m, off_n + SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha,
+                         beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+        else:  # 4
+            q0, q1 = halves(left, BLOCK_M, BLOCK_N // 2)
+            q2, q3 = halves(right, BLOCK_M, BLOCK_N // 2)
+            r0 = res_pre
+            r1 = res_pre
+            r2 = res_pre
+            r3 = res_pre
+            if PRE:
+                r0, r1 = halves(r_left, BLOCK_M, BLOCK_N // 2)
+                r2, r3 = halves(r_right, BLOCK_M, BLOCK_N // 2)
+            finish_piece(q0, r0, off_m, off_n, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                         HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+            finish_piece(q1, r1, off_m, off_n + SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha, beta,
+                         HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+            finish_piece(q2, r2, off_m, off_n + 2 * SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha,
+                         beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+            finish_piece(q3, r3, off_m, off_n + 3 * SUB_N, M, N, y_desc, r_desc, y_ptr, stride_ym, bias_ptr, alpha,
+                         beta, HAS_BIAS, HAS_RESIDUAL, ACT, PRE, Y_EVICT_FIRST)  # fmt: skip
+
+
+@triton.jit
 def load_tile(ptr, off_m, off_n, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               EVICT_FIRST: tl.constexpr):  # fmt: skip
     """A [BLOCK_M, BLOCK_N] tile by plain masked loads (zeros outside [M, N]); EVICT_FIRST marks its L2
