@@ -55,7 +55,8 @@ def programs(cfg: dict[str, Any], M: int, N: int) -> int:
 
 def label(cfg: dict[str, Any]) -> str:
     s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} S{cfg.get('SPLIT_K', 1)}"
-    tags = (("PIPE", "P"), ("W_TMA", "tma"), ("STAGES", "q"), ("PRE_RES", "pre"), ("EVICT_W", "ef"), ("STAGGER", "sg"))
+    tags = (("PIPE", "P"), ("W_TMA", "tma"), ("STAGES", "q"), ("PRE_RES", "pre"), ("EVICT_W", "ef"), ("STAGGER", "sg"),
+            ("RED_EACH", "re"))  # fmt: skip
     for key, tag in tags:
         if key == "STAGES" and not (cfg.get("W_TMA") and cfg["BLOCK_M"] == 1):
             continue  # STAGES is read by the TMA GEMV only

@@ -62,6 +62,13 @@ CPU_CONFIGS = {
     "gemv_pipe2_stagger_split3": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=3, PIPE=2, STAGGER=1),
     "gemv_tma_stagger": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, W_TMA=2, STAGES=2, STAGGER=1),
     "dot_tma_stagger_split2": _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, W_TMA=2, PRE_RES=1, STAGGER=1),
+    # each W block reduced over K right away into a [BLOCK_N] running sum (RED_EACH), on every GEMV loop
+    "gemv_red_each_split2": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, RED_EACH=1),
+    "gemv_red_each_pipe2": _splitk(BLOCK_M=1, BLOCK_N=8, BLOCK_K=64, SPLIT_K=1, PIPE=2, RED_EACH=1),
+    "gemv_red_each_stagger": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, PIPE=2, STAGGER=1, RED_EACH=1),
+    "gemv_red_each_tma": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, W_TMA=2, STAGES=2, RED_EACH=1),
+    # a whole K row per block (one round trip per program; K = 200 leaves most of the block masked)
+    "gemv_whole_row": _splitk(BLOCK_M=1, BLOCK_N=2, BLOCK_K=256, SPLIT_K=1, RED_EACH=1),
 }
 
 

@@ -7,8 +7,10 @@ that every SM streams W at once, with enough bytes in flight, and that the launc
 The program body, knobs all compile-time:
 
 * ``BLOCK_M == 1`` (M = 1): a GEMV without tensor cores. Each program keeps a [BLOCK_N, BLOCK_K]
-  fp32 partial product in registers and reduces it over K once, after the loop. ``PIPE`` 2 double-
-  buffers the W block in registers (the next block's loads in flight during this block's FMAs).
+  fp32 partial product in registers and reduces it over K once, after the loop; with ``RED_EACH`` 1
+  it reduces every W block into a [BLOCK_N] fp32 vector right away instead (a cross-thread sum per
+  block, about half the registers: more programs per SM). ``PIPE`` 2 double-buffers the W block in
+  registers (the next block's loads in flight during this block's FMAs).
 * ``BLOCK_M >= 16``: ``tl.dot`` on [BLOCK_M, BLOCK_K] x [BLOCK_K, BLOCK_N] tiles (rows past M are
   masked, so they cost no traffic), with ``num_stages`` cp.async buffers of W in flight.
 * ``SPLIT_K > 1``: the K range is cut into SPLIT_K pieces, one program each, so a narrow N still
@@ -69,7 +71,7 @@ def _decode_program(
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr, PRE_RES: tl.constexpr, EVICT_W: tl.constexpr,
-    STAGES: tl.constexpr, STAGGER: tl.constexpr,
+    STAGES: tl.constexpr, STAGGER: tl.constexpr, RED_EACH: tl.constexpr,
 ):  # fmt: skip
     """Program (n tile, K piece, m tile); each K piece is whole BLOCK_K steps, the last one may be short.
     x_desc / w_desc: TMA descriptors of x and W when W_TMA (made on the device or passed from the host)."""
@@ -94,10 +96,10 @@ def _decode_program(
         _prefetch_rows_l2(res_ptr, offs_m, pid_n * BLOCK_N, M, N, stride_rm, BLOCK_N)
     if W_TMA:
         acc = _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi, pid_n,
-                          BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, STAGES, STAGGER)  # fmt: skip
+                          BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, STAGES, STAGGER, RED_EACH)  # fmt: skip
     else:
         acc = _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_k, row_ok, N, k_lo, k_hi,
-                              pid_n, BLOCK_M, BLOCK_N, BLOCK_K, PIPE, EVEN_K, EVICT_W, STAGGER)  # fmt: skip
+                              pid_n, BLOCK_M, BLOCK_N, BLOCK_K, PIPE, EVEN_K, EVICT_W, STAGGER, RED_EACH)  # fmt: skip
 
     if SPLIT_K == 1:
         if HAS_RESIDUAL and PRE_RES != 1:
@@ -130,7 +132,7 @@ def _gemm_decode_kernel(
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
-    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3, STAGGER: tl.constexpr = 0,
+    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3, STAGGER: tl.constexpr = 0, RED_EACH: tl.constexpr = 0,
 ):  # fmt: skip
     """The decode GEMM; with W_TMA 1 each program makes its TMA descriptors in global scratch."""
     x_desc = None
@@ -142,7 +144,8 @@ def _gemm_decode_kernel(
                                                block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
     _decode_program(x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M, N, K, M_BUCKET,
                     stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
-                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES, STAGGER)  # fmt: skip
+                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES, STAGGER,
+                    RED_EACH)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
@@ -152,13 +155,14 @@ def _gemm_decode_host_tma_kernel(
     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
-    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3, STAGGER: tl.constexpr = 0,
+    EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3, STAGGER: tl.constexpr = 0, RED_EACH: tl.constexpr = 0,
 ):  # fmt: skip
     """The decode GEMM with W_TMA 2: the TMA descriptors come from the host as kernel parameters (no
     descriptor writes and fences in the prologue)."""
     _decode_program(x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M, N, K, M_BUCKET,
                     stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
-                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES, STAGGER)  # fmt: skip
+                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES, STAGGER,
+                    RED_EACH)  # fmt: skip
 
 
 @triton.jit
@@ -176,9 +180,22 @@ def _prefetch_rows_l2(ptr, offs_m, off_n, M, N, stride_m, BLOCK_N: tl.constexpr)
 
 
 @triton.jit
+def _gemv_acc(part2, part1, w, xk, RED_EACH: tl.constexpr):
+    """One W block of the GEMV: the products into the [BLOCK_N, BLOCK_K] partial (reduced after the loop), or
+    with RED_EACH reduced over K now into the [BLOCK_N] running sum (no block-sized accumulator held)."""
+    prod = w.to(tl.float32) * xk.to(tl.float32)
+    if RED_EACH:
+        part1 += tl.sum(prod, axis=1)
+    else:
+        part2 += prod
+    return part2, part1
+
+
+@triton.jit
 def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_k, row_ok, N, k_lo, k_hi, shift,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PIPE: tl.constexpr,
-                    EVEN_K: tl.constexpr, EVICT_W: tl.constexpr, STAGGER: tl.constexpr):  # fmt: skip
+                    EVEN_K: tl.constexpr, EVICT_W: tl.constexpr, STAGGER: tl.constexpr,
+                    RED_EACH: tl.constexpr):  # fmt: skip
     """x[rows] @ W[cols, k_lo:k_hi].T by pointer loads: fp32 [BLOCK_M, BLOCK_N] (BLOCK_M 1: FMA, else tl.dot)."""
     # Out-of-range W rows (the last N tile only) read row 0 instead of being masked, so the W loads
     # stay unmasked and vectorised; their columns are never stored.
@@ -187,10 +204,11 @@ def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + (k_lo + offs_k)[None, :]
     if BLOCK_M == 1:
         part2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        part1 = tl.zeros((BLOCK_N,), dtype=tl.float32)  # RED_EACH: the running sum, reduced block by block
         if PIPE == 1:
             for k in range(k_lo, k_hi, BLOCK_K):
                 w, xk = _load_wx(w_ptrs, x_ptrs, k, K, offs_k, row_ok, k < k_hi, EVEN_K, EVICT_W)
-                part2 += w.to(tl.float32) * xk.to(tl.float32)
+                part2, part1 = _gemv_acc(part2, part1, w, xk, RED_EACH)
                 w_ptrs += BLOCK_K
                 x_ptrs += BLOCK_K
         elif STAGGER:
@@ -211,7 +229,7 @@ def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_
                 x_ptrs += step
                 kc += step
                 w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, kc, K, offs_k, row_ok, i + BLOCK_K < k_hi, EVEN_K, EVICT_W)
-                part2 += w.to(tl.float32) * xk.to(tl.float32)
+                part2, part1 = _gemv_acc(part2, part1, w, xk, RED_EACH)
         else:
             # register double buffer: the next block's loads are issued before this block's FMAs, so
             # two blocks per program are in flight (no cp.async pipelining without tl.dot)
@@ -223,8 +241,8 @@ def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_
                 x_ptrs += BLOCK_K
                 w_nx, x_nx = _load_wx(w_ptrs, x_ptrs, k + BLOCK_K, K, offs_k, row_ok, k + BLOCK_K < k_hi, EVEN_K,
                                       EVICT_W)  # fmt: skip
-                part2 += w.to(tl.float32) * xk.to(tl.float32)
-        acc = tl.sum(part2, axis=1)[None, :]
+                part2, part1 = _gemv_acc(part2, part1, w, xk, RED_EACH)
+        acc = (part1 if RED_EACH else tl.sum(part2, axis=1))[None, :]
     else:
         PRECISION: tl.constexpr = "ieee" if x_ptr.dtype.element_ty == tl.float32 else "tf32"
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -246,12 +264,13 @@ def _stream_pointer(x_ptr, w_ptr, K, stride_xm, stride_wn, offs_m, offs_n, offs_
 @triton.jit
 def _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, off_m, off_n, k_lo, k_hi, shift, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, STAGES: tl.constexpr,
-                STAGGER: tl.constexpr):  # fmt: skip
+                STAGGER: tl.constexpr, RED_EACH: tl.constexpr):  # fmt: skip
     """The same product with W (and x, for BLOCK_M > 1) read by TMA into shared memory; TMA zero-fills rows
     past N or M and columns past K, so no masks. GEMV: STAGES loads in flight; tl.dot: num_stages."""
     if BLOCK_M == 1:
         offs_k = tl.arange(0, BLOCK_K)
         part2 = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        part1 = tl.zeros((BLOCK_N,), dtype=tl.float32)
         # without a tl.dot the pipeliner leaves the loop alone unless asked: STAGES TMA loads in flight
         n_safe = tl.maximum(tl.cdiv(k_hi - k_lo, BLOCK_K), 1)
         for kk in tl.range(k_lo, k_hi, BLOCK_K, num_stages=STAGES):
@@ -263,8 +282,8 @@ def _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, off_m, off_n, k_lo, k_hi, s
                 xk = tl.load(x_ptr + off_m * stride_xm + k + offs_k)
             else:
                 xk = tl.load(x_ptr + off_m * stride_xm + k + offs_k, mask=k + offs_k < K, other=0.0)
-            part2 += w.to(tl.float32) * xk.to(tl.float32)[None, :]
-        acc = tl.sum(part2, axis=1)[None, :]
+            part2, part1 = _gemv_acc(part2, part1, w, xk[None, :], RED_EACH)
+        acc = (part1 if RED_EACH else tl.sum(part2, axis=1))[None, :]
     else:
         PRECISION: tl.constexpr = "ieee" if x_ptr.dtype.element_ty == tl.float32 else "tf32"
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -301,7 +320,7 @@ def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.
 
 
 #: compile-time defaults of the knobs a config may leave out (W_TMA 0: pointer loads)
-KNOB_DEFAULTS = {"W_TMA": 0, "PRE_RES": 0, "EVICT_W": 0, "STAGES": 3, "STAGGER": 0}
+KNOB_DEFAULTS = {"W_TMA": 0, "PRE_RES": 0, "EVICT_W": 0, "STAGES": 3, "STAGGER": 0, "RED_EACH": 0}
 
 
 class _DecodeLauncher(triton.runtime.Heuristics):
