@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import sys
@@ -45,7 +46,6 @@ from kernels_norm_common import (  # noqa: E402
     poison_free_memory,
     sol_cols,
 )
-from kernels_norm_sweep import ab_compare  # noqa: E402
 
 from solkit.harness.timing import benchmark  # noqa: E402
 from solkit.kernels.layernorm import layernorm_forward  # noqa: E402
@@ -57,26 +57,23 @@ def _looped(chunk: int, warps: int, **kw) -> dict:
 
 
 #: Launcher keyword arguments per op, the committed default (``{}``) first. ``chunk`` 8192 at 8192 wide =
-#: the whole row loaded in pass 1 (only the fp32 accumulator kept) and re-read in pass 2; ``chunk`` 0 = the
-#: one-block kernel (the row kept in registers through the reduction).
+#: the whole row as one straight-line piece (``ONE_CHUNK``: loaded in pass 1, only the fp32 accumulator kept,
+#: re-read in pass 2); ``chunk`` 0 = the one-block kernel (the row kept in registers through the reduction).
+#: Round 5a (kernels_norm_round5a.json, commit 82005ab) swept the looped kernel before ``ONE_CHUNK``: 8192 x 16
+#: warps 79.2 us, 2048 x 8 67.7, one-block 68.5, torch.compile 63.3. Round 5b: the one-piece kernels.
 VARIANTS = {
-    "rmsnorm_70b": [
-        {}, _looped(8192, 16), _looped(8192, 16, num_stages=1), _looped(2048, 16, num_stages=1),
-        _looped(2048, 8, num_stages=1), _looped(4096, 16, num_stages=1), _looped(8192, 32), _looped(8192, 8),
-        _looped(8192, 16, hints=0), _looped(8192, 16, hints=2), _looped(2048, 16, num_stages=1, hints=0),
-        _looped(0, 16), _looped(8192, 16, num_stages=1, hints=0), _looped(4096, 8, num_stages=1),
-    ],
-    "layernorm_70b": [
-        {}, _looped(8192, 16), _looped(8192, 8), _looped(8192, 32), _looped(2048, 16, num_stages=1),
-        _looped(2048, 8, num_stages=1), _looped(4096, 16, num_stages=1), dict(num_warps=16, one_pass=True),
-    ],
-    "add_rmsnorm_70b": [
-        {}, _looped(8192, 16, looped_prefetch=False), _looped(2048, 16, num_stages=1, looped_prefetch=False),
-        _looped(4096, 16, num_stages=1), _looped(8192, 32, looped_prefetch=False),
-    ],
-    "rmsnorm": [{}, _looped(4096, 16, num_stages=1), _looped(4096, 8), _looped(2048, 16, num_stages=1),
-                _looped(4096, 32)],
-}  # fmt: skip
+    "rmsnorm_70b": [{}, _looped(8192, 32), _looped(8192, 8), _looped(8192, 16, hints=0), _looped(8192, 16, hints=2)],
+    "layernorm_70b": [{}, _looped(8192, 32), _looped(8192, 8)],
+    "add_rmsnorm_70b": [{}, _looped(8192, 32, looped_prefetch=False), _looped(8192, 16, hints=0)],
+}
+#: A/B candidates besides the default and the sweep's fastest: the previous defaults (round 4).
+PREVIOUS = {
+    "rmsnorm_70b": [_looped(2048, 8)],
+    "layernorm_70b": [dict(chunk=0)],
+    "add_rmsnorm_70b": [_looped(4096, 16, looped_prefetch=True)],
+    "rmsnorm": [],
+    "add_rmsnorm": [],
+}
 
 
 def launcher(op, params, cfg):
@@ -141,6 +138,59 @@ def sweep_op(rec, op, dtype, device, timing_kw, bw, budget_s) -> None:
               flush=True)  # fmt: skip
 
 
+def rival_fn(op, params, impl):
+    """Liger's or torch.compile's forward as ``f(x, residual)``, outputs in the reference's order."""
+    if op.kind == "add_rmsnorm":
+        return lambda x, r: as_tuple(impl(x, r, *params))
+    return lambda x, r: as_tuple(impl(x, *params))
+
+
+def ab_rounds(rec, op, cands: dict, dtype, device, timing_kw, bw, rounds: int) -> None:
+    """Forward A/B: candidates timed in alternating turns (one trial of the protocol each, order rotated
+    every round), each checked against float64 first. Per candidate: the median of its turn medians, their
+    range, and per-round ratios to Liger and torch.compile (min / median / max)."""
+    acts, params, _ = make_inputs(op, dtype, device, 11)
+    ref, eager = references(op, acts, params)
+    res = acts[1] if op.kind == "add_rmsnorm" else None
+    pool = []
+    for k in range(2):
+        a = make_inputs(op, dtype, device, 50 + k)[0]
+        pool.append((a[0], a[1] if len(a) > 1 else None))
+    ok, names = {}, []
+    with torch.no_grad():
+        for name, fn in cands.items():
+            try:
+                poison_free_memory(4 * op.bytes_fwd, device)
+                ok[name] = check(as_tuple(fn(acts[0], res)), ref, eager)
+                names.append(name)
+            except Exception as exc:  # noqa: BLE001
+                rec.add(
+                    "ab", {"op": op.name, "config": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+                )
+        turns = {name: [] for name in names}
+        for k in range(rounds):
+            for name in names[k % len(names) :] + names[: k % len(names)]:
+                r = benchmark(cands[name], pool, **{**timing_kw, "trials": 1})
+                turns[name].append(r.median_ms)
+    for name, ms in turns.items():
+        srt = sorted(ms)
+        row = {"op": op.name, "shape": list(op.shape), "config": name, **ok[name], "bytes": op.bytes_fwd,
+               "median_ms": srt[len(srt) // 2], "min_ms": srt[0], "max_ms": srt[-1], "turn_ms": ms, "rounds": rounds,
+               "method": r.method}  # fmt: skip
+        for rival in ("liger", "compile"):
+            if rival in turns and rival != name:
+                ratios = sorted(a / b for a, b in zip(ms, turns[rival]))
+                row[f"ratio_to_{rival}"] = {"min": ratios[0], "median": ratios[len(ratios) // 2], "max": ratios[-1]}
+        if device.type == "cuda":
+            row.update(sol_cols(op.bytes_fwd, row["median_ms"], bw))
+        rec.add("ab", row)
+        rel = " ".join(f"vs {k[9:]} {v['min']:.3f}/{v['median']:.3f}/{v['max']:.3f}" for k, v in row.items()
+                       if k.startswith("ratio_to_"))  # fmt: skip
+        print(f"[{elapsed():6.1f}s] ab {op.name} {name} ok={row['ok']} us={row['median_ms'] * 1e3:.2f} "
+              f"[{srt[0] * 1e3:.2f}, {srt[-1] * 1e3:.2f}] sol={row.get('sol_calibrated', float('nan')):.3f} {rel}",
+              flush=True)  # fmt: skip
+
+
 def fastest(rec, op_name, n) -> list[dict]:
     rows = [r for r in rec.doc["sweep"] if r.get("op") == op_name and r.get("ok") and "median_ms" in r]
     return [r["config"] for r in sorted(rows, key=lambda r: r["median_ms"])[:n]]
@@ -171,8 +221,8 @@ def warm(ops, dtype, device, part: str) -> None:
     """Compile this process's share (``k/n``) of the variants' Triton kernels (and Liger's, share 0) into
     the on-disk cache, so the timing process does not spend its budget compiling."""
     k, n = map(int, part.split("/"))
-    jobs = [(op, cfg) for op in ops for cfg in VARIANTS.get(op.name, [])]
-    data = {op.name: make_inputs(op, dtype, device, 7) for op in ops if op.name in VARIANTS}
+    jobs = [(op, cfg) for op in ops for cfg in VARIANTS.get(op.name, [{}]) + PREVIOUS.get(op.name, [])]
+    data = {op.name: make_inputs(op, dtype, device, 7) for op in ops}
     with torch.no_grad():
         for i, (op, cfg) in enumerate(jobs):
             if i % n == k:
@@ -185,9 +235,8 @@ def warm(ops, dtype, device, part: str) -> None:
             try:
                 liger = _liger()
                 for op in ops:
-                    if op.kind in ("rmsnorm", "add_rmsnorm") and op.name in VARIANTS:
-                        acts, params, _ = data[op.name]
-                        liger[op.kind](*acts, *params)
+                    acts, params, _ = data[op.name]
+                    liger[op.kind](*acts, *params)
             except Exception as exc:  # noqa: BLE001 - Liger missing: the timing process reports it
                 print(f"warm liger: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
     if device.type == "cuda":
@@ -199,8 +248,6 @@ def warm_compile(ops, dtype, device) -> None:
     """torch.compile of the eager baselines of the ``ops`` (forward, no grad), as the A/B rounds compile
     them: Inductor's code (``TORCH_LOGS=output_code``) and autotuning choice land in its cache dir."""
     for op in ops:
-        if op.kind not in ("rmsnorm", "add_rmsnorm"):
-            continue
         fn = torch.compile(op.impls["torch"], dynamic=False)
         acts, params, _ = make_inputs(op, dtype, device, 11)
         with torch.no_grad():
@@ -213,9 +260,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="")
     p.add_argument("--budget-s", type=float, default=40.0, help="start no new variant after this many seconds")
-    p.add_argument("--ops", default="rmsnorm_70b,layernorm_70b,add_rmsnorm_70b,rmsnorm", help="sweep order")
-    p.add_argument("--ab", default="rmsnorm_70b", help="ops for A/B rounds against Liger and torch.compile")
-    p.add_argument("--ab-top", type=int, default=2, help="fastest sweep variants joining the default in A/B")
+    p.add_argument("--ops", default="rmsnorm_70b,layernorm_70b,rmsnorm,add_rmsnorm_70b,add_rmsnorm",
+                   help="in order: sweep (ops in VARIANTS), then A/B rounds")  # fmt: skip
+    p.add_argument("--ab", default="rmsnorm_70b,layernorm_70b,rmsnorm,add_rmsnorm_70b,add_rmsnorm",
+                   help="ops for A/B rounds against Liger and torch.compile")  # fmt: skip
+    p.add_argument("--ab-top", type=int, default=1, help="fastest sweep variants joining the default in A/B")
     p.add_argument("--ab-rounds", type=int, default=6)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--warm", default="", help="k/n: only compile this share of the variants")
@@ -265,13 +314,21 @@ def main() -> int:
     if device.type == "cuda":
         bw, copy_info = measure_copy_bandwidth(device, timing_kw)
         rec.doc["bandwidth"] = {"copy_measured_Bps": bw, "copy_runs": copy_info, "datasheet_Bps": 4.8e12}
+    rec.doc["ab"] = []
     for op in wanted:
-        sweep_op(rec, op, dtype, device, timing_kw, bw, args.budget_s)
+        if op.name in VARIANTS:
+            sweep_op(rec, op, dtype, device, timing_kw, bw, args.budget_s)
         if op.name in args.ab.split(",") and elapsed() < args.budget_s:
-            cands = [{}] + [c for c in fastest(rec, op.name, args.ab_top) if c != {}]
-            rec.doc.setdefault("ab_candidates", {})[op.name] = cands
-            ab_compare(rec, [op], {op.kind: cands}, liger, dtype, device, timing_kw, bw,
-                       2 if args.smoke else args.ab_rounds, with_compile=device.type == "cuda")  # fmt: skip
+            configs = [{}] + PREVIOUS.get(op.name, [])
+            configs += [c for c in fastest(rec, op.name, args.ab_top) if c not in configs]
+            acts, params, _ = make_inputs(op, dtype, device, 11)
+            cands = {f"solkit{json.dumps(c, sort_keys=True)}": launcher(op, params, c) for c in configs}
+            if op.kind in liger:
+                cands["liger"] = rival_fn(op, params, liger[op.kind])
+            if device.type == "cuda":
+                torch._dynamo.config.cache_size_limit = 64
+                cands["compile"] = rival_fn(op, params, torch.compile(op.impls["torch"], dynamic=False))
+            ab_rounds(rec, op, cands, dtype, device, timing_kw, bw, 2 if args.smoke else args.ab_rounds)
     if device.type == "cuda":
         rec.doc["registers"] = kernel_registers()
         for r in rec.doc["registers"]:

@@ -101,6 +101,9 @@ def test_looped_forward_large_mean(dtype, bias, device):
     w = (torch.rand(131, generator=gen) + 0.5).to(dtype).to(device)
     b = torch.randn(131, generator=gen).to(dtype).to(device) if bias else None
     y, mean, rstd = layernorm_forward(x, w, b, chunk=32, num_warps=1)
+    y_one, mean_one, rstd_one = layernorm_forward(x, w, b, chunk=256, num_warps=2)  # the row in one piece
+    torch.testing.assert_close(y_one, y, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close((mean_one, rstd_one), (mean, rstd))
     xd = x.double()
     torch.testing.assert_close(mean.double(), xd.mean(-1), rtol=1e-6, atol=1e-5)
     torch.testing.assert_close(rstd.double(), torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5), rtol=1e-4, atol=0)

@@ -63,8 +63,18 @@ LAYERNORM_CONFIG = {
     # spills a thread; 343.8 us, and 426 us for forward + backward in the main job). One 16-warp program
     # per SM has 128 registers: H200 sweep at 8192x8192 (kernels_norm_round4a.json, us): 1/SM prefetch 2
     # 121.9, prefetch 1 124.0, 32 warps 145.8, the 4096-wide default 343.8. Forward: 8 warps 70.5
-    # (16 warps 91.3, 32 warps capped at 32 registers 89.5).
-    "by_width": {8192: {"bwd_num_warps": 16, "bwd_programs_per_sm": 1, "bwd_prefetch": 2}},
+    # (16 warps 91.3, 32 warps capped at 32 registers 89.5). Round 5: the two-pass forward with the row as
+    # one straight-line 16-warp piece (32 registers, four programs an SM; the shape of torch.compile's
+    # fastest RMSNorm forward, kernels_norm_round5a.json) instead of the row kept in 80 registers.
+    "by_width": {
+        8192: {
+            "bwd_num_warps": 16,
+            "bwd_programs_per_sm": 1,
+            "bwd_prefetch": 2,
+            "fwd_chunk": 8192,
+            "fwd_looped_num_warps": 16,
+        }
+    },
 }
 
 
@@ -114,26 +124,45 @@ def _layernorm_fwd_kernel(
 
 
 @triton.jit
+def _ln_store(x_ptrs, w_ptrs, b_ptrs, y_ptrs, mask, mean, rstd, HAS_BIAS: tl.constexpr, W_POLICY: tl.constexpr):
+    """Re-read one piece of the row (dropped from the caches after) and store ``(x - mean) * rstd * w + b``."""
+    x = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    y = (x - mean) * rstd * tl.load(w_ptrs, mask=mask, other=0.0, eviction_policy=W_POLICY).to(tl.float32)
+    if HAS_BIAS:
+        y += tl.load(b_ptrs, mask=mask, other=0.0, eviction_policy=W_POLICY).to(tl.float32)
+    tl.store(y_ptrs, y.to(y_ptrs.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _layernorm_fwd_looped_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, x_stride, y_stride, eps,
-    HAS_BIAS: tl.constexpr, STORE_STATS: tl.constexpr, CHUNK: tl.constexpr,
+    HAS_BIAS: tl.constexpr, STORE_STATS: tl.constexpr, CHUNK: tl.constexpr, ONE_CHUNK: tl.constexpr,
 ):  # fmt: skip
     """One row per program in ``CHUNK``-column pieces, two passes: pass 1 sums ``d = x - x[0]`` and ``d^2``
     (the shifted one-pass statistics of the one-block kernel, per-lane fp32 accumulators), pass 2 re-reads
-    the row (from L1/L2: pass 1 keeps its lines, pass 2 drops them) and writes ``y``. Pass 1 holds only the
-    accumulators, so more programs share an SM than with the whole row kept in registers."""
+    the row (from L1/L2: pass 1 keeps its lines, pass 2 drops them) and writes ``y``. Pass 1 holds no
+    copy of the row past the reduction, so more programs share an SM than with the row kept in registers.
+    ``ONE_CHUNK`` (``CHUNK`` covers the row): straight-line code, every load of the row issued at once (in
+    a loop ptxas issued a thread's masked 16-byte loads one after the other)."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, CHUNK)
     x_row = x_ptr + row * x_stride
+    y_row = y_ptr + row * y_stride
     shift = tl.load(x_row).to(tl.float32)
-    acc_d = tl.zeros([CHUNK], tl.float32)
-    acc_d2 = tl.zeros([CHUNK], tl.float32)
-    for start in range(0, n_cols, CHUNK):
-        mask = start + cols < n_cols
-        x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        d = tl.where(mask, x - shift, 0.0)
-        acc_d += d
-        acc_d2 += d * d
+    if ONE_CHUNK:
+        mask = cols < n_cols
+        x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        acc_d = tl.where(mask, x - shift, 0.0)
+        acc_d2 = acc_d * acc_d
+    else:
+        acc_d = tl.zeros([CHUNK], tl.float32)
+        acc_d2 = tl.zeros([CHUNK], tl.float32)
+        for start in range(0, n_cols, CHUNK):
+            mask = start + cols < n_cols
+            x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            d = tl.where(mask, x - shift, 0.0)
+            acc_d += d
+            acc_d2 += d * d
     sum_d, sum_d2 = tl.reduce((acc_d, acc_d2), 0, _add_pairs)
     mean_d = sum_d / n_cols
     mean = shift + mean_d
@@ -141,13 +170,13 @@ def _layernorm_fwd_looped_kernel(
     if STORE_STATS:
         tl.store(mean_ptr + row, mean)
         tl.store(rstd_ptr + row, rstd)
-    for start in range(0, n_cols, CHUNK):
-        mask = start + cols < n_cols
-        x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        y = (x - mean) * rstd * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
-        if HAS_BIAS:
-            y += tl.load(b_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(y_ptr + row * y_stride + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    if ONE_CHUNK:
+        mask = cols < n_cols
+        _ln_store(x_row + cols, w_ptr + cols, b_ptr + cols, y_row + cols, mask, mean, rstd, HAS_BIAS, "evict_last")
+    else:
+        for start in range(0, n_cols, CHUNK):
+            offs = start + cols
+            _ln_store(x_row + offs, w_ptr + offs, b_ptr + offs, y_row + offs, offs < n_cols, mean, rstd, HAS_BIAS, "")
 
 
 @triton.jit
@@ -258,6 +287,7 @@ def layernorm_forward(
             stats[0] if stats is not None else y2, stats[1] if stats is not None else y2,
             n_cols, x2.stride(0), y2.stride(0), eps,
             HAS_BIAS=bias is not None, STORE_STATS=save_stats, CHUNK=min(triton.next_power_of_2(chunk), bn),
+            ONE_CHUNK=triton.next_power_of_2(chunk) >= bn,
             num_warps=num_warps or cfg.get("fwd_looped_num_warps", 8), maxnreg=maxnreg,
             **({"num_stages": int(stages)} if stages else {}),
         )  # fmt: skip

@@ -87,22 +87,25 @@ RMSNORM_CONFIG = {
     # registers 92.0); with the residual every variant 129.7-131.3. Round 2 (kernels_norm_round4.json):
     # the looped forward, 2048-column chunks x 8 warps, 67.7 against 68.7 (with the residual 130.5 / 130.6).
     # Round 3 (kernels_norm_round4c.json): a prefetch of the next chunk did not help without the residual
-    # (68.9; 4096 x 16 warps 71.5; 1024 x 4 75.9); with it, 4096 x 16 warps 128.6.
+    # (68.9; 4096 x 16 warps 71.5; 1024 x 4 75.9); with it, 4096 x 16 warps 128.6. Round 5a
+    # (kernels_norm_round5a.json): torch.compile's kernel (63.3 us) is Inductor's looped reduction with the
+    # whole row as one 16-warp chunk (32 registers, four programs an SM, x re-read from L1 in pass 2); ours
+    # in that shape took 79 us because in a loop ptxas serialised each thread's two masked 16-byte loads.
+    # The whole row is now straight-line code (``ONE_CHUNK``), default here for both forwards.
     "by_width": {
         8192: {
             "bwd_num_warps": 32,
             "bwd_num_warps_ds": 16,
             "bwd_programs_per_sm": 1,
             "bwd_prefetch": 1,
-            "fwd": {"min_tile": 8192, "bytes_per_thread": 64, "num_warps": 16, "chunk": 2048, "looped_num_warps": 8},
-            # round 3: 4096-column chunks x 16 warps with the prefetch, 128.6 against 130.6
+            "fwd": {"min_tile": 8192, "bytes_per_thread": 64, "num_warps": 16, "chunk": 8192, "looped_num_warps": 16},
             "fwd_residual": {
                 "min_tile": 4096,
                 "bytes_per_thread": 64,
                 "num_warps": 16,
-                "chunk": 4096,
+                "chunk": 8192,
                 "looped_num_warps": 16,
-                "looped_prefetch": True,
+                "looped_prefetch": False,
             },
         }
     },
@@ -174,71 +177,104 @@ def _rmsnorm_fwd_kernel(
 
 
 @triton.jit
+def _sum_input(x, r, s_ptrs, mask, HAS_RESIDUAL: tl.constexpr, KEEP: tl.constexpr):
+    """A loaded piece of the row as fp32; with the residual, the rounded sum ``s = x + r`` (as eager rounds
+    it), stored for pass 2 to re-read."""
+    if HAS_RESIDUAL:
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(s_ptrs.dtype.element_ty)
+        tl.store(s_ptrs, x, mask=mask, eviction_policy=KEEP)
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _normalize_store(v, w_ptrs, y_ptrs, mask, rstd, offset, GEMMA: tl.constexpr, W_POLICY: tl.constexpr,
+                     OUT_POLICY: tl.constexpr):  # fmt: skip
+    """``y = w' * cast(v * rstd)`` (Gemma: no intermediate rounding) for one re-read piece of the row."""
+    xhat = v.to(tl.float32) * rstd
+    if not GEMMA:
+        xhat = xhat.to(y_ptrs.dtype.element_ty).to(tl.float32)
+    w = tl.load(w_ptrs, mask=mask, other=0.0, eviction_policy=W_POLICY).to(tl.float32) + offset
+    tl.store(y_ptrs, (xhat * w).to(y_ptrs.dtype.element_ty), mask=mask, eviction_policy=OUT_POLICY)
+
+
+@triton.jit
 def _rmsnorm_fwd_looped_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, s_ptr, rstd_ptr, n_cols, x_stride, res_stride, y_stride, s_stride, eps, offset,
     HAS_RESIDUAL: tl.constexpr, STORE_RSTD: tl.constexpr, GEMMA: tl.constexpr, CHUNK: tl.constexpr,
-    PREFETCH: tl.constexpr, KEEP: tl.constexpr, DROP: tl.constexpr, OUT_POLICY: tl.constexpr,
+    ONE_CHUNK: tl.constexpr, PREFETCH: tl.constexpr, KEEP: tl.constexpr, DROP: tl.constexpr,
+    OUT_POLICY: tl.constexpr,
 ):  # fmt: skip
     """One row per program in ``CHUNK``-column pieces, two passes: the sum of squares (with the residual:
     ``s = x + residual`` stored on the way), then the output from a second read of the row, which the
     L1 or L2 serves (the rows in flight are a few MB). Few registers per thread (pass 1 keeps only the
-    fp32 accumulator), so many programs share an SM and their loads, reductions and stores interleave;
-    ``CHUNK`` = the whole row is one load per pass. ``PREFETCH``: each pass loads its next chunk before
-    working on the current one (two chunks in flight per program). Cache hints (eviction policies, "" for
-    none): ``KEEP`` for pass 1's loads (re-read in pass 2), ``DROP`` for pass 2's, ``OUT_POLICY`` for ``y``."""
+    fp32 accumulator), so many programs share an SM and their loads, reductions and stores interleave.
+    ``ONE_CHUNK`` (``CHUNK`` covers the row): straight-line code, the whole row's loads issued at once,
+    then re-read from L1 (torch.compile's launch shape at 8192 wide: 16 warps, 32 registers, four programs
+    an SM). ``PREFETCH``: each pass loads its next chunk before working on the current one (two chunks
+    in flight per program). Cache hints (eviction policies, "" for none): ``KEEP`` for pass 1's loads (re-read
+    in pass 2; the one-chunk path's weight too), ``DROP`` for pass 2's, ``OUT_POLICY`` for ``y``."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, CHUNK)
     x_row = x_ptr + row * x_stride
     r_row = res_ptr + row * res_stride
+    y_row = y_ptr + row * y_stride
     src_ptr = s_ptr + row * s_stride if HAS_RESIDUAL else x_row  # what pass 2 re-reads
-    acc = tl.zeros([CHUNK], tl.float32)
-    if PREFETCH:
-        x_nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy=KEEP)
+    if ONE_CHUNK:
+        # No loop: inside one (even of one trip), ptxas (sm_90a) issued a thread's two masked 16-byte loads
+        # one after the other, a DRAM round trip each (79 against 63 us at 8192 x 8192, same launch shape).
+        mask = cols < n_cols
+        x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy=KEEP)
+        r = x
         if HAS_RESIDUAL:
-            r_nxt = tl.load(r_row + cols, mask=cols < n_cols, other=0.0)
-    for start in range(0, n_cols, CHUNK):
-        mask = start + cols < n_cols
+            r = tl.load(r_row + cols, mask=mask, other=0.0)
+        x = _sum_input(x, r, src_ptr + cols, mask, HAS_RESIDUAL, KEEP)
+        acc = x * x
+    else:
+        acc = tl.zeros([CHUNK], tl.float32)
         if PREFETCH:
-            x = x_nxt
-            nxt = start + CHUNK + cols
-            x_nxt = tl.load(x_row + nxt, mask=nxt < n_cols, other=0.0, eviction_policy=KEEP)
+            x_nxt = tl.load(x_row + cols, mask=cols < n_cols, other=0.0, eviction_policy=KEEP)
+            r_nxt = x_nxt
             if HAS_RESIDUAL:
+                r_nxt = tl.load(r_row + cols, mask=cols < n_cols, other=0.0)
+        for start in range(0, n_cols, CHUNK):
+            mask = start + cols < n_cols
+            if PREFETCH:
+                x = x_nxt
                 r = r_nxt
-                r_nxt = tl.load(r_row + nxt, mask=nxt < n_cols, other=0.0)
-        else:
-            x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy=KEEP)
-            if HAS_RESIDUAL:
-                r = tl.load(r_row + start + cols, mask=mask, other=0.0)
-        if HAS_RESIDUAL:
-            x = (x.to(tl.float32) + r.to(tl.float32)).to(s_ptr.dtype.element_ty)  # the rounded sum, as eager
-            tl.store(src_ptr + start + cols, x, mask=mask, eviction_policy=KEEP)
-        x = x.to(tl.float32)
-        acc += x * x
+                nxt = start + CHUNK + cols
+                x_nxt = tl.load(x_row + nxt, mask=nxt < n_cols, other=0.0, eviction_policy=KEEP)
+                r_nxt = x_nxt
+                if HAS_RESIDUAL:
+                    r_nxt = tl.load(r_row + nxt, mask=nxt < n_cols, other=0.0)
+            else:
+                x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy=KEEP)
+                r = x
+                if HAS_RESIDUAL:
+                    r = tl.load(r_row + start + cols, mask=mask, other=0.0)
+            x = _sum_input(x, r, src_ptr + start + cols, mask, HAS_RESIDUAL, KEEP)
+            acc += x * x
     rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
     if HAS_RESIDUAL:
         tl.debug_barrier()  # the stored sum is visible to every thread of the program before pass 2 reads it
     if STORE_RSTD:
         tl.store(rstd_ptr + row, rstd)
-    if PREFETCH:
-        v_nxt = tl.load(src_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy=DROP)
-    for start in range(0, n_cols, CHUNK):
-        mask = start + cols < n_cols
+    if ONE_CHUNK:
+        mask = cols < n_cols
+        v = tl.load(src_ptr + cols, mask=mask, other=0.0, eviction_policy=DROP)
+        _normalize_store(v, w_ptr + cols, y_row + cols, mask, rstd, offset, GEMMA, KEEP, OUT_POLICY)
+    else:
         if PREFETCH:
-            v = v_nxt
-            nxt = start + CHUNK + cols
-            v_nxt = tl.load(src_ptr + nxt, mask=nxt < n_cols, other=0.0, eviction_policy=DROP)
-        else:
-            v = tl.load(src_ptr + start + cols, mask=mask, other=0.0, eviction_policy=DROP)
-        xhat = v.to(tl.float32) * rstd
-        if not GEMMA:
-            xhat = xhat.to(y_ptr.dtype.element_ty).to(tl.float32)
-        w = tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32) + offset
-        tl.store(
-            y_ptr + row * y_stride + start + cols,
-            (xhat * w).to(y_ptr.dtype.element_ty),
-            mask=mask,
-            eviction_policy=OUT_POLICY,
-        )
+            v_nxt = tl.load(src_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy=DROP)
+        for start in range(0, n_cols, CHUNK):
+            mask = start + cols < n_cols
+            if PREFETCH:
+                v = v_nxt
+                nxt = start + CHUNK + cols
+                v_nxt = tl.load(src_ptr + nxt, mask=nxt < n_cols, other=0.0, eviction_policy=DROP)
+            else:
+                v = tl.load(src_ptr + start + cols, mask=mask, other=0.0, eviction_policy=DROP)
+            _normalize_store(v, w_ptr + start + cols, y_row + start + cols, mask, rstd, offset, GEMMA, "",
+                             OUT_POLICY)  # fmt: skip
 
 
 @triton.jit
@@ -383,7 +419,8 @@ def rmsnorm_forward(
             n_cols, x2.stride(0), res2.stride(0) if res2 is not None else 0, y2.stride(0),
             s2.stride(0) if s2 is not None else 0, eps, offset,
             HAS_RESIDUAL=res2 is not None, STORE_RSTD=save_rstd, GEMMA=casting == "gemma",
-            CHUNK=min(triton.next_power_of_2(chunk), bn), num_warps=num_warps or fcfg.get("looped_num_warps", 4),
+            CHUNK=min(triton.next_power_of_2(chunk), bn), ONE_CHUNK=triton.next_power_of_2(chunk) >= bn,
+            num_warps=num_warps or fcfg.get("looped_num_warps", 4),
             PREFETCH=bool(fcfg.get("looped_prefetch", False) if looped_prefetch is None else looped_prefetch),
             **_hint_args(fcfg.get("looped_hints", 1) if hints is None else hints),
             maxnreg=maxnreg, **_stages(num_stages or fcfg.get("looped_num_stages")),
