@@ -65,6 +65,10 @@ VARIANTS = {
     "rmsnorm_70b": [{}, _looped(8192, 32), _looped(8192, 8), _looped(8192, 16, hints=0), _looped(8192, 16, hints=2)],
     "layernorm_70b": [{}, _looped(8192, 32), _looped(8192, 8)],
     "add_rmsnorm_70b": [{}, _looped(8192, 32, looped_prefetch=False), _looped(8192, 16, hints=0)],
+    # 8B (4096 wide): the one-piece kernel against the one-block default (2 rows x 8 warps; with the residual
+    # the looped 2048 x 8 warps with prefetch)
+    "rmsnorm": [{}, _looped(4096, 8), _looped(4096, 16)],
+    "add_rmsnorm": [{}, _looped(4096, 16, looped_prefetch=False), _looped(4096, 8, looped_prefetch=False)],
 }
 #: A/B candidates besides the default and the sweep's fastest: the previous defaults (round 4).
 PREVIOUS = {

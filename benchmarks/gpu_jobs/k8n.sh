@@ -28,6 +28,8 @@ T=$(left)
 mkdir -p "$OUT/inductor"
 find /tmp/k8n_inductor -type f -name "*.best_config" 2>/dev/null | head -n 20 |
   while read -r f; do cp "$f" "$OUT/inductor/"; done
+find /tmp/k8n_inductor -type f -name "*.py" -size -100k 2>/dev/null | xargs -r grep -l "@triton.jit" | head -n 20 |
+  while read -r f; do cp "$f" "$OUT/inductor/"; done
 cd ..
 T=$(left)
 [ "$T" -gt 6 ] && timeout "$T" python3 -m pytest -q -m gpu -p no:cacheprovider -k "not beyond_int32" \
