@@ -127,7 +127,7 @@ def dump_sass(configs: list[str], sass_dir: str, doc: dict) -> None:
         doc.setdefault("sass_launches", {})[spec or "defaults"] = dict(LAST_LAUNCH)
     torch.cuda.synchronize()
     kernels = [cross_entropy_split._ce_split_reread_kernel, cross_entropy_split._ce_split_kernel,
-               _ce_packed._ce_split_packed_kernel]  # fmt: skip
+               _ce_packed._ce_split_packed_kernel, _ce_packed._ce_split_lean_kernel]  # fmt: skip
     for fn in kernels:
         for dev_cache in getattr(fn, "device_caches", {}).values():
             for i, compiled in enumerate(dev_cache[0].values()):
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     pool = [((torch.randn(args.rows, args.vocab, device=dev) * 2).to(torch.bfloat16),) for _ in range(2)]
     out = torch.empty(1 << 22, dtype=torch.int32, device=dev)
     nbytes_elem = args.rows * args.vocab * 2
-    for shape in args.shapes.split(","):
+    for shape in (sh for sh in args.shapes.split(",") if sh):
         block, warps, pps = (int(v) for v in shape.split(":"))
         for mode in MODES:
             row = {"probe": mode, "block": block, "warps": warps, "programs_per_sm": pps}

@@ -21,7 +21,9 @@ Iteration for row ``r`` (rows ``r + G``, ``r + 2G`` already loaded or in flight)
 from its packed exponentials. Same exchange, slots (4), timeout and target handling as the reread kernel.
 ``UNROLL`` unrolls the row loop (the register rotation of the prefetch then needs no moves; with
 ``EARLY_LOAD = 0`` the rotation has period 2). ``FULL``: chunks of exactly ``BLOCK`` columns but the last
-(``full_chunks``), loaded without masks; the row's log is ``lg2.approx`` (:func:`_await_fast`).
+(``full_chunks``), loaded without masks; the row's log is ``lg2.approx`` (:func:`_await_fast`). ``PF`` = d > 0:
+the chunk of row ``r + (3 + d)G`` is bulk-prefetched into L2 when row ``r + 3G``'s load is issued, so the
+register loads hit L2 (short latency) while DRAM traffic stays in flight without holding registers.
 """
 
 from __future__ import annotations
@@ -68,6 +70,26 @@ def _await_fast(base, k, wm, ws, wz, sz, spin_budget, SPLIT: tl.constexpr, SPLIT
     else:
         lg = tl.log2(total)
     return big + lg * LN2, sz, ready
+
+
+@triton.jit
+def _l2_prefetch(ptr, nbytes):
+    """One TMA bulk prefetch into L2 (``cp.async.bulk.prefetch.L2``, sm_90) of ``nbytes`` (a multiple of 16,
+    16-byte aligned) at ``ptr``, issued by thread 0: DRAM traffic in flight that holds no register."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
+        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [ptr, nbytes], dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _prefetch_rows(logits_w_ptr, first, count: tl.constexpr, n_groups, n_rows, w_row_stride, wcol0, nbytes):
+    """L2 prefetches of this program's chunk in rows ``first, first + G, ...`` (``count`` of them, < n_rows)."""
+    for i in tl.static_range(count):
+        r = first + i * n_groups
+        if r < n_rows:
+            _l2_prefetch(logits_w_ptr + r.to(tl.int64) * w_row_stride + wcol0, nbytes)
 
 
 @triton.jit
@@ -127,6 +149,7 @@ def _ce_split_packed_kernel(
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
     PASS2_BF16: tl.constexpr, EARLY_LOAD: tl.constexpr, UNROLL: tl.constexpr, FULL: tl.constexpr = 0,
+    PF: tl.constexpr = 0,
 ):  # fmt: skip
     W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # 0xFF80FF80 / 0xFC00FC00: two -inf
     WBLOCK: tl.constexpr = BLOCK // 2
@@ -156,6 +179,9 @@ def _ce_split_packed_kernel(
                          WBLOCK, FULL)  # fmt: skip
     x2, t2 = _load_chunk(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                          W_PAD, WBLOCK, FULL)  # fmt: skip
+    pf_bytes = w_lim * 4 // 16 * 16
+    if PF > 0:  # rows r + 3G .. r + (2 + PF)G on their way to L2 (the loop keeps PF rows ahead of its loads)
+        _prefetch_rows(logits_w_ptr, group + 3 * n_groups, PF, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
     zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
     m_c, m0, s_c, sz, e0 = _pass1_packed(x0, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
     v0 = t0 != ignore_index
@@ -170,6 +196,9 @@ def _ce_split_packed_kernel(
         if EARLY_LOAD:
             x3, t3 = _load_chunk(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                                  W_PAD, WBLOCK, FULL)  # fmt: skip
+            if PF > 0:
+                _prefetch_rows(logits_w_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, lw_stride, col0 // 2,
+                               pf_bytes)  # fmt: skip
         base0 = _slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4)
         wm, ws, wz = _poll_tagged(base0, k0, SPLIT, SPLIT_P2, HAS_SMOOTHING)
         v1 = (r1 < n_rows) & (t1 != ignore_index)
@@ -178,6 +207,9 @@ def _ce_split_packed_kernel(
         if not EARLY_LOAD:
             x3, t3 = _load_chunk(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                                  W_PAD, WBLOCK, FULL)  # fmt: skip
+            if PF > 0:
+                _prefetch_rows(logits_w_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, lw_stride, col0 // 2,
+                               pf_bytes)  # fmt: skip
         if v1:
             _publish_tagged(_slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 4), chunk, k1, m_c, s_c, sz,
                             SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
@@ -228,7 +260,7 @@ def _ce_split_lean_kernel(
     ignore_index, label_smoothing, z_loss_scale, max_spins,
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, MEAN: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
-    PASS2_BF16: tl.constexpr, UNROLL: tl.constexpr, FULL: tl.constexpr,
+    PASS2_BF16: tl.constexpr, UNROLL: tl.constexpr, FULL: tl.constexpr, PF: tl.constexpr = 0,
 ):  # fmt: skip
     """:func:`_ce_split_packed_kernel` (late load) with less control and address work per row: every row is
     an arrival (an ignored row exchanges too, then writes loss 0 and a gradient scaled by 0: no branch, no
@@ -262,6 +294,9 @@ def _ce_split_lean_kernel(
                          WBLOCK, FULL)  # fmt: skip
     x2, t2 = _load_chunk(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                          W_PAD, WBLOCK, FULL)  # fmt: skip
+    pf_bytes = w_lim * 4 // 16 * 16
+    if PF > 0:  # rows r + 3G .. r + (2 + PF)G on their way to L2 (the loop keeps PF rows ahead of its loads)
+        _prefetch_rows(logits_w_ptr, group + 3 * n_groups, PF, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
     zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
     m_c, m0, s_c, sz, e0 = _pass1_packed(x0, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
     _publish_tagged(gbase, chunk, 0, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
@@ -279,6 +314,8 @@ def _ce_split_lean_kernel(
         m_c, m1, s_c, sz, e1 = _pass1_packed(x1, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
         x3, t3 = _load_chunk(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                              W_PAD, WBLOCK, FULL)  # fmt: skip
+        if PF > 0:
+            _prefetch_rows(logits_w_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
         if r1 < n_rows:  # (no arrival past the last row: it would take a slot still to be read)
             _publish_tagged(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, m_c, s_c, sz, SPLIT_P2,
                             HAS_SMOOTHING)  # fmt: skip

@@ -275,11 +275,14 @@ def _scale_rows_kernel(
 #: wait: a timing diagnostic, NaN rows); skew 4 ("packed", :mod:`solkit.kernels._ce_packed`): one exponential
 #: per logit, kept packed in registers for pass 2 (``split_pass2_bf16``: pass 2 as bf16x2 FMAs for bf16
 #: logits; ``split_early_load``: the prefetch issued before pass 1; ``split_full_chunks``: chunks of exactly
-#: ``split_block`` columns but the last, loaded without masks); ``split_unroll``: row-loop unrolling
+#: ``split_block`` columns but the last, loaded without masks; ``split_l2_prefetch``: rows bulk-prefetched into
+#: L2 ahead of the register loads); ``split_unroll``: row-loop unrolling
 #: (skews 3, 4). It serves gradient-writing calls without softcap (CUDA; under the CPU interpreter only rows
-#: of one chunk). Default: the fastest correct forward + backward of the round-3
-#: sweep on an H200 at [8192, 128256] bf16 (benchmarks/results/kernels_gates_round4.json): reread, chunks
-#: of 4096 columns (32 per row), 4 warps, 4 programs per SM: 1.380 ms against the two-sweep kernel's 1.460.
+#: of one chunk). Default: the packed kernel (skew 4), chunks of 4096 columns (32 per row), 4 warps, 4 programs
+#: per SM, exponentials kept as f16 with an fp32 pass 2 (the bf16x2 pass 2 failed an elementwise test by 1.5 %
+#: on 2 of 1.5e8 gradients; in the lean kernel the two timed within 0.3 %), the next row's load issued before
+#: pass 1: 1.221 ms (bf16x2 form) against the reread kernel's 1.349 on an H200 at [8192, 128256] bf16
+#: (session 4, round 1: benchmarks/results/kernels_gates_round5a.json; the reread kernel was the default before).
 #: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
 #: depth of the two sweeps over a row (cp.async prefetch of the next blocks; 1 = none), programs per SM
 #: (0 = one program per row), ``warp_stats`` = 1: one running max per warp in the statistics sweep, 2: one
@@ -289,8 +292,8 @@ def _scale_rows_kernel(
 #: one read) against 0.785 for the previous settings and 0.904 for the split kernel (round 3).
 CE_CONFIG = {
     "split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_keep_exp": 0, "split_prefetch": 1,
-    "split_maxnreg": 128, "split_tagged": 1, "split_skew": 3, "split_max_spins": 1 << 20, "split_fwd": 0,
-    "split_pass2_bf16": 1, "split_early_load": 1, "split_unroll": 1, "split_full_chunks": 0,
+    "split_maxnreg": 128, "split_tagged": 1, "split_skew": 4, "split_max_spins": 1 << 20, "split_fwd": 0,
+    "split_pass2_bf16": 0, "split_early_load": 1, "split_unroll": 1, "split_full_chunks": 0, "split_l2_prefetch": 0,
     "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 2,
     "fwd_block": 4096, "fwd_num_warps": 8, "fwd_num_stages": 4, "fwd_programs_per_sm": 2, "fwd_warp_stats": 2,
 }  # fmt: skip
@@ -358,7 +361,7 @@ def launch_cross_entropy_rows(
             tagged=bool(cfg["split_tagged"]), skew=int(cfg["split_skew"]), maxnreg=cfg["split_maxnreg"] or None,
             max_spins=int(cfg["split_max_spins"]), pass2_bf16=bool(cfg.get("split_pass2_bf16", 1)),
             early_load=bool(cfg.get("split_early_load", 1)), unroll=int(cfg.get("split_unroll", 1)),
-            full_chunks=bool(cfg.get("split_full_chunks", 0)),
+            full_chunks=bool(cfg.get("split_full_chunks", 0)), l2_prefetch=int(cfg.get("split_l2_prefetch", 0)),
         )  # fmt: skip
         if info is not None:
             LAST_LAUNCH.update(path="split", **info)

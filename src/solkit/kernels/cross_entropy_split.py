@@ -513,14 +513,14 @@ def launch_cross_entropy_split(
     block: int = 16384, num_warps: int = 16, programs_per_sm: int = 1, keep_exp: bool = True,
     prefetch: bool = True, tagged: bool = True, skew: int = 0, maxnreg: int | None = None,
     max_spins: int = 1 << 20, groups: int | None = None, pass2_bf16: bool = True, early_load: bool = True,
-    unroll: int = 1, full_chunks: bool = False,
+    unroll: int = 1, full_chunks: bool = False, l2_prefetch: int = 0,
 ) -> dict | None:  # fmt: skip
     """Launch the cooperative kernel (see the module docstring); returns the launch facts, or None when it
     does not apply here (the caller falls back): a chunked row under the interpreter, or fewer resident
     programs than one group. ``skew`` 0: :func:`_ce_split_kernel`, 3: :func:`_ce_split_reread_kernel`, 4 and
     5 (lean): the packed kernels of :mod:`solkit.kernels._ce_packed` (``pass2_bf16``, ``early_load``,
-    ``full_chunks``); 3-5 need 16-bit logits of even length and row stride, else 0; ``unroll``: their row
-    loop. ``groups`` caps the number of groups."""
+    ``full_chunks``, ``l2_prefetch``: rows bulk-prefetched into L2 ahead of the loads); 3-5 need 16-bit logits
+    of even length and row stride, else 0; ``unroll``: their row loop. ``groups`` caps the number of groups."""
     n_rows, n_cols = logits.shape
     split, chunk_cols, blk = chunk_layout(n_cols, block)
     interpreting = _interpreting() or logits.device.type != "cuda"
@@ -544,8 +544,9 @@ def launch_cross_entropy_split(
         from solkit.kernels import _ce_packed
 
         kernel_fn = _ce_packed._ce_split_packed_kernel if skew == 4 else _ce_packed._ce_split_lean_kernel
-        meta.update(PASS2_BF16=int(pass2_bf16), FULL=int(full_chunks), **({"EARLY_LOAD": int(early_load)}
-                                                                           if skew == 4 else {}))  # fmt: skip
+        aligned = logits.data_ptr() % 16 == 0 and logits.stride(0) % 8 == 0  # the bulk prefetch's 16 bytes
+        meta.update(PASS2_BF16=int(pass2_bf16), FULL=int(full_chunks), PF=l2_prefetch if aligned and not interpreting
+                    else 0, **({"EARLY_LOAD": int(early_load)} if skew == 4 else {}))  # fmt: skip
         if full_chunks:  # chunks of exactly BLOCK columns but the last (loaded without masks)
             split, chunk_cols = triton.cdiv(n_cols, blk), blk
             meta.update(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2))
