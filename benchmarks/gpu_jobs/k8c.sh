@@ -18,7 +18,7 @@ START=$(date +%s)
 P=split_l2_prefetch
 S2048=split_block=2048/split_warps=2/split_programs_per_sm=8
 LEAN=split_skew=5/split_unroll=2
-SWEEP="${CE_SWEEP:-split_pass2_bf16=1,$P=1,$P=2,$P=4,$P=2/$S2048,$S2048,$LEAN/$P=2,$LEAN/$P=4,$LEAN/$P=2/$S2048/split_full_chunks=1,$P=2/split_full_chunks=1,$P=2/split_unroll=3,split_skew=3}"
+SWEEP="${CE_SWEEP:-split_pass2_bf16=1,$P=1,$P=2,$P=4,$P=2/$S2048,$S2048,$LEAN/$P=2,$LEAN/$P=4,$LEAN/$P=2/$S2048/split_full_chunks=1,$P=2/split_full_chunks=1,$P=2/split_unroll=3,$LEAN/$P=2/split_maxnreg=96/split_programs_per_sm=5,split_skew=3}"
 python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 
 WARM='
