@@ -45,7 +45,18 @@ from solkit.kernels import gemm as G  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 4096, 4096), (16384, 4096, 4096), (8192, 8192, 8192)]  # (M, N, K)
 QUICK_SHAPES = [(96, 64, 64)]
-VARIANTS = ("cuBLAS mm", "cuBLAS addmm", "solkit fused", "solkit no residual", "mm + residual read", "residual read")
+VARIANTS = (
+    "cuBLAS mm",
+    "cuBLAS addmm",
+    "solkit fused",
+    "solkit no residual",
+    "mm + residual read",
+    "residual read",
+    "solkit fused (broadcast residual)",
+)
+#: the residual every row reads is row 0 (stride 0): the same bytes through L2 into the SMs, but no DRAM
+#: traffic for it (diagnosis: the residual's L2/DRAM side against its SM side)
+BCAST = " (broadcast residual)"
 #: NVML clock-event ("throttle") reason bits (nvml.h, nvmlClocksEventReason*)
 REASONS = {
     "gpu_idle": 0x1, "app_clocks": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8, "sync_boost": 0x10,
@@ -53,11 +64,9 @@ REASONS = {
 }  # fmt: skip
 
 
-def table_config(M: int, N: int, K: int) -> dict[str, Any]:
-    """The config autotune picked in the table of record (gemm_oproj_h200_round4_prefill.json): the prefill
-    list's first entry at K = N = 4096, its third (residual in registers from the tile start) at 8192^3."""
-    entries = G.load_config_table()["hopper"]["prefill"]["autotune"]
-    cfg = entries[2] if K >= 8192 else entries[0]
+def default_config() -> dict[str, Any]:
+    """The prefill autotune list's first entry (the config the fused and no-residual rows run by default)."""
+    cfg = G.load_config_table()["hopper"]["prefill"]["autotune"][0]
     return {"kernel": "tma_persistent", **{k: v for k, v in cfg.items() if k not in ("m_min", "m_max")}}
 
 
@@ -241,6 +250,7 @@ def variant_fns(cfg: dict[str, Any] | None) -> dict[str, Any]:
         "solkit no residual": lambda x, w, r: G.gemm(x, w, config=cfg),
         "mm + residual read": lambda x, w, r: (torch.matmul(x, w.t()), read(r)),
         "residual read": lambda x, w, r: read(r),
+        "solkit fused" + BCAST: lambda x, w, r: G.gemm(x, w, residual=r[:1].expand_as(r), config=cfg),
     }
 
 
@@ -255,6 +265,8 @@ def main() -> int:
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS))
     p.add_argument("--extra", action="append", default=[], metavar="NAME=JSON",
                    help="another solkit fused config to run as variant NAME (a gemm_configs.yaml entry)")  # fmt: skip
+    p.add_argument("--config", help="the fused / no-residual rows' config as JSON (default: autotune entry 0)")
+    p.add_argument("--bcast-extras", action="store_true", help="each --extra also with the broadcast residual")
     p.add_argument("--seconds", type=float, default=1.0, help="timed seconds per variant")
     p.add_argument("--warm-s", type=float, default=0.3, help="untimed seconds before, same loop")
     p.add_argument("--sample-ms", type=float, default=5.0)
@@ -281,6 +293,8 @@ def main() -> int:
     for item in args.extra:
         name, _, text = item.partition("=")
         extras[name] = {"kernel": "tma_persistent", **json.loads(text)}
+        if args.bcast_extras:
+            extras[name + BCAST] = extras[name]
     sys.setswitchinterval(0.0005)  # the sampler thread wakes on time even while the main thread enqueues
     sampler = Sampler(device, args.sample_ms * 1e-3)
     doc: dict[str, Any] = {
@@ -322,7 +336,11 @@ def main() -> int:
         time.sleep(0.1)
         doc["idle"] = summarise(sampler.samples, None)
     for si, (M, N, K) in enumerate(shapes):
-        cfg = table_config(M, N, K) if cuda else None
+        cfg = (
+            ({"kernel": "tma_persistent", **json.loads(args.config)} if args.config else default_config())
+            if cuda
+            else None
+        )
         gen = torch.Generator(device=device).manual_seed(M * 31 + N * 7 + K)
         w = torch.randn(N, K, device=device, dtype=dtype, generator=gen) / K**0.5
         pool = [(torch.randn(M, K, device=device, dtype=dtype, generator=gen),
@@ -330,26 +348,30 @@ def main() -> int:
         x, _, r = pool[0]
         ref_mm = x.float() @ w.float().t()
         ref = ref_mm + r.float()
+        ref_bcast = ref_mm + r[:1].float()
         allowed = 2 * rel_err(torch.addmm(r, x, w.t()), ref) + 1e-3
         fns = {k: v for k, v in variant_fns(cfg).items() if k in variants}
         for name, ecfg in extras.items():
-            fns[name] = lambda x, w, r, ecfg=ecfg: G.gemm(x, w, residual=r, config=ecfg)
+            if name.endswith(BCAST):
+                fns[name] = lambda x, w, r, ecfg=ecfg: G.gemm(x, w, residual=r[:1].expand_as(r), config=ecfg)
+            else:
+                fns[name] = lambda x, w, r, ecfg=ecfg: G.gemm(x, w, residual=r, config=ecfg)
         order = list(fns) if si % 2 == 0 else list(fns)[::-1]  # reversed every other shape: no fixed position
         for name in order:
             if time.time() - t_start > args.budget_s:
                 doc.setdefault("skipped", []).append({"shape": [M, N, K], "variant": name, "why": "time budget"})
                 continue
             row: dict[str, Any] = {"M": M, "N": N, "K": K, "variant": name}
-            if name.startswith("solkit"):
-                row["config"] = cfg
-            elif name in extras:
+            if name in extras:
                 row["config"] = extras[name]
+            elif name.startswith("solkit"):
+                row["config"] = cfg
             try:
                 y = fns[name](*pool[0])
                 y = y[0] if isinstance(y, tuple) else y
                 if name != "residual read":  # a check of every GEMM's output against the fp32 reference
                     plain = name in ("cuBLAS mm", "solkit no residual", "mm + residual read")
-                    err = rel_err(y, ref_mm if plain else ref)
+                    err = rel_err(y, ref_mm if plain else ref_bcast if name.endswith(BCAST) else ref)
                     row.update(rel_err=err, correct=bool(torch.isfinite(y).all()) and err <= allowed)
                 name_tag = name
                 res = sustained(fns[name], pool, args.seconds, args.warm_s, args.calls_per_graph, sampler, name_tag)
@@ -368,7 +390,7 @@ def main() -> int:
                   f"kcyc {nv.get('kcycles_per_call', float('nan')):8.1f}  n={nv.get('samples', 0)} "
                   f"{row.get('error', '')[:80]}", flush=True)  # fmt: skip
             save()
-        del pool, x, r, w, ref, ref_mm
+        del pool, x, r, w, ref, ref_mm, ref_bcast
         if cuda:
             torch.cuda.empty_cache()
     sampler.stop()
@@ -415,6 +437,7 @@ def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         by = {r["variant"]: r for r in rows if (r["M"], r["N"], r["K"]) == shape and "per_call_ms" in r}
         item: dict[str, Any] = {"shape": "x".join(map(str, shape))}
         for a, b in (("solkit fused", "solkit no residual"), ("solkit fused", "cuBLAS mm"),
+                     ("solkit fused" + BCAST, "solkit no residual"), ("solkit fused", "solkit fused" + BCAST),
                      ("cuBLAS addmm", "cuBLAS mm"), ("mm + residual read", "cuBLAS mm"),
                      ("solkit no residual", "cuBLAS mm")):  # fmt: skip
             if a in by and b in by:

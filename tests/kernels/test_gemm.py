@@ -136,14 +136,15 @@ def test_tma_residual_preloaded(prefetch, flatten, subtile, epilogue, device):
 
 _LATE_CASES = [(8, 0, 2, "bias_res_scaled", 64), (8, 2, 1, "residual", 200), (9, 1, 2, "silu", 200),
                (10, 3, 2, "bias_res_scaled", 200), (10, 8, 2, "residual", 64), (8, 2, 4, "plain", 64),
-               (11, 2, 2, "bias_res_scaled", 200), (11, 1, 2, "silu", 64)]  # fmt: skip
+               (11, 2, 2, "bias_res_scaled", 200), (11, 1, 2, "silu", 64),
+               (12, 0, 2, "bias_res_scaled", 200)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("prefetch", "ld_dist", "subtile", "epilogue", "K"), _LATE_CASES)
 def test_tma_residual_loaded_late(prefetch, ld_dist, subtile, epilogue, K, device):
-    """PREFETCH_RES 8-11: the residual (8: whole tile, 9: left half, 10: left then right half, 11: as 10
-    by TMA) loaded into registers LD_DIST k-steps before the epilogue (0 counts as 1; more than the K loop: at its
-    start); ragged M, N and K; a NaN-poisoned output."""
+    """PREFETCH_RES 8-12: the residual (8: whole tile, 9: left half, 10: left then right half, 11: as 10
+    by TMA) loaded into registers LD_DIST k-steps before the epilogue (0 counts as 1; more than the K
+    loop: at its start), 12 both halves at the epilogue; ragged M, N and K; a NaN-poisoned output."""
     if device == "cuda" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA path needs sm_90+")
     ep = EPILOGUES[epilogue]

@@ -78,7 +78,7 @@ def _gemm_tma_persistent_kernel(
 ):  # fmt: skip
     """Persistent TMA GEMM + epilogue. Reads x, W once per tile row/column (L2 shares the rest)."""
     SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
-    tl.static_assert(PREFETCH_RES < 9 or EPI_SUBTILE == 2, "PREFETCH_RES 9-11 load the residual in two halves")
+    tl.static_assert(PREFETCH_RES < 9 or EPI_SUBTILE == 2, "PREFETCH_RES 9-12 load the residual in two halves")
     x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1], block_shape=[BLOCK_M, BLOCK_K])
     w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
     y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[stride_ym, 1], block_shape=[BLOCK_M, SUB_N])
@@ -118,8 +118,10 @@ def _gemm_tma_persistent_kernel(
         # 10 (EPI_SUBTILE 2): the left half LD_DIST k-steps before the epilogue, the right half one k-step
         # later (each wait for loads is half as long, so it hides behind one k-step's MMA)
         # 11: as 10, each half by a TMA load (no register round trip through a blocked layout)
-        LATE: tl.constexpr = HAS_RESIDUAL and PREFETCH_RES >= 8
-        HALVES: tl.constexpr = HAS_RESIDUAL and PREFETCH_RES >= 10
+        # 12 (EPI_SUBTILE 2): the L2 prefetch PF_DIST k-steps before, then both halves by separate plain loads
+        # when the epilogue starts (no early registers, no split of a whole-tile residual)
+        LATE: tl.constexpr = HAS_RESIDUAL and PREFETCH_RES >= 8 and PREFETCH_RES <= 11
+        HALVES: tl.constexpr = HAS_RESIDUAL and (PREFETCH_RES == 10 or PREFETCH_RES == 11)
         LATE_N: tl.constexpr = BLOCK_N if PREFETCH_RES == 8 else BLOCK_N // 2
         if LATE:
             res_pre = tl.zeros((BLOCK_M, LATE_N), dtype=res_ptr.dtype.element_ty)
@@ -129,7 +131,7 @@ def _gemm_tma_persistent_kernel(
         ld_k = tl.maximum(k_tiles - tl.maximum(LD_DIST, 1), 0)  # LD_DIST 0 would never load: 1
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kk in range(k_tiles):
-            if HAS_RESIDUAL and (L2PF or LATE) and PF_DIST > 0:  # noqa: SIM102 - compile-time test outside
+            if HAS_RESIDUAL and (L2PF or PREFETCH_RES >= 8) and PF_DIST > 0:  # noqa: SIM102 - compile-time test
                 if kk == pf_k:
                     _prefetch_l2(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, BLOCK_N, PREFETCH_RES == 2)
             a = x_desc.load([off_m, kk * BLOCK_K])

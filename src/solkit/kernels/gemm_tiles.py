@@ -72,7 +72,7 @@ def finish_pieces(acc, res_pre, res_right, off_m, off_n, M, N, y_desc, r_desc, y
                   PREFETCH_RES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
     """The epilogue of a [BLOCK_M, BLOCK_N] accumulator tile in EPI_SUBTILE column pieces (finish_piece
     each). ``res_pre``: the residual tile loaded earlier (PRE), or its left half with ``res_right`` its
-    right half (PREFETCH_RES 9-11; 9 loads the right half here)."""
+    right half (PREFETCH_RES 9-11; 9 loads the right half here, 12 both halves)."""
     SUB_N: tl.constexpr = BLOCK_N // EPI_SUBTILE
     # The epilogue in EPI_SUBTILE column pieces: each needs a residual and an output buffer in
     # shared memory, so smaller pieces leave more of it to the K pipeline.
@@ -83,7 +83,9 @@ def finish_pieces(acc, res_pre, res_right, off_m, off_n, M, N, y_desc, r_desc, y
         left, right = halves(acc, BLOCK_M, BLOCK_N)
         r_left = res_pre
         r_right = res_pre
-        if PRE and PREFETCH_RES == 9:
+        if PRE and PREFETCH_RES == 12:
+            r_left = load_tile(res_ptr, off_m, off_n, M, N, stride_rm, BLOCK_M, SUB_N, True)
+        if PRE and (PREFETCH_RES == 9 or PREFETCH_RES == 12):
             r_right = load_tile(res_ptr, off_m, off_n + SUB_N, M, N, stride_rm, BLOCK_M, SUB_N, True)
         elif PRE and PREFETCH_RES >= 10:
             r_right = res_right
