@@ -348,9 +348,9 @@ class Sweep:
             fns[name] = lambda x, w, r, cfg=v["config"]: G.gemm(x, w, residual=r, config=cfg)
         if self.args.diag and self.device.type == "cuda":
             # what the residual costs the fastest config: the same launch without it
-            cfg = normalize(
-                G.load_config_table()[self.family]["decode"]["autotune"][0 if M == 1 else 4 if M <= 16 else 8]
-            )
+            want_bm = 1 if M == 1 else 16 if M <= 16 else 64  # the row class's first autotune entry
+            cfg = normalize(next(c for c in G.load_config_table()[self.family]["decode"]["autotune"]
+                                 if c["BLOCK_M"] == want_bm))  # fmt: skip
             name = f"diag: {label(cfg)} (no residual)"
             rows[name] = {"variant": name, "source": "baseline", "config": cfg}
             fns[name] = lambda x, w, r, cfg=cfg: G.gemm(x, w, config=cfg)

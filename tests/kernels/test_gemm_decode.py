@@ -69,6 +69,10 @@ CPU_CONFIGS = {
     "gemv_red_each_tma": _splitk(BLOCK_M=1, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, W_TMA=2, STAGES=2, RED_EACH=1),
     # a whole K row per block (one round trip per program; K = 200 leaves most of the block masked)
     "gemv_whole_row": _splitk(BLOCK_M=1, BLOCK_N=2, BLOCK_K=256, SPLIT_K=1, RED_EACH=1),
+    # persistent whole-row GEMV: programs walk the row tiles grid-stride (2 "SMs" in the interpreter, so
+    # each program takes several tiles, the last one partly past N); K = 200 < BLOCK_K masks the row's end
+    "gemv_persist": _splitk(BLOCK_M=1, BLOCK_N=4, BLOCK_K=256, SPLIT_K=1, PERSIST=2),
+    "gemv_persist_evict": _splitk(BLOCK_M=1, BLOCK_N=2, BLOCK_K=256, SPLIT_K=1, PERSIST=1, EVICT_W=1),
 }
 
 

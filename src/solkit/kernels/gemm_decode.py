@@ -23,6 +23,10 @@ The program body, knobs all compile-time:
   program makes on the device; 2 with descriptors made on the host (a second kernel over the same
   body; the device-made ones cost 1-5 us per call on the H200). The 1-row GEMV then keeps ``STAGES``
   loads in flight. Operands TMA cannot address fall back to 0.
+* ``PERSIST`` > 0 (the 1-row GEMV over whole rows only: BLOCK_M 1, SPLIT_K 1, W_TMA 0, BLOCK_K >= K;
+  ignored elsewhere): PERSIST programs per SM walk the row tiles grid-stride (at any moment neighbouring
+  programs read neighbouring rows), x is read once into registers, and the next tile's W rows and
+  residual are loaded before this tile's products, so loads stay in flight across the epilogue.
 * ``PRE_RES``: the residual's DRAM latency off the tail: 1 the tile into registers before the K loop,
   2 an L2 prefetch then (no registers held). ``EVICT_W``: evict_first on pointer loads of W.
   ``STAGGER``: program pid_n starts its K walk at block pid_n and wraps around (GEMV double buffer and
@@ -35,6 +39,7 @@ store, a CTA barrier, then one gpu-scope acq_rel atomic; the last program reads 
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -133,19 +138,25 @@ def _gemm_decode_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
     EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3, STAGGER: tl.constexpr = 0, RED_EACH: tl.constexpr = 0,
+    PERSIST: tl.constexpr = 0,
 ):  # fmt: skip
     """The decode GEMM; with W_TMA 1 each program makes its TMA descriptors in global scratch."""
-    x_desc = None
-    w_desc = None
-    if W_TMA:
-        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1], block_shape=[BLOCK_N, BLOCK_K])
-        if BLOCK_M > 1:  # the GEMV reads its x row by plain loads
-            x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1],
-                                               block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
-    _decode_program(x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M, N, K, M_BUCKET,
-                    stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
-                    BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES, STAGGER,
-                    RED_EACH)  # fmt: skip
+    if PERSIST:
+        _gemv_persist(x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, N, K, stride_xm, stride_wn, stride_ym, stride_rm, alpha,
+                      beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_N, BLOCK_K, EVEN_K, EVICT_W)  # fmt: skip
+    else:
+        x_desc = None
+        w_desc = None
+        if W_TMA:
+            w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[stride_wn, 1],
+                                               block_shape=[BLOCK_N, BLOCK_K])  # fmt: skip
+            if BLOCK_M > 1:  # the GEMV reads its x row by plain loads
+                x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[stride_xm, 1],
+                                                   block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
+        _decode_program(x_desc, w_desc, x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M, N, K, M_BUCKET,
+                        stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
+                        BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES, STAGGER,
+                        RED_EACH)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
@@ -156,6 +167,7 @@ def _gemm_decode_host_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
     PIPE: tl.constexpr, EVEN_K: tl.constexpr, W_TMA: tl.constexpr = 0, PRE_RES: tl.constexpr = 0,
     EVICT_W: tl.constexpr = 0, STAGES: tl.constexpr = 3, STAGGER: tl.constexpr = 0, RED_EACH: tl.constexpr = 0,
+    PERSIST: tl.constexpr = 0,
 ):  # fmt: skip
     """The decode GEMM with W_TMA 2: the TMA descriptors come from the host as kernel parameters (no
     descriptor writes and fences in the prologue)."""
@@ -163,6 +175,53 @@ def _gemm_decode_host_tma_kernel(
                     stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M,
                     BLOCK_N, BLOCK_K, SPLIT_K, PIPE, EVEN_K, W_TMA, PRE_RES, EVICT_W, STAGES, STAGGER,
                     RED_EACH)  # fmt: skip
+
+
+@triton.jit
+def _row_tile(w_ptr, res_ptr, row, tile, N, stride_wn, stride_rm, offs_b, offs_k, k_ok, live,
+              HAS_RESIDUAL: tl.constexpr, EVICT_W: tl.constexpr):  # fmt: skip
+    """W rows [tile * BLOCK_N, +BLOCK_N) over the whole K (rows past N read row 0, never stored) and the
+    residual's [1, BLOCK_N] piece of output row ``row`` (fp32; zeros without a residual); nothing unless live."""
+    rows = tile * offs_b.shape[0] + offs_b
+    safe = tl.where(rows < N, rows, 0)
+    EVICT: tl.constexpr = "evict_first" if EVICT_W else ""
+    k_live = tl.full(offs_k.shape, True, tl.int1) & k_ok & live  # 1-D first: the interpreter keeps it boolean
+    w = tl.load(w_ptr + safe[:, None] * stride_wn + offs_k[None, :], mask=k_live[None, :], other=0.0,
+                eviction_policy=EVICT)  # fmt: skip
+    r = tl.zeros([1, offs_b.shape[0]], dtype=tl.float32)
+    if HAS_RESIDUAL:
+        n_live = tl.full(offs_b.shape, True, tl.int1) & (rows < N) & live
+        r = tl.load(res_ptr + row * stride_rm + rows[None, :], mask=n_live[None, :], other=0.0)
+        r = r.to(tl.float32)
+    return w, r
+
+
+@triton.jit
+def _gemv_persist(x_ptr, w_ptr, y_ptr, bias_ptr, res_ptr, N, K, stride_xm, stride_wn, stride_ym, stride_rm, alpha, beta,
+                  HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ACT: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, EVICT_W: tl.constexpr):  # fmt: skip
+    """PERSIST: y[row, tiles] for output row program_id(2), row tiles pid, pid + G, ... (G programs); BLOCK_K >= K.
+    x once into registers; the next tile's W rows and residual in flight while this tile is summed and stored."""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    row = tl.program_id(2)
+    n_tiles = tl.cdiv(N, BLOCK_N)
+    offs_b = tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    k_ok = (offs_k < K) | EVEN_K  # all true (folded) when BLOCK_K == K
+    xk = tl.load(x_ptr + row * stride_xm + offs_k, mask=k_ok, other=0.0)
+    w_nx, r_nx = _row_tile(w_ptr, res_ptr, row, pid, N, stride_wn, stride_rm, offs_b, offs_k, k_ok, pid < n_tiles,
+                           HAS_RESIDUAL, EVICT_W)  # fmt: skip
+    for tile in range(pid, n_tiles, step):
+        w = w_nx
+        r = r_nx
+        nxt = tile + step
+        w_nx, r_nx = _row_tile(w_ptr, res_ptr, row, tl.minimum(nxt, n_tiles - 1), N, stride_wn, stride_rm, offs_b,
+                               offs_k, k_ok, nxt < n_tiles, HAS_RESIDUAL, EVICT_W)  # fmt: skip
+        acc = tl.sum(w.to(tl.float32) * xk.to(tl.float32)[None, :], axis=1)[None, :]
+        offs_n = tile * BLOCK_N + offs_b
+        out = apply_epilogue(acc, offs_n, N, bias_ptr, r, alpha, beta, HAS_BIAS, HAS_RESIDUAL, ACT)
+        tl.store(y_ptr + row * stride_ym + offs_n[None, :], out.to(y_ptr.dtype.element_ty), mask=(offs_n < N)[None, :])
 
 
 @triton.jit
@@ -308,6 +367,14 @@ def _tma_usable(args: dict[str, Any]) -> int:
     return int(args["W_TMA"]) if ok else 0
 
 
+def _persist(args: dict[str, Any]) -> int:
+    """PERSIST as configured where the persistent whole-row GEMV applies (BLOCK_M 1, SPLIT_K 1, no TMA,
+    BLOCK_K >= K), else 0 (the config's ordinary grid)."""
+    per_sm = int(args.get("PERSIST", 0))
+    whole_rows = args["BLOCK_M"] == 1 and int(args.get("SPLIT_K", 1)) == 1 and args["BLOCK_K"] >= args["K"]
+    return per_sm if whole_rows and not _tma_usable(args) else 0
+
+
 def _pre_res(args: dict[str, Any]) -> int:
     """PRE_RES as configured; the L2 prefetch (2) is inline PTX, which the interpreter cannot run: none there."""
     pre = int(args.get("PRE_RES", 0))
@@ -320,7 +387,7 @@ def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.
 
 
 #: compile-time defaults of the knobs a config may leave out (W_TMA 0: pointer loads)
-KNOB_DEFAULTS = {"W_TMA": 0, "PRE_RES": 0, "EVICT_W": 0, "STAGES": 3, "STAGGER": 0, "RED_EACH": 0}
+KNOB_DEFAULTS = {"W_TMA": 0, "PRE_RES": 0, "EVICT_W": 0, "STAGES": 3, "STAGGER": 0, "RED_EACH": 0, "PERSIST": 0}
 
 
 class _DecodeLauncher(triton.runtime.Heuristics):
@@ -354,17 +421,33 @@ gemm_decode_kernel = _DecodeLauncher(
         **{
             k: (lambda args, k=k, d=d: args.get(k, d))
             for k, d in KNOB_DEFAULTS.items()
-            if k not in ("W_TMA", "PRE_RES")
+            if k not in ("W_TMA", "PRE_RES", "PERSIST")
         },
         "PRE_RES": _pre_res,
+        "PERSIST": _persist,
         "W_TMA": _tma_usable,
     },
 )
 
 
+#: SMs assumed for PERSIST grids in the interpreter (a few programs, so each walks several tiles)
+INTERPRETER_SMS = 2
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
 def grid(M: int, N: int, meta: dict) -> tuple[int, int, int]:
-    """(n tiles, K pieces, m tiles). K pieces beyond the last non-empty one are never launched."""
-    return (triton.cdiv(N, meta["BLOCK_N"]), meta["SPLIT_K"], triton.cdiv(M, meta["BLOCK_M"]))
+    """(n tiles, K pieces, m tiles); with PERSIST (after the launcher's heuristics) at most PERSIST programs
+    per SM along n. K pieces beyond the last non-empty one are never launched."""
+    n_tiles = triton.cdiv(N, meta["BLOCK_N"])
+    if meta.get("PERSIST", 0):
+        interp = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or not torch.cuda.is_available()
+        sms = INTERPRETER_SMS if interp else _sm_count(torch.cuda.current_device())
+        n_tiles = min(n_tiles, int(meta["PERSIST"]) * sms)
+    return (n_tiles, meta["SPLIT_K"], triton.cdiv(M, meta["BLOCK_M"]))
 
 
 #: device -> [partials fp32, tile counters int32]: splitk's scratch. Counters are zero between calls
