@@ -617,6 +617,31 @@ class ReadFloor:
             self.save()
 
 
+def render(path: str, top: int = 8) -> str:
+    """Markdown: the fastest families at 32 MiB with their fits, then per size the fastest read and its rate."""
+    doc = json.loads(Path(path).read_text())
+    fits = doc.get("fits") or {}
+    at = {s["MiB"]: s["rows"] for s in doc["sizes"]}
+    lines = [f"{doc['device']['name']}, {doc['date']}, torch {doc['versions']['torch']}, triton "
+             f"{doc['versions']['triton']}; kernel span (CUPTI), median of {doc['timing']['reps']} calls.", "",
+             "| family | 32 MiB us | fit 8-512 MiB: a us, B TB/s | fit 8-64 MiB: a us, B TB/s |",
+             "|---|---|---|---|"]  # fmt: skip
+    ranked = sorted(((n, f) for n, f in fits.items() if not n.startswith("empty")),
+                    key=lambda kv: kv[1].get("span_32MiB_us") or 1e9)  # fmt: skip
+    for name, f in ranked[:top] + [kv for kv in ranked[top:] if kv[0].startswith(("torch", "solkit"))]:
+        a, b = f["fit_8_512MiB"], f["fit_8_64MiB"]
+        cell = lambda g: f"{g['a_us']:.2f}, {g['B_TBps']:.2f}" if g.get("B_TBps") else "-"  # noqa: E731
+        lines.append(f"| {name} | {f['span_32MiB_us']:.2f} | {cell(a)} | {cell(b)} |")
+    empties = {n: f["span_32MiB_us"] for n, f in fits.items() if n.startswith("empty")}
+    lines += ["", "Launch alone: " + "; ".join(f"{n} {t:.2f} us" for n, t in empties.items() if t), ""]
+    lines += ["| MiB | fastest read (family) | span us | bytes / span TB/s |", "|---|---|---|---|"]
+    for mib in sorted(at):
+        reads = {n: r for n, r in at[mib].items() if not n.startswith(("empty", "torch copy"))}
+        name, r = min(reads.items(), key=lambda kv: kv[1]["median_us"])
+        lines.append(f"| {mib} | {name} | {r['median_us']:.2f} | {mib * MIB / r['median_us'] * 1e-6:.2f} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="read_floor.json")
@@ -629,7 +654,11 @@ def main() -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--plumbing", action="store_true", help=argparse.SUPPRESS)  # CPU: every path, wall clock
     p.add_argument("--warm-worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--render", default=None, help="print a result file as markdown tables and exit")
     args = p.parse_args()
+    if args.render:
+        print(render(args.render))
+        return 0
     if args.warm_worker:
         return warm_worker(json.loads(args.warm_worker), args.quick)
     return ReadFloor(args).run()
