@@ -70,6 +70,14 @@ VARIANTS = {
     "rmsnorm": [{}, _looped(4096, 8), _looped(4096, 16)],
     "add_rmsnorm": [{}, _looped(4096, 16, looped_prefetch=False), _looped(4096, 8, looped_prefetch=False)],
 }
+#: Round 5c (the final check): no sweep; A/B of the adopted defaults (one-piece forwards with the packed bf16
+#: product; 8 warps for LayerNorm, 32 for add+RMSNorm at 8192; one-piece 4096 x 8 warps for RMSNorm at 4096)
+#: against the alternatives below, Liger and (``--compile-ops``) torch.compile.
+FINAL_ALTERNATIVES = {
+    "rmsnorm_70b": [_looped(8192, 8)],
+    "rmsnorm": [dict(chunk=0)],
+    "add_rmsnorm_70b": [_looped(8192, 16, looped_prefetch=False)],
+}
 #: A/B candidates besides the default and the sweep's fastest: the previous defaults (round 4).
 PREVIOUS = {
     "rmsnorm_70b": [_looped(2048, 8)],
@@ -269,12 +277,18 @@ def main() -> int:
     p.add_argument("--ab", default="rmsnorm_70b,layernorm_70b,rmsnorm,add_rmsnorm_70b,add_rmsnorm",
                    help="ops for A/B rounds against Liger and torch.compile")  # fmt: skip
     p.add_argument("--ab-top", type=int, default=1, help="fastest sweep variants joining the default in A/B")
+    p.add_argument("--final", action="store_true", help="round 5c: no sweep, FINAL_ALTERNATIVES in the A/B")
+    p.add_argument("--compile-ops", default="", help="ops whose A/B includes torch.compile (default: all)")
     p.add_argument("--ab-rounds", type=int, default=6)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--warm", default="", help="k/n: only compile this share of the variants")
     p.add_argument("--warm-compile", action="store_true", help="only torch.compile the --ab ops")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args()
+    if args.final:  # the sweep sets off, the final alternatives as the A/B's extra candidates
+        VARIANTS.clear()
+        PREVIOUS.clear()
+        PREVIOUS.update(FINAL_ALTERNATIVES)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -329,7 +343,7 @@ def main() -> int:
             cands = {f"solkit{json.dumps(c, sort_keys=True)}": launcher(op, params, c) for c in configs}
             if op.kind in liger:
                 cands["liger"] = rival_fn(op, params, liger[op.kind])
-            if device.type == "cuda":
+            if device.type == "cuda" and (not args.compile_ops or op.name in args.compile_ops.split(",")):
                 torch._dynamo.config.cache_size_limit = 64
                 cands["compile"] = rival_fn(op, params, torch.compile(op.impls["torch"], dynamic=False))
             ab_rounds(rec, op, cands, dtype, device, timing_kw, bw, 2 if args.smoke else args.ab_rounds)

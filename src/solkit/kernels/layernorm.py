@@ -65,14 +65,15 @@ LAYERNORM_CONFIG = {
     # 121.9, prefetch 1 124.0, 32 warps 145.8, the 4096-wide default 343.8. Forward: 8 warps 70.5
     # (16 warps 91.3, 32 warps capped at 32 registers 89.5). Round 5: the two-pass forward with the row as
     # one straight-line 16-warp piece (32 registers, four programs an SM; the shape of torch.compile's
-    # fastest RMSNorm forward, kernels_norm_round5a.json) instead of the row kept in 80 registers.
+    # fastest RMSNorm forward, kernels_norm_round5a.json) instead of the row kept in 80 registers; 8 warps
+    # (48 registers): round 5b A/B 65.7 us against 69.7 at 16 warps, 70.7 one-block, compile 75.0, Liger 90.8.
     "by_width": {
         8192: {
             "bwd_num_warps": 16,
             "bwd_programs_per_sm": 1,
             "bwd_prefetch": 2,
             "fwd_chunk": 8192,
-            "fwd_looped_num_warps": 16,
+            "fwd_looped_num_warps": 8,
         }
     },
 }

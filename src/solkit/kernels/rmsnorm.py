@@ -91,8 +91,12 @@ RMSNORM_CONFIG = {
     # (kernels_norm_round5a.json): torch.compile's kernel (63.3 us) is Inductor's looped reduction with the
     # whole row as one 16-warp chunk (32 registers, four programs an SM, x re-read from L1 in pass 2); ours
     # in that shape took 79 us because in a loop ptxas serialised each thread's two masked 16-byte loads.
-    # The whole row is now straight-line code (``ONE_CHUNK``), default here for both forwards.
+    # The whole row is now straight-line code (``ONE_CHUNK``), default here for both forwards. Round 5b
+    # (kernels_norm_round5b.json, A/B turn medians): RMSNorm 64.4 us (compile 63.4, Liger 68.2; the previous
+    # looped default 67.9); add+RMSNorm 32 warps 126.7 against 127.9 at 16 and 128.4 before. At 4096 wide the
+    # one-piece kernel with 8 warps also won: 32.86 against 33.34 (one-block, 2 rows x 8 warps), Liger 33.58.
     "by_width": {
+        4096: {"fwd": {"min_tile": 8192, "bytes_per_thread": 64, "chunk": 4096, "looped_num_warps": 8}},
         8192: {
             "bwd_num_warps": 32,
             "bwd_num_warps_ds": 16,
@@ -104,10 +108,10 @@ RMSNORM_CONFIG = {
                 "bytes_per_thread": 64,
                 "num_warps": 16,
                 "chunk": 8192,
-                "looped_num_warps": 16,
+                "looped_num_warps": 32,
                 "looped_prefetch": False,
             },
-        }
+        },
     },
 }
 
@@ -187,13 +191,18 @@ def _sum_input(x, r, s_ptrs, mask, HAS_RESIDUAL: tl.constexpr, KEEP: tl.constexp
 
 
 @triton.jit
-def _normalize_store(v, w_ptrs, y_ptrs, mask, rstd, offset, GEMMA: tl.constexpr, W_POLICY: tl.constexpr,
-                     OUT_POLICY: tl.constexpr):  # fmt: skip
-    """``y = w' * cast(v * rstd)`` (Gemma: no intermediate rounding) for one re-read piece of the row."""
+def _normalize_store(v, w_ptrs, y_ptrs, mask, rstd, offset, GEMMA: tl.constexpr, HAS_OFFSET: tl.constexpr,
+                     W_POLICY: tl.constexpr, OUT_POLICY: tl.constexpr):  # fmt: skip
+    """``y = w' * cast(v * rstd)`` (Gemma: no intermediate rounding) for one re-read piece of the row. Without
+    an offset, Llama's ``w * cast(xhat)`` in bf16 becomes one packed ``mul.bf16x2`` per two elements (the
+    same correctly rounded product; an added offset kept it in fp32: 48 more instructions a thread at 8192
+    columns x 16 warps)."""
     xhat = v.to(tl.float32) * rstd
     if not GEMMA:
         xhat = xhat.to(y_ptrs.dtype.element_ty).to(tl.float32)
-    w = tl.load(w_ptrs, mask=mask, other=0.0, eviction_policy=W_POLICY).to(tl.float32) + offset
+    w = tl.load(w_ptrs, mask=mask, other=0.0, eviction_policy=W_POLICY).to(tl.float32)
+    if HAS_OFFSET:
+        w += offset
     tl.store(y_ptrs, (xhat * w).to(y_ptrs.dtype.element_ty), mask=mask, eviction_policy=OUT_POLICY)
 
 
@@ -202,7 +211,7 @@ def _rmsnorm_fwd_looped_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, s_ptr, rstd_ptr, n_cols, x_stride, res_stride, y_stride, s_stride, eps, offset,
     HAS_RESIDUAL: tl.constexpr, STORE_RSTD: tl.constexpr, GEMMA: tl.constexpr, CHUNK: tl.constexpr,
     ONE_CHUNK: tl.constexpr, PREFETCH: tl.constexpr, KEEP: tl.constexpr, DROP: tl.constexpr,
-    OUT_POLICY: tl.constexpr,
+    OUT_POLICY: tl.constexpr, HAS_OFFSET: tl.constexpr,
 ):  # fmt: skip
     """One row per program in ``CHUNK``-column pieces, two passes: the sum of squares (with the residual:
     ``s = x + residual`` stored on the way), then the output from a second read of the row, which the
@@ -261,7 +270,7 @@ def _rmsnorm_fwd_looped_kernel(
     if ONE_CHUNK:
         mask = cols < n_cols
         v = tl.load(src_ptr + cols, mask=mask, other=0.0, eviction_policy=DROP)
-        _normalize_store(v, w_ptr + cols, y_row + cols, mask, rstd, offset, GEMMA, KEEP, OUT_POLICY)
+        _normalize_store(v, w_ptr + cols, y_row + cols, mask, rstd, offset, GEMMA, HAS_OFFSET, KEEP, OUT_POLICY)
     else:
         if PREFETCH:
             v_nxt = tl.load(src_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy=DROP)
@@ -273,8 +282,8 @@ def _rmsnorm_fwd_looped_kernel(
                 v_nxt = tl.load(src_ptr + nxt, mask=nxt < n_cols, other=0.0, eviction_policy=DROP)
             else:
                 v = tl.load(src_ptr + start + cols, mask=mask, other=0.0, eviction_policy=DROP)
-            _normalize_store(v, w_ptr + start + cols, y_row + start + cols, mask, rstd, offset, GEMMA, "",
-                             OUT_POLICY)  # fmt: skip
+            _normalize_store(v, w_ptr + start + cols, y_row + start + cols, mask, rstd, offset, GEMMA, HAS_OFFSET,
+                             "", OUT_POLICY)  # fmt: skip
 
 
 @triton.jit
@@ -418,7 +427,7 @@ def rmsnorm_forward(
             x2, res2 if res2 is not None else x2, weight, y2, s2 if s2 is not None else y2, rstd if save_rstd else x2,
             n_cols, x2.stride(0), res2.stride(0) if res2 is not None else 0, y2.stride(0),
             s2.stride(0) if s2 is not None else 0, eps, offset,
-            HAS_RESIDUAL=res2 is not None, STORE_RSTD=save_rstd, GEMMA=casting == "gemma",
+            HAS_RESIDUAL=res2 is not None, STORE_RSTD=save_rstd, GEMMA=casting == "gemma", HAS_OFFSET=offset != 0.0,
             CHUNK=min(triton.next_power_of_2(chunk), bn), ONE_CHUNK=triton.next_power_of_2(chunk) >= bn,
             num_warps=num_warps or fcfg.get("looped_num_warps", 4),
             PREFETCH=bool(fcfg.get("looped_prefetch", False) if looped_prefetch is None else looped_prefetch),
