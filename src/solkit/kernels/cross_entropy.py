@@ -280,9 +280,11 @@ def _scale_rows_kernel(
 #: (skews 3, 4). It serves gradient-writing calls without softcap (CUDA; under the CPU interpreter only rows
 #: of one chunk). Default: the packed kernel (skew 4), chunks of 4096 columns (32 per row), 4 warps, 4 programs
 #: per SM, exponentials kept as f16 with an fp32 pass 2 (the bf16x2 pass 2 failed an elementwise test by 1.5 %
-#: on 2 of 1.5e8 gradients; in the lean kernel the two timed within 0.3 %), the next row's load issued before
-#: pass 1: 1.221 ms (bf16x2 form) against the reread kernel's 1.349 on an H200 at [8192, 128256] bf16
-#: (session 4, round 1: benchmarks/results/kernels_gates_round5a.json; the reread kernel was the default before).
+#: on 2 of 1.5e8 gradients and was no faster), the next row's load issued before pass 1, each chunk bulk-
+#: prefetched into L2 one row before its register load: on an H200 at [8192, 128256] bf16, 1.1866 / 1.2006 ms
+#: (sweep / table, 0.826 / 0.816 of SOL) against 1.2185 without the L2 prefetch, 1.2540 / 1.4725 with 2 / 4
+#: rows of it, and the reread kernel's 1.3512 (the default before; session 4, round 2:
+#: benchmarks/results/kernels_gates_round5b.json).
 #: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
 #: depth of the two sweeps over a row (cp.async prefetch of the next blocks; 1 = none), programs per SM
 #: (0 = one program per row), ``warp_stats`` = 1: one running max per warp in the statistics sweep, 2: one
@@ -293,7 +295,7 @@ def _scale_rows_kernel(
 CE_CONFIG = {
     "split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_keep_exp": 0, "split_prefetch": 1,
     "split_maxnreg": 128, "split_tagged": 1, "split_skew": 4, "split_max_spins": 1 << 20, "split_fwd": 0,
-    "split_pass2_bf16": 0, "split_early_load": 1, "split_unroll": 1, "split_full_chunks": 0, "split_l2_prefetch": 0,
+    "split_pass2_bf16": 0, "split_early_load": 1, "split_unroll": 1, "split_full_chunks": 0, "split_l2_prefetch": 1,
     "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 2,
     "fwd_block": 4096, "fwd_num_warps": 8, "fwd_num_stages": 4, "fwd_programs_per_sm": 2, "fwd_warp_stats": 2,
 }  # fmt: skip
