@@ -32,9 +32,10 @@ Two kernels (``skew``): 0 exchange, then pass 2 from the exponentials kept in re
 one row ahead (the next row's pass 1 and publication before this row's wait), pass 2 re-reads its chunk
 (from L2: a few MB of traffic after pass 1 read it), so the registers hold a two-row prefetch instead of
 the waiting rows; 16-bit logits are read as int32 pairs (unpacked 16-bit values take a register each)
-and the gradient packed with ``cvt.rn.bf16x2.f32``. (Skew 1, holding two rows of exponentials, and 2,
-"deep", holding four packed chunks, were measured slower and removed: code at commit 2469328; numbers in
-docs/kernels/gates-rope-ce.md.)
+and the gradient packed with ``cvt.rn.bf16x2.f32``. Skews 4 and 5 (the default is 4) are the packed kernels
+of :mod:`solkit.kernels._ce_packed`: one exponential per logit, kept packed for pass 2. (Skew 1, holding two
+rows of exponentials, and 2, "deep", holding four packed chunks, were measured slower and removed: code at
+commit 2469328; numbers in docs/kernels/gates-rope-ce.md.)
 
 Partial slots rotate with ``k``. A kernel that publishes arrival ``j + s`` before waiting for arrival
 ``j`` (skew ``s``) needs ``2 s + 2`` slots: when a program publishes ``j + s`` it has only seen every peer
