@@ -49,19 +49,23 @@ BANDWIDTH = 4.23e12  # the H200's calibrated copy bandwidth (the issue's basis; 
 MIN_PROGRAMS = 64  # below this a candidate leaves most SMs idle at that shape: not timed
 
 
-def programs(cfg: dict[str, Any], M: int, N: int) -> int:
-    return triton.cdiv(N, cfg["BLOCK_N"]) * int(cfg.get("SPLIT_K", 1)) * triton.cdiv(M, cfg["BLOCK_M"])
+def programs(cfg: dict[str, Any], M: int, N: int, sms: int = 132) -> int:
+    """Programs launched (PERSIST: at most PERSIST per SM along N, as gemm_decode.grid; H200's 132 SMs)."""
+    n = triton.cdiv(N, cfg["BLOCK_N"])
+    if cfg.get("PERSIST"):
+        n = min(n, int(cfg["PERSIST"]) * sms)
+    return n * int(cfg.get("SPLIT_K", 1)) * triton.cdiv(M, cfg["BLOCK_M"])
 
 
 def label(cfg: dict[str, Any]) -> str:
     s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} S{cfg.get('SPLIT_K', 1)}"
     tags = (("PIPE", "P"), ("W_TMA", "tma"), ("STAGES", "q"), ("PRE_RES", "pre"), ("EVICT_W", "ef"), ("STAGGER", "sg"),
-            ("RED_EACH", "re"))  # fmt: skip
+            ("RED_EACH", "re"), ("PERSIST", "ps"))  # fmt: skip
     for key, tag in tags:
         if key == "STAGES" and not (cfg.get("W_TMA") and cfg["BLOCK_M"] == 1):
             continue  # STAGES is read by the TMA GEMV only
         if cfg.get(key) and not (key == "PIPE" and cfg[key] == 1):
-            s += f" {tag}{cfg[key] if key in ('PIPE', 'STAGES', 'W_TMA') or cfg[key] > 1 else ''}"
+            s += f" {tag}{cfg[key] if key in ('PIPE', 'STAGES', 'W_TMA', 'PERSIST') or cfg[key] > 1 else ''}"
     return s + f" w{cfg['num_warps']} st{cfg['num_stages']}"
 
 

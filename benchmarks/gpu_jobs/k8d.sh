@@ -1,15 +1,15 @@
-# budget: 120
-# Issue 6, decode (session 4, round 2). First the decode sweep at K = N = 4096 and 8192: the persistent
-# whole-row GEMV (PERSIST) candidates, round 1's whole-row / RED_EACH GEMVs, staggered 16/64-row tiles,
-# the default path (the staggered 16-row tile is now in the autotune list), cuBLAS mm/addmm. Then the
-# read floor again (a second sample of every family, the GEMV diagnostics: x's cost, persistent whole-row
-# GEMVs without the residual; the harness's own methods, kernel and graph_events, at 32 MiB).
+# budget: 60
+# Issue 6, decode (session 4, round 3: the table of record). gemm's default path with the final
+# hopper.decode autotune list (persistent whole-row GEMV and whole-row RED_EACH GEMV for 1 row, the
+# staggered 16-row tile) at M in {1, 16, 64}, K = N in {4096, 8192}, bf16, beside the autotune entries and
+# cuBLAS mm/addmm: correctness first, then the kernel span (the harness's median; baselines and the
+# default path also through timing.benchmark(method="kernel")) and graph_events. Then the decode GPU tests.
 set -u
 export TRITON_CACHE_DIR=/tmp/k8d_triton_cache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader || true
-timeout 58 python3 benchmarks/gemm_decode_sweep.py --out "$OUT/gemm_decode_sweep.json" --budget-s 50 --workers 14 \
-  --compile-timeout-s 14 --reps 30 --graph-reps 15 --harness-kernel 2>&1 | tee "$OUT/sweep.txt"
+timeout 38 python3 benchmarks/gemm_decode_sweep.py --out "$OUT/gemm_decode_sweep.json" --budget-s 33 --workers 14 \
+  --compile-timeout-s 12 --reps 40 --graph-reps 20 --only autotune --harness-kernel 2>&1 | tee "$OUT/sweep.txt"
 echo "sweep rc=${PIPESTATUS[0]}"
-timeout 55 python3 benchmarks/read_floor.py --out "$OUT/read_floor.json" --budget-s 48 --workers 14 \
-  --compile-timeout-s 18 --reps 30 --harness-top 12 2>&1 | tee "$OUT/read_floor.txt"
-echo "read_floor rc=${PIPESTATUS[0]}"
+timeout 17 python3 -m pytest -q -x -p no:cacheprovider tests/kernels/test_gemm_decode.py -k bf16 \
+  2>&1 | tail -n 15 | tee "$OUT/gpu_tests.txt"
+echo "tests rc=${PIPESTATUS[0]}"

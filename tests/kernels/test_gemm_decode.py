@@ -221,3 +221,17 @@ def test_bf16_host_tma_in_cuda_graph():
         pytest.skip("TMA needs sm_90")
     cfg = _splitk(BLOCK_M=16, BLOCK_N=32, BLOCK_K=256, SPLIT_K=2, W_TMA=2, PRE_RES=1, num_stages=4)
     _check_graph_replays(cfg, 16, 1024, 4096, seed=4, replay_seeds=(5, 6))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("M", "K"), [(1, 4096), (3, 4000)])
+def test_bf16_persistent_gemv(M, K):
+    """PERSIST on the H200's grid (4 programs per SM over 500 two-row tiles): every tile of every row written,
+    K = 4000 masks the row's end; and under CUDA-graph replay on new data."""
+    N = 1000
+    x, w, r, b = _case(M, N, K, torch.bfloat16, "cuda", seed=K + M, bias=True)
+    cfg = _splitk(BLOCK_M=1, BLOCK_N=2, BLOCK_K=4096, SPLIT_K=1, PERSIST=4)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = G.gemm(x, w, b, r, config=cfg, out=out, activation="silu")
+    _check(y, x, w, r, b, activation="silu")
+    _check_graph_replays(cfg, M, N, K, seed=7, replay_seeds=(8,))
