@@ -1,34 +1,24 @@
 #!/usr/bin/env python3
 """The read floor: the shortest kernel span in which anything on this GPU streams S bytes from HBM.
 
-Issue 6's decode criterion at K = N = 4096 asks for a 33.5 MB weight stream in <= ~9.3 us (0.85 of the
-calibrated 4.23 TB/s). Whether that is physically reachable depends on the card's fixed per-kernel cost
-(launch, CTA dispatch, first-byte latency, ramp, drain, the kernel's end), not only on its streaming
-rate. This script times many ways of reading S bytes once (L2 flushed by a read sweep before every
-call) at S = 1 MiB ... 512 MiB and fits T = a + S / B per kernel family (over S >= 8 MiB, and over
-8-64 MiB where the fixed part matters most).
+Issue 6's decode criterion at K = N = 4096 needs a 32 MiB weight stream in <= ~9.3 us (0.85 of the calibrated
+4.23 TB/s); whether any kernel can do that depends on the card's fixed per-kernel cost (launch, block
+dispatch, first-byte latency, ramp, drain), not only on its streaming rate. This times many ways of reading
+S = 1 ... 512 MiB once and fits T = a + S / B per family (over S >= 8 MiB, and over 8-64 MiB). Families:
+``chunk`` (one contiguous chunk per program, all loads in flight; .cg / evict_first), ``persist`` (grid-stride
+or one slab per program, register double buffer), ``pipe`` (tl.range software pipeline, cp.async), ``tma``
+(descriptor tile loads into shared memory), ``rows`` (the decode GEMV's access pattern), ``gemv`` (y = W x over
+whole rows; persistent; without x), torch (``W.sum()``, ``torch.mv``, ``copy_``), solkit's decode GEMV, and
+``empty`` (the launch alone). The Triton readers sum what they read into one int32 per program, and the sums
+must add up to the buffer's (every word read once); the GEMVs are checked against fp32.
 
-Families (each reads every byte once; the Triton ones reduce what they read to one int32 per program,
-and a check that those partial sums add up to the buffer's sum proves every word was read once):
+Timing: the kernel span per call from the CUDA profiler (the decode sweep's interleaved session, L2 read flush
+before every call, outside the range); at 32 MiB also ``timing.benchmark(method="kernel")`` and
+``method="graph_events"`` for the fastest families.
 
-* ``chunk``: non-persistent, one CHUNK of contiguous bytes per program (UNROLL blocks of BLOCK int32,
-  all loads issued before any use; 16-byte vector loads), optional cache modifier (.cg) or evict_first;
-* ``persist``: persistent grid-stride, CTAS per SM, a register double buffer of BLOCK int32 blocks;
-* ``pipe``: persistent grid-stride with Triton's software pipeliner (tl.range num_stages: cp.async into
-  shared memory, STAGES blocks in flight per program);
-* ``tma``: tensor-memory-accelerator tile loads (host-made descriptor, [ROWS, 128] int32 tiles) into
-  shared memory with STAGES in flight; persistent (CTAS per SM) or non-persistent (TILES per program);
-* torch: ``W.sum()`` (float32), ``torch.mv`` (cuBLAS GEMV, K = 4096), ``dst.copy_(src)`` (read + write),
-  and solkit's decode GEMV (the M = 1 default config, K = 4096, with the residual);
-* ``empty``: a kernel that reads nothing (one store per program): the launch's own span.
-
-Timing: the GPU kernel span per call from the CUDA profiler, all families of one size interleaved in one
-profiler session (``solkit.harness.kernel_timing.spans_from_trace``, the harness's "kernel" method; read
-flush before every call, outside the timed range); at 32 MiB also ``timing.benchmark(method="kernel")``
-and ``method="graph_events"`` per family.
-
-    python benchmarks/read_floor.py --out $OUT/read_floor.json --budget-s 90
-    python benchmarks/read_floor.py --quick --out /tmp/rf.json     # CPU: interpreter plumbing check
+    python benchmarks/read_floor.py --out $OUT/read_floor.json --budget-s 60
+    python benchmarks/read_floor.py --quick --out /tmp/rf.json     # CPU: the interpreter checks every family
+    python benchmarks/read_floor.py --render benchmarks/results/read_floor_h200_r2.json
 """
 
 from __future__ import annotations
@@ -41,12 +31,11 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-if "--quick" in sys.argv or "--plumbing" in sys.argv:
+if "--quick" in sys.argv:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
@@ -56,7 +45,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 MIB = 2**20
 SIZES_MIB = (1, 4, 8, 16, 32, 64, 128, 256, 512)
-QUICK_SIZES_MIB = (1,)  # interpreter: 1 MiB is already slow there; the plumbing is what is checked
+QUICK_SIZES_MIB = (1,)  # interpreter: the checks, not the speed
 TMA_COLS = 128  # int32 words per TMA tile row (512 bytes)
 
 
@@ -384,51 +373,15 @@ def precompile(names: list[str], workers: int, timeout_s: float) -> dict[str, An
 # --------------------------------------------------------------------------------------------- timing
 def kernel_spans(fns: dict[str, Any], device: torch.device, reps: int) -> dict[str, Any]:
     """Per callable: median GPU kernel span per call over ``reps`` calls, all interleaved in one profiler
-    session (order reversed every other round), an L2 read flush before every call outside the range."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    session (order reversed every other round), an L2 read flush before every call outside the range: the
+    decode sweep's protocol (gemm_decode_sweep.kernel_spans), in microseconds."""
+    from gemm_decode_sweep import kernel_spans as sweep_spans  # benchmarks/ is the script's directory
 
-    from solkit.harness.kernel_timing import RANGE_PREFIX, spans_from_trace
-    from solkit.harness.timing import L2Flusher
-
-    names = list(fns)
-    flush = L2Flusher(device, "read")
-    for name in names:
-        fns[name]()
-    torch.cuda.synchronize(device)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for r in range(reps):
-            for name in names if r % 2 == 0 else names[::-1]:
-                flush()
-                with record_function(f"{RANGE_PREFIX}{names.index(name) * 100000 + r}"):
-                    fns[name]()
-        torch.cuda.synchronize(device)
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        spans = spans_from_trace(json.loads(Path(path).read_text()))
-    finally:
-        os.unlink(path)
-    out: dict[str, Any] = {}
-    for i, name in enumerate(names):
-        s = sorted(v["span_us"] for k, v in spans.items() if k // 100000 == i)
-        if s:
-            out[name] = {"median_us": statistics.median(s), "q1_us": s[len(s) // 4], "q3_us": s[(3 * len(s)) // 4],
-                         "min_us": s[0], "samples": len(s)}  # fmt: skip
-    return out
-
-
-def wall_spans(fns: dict[str, Any], device: torch.device, reps: int) -> dict[str, Any]:
-    """CPU plumbing check only (--plumbing): host wall time per call, in the kernel_spans format."""
     out = {}
-    for name, fn in fns.items():
-        s = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            s.append((time.perf_counter() - t0) * 1e6)
-        s.sort()
-        out[name] = {"median_us": statistics.median(s), "q1_us": s[0], "q3_us": s[-1], "min_us": s[0], "samples": reps}
+    for name, r in sweep_spans(fns, [()], device, reps).items():
+        if "median_ms" in r:
+            out[name] = {f"{k[:-3]}_us": r[k] * 1e3 for k in ("median_ms", "q1_ms", "q3_ms", "min_ms")}
+            out[name]["samples"] = r["samples"]
     return out
 
 
@@ -450,7 +403,7 @@ class ReadFloor:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.t0 = time.time()
-        cuda = torch.cuda.is_available() and not (args.quick or args.plumbing)
+        cuda = torch.cuda.is_available() and not args.quick
         self.dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         props = torch.cuda.get_device_properties(self.dev) if cuda else None
         self.sms = props.multi_processor_count if props else 4
@@ -498,7 +451,7 @@ class ReadFloor:
         halfs = words.view(torch.bfloat16)
         out = self.partials
         fns = {name: (lambda s=spec, w=words: launch(s, w, out), nbytes, 0) for name, spec in fams.items()}
-        if self.dev.type != "cuda" and not self.args.plumbing:
+        if self.dev.type != "cuda":
             return fns
         fns["torch W.sum() (fp32 accum)"] = (lambda h=halfs: h.sum(dtype=torch.float32), nbytes, 0)
         w2 = halfs.view(-1, 4096)
@@ -540,7 +493,7 @@ class ReadFloor:
                 self.log(f"{name}: WRONG SUM {r}")
                 fams.pop(name)
         self.save()
-        if self.dev.type != "cuda" and not self.args.plumbing:
+        if self.dev.type != "cuda":
             self.log(f"interpreter: {len(fams)} families checked")
             return 0
         for mib in sizes:
@@ -548,8 +501,7 @@ class ReadFloor:
                 self.doc.setdefault("skipped_sizes", []).append(mib)
                 continue
             fns = self.callables(src, dst, mib * MIB, fams)
-            timer = wall_spans if self.args.plumbing else kernel_spans
-            spans = timer({n: f for n, (f, _, _) in fns.items()}, self.dev, self.args.reps)
+            spans = kernel_spans({n: f for n, (f, _, _) in fns.items()}, self.dev, self.args.reps)
             rec = {"MiB": mib, "bytes": mib * MIB, "rows": {}}
             for name, (_, rd, wr) in fns.items():
                 if name in spans:
@@ -561,7 +513,7 @@ class ReadFloor:
             self.log(f"{mib} MiB: " + "; ".join(f"{n} {r['median_us']:.2f} us" for n, r in best))
             self.save()
         self.fits()
-        if 32 in sizes and self.left() > 10 and not self.args.plumbing:
+        if 32 in sizes and self.left() > 10:
             self.harness_methods(src, dst, fams)
         self.fits()
         self.save()
@@ -652,7 +604,6 @@ def main() -> int:
     p.add_argument("--compile-timeout-s", type=float, default=30.0)
     p.add_argument("--harness-top", type=int, default=12, help="families cross-checked by the harness at 32 MiB")
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--plumbing", action="store_true", help=argparse.SUPPRESS)  # CPU: every path, wall clock
     p.add_argument("--warm-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--render", default=None, help="print a result file as markdown tables and exit")
     args = p.parse_args()
