@@ -44,6 +44,7 @@ from solkit.kernels.cross_entropy_split import (
     _target_logit,
     _unpack,
     _untag,
+    _word_chunk_geometry,
 )
 
 
@@ -154,23 +155,9 @@ def _ce_split_packed_kernel(
     W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # 0xFF80FF80 / 0xFC00FC00: two -inf
     WBLOCK: tl.constexpr = BLOCK // 2
     E_BF16: tl.constexpr = PASS2_BF16 and IS_BF16
-    pid = tl.program_id(0)
-    n_groups = tl.num_programs(0) // SPLIT
-    group = pid // SPLIT
-    chunk = pid % SPLIT
-    col0 = chunk * chunk_cols
-    col_lim = tl.minimum(chunk_cols, n_cols - col0)
-    col_end = col0 + col_lim
-    woffs = tl.arange(0, WBLOCK)
-    wcols = col0 // 2 + woffs
-    w_lim = col_lim // 2
-    w_mask = woffs < w_lim
-    lw_stride = logits_row_stride // 2
-    gw_stride = grad_row_stride // 2
-    if MEAN:
-        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
-    else:
-        grad_scale = 1.0
+    n_groups, group, chunk, col0, col_lim, col_end, woffs, wcols, w_lim, w_mask, lw_stride, gw_stride, grad_scale = (
+        _word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT, WBLOCK, MEAN)
+    )
     uniform = label_smoothing / n_cols * grad_scale
     spin_budget = max_spins
     # prologue: row r = group passed pass 1 and is published, rows r + G and r + 2G in flight
@@ -269,23 +256,9 @@ def _ce_split_lean_kernel(
     W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352
     WBLOCK: tl.constexpr = BLOCK // 2
     E_BF16: tl.constexpr = PASS2_BF16 and IS_BF16
-    pid = tl.program_id(0)
-    n_groups = tl.num_programs(0) // SPLIT
-    group = pid // SPLIT
-    chunk = pid % SPLIT
-    col0 = chunk * chunk_cols
-    col_lim = tl.minimum(chunk_cols, n_cols - col0)
-    col_end = col0 + col_lim
-    woffs = tl.arange(0, WBLOCK)
-    wcols = col0 // 2 + woffs
-    w_lim = col_lim // 2
-    w_mask = woffs < w_lim
-    lw_stride = logits_row_stride // 2
-    gw_stride = grad_row_stride // 2
-    if MEAN:
-        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
-    else:
-        grad_scale = 1.0
+    n_groups, group, chunk, col0, col_lim, col_end, woffs, wcols, w_lim, w_mask, lw_stride, gw_stride, grad_scale = (
+        _word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT, WBLOCK, MEAN)
+    )
     spin_budget = max_spins
     gbase = partial_ptr + group * (3 * SPLIT_P2)
     slot_stride = n_groups * (3 * SPLIT_P2)

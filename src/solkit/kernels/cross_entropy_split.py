@@ -348,6 +348,31 @@ def _pair_sums(w, w_mask, IS_BF16: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
 
 
 @triton.jit
+def _word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT: tl.constexpr,
+                         WBLOCK: tl.constexpr, MEAN: tl.constexpr):  # fmt: skip
+    """The program's group and chunk, its columns as 32-bit words (two 16-bit logits each), the row strides in
+    words and the gradient's scale (1 / #non-ignored rows for ``mean``): the preamble of every word-reading kernel."""
+    pid = tl.program_id(0)
+    n_groups = tl.num_programs(0) // SPLIT
+    group = pid // SPLIT
+    chunk = pid % SPLIT
+    col0 = chunk * chunk_cols
+    col_lim = tl.minimum(chunk_cols, n_cols - col0)
+    col_end = col0 + col_lim
+    woffs = tl.arange(0, WBLOCK)
+    wcols = col0 // 2 + woffs
+    w_lim = col_lim // 2
+    w_mask = woffs < w_lim
+    lw_stride = logits_row_stride // 2
+    gw_stride = grad_row_stride // 2
+    if MEAN:
+        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
+    else:
+        grad_scale = 1.0
+    return n_groups, group, chunk, col0, col_lim, col_end, woffs, wcols, w_lim, w_mask, lw_stride, gw_stride, grad_scale
+
+
+@triton.jit
 def _load_words_row(logits_w_ptr, targets_ptr, row, n_rows, w_row_stride, wcols, woffs, w_lim, W_PAD: tl.constexpr):
     """A row's chunk as int32 words (-inf pairs past the last row) and its target."""
     w = tl.load(logits_w_ptr + tl.cast(row, tl.int64) * w_row_stride + wcols,
@@ -372,23 +397,9 @@ def _ce_split_reread_kernel(
     read as int32 pairs (an unpacked 16-bit value takes a whole register) and the gradient packed back."""
     W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # 0xFF80FF80 / 0xFC00FC00: two -inf
     WBLOCK: tl.constexpr = BLOCK // 2
-    pid = tl.program_id(0)
-    n_groups = tl.num_programs(0) // SPLIT
-    group = pid // SPLIT
-    chunk = pid % SPLIT
-    col0 = chunk * chunk_cols
-    col_lim = tl.minimum(chunk_cols, n_cols - col0)
-    col_end = col0 + col_lim
-    woffs = tl.arange(0, WBLOCK)
-    wcols = col0 // 2 + woffs
-    w_lim = col_lim // 2
-    w_mask = woffs < w_lim
-    lw_stride = logits_row_stride // 2
-    gw_stride = grad_row_stride // 2
-    if MEAN:
-        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
-    else:
-        grad_scale = 1.0
+    n_groups, group, chunk, col0, col_lim, col_end, woffs, wcols, w_lim, w_mask, lw_stride, gw_stride, grad_scale = (
+        _word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT, WBLOCK, MEAN)
+    )
     uniform = label_smoothing / n_cols * grad_scale
     spin_budget = max_spins
     # prologue: row r published, r + G and r + 2G in flight (r = group < n_rows: the launcher's grid)
