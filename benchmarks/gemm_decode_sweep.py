@@ -39,6 +39,7 @@ if "--quick" in sys.argv:
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from _budgeted_run import BudgetedRun  # noqa: E402  (benchmarks/ is the script's directory)
 
 from solkit.kernels import gemm as G  # noqa: E402
 from solkit.kernels.gemm_decode import KNOB_DEFAULTS  # noqa: E402
@@ -250,7 +251,7 @@ def graph_events(fns: dict[str, Any], pool, device, reps: int, trials: int) -> d
 
 
 # --------------------------------------------------------------------------------------------- main
-class Sweep:
+class Sweep(BudgetedRun):
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.t0 = time.time()
@@ -289,20 +290,6 @@ class Sweep:
             },  # fmt: skip
             "shapes": [],
         }
-
-    def left(self) -> float:
-        return self.args.budget_s - (time.time() - self.t0)
-
-    def log(self, msg: str) -> None:
-        print(f"[{time.time() - self.t0:6.1f}s] {msg}", flush=True)
-
-    def save(self) -> None:
-        self.doc["wall_s"] = round(time.time() - self.t0, 1)
-        out = Path(self.args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.doc, indent=1, default=str))
-        tmp.replace(out)
 
     def copy_bandwidth(self) -> None:
         """Context only: a 1 GiB copy under graph_events in this job (the score uses --bandwidth)."""

@@ -41,6 +41,7 @@ if "--quick" in sys.argv:
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from _budgeted_run import BudgetedRun  # noqa: E402  (benchmarks/ is the script's directory)
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 MIB = 2**20
@@ -399,7 +400,7 @@ def fit(points: list[tuple[float, float]]) -> dict[str, float]:
     return {"a_us": (my - slope * mx) * 1e6, "B_TBps": 1e-12 / slope, "max_abs_resid_us": max(map(abs, resid)) * 1e6}
 
 
-class ReadFloor:
+class ReadFloor(BudgetedRun):
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.t0 = time.time()
@@ -428,20 +429,6 @@ class ReadFloor:
             "families": {},
             "sizes": [],
         }
-
-    def left(self) -> float:
-        return self.args.budget_s - (time.time() - self.t0)
-
-    def log(self, msg: str) -> None:
-        print(f"[{time.time() - self.t0:6.1f}s] {msg}", flush=True)
-
-    def save(self) -> None:
-        self.doc["wall_s"] = round(time.time() - self.t0, 1)
-        out = Path(self.args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.doc, indent=1, default=str))
-        tmp.replace(out)
 
     def callables(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int, fams: dict[str, dict]) -> dict[str, Any]:
         """name -> (zero-argument callable, bytes read, bytes written) at this size."""
