@@ -24,3 +24,35 @@ class BudgetedRun:
         tmp = out.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.doc, indent=1, default=str))
         tmp.replace(out)
+
+
+def versions() -> dict[str, str | None]:
+    """The software a GPU result depends on, for the JSON documents."""
+    import platform
+
+    import torch
+    import triton
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": torch.version.cuda}  # fmt: skip
+
+
+def run_workers(script: str, shards: list, timeout_s: float) -> list[dict]:
+    """Run ``script --warm-worker <json shard>`` once per shard, all in parallel (compiling configs in worker
+    processes, so one that fails or faults cannot take the job down); returns the JSON lines they print.
+    Workers still running when ``timeout_s`` is up are killed and keep what they printed."""
+    import subprocess
+    import sys
+
+    t0 = time.time()
+    procs = [subprocess.Popen([sys.executable, script, "--warm-worker", json.dumps(sh)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for sh in shards]  # fmt: skip
+    results = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1.0, timeout_s - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        results += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return results

@@ -24,9 +24,7 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +37,7 @@ if "--quick" in sys.argv:
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-from _budgeted_run import BudgetedRun  # noqa: E402  (benchmarks/ is the script's directory)
+from _budgeted_run import BudgetedRun, run_workers, versions  # noqa: E402  (benchmarks/ is the script's directory)
 
 from solkit.kernels import gemm as G  # noqa: E402
 from solkit.kernels.gemm_decode import KNOB_DEFAULTS  # noqa: E402
@@ -156,23 +154,7 @@ def warm_worker(cfgs: list[dict[str, Any]]) -> int:
 def precompile(cfgs: list[dict[str, Any]], workers: int, timeout_s: float) -> dict[str, Any]:
     t0 = time.time()
     shards = [cfgs[i::workers] for i in range(workers) if cfgs[i::workers]]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, __file__, "--warm-worker", json.dumps(sh)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )  # fmt: skip
-        for sh in shards
-    ]
-    results = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=max(1.0, timeout_s - (time.time() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        results += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    results = run_workers(__file__, shards, timeout_s)
     failed = [r for r in results if not r.get("ok")]
     ok = [json.dumps(r["config"], sort_keys=True) for r in results if r.get("ok")]
     return {"workers": len(shards), "configs": len(cfgs), "done": len(ok), "failed": failed, "ok": ok,
@@ -271,12 +253,7 @@ class Sweep(BudgetedRun):
             }
             if props
             else {"name": "cpu (Triton interpreter)"},  # fmt: skip
-            "versions": {
-                "python": platform.python_version(),
-                "torch": torch.__version__,
-                "triton": triton.__version__,
-                "cuda": torch.version.cuda,
-            },  # fmt: skip
+            "versions": versions(),
             "dtype": str(self.dtype).replace("torch.", ""),
             "op": "y = x @ W.T + residual; bytes = (N*K + M*K + 2*M*N) * 2",
             "bandwidth_basis": {"calibrated_copy_Bps": args.bandwidth, "source": args.bandwidth_source},

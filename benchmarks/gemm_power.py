@@ -27,7 +27,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import platform
 import statistics
 import sys
 import threading
@@ -39,7 +38,7 @@ if "--quick" in sys.argv and not __import__("torch").cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
-import triton  # noqa: E402
+from _budgeted_run import versions  # noqa: E402  (benchmarks/ is the script's directory)
 
 from solkit.kernels import gemm as G  # noqa: E402
 
@@ -302,12 +301,7 @@ def main() -> int:
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "device": torch.cuda.get_device_name(device) if cuda else "cpu (Triton interpreter)",
-        "versions": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "triton": triton.__version__,
-            "cuda": torch.version.cuda,
-        },  # fmt: skip
+        "versions": versions(),
         "dtype": str(dtype).replace("torch.", ""),
         "protocol": "per variant: a CUDA graph of calls_per_graph back-to-back calls (inputs rotating over 2 "
         "sets, no L2 flush) replayed for warm_s untimed, then for `seconds` between two CUDA events; NVML "

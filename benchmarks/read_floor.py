@@ -27,9 +27,7 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,8 +37,7 @@ if "--quick" in sys.argv:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
-import triton  # noqa: E402
-from _budgeted_run import BudgetedRun  # noqa: E402  (benchmarks/ is the script's directory)
+from _budgeted_run import BudgetedRun, run_workers, versions  # noqa: E402  (benchmarks/ is the script's directory)
 from _read_kernels import _gemv_x, launch, triton_families  # noqa: E402
 
 MIB = 2**20
@@ -97,16 +94,7 @@ def warm_worker(names: list[str], quick: bool) -> int:
 def precompile(names: list[str], workers: int, timeout_s: float) -> dict[str, Any]:
     t0 = time.time()
     shards = [names[i::workers] for i in range(workers) if names[i::workers]]
-    procs = [subprocess.Popen([sys.executable, __file__, "--warm-worker", json.dumps(sh)], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True) for sh in shards]  # fmt: skip
-    results = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=max(1.0, timeout_s - (time.time() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        results += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    results = run_workers(__file__, shards, timeout_s)
     return {"results": results, "ok": [r["name"] for r in results if r.get("ok")], "wall_s": round(time.time() - t0, 2)}
 
 
@@ -154,12 +142,7 @@ class ReadFloor(BudgetedRun):
             "device": {"name": props.name, "sm_count": self.sms, "l2_bytes": props.L2_cache_size}
             if props
             else {"name": "cpu (Triton interpreter)"},
-            "versions": {
-                "python": platform.python_version(),
-                "torch": torch.__version__,
-                "triton": triton.__version__,
-                "cuda": torch.version.cuda,
-            },  # fmt: skip
+            "versions": versions(),
             "timing": {
                 "kernel_span": "CUPTI kernel span per call (solkit.harness.kernel_timing.spans_from_trace), "
                 "families of one size interleaved in one profiler session, read L2 flush before every call",
