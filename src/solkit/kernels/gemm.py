@@ -454,11 +454,14 @@ def gemm(
     activation: str = "none",
     config: dict[str, Any] | None = None,
     out: torch.Tensor | None = None,
+    backend: str | None = None,
 ) -> torch.Tensor:
     """``act(x @ weight.T + bias) * alpha + residual * beta`` in one Triton kernel.
 
     x is [..., K], weight [N, K], bias [N], residual [..., N] (same dtype as x); returns [..., N] in
     x's dtype. ``config`` (a gemm_configs.yaml entry, optionally with ``kernel``) bypasses autotuning.
+    ``backend`` (default ``SOLKIT_GEMM_BACKEND``, else "triton"): "gluon" runs the warp-specialised Gluon
+    kernel (gemm_gluon.py) on the Hopper prefill path where it applies, this function's kernels elsewhere.
     """
     _check(x, weight, bias, residual, activation)
     lead = x.shape[:-1]
@@ -483,6 +486,14 @@ def gemm(
         z = torch.zeros((M, N), dtype=torch.float32, device=x.device)
         return y.copy_(_torch_epilogue(z, bias, r2, alpha, beta, activation)).reshape(*lead, N)
 
+    if config is None and _use_gluon(backend, x2, w, r2, bias):
+        from solkit.kernels import gemm_gluon
+
+        gemm_gluon.gemm_gluon(x2, w, bias, r2, activation=activation, alpha=alpha, beta=beta, out=y)
+        LAST_LAUNCH.clear()
+        LAST_LAUNCH.update(family="hopper", regime="prefill", kernel="gluon_ws", m_bucket=m_bucket(M),
+                           config=vars(gemm_gluon.DEFAULT_CONFIG))  # fmt: skip
+        return y.reshape(*lead, N)
     tensors = [t for t in (x2, w, y, r2) if t is not None]
     family, regime, kernel = select(M, x.device, _tma_ok(*tensors) and x.dtype != torch.float32)
     if config is not None:
@@ -543,6 +554,24 @@ def gemm(
     LAST_LAUNCH.clear()
     LAST_LAUNCH.update(family=family, regime=regime, kernel=kernel, m_bucket=args["M_BUCKET"], config=chosen)
     return y.reshape(*lead, N)
+
+
+GEMM_BACKENDS = ("triton", "gluon")
+
+
+def _use_gluon(backend: str | None, x2, w, r2, bias) -> bool:
+    """Whether ``gemm`` hands this call to the Gluon kernel: asked for (argument or SOLKIT_GEMM_BACKEND), a
+    Hopper GPU with Gluon, the prefill regime and operands the kernel takes; otherwise the Triton kernels run."""
+    kind = (backend or os.environ.get("SOLKIT_GEMM_BACKEND", "") or "triton").strip().lower()
+    if kind not in GEMM_BACKENDS:
+        raise SolkitError(choices_hint(kind, GEMM_BACKENDS, "backend / SOLKIT_GEMM_BACKEND"))
+    if kind != "gluon" or not x2.is_cuda or interpreting():
+        return False
+    from solkit.kernels import gemm_gluon
+
+    prefill = x2.shape[0] > int(load_config_table()["decode_max_m"])
+    bias_ok = bias is None or (bias.is_contiguous() and bias.dtype == x2.dtype)
+    return prefill and bias_ok and gemm_gluon.available() and gemm_gluon.supports(x2, w, r2)
 
 
 def _torch_epilogue(z, bias, residual, alpha, beta, activation) -> torch.Tensor:

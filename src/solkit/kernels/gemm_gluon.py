@@ -1,0 +1,357 @@
+"""Warp-specialised Hopper GEMM in Gluon: ``y = act(x @ W.T + bias) * alpha + residual * beta``.
+
+Shapes: x [M, K], W [N, K] (nn.Linear layout), bias [N], residual [M, N], y [M, N]; bf16/fp16 operands,
+fp32 accumulation. FLOPs: 2*M*N*K on the tensor cores. Bytes (the SOL count): (M*K + N*K + 2*M*N) * itemsize
+with a residual ((M*K + N*K + M*N) * itemsize without), plus N * itemsize for the bias.
+
+Why a second Hopper kernel: the Triton kernel (gemm.py, ``tma_persistent``) runs each tile's epilogue between
+two tiles' MMAs, so the tensor cores idle while the residual tile enters the SM and y leaves it (3-4 % of the
+cycles, docs/kernels/gemm.md "Where the residual's cost goes"). Triton 3.6's ``warp_specialize`` does not split
+that loop on sm_90. Here the warps are split by hand (``gl.warp_specialize``):
+
+* one **producer** warp walks this program's tiles (persistent grid, one program per SM, tiles in grouped
+  order: GROUP_M tile-rows share W's columns in L2) and streams x and W k-slices by TMA into a STAGES-deep
+  shared-memory ring, each slot guarded by a ``ready`` mbarrier (TMA byte count) and an ``empty`` one;
+* CONSUMERS **consumer** partitions of CONSUMER_WARPS warps each take the program's tiles in turn (tile i goes
+  to consumer i mod CONSUMERS) and run the wgmma main loop out of the ring, releasing each slot when the wgmma
+  reading it has retired. With two consumers (CUTLASS's "ping-pong") one consumer's epilogue runs while the
+  other's MMAs use the tensor cores: the residual's cost leaves the critical path. With one consumer of 8 warps
+  ("cooperative", 128x256 tiles) only the loads overlap the epilogue.
+* the epilogue's residual tile is loaded by TMA into the consumer's own shared buffer one whole tile ahead
+  (issued right after the previous tile's store), so it has long arrived when the epilogue needs it; the
+  epilogue adds it in registers, writes y into the same buffer and stores it by TMA (OOB rows clipped).
+
+TMA zero-fills out-of-range loads and clips stores, so any M works; K and N must be multiples of 16 and rows
+16-byte aligned (the launcher falls back otherwise: ``supports``). Needs sm_90 and ``triton.experimental.gluon``
+(Triton >= 3.6); ``available()`` says whether both are there, and everything here degrades to "not available"
+on a CPU or an older Triton.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+try:  # Gluon is experimental: its absence (older Triton) or a changed API only makes this path unavailable
+    import triton
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    # Triton 3.6 names the TMA copies async_copy_global_to_shared / _shared_to_global; later versions async_load /
+    # async_store (the old names raise there)
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+    _IMPORT_ERROR: str | None = None
+except Exception as exc:  # pragma: no cover - depends on the installed Triton
+    _IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
+
+ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2}
+_TORCH_TO_GL = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+@dataclass(frozen=True)
+class GluonConfig:
+    """One compiled variant. CONSUMERS x CONSUMER_WARPS warps compute; one more warp loads."""
+
+    block_m: int = 128
+    block_n: int = 128
+    block_k: int = 64
+    stages: int = 4
+    consumers: int = 2  # 2: ping-pong (each consumer its own tile), 1: one consumer for the whole tile
+    consumer_warps: int = 4
+    group_m: int = 8
+    # setmaxnreg budgets (the default partition, consumer 0, is raised to 256 by Triton 3.6 with two consumers,
+    # to 240 with one): per warpgroup the sum must stay within the 64K-register file (256 + 216 + 40 = 512)
+    producer_regs: int = 40
+    consumer_regs: int = 216
+
+    @property
+    def name(self) -> str:
+        kind = "pingpong" if self.consumers == 2 else "coop"
+        tile = f"{self.block_m}x{self.block_n}x{self.block_k}"
+        return f"{kind}_{tile}_s{self.stages}_w{self.consumer_warps}_g{self.group_m}"
+
+    def smem_bytes(self, itemsize: int = 2) -> int:
+        ring = self.stages * (self.block_m + self.block_n) * self.block_k * itemsize
+        return ring + self.consumers * self.block_m * self.block_n * itemsize + 2 * self.stages * 8 + 64
+
+
+#: Configs tried first (ping-pong 128x128 is the CUTLASS-style default; the others are alternatives)
+CONFIGS: tuple[GluonConfig, ...] = (
+    GluonConfig(),
+    GluonConfig(block_m=64, block_n=256),
+    GluonConfig(block_m=128, block_n=256, stages=3, consumers=1, consumer_warps=8, producer_regs=24),
+)
+DEFAULT_CONFIG = CONFIGS[0]
+SMEM_LIMIT = 227 * 1024
+
+
+def available() -> bool:
+    """Gluon importable and the current device is a Hopper (sm_90) GPU."""
+    if _IMPORT_ERROR is not None or not torch.cuda.is_available():
+        return False
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+def unavailable_reason() -> str | None:
+    if _IMPORT_ERROR is not None:
+        return f"triton.experimental.gluon not importable ({_IMPORT_ERROR})"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    if torch.cuda.get_device_capability() != (9, 0):
+        return f"needs sm_90, device is sm_{''.join(map(str, torch.cuda.get_device_capability()))}"
+    return None
+
+
+def supports(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None = None) -> bool:
+    """Operands this kernel takes: 2-D, same bf16/fp16 dtype, contiguous rows, K and N multiples of 16."""
+    if x.dim() != 2 or weight.dim() != 2 or x.dtype not in _TORCH_TO_GL or weight.dtype != x.dtype:
+        return False
+    m, k = x.shape
+    n = weight.shape[0]
+    if m == 0 or k % 16 or n % 16 or weight.shape[1] != k:
+        return False
+    tensors = [x, weight] + ([residual] if residual is not None else [])
+    for t in tensors:
+        if t.stride(-1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+            return False
+    return residual is None or (residual.dtype == x.dtype and tuple(residual.shape) == (m, n))
+
+
+if _IMPORT_ERROR is None:
+
+    @gluon.jit
+    def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
+        # grouped order: GROUP_M consecutive tile-rows walk the same W columns while they are in L2
+        group_size = GROUP_M * num_pid_n
+        first_m = (tile // group_size) * GROUP_M
+        rows = gl.minimum(num_pid_m - first_m, GROUP_M)
+        pid_m = first_m + (tile % group_size) % rows
+        pid_n = (tile % group_size) // rows
+        return pid_m, pid_n
+
+    @gluon.jit
+    def _producer(x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
+                  STAGES: gl.constexpr):  # fmt: skip
+        start = gl.program_id(0)
+        step = gl.num_programs(0)
+        slot = 0
+        for tile in range(start, num_pid_m * num_pid_n, step):
+            pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            for kk in range(k_tiles):
+                s = slot % STAGES
+                # a fresh barrier counts as having completed the phase before phase 0: the first lap passes
+                mbarrier.wait(empty.index(s), ((slot // STAGES) & 1) ^ 1)
+                mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes)
+                _tma_load(x_desc, [off_m, kk * BLOCK_K], ready.index(s), a_ring.index(s))
+                _tma_load(w_desc, [off_n, kk * BLOCK_K], ready.index(s), b_ring.index(s))
+                slot += 1
+
+    @gluon.jit
+    def _consumer(y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out_buf, res_bar,
+                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta,
+                  CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr, WARPS: gl.constexpr,
+                  HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
+                  STAGES: gl.constexpr):  # fmt: skip
+        # wgmma: a 64-row slab per warpgroup, each warp 16 rows; with 8 warps two warpgroups split M
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
+        )
+        start = gl.program_id(0)
+        step = gl.num_programs(0)
+        num_tiles = num_pid_m * num_pid_n
+        first = start + CONSUMER * step
+        if HAS_RESIDUAL:  # noqa: SIM102 - a constexpr test, then a runtime one: no short-circuit `and` in Gluon
+            if first < num_tiles:
+                pid_m, pid_n = _tile_coords(first, num_pid_m, num_pid_n, GROUP_M)
+                mbarrier.expect(res_bar, r_desc.block_type.nbytes)
+                _tma_load(r_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], res_bar, out_buf)
+        res_phase = 0
+        for tile in range(first, num_tiles, CONSUMERS * step):
+            # this program's slots are used in tile order, k_tiles per tile, whichever consumer reads them
+            slot = ((tile - start) // step) * k_tiles
+            acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
+            for kk in range(k_tiles):
+                s = slot % STAGES
+                mbarrier.wait(ready.index(s), (slot // STAGES) & 1)
+                acc = warpgroup_mma(a_ring.index(s), b_ring.index(s).permute((1, 0)), acc, use_acc=kk > 0,
+                                    is_async=True)  # fmt: skip
+                # keep one wgmma in flight: the one before it has retired, so its slot can be refilled
+                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+                if kk > 0:
+                    mbarrier.arrive(empty.index((slot - 1) % STAGES))
+                slot += 1
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(empty.index((slot - 1) % STAGES))
+
+            pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            if HAS_BIAS:
+                cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
+                bias = gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
+                acc = acc + gl.expand_dims(bias, 0)
+            if ACT == 1:  # SiLU
+                acc = acc / (1.0 + gl.exp(-acc))
+            elif ACT == 2:  # GELU, tanh form: tanh(u) = 1 - 2 / (exp(2u) + 1)
+                u = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
+                acc = 0.5 * acc * (2.0 - 2.0 / (gl.exp(2.0 * u) + 1.0))
+            acc = acc * alpha
+            if HAS_RESIDUAL:
+                mbarrier.wait(res_bar, res_phase)
+                res_phase ^= 1
+                acc = acc + out_buf.load(acc_layout).to(gl.float32) * beta
+            out_buf.store(acc.to(y_desc.dtype))
+            fence_async_shared()
+            _tma_store(y_desc, [off_m, off_n], out_buf)
+            # the buffer is read by the store: wait before the next residual tile lands in it
+            tma.store_wait(pendings=0)
+            if HAS_RESIDUAL:
+                nxt = tile + CONSUMERS * step
+                if nxt < num_tiles:
+                    npid_m, npid_n = _tile_coords(nxt, num_pid_m, num_pid_n, GROUP_M)
+                    mbarrier.expect(res_bar, r_desc.block_type.nbytes)
+                    _tma_load(r_desc, [npid_m * BLOCK_M, npid_n * BLOCK_N], res_bar, out_buf)
+
+    @gluon.jit
+    def _gemm_ws_kernel(x_desc, w_desc, y_desc, r_desc, bias_ptr, M, N, K, alpha, beta,
+                        HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
+                        STAGES: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
+                        GROUP_M: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
+        BLOCK_M: gl.constexpr = x_desc.block_type.shape[0]
+        BLOCK_K: gl.constexpr = x_desc.block_type.shape[1]
+        BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
+        dtype: gl.constexpr = x_desc.dtype
+        a_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], x_desc.layout)
+        b_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], w_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=1)
+        out0 = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], y_desc.layout)
+        res_bar0 = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(res_bar0, count=1)
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        num_pid_n = gl.cdiv(N, BLOCK_N)
+        k_tiles = gl.cdiv(K, BLOCK_K)
+        if CONSUMERS == 2:
+            out1 = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], y_desc.layout)
+            res_bar1 = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+            mbarrier.init(res_bar1, count=1)
+            gl.warp_specialize(
+                [
+                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0,
+                                 num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 2, CONSUMER_WARPS,
+                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out1, res_bar1,
+                                 num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 1, 2, CONSUMER_WARPS,
+                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                    (_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
+                                 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                ],
+                [CONSUMER_WARPS, 1],
+                [CONSUMER_REGS, PRODUCER_REGS],
+            )  # fmt: skip
+        else:
+            gl.warp_specialize(
+                [
+                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0,
+                                 num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 1, CONSUMER_WARPS,
+                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                    (_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
+                                 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                ],
+                [1],
+                [PRODUCER_REGS],
+            )  # fmt: skip
+
+
+def _smem_layout(block: list[int], dtype: torch.dtype) -> Any:
+    return gl.NVMMASharedLayout.get_default_for(block, getattr(gl, _TORCH_TO_GL[dtype]))
+
+
+@functools.cache
+def _num_sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def gemm_gluon(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    *,
+    activation: str = "none",
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    config: GluonConfig | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``act(x @ weight.T + bias) * alpha + residual * beta`` by the warp-specialised Gluon kernel.
+
+    x [M, K], weight [N, K], bias [N], residual [M, N]; the caller checks ``available()`` and ``supports``.
+    """
+    cfg = config or DEFAULT_CONFIG
+    m, k = x.shape
+    n = weight.shape[0]
+    y = out if out is not None else torch.empty((m, n), device=x.device, dtype=x.dtype)
+    a_block, b_block, y_block = [cfg.block_m, cfg.block_k], [cfg.block_n, cfg.block_k], [cfg.block_m, cfg.block_n]
+    x_desc = TensorDescriptor.from_tensor(x, a_block, _smem_layout(a_block, x.dtype))
+    w_desc = TensorDescriptor.from_tensor(weight, b_block, _smem_layout(b_block, x.dtype))
+    y_layout = _smem_layout(y_block, x.dtype)
+    y_desc = TensorDescriptor.from_tensor(y, y_block, y_layout)
+    r_desc = TensorDescriptor.from_tensor(residual, y_block, y_layout) if residual is not None else y_desc
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    grid = (min(_num_sms(x.device.index or 0), tiles),)
+    _gemm_ws_kernel[grid](
+        x_desc, w_desc, y_desc, r_desc, bias if bias is not None else y, m, n, k, float(alpha), float(beta),
+        HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None, ACT=ACTIVATIONS[activation],
+        STAGES=cfg.stages, CONSUMERS=cfg.consumers, CONSUMER_WARPS=cfg.consumer_warps, GROUP_M=cfg.group_m,
+        PRODUCER_REGS=cfg.producer_regs, CONSUMER_REGS=cfg.consumer_regs, num_warps=cfg.consumer_warps,
+    )  # fmt: skip
+    return y
+
+
+def compile_sm90(cfg: GluonConfig = DEFAULT_CONFIG, *, dtype: str = "bf16", has_bias: bool = False,
+                 has_residual: bool = True, act: int = 0) -> Any:  # fmt: skip
+    """Compile the kernel for sm_90 without a GPU (to read its TTGIR/PTX, and to catch API errors early)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    gl_dtype = getattr(gl, {"bf16": "bfloat16", "fp16": "float16"}[dtype])
+
+    def desc(block: list[int]) -> str:
+        layout = gl.NVMMASharedLayout.get_default_for(block, gl_dtype)
+        return f"tensordesc<{dtype}[{block[0]}, {block[1]}],{layout!r}>"
+
+    sig = {
+        "x_desc": desc([cfg.block_m, cfg.block_k]), "w_desc": desc([cfg.block_n, cfg.block_k]),
+        "y_desc": desc([cfg.block_m, cfg.block_n]), "r_desc": desc([cfg.block_m, cfg.block_n]),
+        "bias_ptr": f"*{dtype}", "M": "i32", "N": "i32", "K": "i32", "alpha": "fp32", "beta": "fp32",
+        "HAS_BIAS": "constexpr", "HAS_RESIDUAL": "constexpr", "ACT": "constexpr", "STAGES": "constexpr",
+        "CONSUMERS": "constexpr", "CONSUMER_WARPS": "constexpr", "GROUP_M": "constexpr",
+        "PRODUCER_REGS": "constexpr", "CONSUMER_REGS": "constexpr",
+    }  # fmt: skip
+    constexprs = {
+        "HAS_BIAS": has_bias, "HAS_RESIDUAL": has_residual, "ACT": act, "STAGES": cfg.stages,
+        "CONSUMERS": cfg.consumers, "CONSUMER_WARPS": cfg.consumer_warps, "GROUP_M": cfg.group_m,
+        "PRODUCER_REGS": cfg.producer_regs, "CONSUMER_REGS": cfg.consumer_regs,
+    }  # fmt: skip
+    src = GluonASTSource(_gemm_ws_kernel, sig, constexprs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.consumer_warps})
