@@ -36,6 +36,16 @@ PATHS = {
     # the whole row (partners not run yet), the last one reads the published partials.
     "split": {"max_single_block": 64, "split": {"segment": 64, "chunk": 32, "per_sm": 2}},
     "split_same_row": {"max_single_block": 64, "split": {"segment": 48, "chunk": 16, "per_sm": 2, "lookahead": 0}},
+    # Packed path (register-held chunks, tagged exchange): 64/256-column chunks, 1-3 row groups. In the
+    # interpreter a group's programs run in order: the earlier ones time out at once and compute the row's
+    # statistics themselves (the fallback), the last one reads its partners' published words.
+    "packed": {"packed": {"block": 256, "groups": 2}},
+    "packed_narrow": {"packed": {"block": 64, "groups": 3}},
+    "packed_keep_e": {"packed": {"block": 256, "groups": 1, "keep_e": 1}},
+    "packed_late": {"packed": {"block": 128, "groups": 2, "early_load": 0}},
+    "packed_gpu": {"packed": True},
+    "packed_gpu_2k": {"packed": {"block": 2048, "num_warps": 4, "per_sm": 4, "keep_e": 1}},
+    "packed_gpu_8k": {"packed": {"block": 8192, "num_warps": 8, "per_sm": 2, "l2_prefetch": 0, "early_load": 0}},
     "coop_gpu": {"coop": True},
     "split_gpu": {"split": True},
     "split_gpu_1per_sm": {"split": {"segment": 32768, "chunk": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 0}},
@@ -68,10 +78,12 @@ def _check(x, path, device):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("shape", [(1, 257), (6, 1031), (4, 5, 96), (3, 127)])
 @pytest.mark.parametrize(
-    "path", ["default", "looped", "looped_noprefetch", "coop", "coop_lookahead2", "split", "split_same_row"]
-)
+    "path",
+    ["default", "looped", "looped_noprefetch", "coop", "coop_lookahead2", "split", "split_same_row", "packed",
+     "packed_narrow", "packed_keep_e", "packed_late"],
+)  # fmt: skip
 def test_softmax_values_and_grads(dtype, shape, path, device):
-    if path.startswith(("coop", "split")) and shape[-1] > 300 and device == "cpu":
+    if path.startswith(("coop", "split", "packed_narrow")) and shape[-1] > 300 and device == "cpu":
         pytest.skip("interpreter: the cooperative fallback re-reads whole rows; the small shapes cover it")
     gen = torch.Generator().manual_seed(sum(shape))
     x = (torch.randn(*shape, generator=gen) * 4).to(dtype)  # spread wide enough that the max matters
@@ -97,7 +109,7 @@ def test_split_plan_fills_every_sm():
     assert split_plan(4, 10**7, 16384, 264) is None  # more segments than resident programs
 
 
-@pytest.mark.parametrize("path", ["default", "looped", "coop", "split"])
+@pytest.mark.parametrize("path", ["default", "looped", "coop", "split", "packed_narrow"])
 def test_masked_rows(path, device):
     """-inf entries (attention masks) get probability 0; a row whose first chunks are all -inf stays finite."""
     x = torch.randn(3, 300, device=device)
@@ -187,3 +199,50 @@ def test_wide_auto_path_gpu(n_cols):
     assert sm._wide_path(None, None, "fwd", x.cuda()) == ("split" if overflows else "looped")
     assert sm._wide_path(None, None, "bwd", x.cuda()) == ("split" if overflows else "looped")
     _check(x, "default", "cuda")
+
+
+def test_packed_timeout_gives_nan_not_a_hang(device):
+    """Without the fallback, a program whose partners never publish (the interpreter runs them one by one)
+    writes NaN for the row after a bounded spin, and never waits again."""
+    if device != "cpu":
+        pytest.skip("relies on the interpreter's sequential programs")
+    from solkit.kernels._softmax_packed import softmax_forward_packed
+
+    x = torch.randn(3, 200, dtype=torch.float16)
+    y = torch.zeros_like(x)
+    info = softmax_forward_packed(x, y, block=64, groups=1, fallback=False)
+    assert info["split"] == 4 and info["groups"] == 1
+    assert torch.isnan(y[:, :192]).all()  # the first programs' chunks (64 columns each): partners ran later
+    torch.testing.assert_close(y[:, 192:], torch.softmax(x.float(), -1)[:, 192:].half())  # the last program
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", ["packed_gpu", "packed_gpu_2k", "packed_gpu_8k"])
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [((300, 128256), torch.bfloat16), ((1, 128256), torch.bfloat16), ((5, 262144), torch.bfloat16),
+     ((33, 262144), torch.bfloat16), ((64, 14336), torch.bfloat16), ((17, 128255), torch.bfloat16),
+     ((1000, 20000), torch.float16), ((40, 65537), torch.float32)],
+)  # fmt: skip
+def test_softmax_packed_gpu(shape, dtype, path):
+    """The packed path on a GPU (programs really exchange): bf16 vocabulary and 256k-wide rows, one row, an
+    odd width (element loads), fp16 and fp32."""
+    x = torch.randn(*shape, dtype=dtype) * 4
+    _check(x, path, "cuda")
+
+
+@pytest.mark.gpu
+def test_softmax_packed_launches_gpu():
+    """On a GPU the packed launcher really launches (no silent fallback to another path): every group of
+    programs resident, no spills at the default."""
+    from solkit.kernels._softmax_packed import softmax_backward_packed, softmax_forward_packed
+
+    x = torch.randn(512, 128256, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    info = softmax_forward_packed(x, y)
+    assert info is not None and info["groups"] >= 1 and info["programs"] == info["groups"] * info["split"]
+    assert info["programs"] <= info["resident_per_sm"] * torch.cuda.get_device_properties(0).multi_processor_count
+    torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), rtol=2e-2, atol=1e-5)
+    dx = torch.empty_like(x)
+    dy = torch.randn_like(x)
+    assert softmax_backward_packed(dy, y, dx) is not None

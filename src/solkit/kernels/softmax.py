@@ -5,7 +5,7 @@ Math, per row ``x`` of ``N`` elements, fp32 arithmetic, one rounding of the outp
     m  = max(x),   s = sum(exp(x - m)),   y = exp(x - m) / s
     backward:  dx = y * (dy - sum(y * dy))
 
-Four paths:
+Five paths:
 
 * **single block** (``N`` up to :data:`MAX_SINGLE_BLOCK_COLS`): the whole row (``BLOCK_M`` rows for
   narrow ones) sits in registers; one read, one write;
@@ -16,6 +16,12 @@ Four paths:
   Reversing makes the chunks read last in pass 1 the first re-read in pass 2, so part of the re-read
   hits L2; the rest is read from DRAM twice (with 128k-wide rows most of it, see docs/kernels/norms.md).
   Backward does the same with ``sum(y * dy)``;
+* **packed** (wide rows; :mod:`solkit.kernels._softmax_packed`): ``S`` resident programs per row keep
+  their chunk in registers (16-bit inputs as int32 pairs), exchange ``(max, sum)`` (backward:
+  ``sum(y * dy)``) as tagged 64-bit words, and overlap the exchange with the next row's pass 1 and the
+  loads of the two rows after it (plus one row of L2 bulk prefetch): one read, one write, the design of the
+  packed cross-entropy kernel. Taken when ``packed`` is True or a dict of ``PACKED_CONFIG``
+  overrides, or by default per :data:`PACKED_DEFAULT` (``default``, ``min_cols``) on a GPU;
 * **split-row** (wide rows; :mod:`solkit.kernels.softmax_split`): programs split each row into
   segments, publish per-segment statistics, and re-read their segment from L2 for the output: one
   DRAM read. The default on a GPU when one row per SM would overflow the L2 (:data:`SPLIT_CONFIG`);
@@ -42,6 +48,7 @@ import torch
 import triton
 import triton.language as tl
 
+from solkit.kernels._softmax_packed import softmax_backward_packed, softmax_forward_packed
 from solkit.kernels._utils import check_rows, interpreting, register_cap, row_config, sm_count, warps_for
 from solkit.kernels.softmax_split import _dot_range, _online_max_sum, _softmax_split_kernel, split_plan
 
@@ -418,6 +425,24 @@ def _wide_path(coop, split, direction: str, t: torch.Tensor) -> str:
     return "looped"
 
 
+#: Packed path (:mod:`solkit.kernels._softmax_packed`), when the caller leaves ``packed``, ``coop`` and
+#: ``split`` None: taken on a GPU if ``default`` and the row has at least ``min_cols`` columns.
+PACKED_DEFAULT = {"fwd": {"default": False, "min_cols": 16385}, "bwd": {"default": False, "min_cols": 16385}}
+
+
+def _packed_opts(packed, coop, split, direction: str, t: torch.Tensor) -> dict | None:
+    """Launch options of the packed path, or None when it is not taken: an explicit ``packed`` wins, an
+    explicit ``coop``/``split`` excludes it, else :data:`PACKED_DEFAULT` on a GPU."""
+    if packed is None:
+        cfg = PACKED_DEFAULT[direction]
+        if coop is not None or split is not None or not cfg["default"] or not t.is_cuda or interpreting():
+            return None
+        return {} if t.shape[-1] >= cfg["min_cols"] else None
+    if isinstance(packed, dict):  # (an empty dict: the packed path with its defaults)
+        return dict(packed)
+    return {} if packed else None
+
+
 def softmax_forward(
     x: torch.Tensor,
     *,
@@ -432,15 +457,20 @@ def softmax_forward(
     coop_per_sm: int | None = None,
     coop_lookahead: int | None = None,
     split: bool | dict | None = None,
+    packed: bool | dict | None = None,
 ) -> torch.Tensor:
     """Softmax over the last dimension of ``x`` (any leading shape).
 
-    Rows wider than ``max_single_block`` take the cooperative path when ``coop`` is True, the split-row
-    path when ``split`` is True or a dict of :data:`SPLIT_CONFIG` overrides (None: the measured
-    defaults), else the looped one."""
+    ``packed`` True or a dict of ``_softmax_packed.PACKED_CONFIG`` overrides takes the packed path at any width (None:
+    :data:`PACKED_DEFAULT`). Rows wider than ``max_single_block`` take the cooperative path when ``coop`` is
+    True, the split-row path when ``split`` is True or a dict of :data:`SPLIT_CONFIG` overrides (None: the
+    measured defaults), else the looped one."""
     x2 = check_rows(x, "softmax input", max_cols=None)
     n_rows, n_cols = x2.shape
     y2 = torch.empty_like(x2)
+    opts = _packed_opts(packed, coop, split, "fwd", x2)
+    if opts is not None and softmax_forward_packed(x2, y2, **opts) is not None:
+        return y2.view(x.shape)
     looped, bm, bn, nw = _plan(n_cols, x2.element_size(), max_single_block, loop_block, block_m, num_warps)
     cfg = COOP_CONFIG["fwd"]
     path = _wide_path(coop, split, "fwd", x2) if looped else "single"
@@ -480,12 +510,16 @@ def softmax_backward(
     coop_per_sm: int | None = None,
     coop_lookahead: int | None = None,
     split: bool | dict | None = None,
+    packed: bool | dict | None = None,
 ) -> torch.Tensor:
     """Gradient of softmax: ``dx = y * (dy - sum(y * dy))`` over the last dimension (paths as in the forward)."""
     y2 = check_rows(y, "softmax saved output", max_cols=None)
     dy2 = check_rows(dy, "softmax grad_output", max_cols=None)
     n_rows, n_cols = y2.shape
     dx2 = torch.empty_like(y2)
+    opts = _packed_opts(packed, coop, split, "bwd", y2)
+    if opts is not None and softmax_backward_packed(dy2, y2, dx2, **opts) is not None:
+        return dx2.view(y.shape)
     looped, bm, bn, nw = _plan(n_cols, y2.element_size(), max_single_block, loop_block, block_m, num_warps)
     cfg = COOP_CONFIG["bwd"]
     path = _wide_path(coop, split, "bwd", y2) if looped else "single"

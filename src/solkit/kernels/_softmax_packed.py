@@ -1,0 +1,446 @@
+"""Row softmax for vocabulary-wide rows, forward and backward, with one DRAM read: register-held row chunks.
+
+The design of the packed cross-entropy kernel (:mod:`solkit.kernels._ce_packed`), whose traffic (one read of
+the row, one write) is a softmax forward's: the row of ``N`` columns is cut into ``SPLIT`` chunks of at most
+``BLOCK`` columns; ``G`` groups of ``SPLIT`` resident programs walk rows ``g, g + G, ...``; a program keeps its
+chunk **in registers** while the row's statistics are exchanged with its ``SPLIT - 1`` partners, so the row is
+read from DRAM once and never re-read.
+
+Forward, chunk ``c`` of row ``x`` (fp32 math, base-2 exponentials, ``L = log2 e``):
+
+* pass 1: ``m_c = max x``, ``s_c = sum 2^((x - m_c) L)``; publish ``(m_c, s_c)``;
+* exchange: ``M = max m_i``, ``S = sum_i s_i 2^((m_i - M) L)``;
+* pass 2: ``y = 2^(x L - lse_2)``, ``lse_2 = M L + log2 S`` (``lg2.approx`` on a GPU), recomputed from the
+  chunk's 16-bit inputs kept as loaded (``KEEP_E = 0``), or ``y = e 2^(m_c L - lse_2)`` from pass 1's
+  exponentials kept as f16 pairs (``KEEP_E = 1``: one FMUL per element instead of FFMA + EX2, relative error
+  2^-12 more); fp32 inputs ``y = 2^((x - M) L) / S`` (the exact difference first).
+
+Backward: pass 1 ``d_c = sum y dy`` over the chunk (``y`` and ``dy`` kept as loaded), publish ``d_c``;
+``d = sum_i d_i``; pass 2 ``dx = y (dy - d)``.
+
+Bytes per call, ``M x N`` of ``e`` bytes: forward ``2 M N e`` (read x, write y), backward ``3 M N e`` (read
+y and dy, write dx); the partials (``16 SPLIT`` bytes per row) stay in L2.
+
+Pipeline (per program, iteration of row ``r``; rows ``r + G``, ``r + 2G`` already in flight): issue the load
+of row ``r + 3G`` (``EARLY_LOAD``; else after pass 1), first poll of row ``r``'s partials, pass 1 of row
+``r + G`` and its publication, wait for row ``r``, pass 2 of row ``r`` and its store. ``PF`` = d > 0: the
+chunk of row ``r + (3 + d) G`` is bulk-prefetched into L2 (``cp.async.bulk.prefetch.L2``) when row
+``r + 3G``'s register load is issued. 16-bit inputs of even width and row stride are read as int32 pairs
+(``PACKED``); other inputs (fp32, odd widths) one element per lane.
+
+Exchange: the tagged words of :mod:`solkit.kernels.cross_entropy_split` (``(j + 1) << 32 | fp32 bits``,
+relaxed atomic exchange, four slots: a program publishes row ``j + 1`` before it waits for row ``j``). Every
+row is an arrival. The spin is bounded (``max_spins``); on a timeout a program either computes the row's
+statistics from the whole row itself (``FALLBACK``: correct, slow; the CPU interpreter, whose programs run
+one after another, takes this branch) or writes NaN for that row and never waits again (a visible failure,
+never a hang). All programs of the grid must be resident at once: the launcher sizes the grid from the
+compiled kernel's registers (:func:`~solkit.kernels.cross_entropy_split.resident_programs`).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from solkit.kernels._ce_packed import _prefetch_rows
+from solkit.kernels.cross_entropy_split import (
+    L2E,
+    _pack,
+    _poll_tagged,
+    _publish_tagged,
+    _tagged,
+    _tags_match,
+    _unpack,
+    _untag,
+    chunk_layout,
+    resident_programs,
+)
+from solkit.kernels.softmax_split import _dot_range, _online_max_sum
+
+#: Launch defaults (``block``: widest chunk per program; ``per_sm``: resident programs per SM).
+PACKED_CONFIG = {
+    "fwd": {"block": 4096, "num_warps": 4, "per_sm": 4, "keep_e": 0, "early_load": 1, "l2_prefetch": 1},
+    "bwd": {"block": 2048, "num_warps": 4, "per_sm": 4, "keep_e": 0, "early_load": 1, "l2_prefetch": 1},
+}
+
+
+@triton.jit
+def _load_units(u_ptr, row, n_rows, u_stride, ucols, uoffs, u_lim, PAD):
+    """A row's chunk in load units (int32 words of two 16-bit values, or elements); ``PAD`` past the row's
+    end and for rows past the last."""
+    return tl.load(u_ptr + tl.cast(row, tl.int64) * u_stride + ucols,
+                   mask=uoffs < tl.where(row < n_rows, u_lim, 0), other=PAD)  # fmt: skip
+
+
+@triton.jit
+def _fwd_pass1(u, PACKED: tl.constexpr, IS_BF16: tl.constexpr, KEEP_E: tl.constexpr, ASM: tl.constexpr):
+    """(max, m_ref, sum 2^((x - m_ref) L), what pass 2 keeps) of a chunk; m_ref = max, or 0 for a chunk
+    of padding only. Kept: the loaded units, or (``KEEP_E``) the exponentials (f16 pairs when packed)."""
+    if PACKED:
+        lo, hi = _unpack(u, IS_BF16)
+        m_c = tl.max(tl.maximum(lo, hi), axis=0)  # one block reduction for both halves
+        m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
+        e_lo = tl.exp2(lo * L2E - m_ref * L2E)
+        e_hi = tl.exp2(hi * L2E - m_ref * L2E)
+        s_c = tl.sum(e_lo + e_hi, axis=0)
+        if KEEP_E:
+            kept = _pack(e_lo, e_hi, False, ASM)
+        else:
+            kept = u
+    else:
+        z = u.to(tl.float32)
+        m_c = tl.max(z, axis=0)
+        m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
+        e = tl.exp2(z * L2E - m_ref * L2E)
+        s_c = tl.sum(e, axis=0)
+        if KEEP_E:
+            kept = e
+        else:
+            kept = u
+    return m_c, m_ref, s_c, kept
+
+
+@triton.jit
+def _log2(v, ASM: tl.constexpr):
+    if ASM:  # one MUFU.LG2 (relative error ~2^-22) instead of the ~25-instruction precise log2
+        return tl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [v], dtype=tl.float32, is_pure=True,
+                                         pack=1)  # fmt: skip
+    return tl.log2(v)
+
+
+@triton.jit
+def _fwd_pass2(kept, m_ref, big, total, PACKED: tl.constexpr, IS_BF16: tl.constexpr, KEEP_E: tl.constexpr,
+               ASM: tl.constexpr):  # fmt: skip
+    """The chunk's outputs from the row's ``(max, sum)``: packed words (16-bit, ``y = 2^(x L - lse_2)`` with
+    ``lse_2 = M L + log2 S``: one FFMA and one EX2 per element), else fp32 ``2^((x - M) L) / S`` (the exact
+    difference first: fp32 inputs keep torch's accuracy)."""
+    if PACKED:
+        lse2 = big * L2E + _log2(total, ASM)
+        if KEEP_E:
+            c = tl.exp2(m_ref * L2E - lse2)
+            e_lo, e_hi = _unpack(kept, False)
+            return _pack(e_lo * c, e_hi * c, IS_BF16, ASM)
+        else:
+            lo, hi = _unpack(kept, IS_BF16)
+            return _pack(tl.exp2(lo * L2E - lse2), tl.exp2(hi * L2E - lse2), IS_BF16, ASM)
+    else:
+        inv = 1.0 / total
+        if KEEP_E:
+            return kept * (tl.exp2((m_ref - big) * L2E) * inv)
+        else:
+            return tl.exp2((kept.to(tl.float32) - big) * L2E) * inv
+
+
+@triton.jit
+def _await_stats(base, j, wm, ws, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr):
+    """From a first read (``wm, ws``) re-read the group's words of arrival ``j`` until every tag matches (at
+    most ``spin_budget`` times); returns the row's (max M, sum of 2^((x - M) L), 1 if all arrived else 0)."""
+    want = tl.cast(j + 1, tl.int64)
+    ready = _tags_match(wm, ws, ws, want)
+    spins = 0
+    while (ready == 0) & (spins < spin_budget):
+        wm, ws, _wz = _poll_tagged(base, j, SPLIT, SPLIT_P2, False)
+        ready = _tags_match(wm, ws, ws, want)
+        spins += 1
+    ms = _untag(wm)
+    big = tl.max(ms, axis=0)
+    return big, tl.sum(_untag(ws) * tl.exp2((ms - big) * L2E), axis=0), ready
+
+
+@triton.jit
+def _chunk_geometry(n_cols, chunk_cols, SPLIT: tl.constexpr, UBLOCK: tl.constexpr, PACKED: tl.constexpr):
+    """The program's group and chunk, its first column, its columns in load units and their count."""
+    pid = tl.program_id(0)
+    n_groups = tl.num_programs(0) // SPLIT
+    group = pid // SPLIT
+    chunk = pid % SPLIT
+    col0 = chunk * chunk_cols
+    col_lim = tl.maximum(tl.minimum(chunk_cols, n_cols - col0), 0)
+    uoffs = tl.arange(0, UBLOCK)
+    if PACKED:
+        u0 = col0 // 2
+        u_lim = col_lim // 2
+    else:
+        u0 = col0
+        u_lim = col_lim
+    return n_groups, group, chunk, u0, uoffs, u0 + uoffs, u_lim
+
+
+@triton.jit
+def _softmax_fwd_packed_kernel(
+    x_ptr, xu_ptr, yu_ptr, partial_ptr, n_rows, n_cols, chunk_cols, x_stride, xu_stride, yu_stride,
+    max_spins, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, PACKED: tl.constexpr,
+    IS_BF16: tl.constexpr, KEEP_E: tl.constexpr, EARLY_LOAD: tl.constexpr, PF: tl.constexpr,
+    FALLBACK: tl.constexpr, ASM: tl.constexpr,
+):  # fmt: skip
+    UBLOCK: tl.constexpr = BLOCK // 2 if PACKED else BLOCK
+    PAD: tl.constexpr = (-8323200 if IS_BF16 else -67044352) if PACKED else float("-inf")  # two -inf per word
+    n_groups, group, chunk, u0, uoffs, ucols, u_lim = _chunk_geometry(n_cols, chunk_cols, SPLIT, UBLOCK, PACKED)
+    u_mask = uoffs < u_lim
+    spin_budget = max_spins
+    gbase = partial_ptr + group * (3 * SPLIT_P2)
+    slot_stride = n_groups * (3 * SPLIT_P2)
+    pf_bytes = u_lim * 4 // 16 * 16  # (an fp32 element or a word of two 16-bit ones: 4 bytes)
+    x0 = _load_units(xu_ptr, group, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+    x1 = _load_units(xu_ptr, group + n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+    x2 = _load_units(xu_ptr, group + 2 * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+    if PF > 0:  # rows r + 3G .. r + (2 + PF)G on their way to L2 (the loop keeps PF rows ahead of its loads)
+        _prefetch_rows(xu_ptr, group + 3 * n_groups, PF, n_groups, n_rows, xu_stride, u0, pf_bytes)
+    m_c, m0, s_c, k0 = _fwd_pass1(x0, PACKED, IS_BF16, KEEP_E, ASM)
+    _publish_tagged(gbase, chunk, 0, m_c, s_c, 0.0, SPLIT_P2, False)
+    j = 0
+    for row in tl.range(group, n_rows, n_groups):
+        r1 = row + n_groups
+        if EARLY_LOAD:
+            x3 = _load_units(xu_ptr, r1 + 2 * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+            if PF > 0:
+                _prefetch_rows(xu_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, xu_stride, u0, pf_bytes)
+        base0 = gbase + (j & 3) * slot_stride
+        wm, ws, _wz = _poll_tagged(base0, j, SPLIT, SPLIT_P2, False)
+        m_c, m1, s_c, k1 = _fwd_pass1(x1, PACKED, IS_BF16, KEEP_E, ASM)
+        if not EARLY_LOAD:
+            x3 = _load_units(xu_ptr, r1 + 2 * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+            if PF > 0:
+                _prefetch_rows(xu_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, xu_stride, u0, pf_bytes)
+        if r1 < n_rows:  # (no arrival past the last row: it would take a slot still to be read)
+            _publish_tagged(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, m_c, s_c, 0.0, SPLIT_P2, False)
+        big, total, ok = _await_stats(base0, j, wm, ws, spin_budget, SPLIT, SPLIT_P2)
+        if ok == 0:
+            if FALLBACK:  # partners not there (the interpreter): the whole row's statistics, here
+                big, total = _online_max_sum(x_ptr + tl.cast(row, tl.int64) * x_stride, 0, n_cols, BLOCK, "", False)
+            else:  # a visible failure (NaN), never a hang: no more waiting from now on
+                big = big + float("nan")
+            spin_budget = 0
+        tl.store(yu_ptr + tl.cast(row, tl.int64) * yu_stride + ucols,
+                 _fwd_pass2(k0, m0, big, total, PACKED, IS_BF16, KEEP_E, ASM).to(yu_ptr.dtype.element_ty),
+                 mask=u_mask)  # fmt: skip
+        x1 = x2
+        x2 = x3
+        k0 = k1
+        m0 = m1
+        j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
+
+
+@triton.jit
+def _publish_one(base, chunk, j, v):
+    tl.atomic_xchg(base + chunk, _tagged(v, tl.cast(j + 1, tl.int64) << 32), sem="relaxed")
+
+
+@triton.jit
+def _poll_one(base, j, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr):
+    """One read of the group's words of arrival ``j`` (lanes past SPLIT read as a matching tag and 0)."""
+    tag = tl.cast(j + 1, tl.int64) << 32
+    offs = tl.arange(0, SPLIT_P2)
+    return tl.load(base + offs, mask=offs < SPLIT, other=tag, volatile=True)
+
+
+@triton.jit
+def _await_sum(base, j, w, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr):
+    """(sum of the arrival's values, 1 if all arrived else 0) from a first read ``w``."""
+    want = tl.cast(j + 1, tl.int64)
+    ready = tl.min(((w >> 32) == want).to(tl.int32), axis=0)
+    spins = 0
+    while (ready == 0) & (spins < spin_budget):
+        w = _poll_one(base, j, SPLIT, SPLIT_P2)
+        ready = tl.min(((w >> 32) == want).to(tl.int32), axis=0)
+        spins += 1
+    return tl.sum(_untag(w), axis=0), ready
+
+
+@triton.jit
+def _bwd_pass1(yu, du, PACKED: tl.constexpr, IS_BF16: tl.constexpr):
+    if PACKED:
+        y_lo, y_hi = _unpack(yu, IS_BF16)
+        d_lo, d_hi = _unpack(du, IS_BF16)
+        return tl.sum(y_lo * d_lo + y_hi * d_hi, axis=0)
+    return tl.sum(yu.to(tl.float32) * du.to(tl.float32), axis=0)
+
+
+@triton.jit
+def _bwd_pass2(yu, du, dot, PACKED: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr):
+    if PACKED:
+        y_lo, y_hi = _unpack(yu, IS_BF16)
+        d_lo, d_hi = _unpack(du, IS_BF16)
+        return _pack(y_lo * (d_lo - dot), y_hi * (d_hi - dot), IS_BF16, ASM)
+    y = yu.to(tl.float32)
+    return y * (du.to(tl.float32) - dot)
+
+
+@triton.jit
+def _softmax_bwd_packed_kernel(
+    y_ptr, dy_ptr, yu_ptr, du_ptr, dxu_ptr, partial_ptr, n_rows, n_cols, chunk_cols, y_stride, dy_stride,
+    yu_stride, du_stride, dxu_stride, max_spins, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr,
+    PACKED: tl.constexpr, IS_BF16: tl.constexpr, EARLY_LOAD: tl.constexpr, PF: tl.constexpr,
+    FALLBACK: tl.constexpr, ASM: tl.constexpr,
+):  # fmt: skip
+    UBLOCK: tl.constexpr = BLOCK // 2 if PACKED else BLOCK
+    n_groups, group, chunk, u0, uoffs, ucols, u_lim = _chunk_geometry(n_cols, chunk_cols, SPLIT, UBLOCK, PACKED)
+    u_mask = uoffs < u_lim
+    spin_budget = max_spins
+    gbase = partial_ptr + group * SPLIT_P2
+    slot_stride = n_groups * SPLIT_P2
+    pf_bytes = u_lim * 4 // 16 * 16
+    y0 = _load_units(yu_ptr, group, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
+    d0 = _load_units(du_ptr, group, n_rows, du_stride, ucols, uoffs, u_lim, 0)
+    y1 = _load_units(yu_ptr, group + n_groups, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
+    d1 = _load_units(du_ptr, group + n_groups, n_rows, du_stride, ucols, uoffs, u_lim, 0)
+    y2 = _load_units(yu_ptr, group + 2 * n_groups, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
+    d2 = _load_units(du_ptr, group + 2 * n_groups, n_rows, du_stride, ucols, uoffs, u_lim, 0)
+    if PF > 0:
+        _prefetch_rows(yu_ptr, group + 3 * n_groups, PF, n_groups, n_rows, yu_stride, u0, pf_bytes)
+        _prefetch_rows(du_ptr, group + 3 * n_groups, PF, n_groups, n_rows, du_stride, u0, pf_bytes)
+    _publish_one(gbase, chunk, 0, _bwd_pass1(y0, d0, PACKED, IS_BF16))
+    j = 0
+    for row in tl.range(group, n_rows, n_groups):
+        r1 = row + n_groups
+        r3 = r1 + 2 * n_groups
+        if EARLY_LOAD:
+            y3 = _load_units(yu_ptr, r3, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
+            d3 = _load_units(du_ptr, r3, n_rows, du_stride, ucols, uoffs, u_lim, 0)
+            if PF > 0:
+                _prefetch_rows(yu_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, yu_stride, u0, pf_bytes)
+                _prefetch_rows(du_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, du_stride, u0, pf_bytes)
+        base0 = gbase + (j & 3) * slot_stride
+        w = _poll_one(base0, j, SPLIT, SPLIT_P2)
+        dot1 = _bwd_pass1(y1, d1, PACKED, IS_BF16)
+        if not EARLY_LOAD:
+            y3 = _load_units(yu_ptr, r3, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
+            d3 = _load_units(du_ptr, r3, n_rows, du_stride, ucols, uoffs, u_lim, 0)
+            if PF > 0:
+                _prefetch_rows(yu_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, yu_stride, u0, pf_bytes)
+                _prefetch_rows(du_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, du_stride, u0, pf_bytes)
+        if r1 < n_rows:
+            _publish_one(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, dot1)
+        dot, ok = _await_sum(base0, j, w, spin_budget, SPLIT, SPLIT_P2)
+        if ok == 0:
+            if FALLBACK:
+                r64 = tl.cast(row, tl.int64)
+                dot = _dot_range(y_ptr + r64 * y_stride, dy_ptr + r64 * dy_stride, 0, n_cols, BLOCK, "", False)
+            else:
+                dot = dot + float("nan")
+            spin_budget = 0
+        tl.store(dxu_ptr + tl.cast(row, tl.int64) * dxu_stride + ucols,
+                 _bwd_pass2(y0, d0, dot, PACKED, IS_BF16, ASM).to(dxu_ptr.dtype.element_ty), mask=u_mask)  # fmt: skip
+        y0 = y1
+        d0 = d1
+        y1 = y2
+        d1 = d2
+        y2 = y3
+        d2 = d3
+        j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
+
+
+# ------------------------------------------------------------------------------------------------ launchers
+_CAPACITY: dict = {}
+
+
+def _packable(*ts: torch.Tensor) -> bool:
+    """16-bit tensors that can be read as int32 words: even row length and row stride, 4-byte aligned."""
+    return all(t.dtype in (torch.bfloat16, torch.float16) and t.shape[1] % 2 == 0 and t.stride(0) % 2 == 0
+               and t.data_ptr() % 4 == 0 for t in ts)  # fmt: skip
+
+
+def _units(t: torch.Tensor, packed: bool) -> tuple[torch.Tensor, int]:
+    return (t.view(torch.int32), t.stride(0) // 2) if packed else (t, t.stride(0))
+
+
+def _launch(kernel, args: list, meta: dict, n_rows: int, split: int, t: torch.Tensor, per_sm: int,
+            groups: int | None, num_warps: int, interp: bool) -> dict | None:  # fmt: skip
+    most = max(1, min(n_rows, groups or n_rows))
+    if interp:
+        n_groups = min(most, 4)
+    else:
+        key = (kernel.__name__, t.device.index, tuple(sorted(meta.items())))
+        if key not in _CAPACITY:  # compile (no launch): the whole grid must be resident at once
+            compiled = kernel.warmup(*args, grid=(1,), **meta)
+            _CAPACITY[key] = resident_programs(compiled, num_warps, t.device)
+        capacity, occ = _CAPACITY[key]
+        n_groups = min(most, min(capacity, per_sm * torch.cuda.get_device_properties(t.device).multi_processor_count)
+                       // split)  # fmt: skip
+        if n_groups < 1:
+            return None
+    kernel[(n_groups * split,)](*args, **meta)
+    return {"split": split, "groups": n_groups, "programs": n_groups * split, **({} if interp else occ)}
+
+
+def _partials(n_groups: int, split: int, words_per_chunk: int, device) -> torch.Tensor:
+    """Four slots of tagged 64-bit partials per group, zeroed (one memset per call: tags restart at 1)."""
+    sp2 = max(triton.next_power_of_2(split), 2)
+    return torch.zeros(4 * n_groups * words_per_chunk * sp2, dtype=torch.int64, device=device)
+
+
+def softmax_forward_packed(
+    x: torch.Tensor, y: torch.Tensor, *, block: int | None = None, num_warps: int | None = None,
+    per_sm: int | None = None, keep_e: int | None = None, early_load: int | None = None,
+    l2_prefetch: int | None = None, maxnreg: int | None = None, max_spins: int = 1 << 20,
+    groups: int | None = None, fallback: bool | None = None,
+) -> dict | None:  # fmt: skip
+    """``y = softmax(x)`` over rows of the 2-D ``x`` (unit column stride) into ``y``; returns the launch
+    facts, or None (nothing launched) when one group does not fit on the GPU at once. Options left None
+    come from :data:`PACKED_CONFIG` ``["fwd"]``; ``fallback`` defaults to True under the interpreter."""
+    cfg = PACKED_CONFIG["fwd"]
+    block, num_warps, per_sm = block or cfg["block"], num_warps or cfg["num_warps"], per_sm or cfg["per_sm"]
+    n_rows, n_cols = x.shape
+    interp = x.device.type != "cuda" or _interp()
+    packed = _packable(x, y)
+    split, chunk_cols, blk = chunk_layout(n_cols, block)
+    most = max(1, min(n_rows, groups or n_rows))
+    partials = _partials(most if interp else min(most, max(per_sm * _sms(x) // split, 1)), split, 3, x.device)
+    xu, xu_stride = _units(x, packed)
+    yu, yu_stride = _units(y, packed)
+    pf = cfg["l2_prefetch"] if l2_prefetch is None else l2_prefetch
+    aligned = x.data_ptr() % 16 == 0 and x.stride(0) % 8 == 0 and packed
+    meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BLOCK=blk, PACKED=int(packed),
+                IS_BF16=int(x.dtype == torch.bfloat16), KEEP_E=int(cfg["keep_e"] if keep_e is None else keep_e),
+                EARLY_LOAD=int(cfg["early_load"] if early_load is None else early_load),
+                PF=int(pf) if aligned and not interp else 0, FALLBACK=int(interp if fallback is None else fallback),
+                ASM=int(not interp), num_warps=num_warps)  # fmt: skip
+    if not interp:
+        meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * num_warps * 32) // 8 * 8)
+    args = [x, xu, yu, partials, n_rows, n_cols, chunk_cols, x.stride(0), xu_stride, yu_stride,
+            0 if interp else max_spins]  # fmt: skip
+    return _launch(_softmax_fwd_packed_kernel, args, meta, n_rows, split, x, per_sm, groups, num_warps, interp)
+
+
+def softmax_backward_packed(
+    dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, *, block: int | None = None, num_warps: int | None = None,
+    per_sm: int | None = None, early_load: int | None = None, l2_prefetch: int | None = None,
+    maxnreg: int | None = None, max_spins: int = 1 << 20, groups: int | None = None, fallback: bool | None = None,
+    keep_e: int | None = None,
+) -> dict | None:  # fmt: skip
+    """``dx = y (dy - sum(y dy))`` over rows (2-D, unit column stride); as :func:`softmax_forward_packed`
+    (``keep_e``, a forward option, is accepted and ignored, so one option dict serves both directions)."""
+    cfg = PACKED_CONFIG["bwd"]
+    block, num_warps, per_sm = block or cfg["block"], num_warps or cfg["num_warps"], per_sm or cfg["per_sm"]
+    n_rows, n_cols = y.shape
+    interp = y.device.type != "cuda" or _interp()
+    packed = _packable(y, dy, dx)
+    split, chunk_cols, blk = chunk_layout(n_cols, block)
+    most = max(1, min(n_rows, groups or n_rows))
+    partials = _partials(most if interp else min(most, max(per_sm * _sms(y) // split, 1)), split, 1, y.device)
+    yu, yu_stride = _units(y, packed)
+    du, du_stride = _units(dy, packed)
+    dxu, dxu_stride = _units(dx, packed)
+    pf = cfg["l2_prefetch"] if l2_prefetch is None else l2_prefetch
+    aligned = packed and all(t.data_ptr() % 16 == 0 and t.stride(0) % 8 == 0 for t in (y, dy))
+    meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BLOCK=blk, PACKED=int(packed),
+                IS_BF16=int(y.dtype == torch.bfloat16),
+                EARLY_LOAD=int(cfg["early_load"] if early_load is None else early_load),
+                PF=int(pf) if aligned and not interp else 0, FALLBACK=int(interp if fallback is None else fallback),
+                ASM=int(not interp), num_warps=num_warps)  # fmt: skip
+    if not interp:
+        meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * num_warps * 32) // 8 * 8)
+    args = [y, dy, yu, du, dxu, partials, n_rows, n_cols, chunk_cols, y.stride(0), dy.stride(0), yu_stride,
+            du_stride, dxu_stride, 0 if interp else max_spins]  # fmt: skip
+    return _launch(_softmax_bwd_packed_kernel, args, meta, n_rows, split, y, per_sm, groups, num_warps, interp)
+
+
+def _interp() -> bool:
+    from solkit.kernels._utils import interpreting
+
+    return interpreting()
+
+
+def _sms(t: torch.Tensor) -> int:
+    return torch.cuda.get_device_properties(t.device).multi_processor_count
