@@ -41,11 +41,13 @@ def _sig(names: str, kind: str) -> dict:
 
 
 LN_BWD = {**_sig("dy_ptr x_ptr w_ptr", "*bf16"), **_sig("mean_ptr rstd_ptr", "*fp32"), "dx_ptr": "*bf16",
-          "partial_ptr": "*fp32", **_sig("n_rows n_cols dy_stride x_stride dx_stride", I32),
+          "partial_ptr": "*fp32", "sums_ptr": "*bf16", "sync_ptr": "*i64",
+          **_sig("n_rows n_cols dy_stride x_stride dx_stride max_spins", I32),
           **_sig("HAS_BIAS PREFETCH BLOCK_M BLOCK_N", C)}  # fmt: skip
 RMS_BWD = {**_sig("dy_ptr ds_ptr x_ptr w_ptr", "*bf16"), "rstd_ptr": "*fp32", "dx_ptr": "*bf16",
-           "dw_partial_ptr": "*fp32", **_sig("n_rows n_cols dy_stride ds_stride x_stride dx_stride", I32),
-           "offset": "fp32", **_sig("HAS_DS GEMMA PREFETCH BLOCK_M BLOCK_N", C)}  # fmt: skip
+           "dw_partial_ptr": "*fp32", "dw_ptr": "*bf16", "sync_ptr": "*i64",
+           **_sig("n_rows n_cols dy_stride ds_stride x_stride dx_stride", I32), "offset": "fp32", "max_spins": I32,
+           **_sig("HAS_DS GEMMA PREFETCH BLOCK_M BLOCK_N", C)}  # fmt: skip
 RMS_FWD = {**_sig("x_ptr res_ptr w_ptr y_ptr s_ptr", "*bf16"), "rstd_ptr": "*fp32",
            **_sig("n_rows n_cols x_stride res_stride y_stride s_stride", I32), **_sig("eps offset", "fp32"),
            **_sig("HAS_RESIDUAL STORE_RSTD GEMMA PERSISTENT BLOCK_M BLOCK_N", C)}  # fmt: skip

@@ -41,6 +41,14 @@ from solkit.kernels._utils import (
     sum_partials,
     warps_for,
 )
+from solkit.kernels.norm_backward import (
+    MAX_SPINS,
+    balanced_programs,
+    fused_reduce_ok,
+    grid_sum_partials,
+    reduce_tile,
+    sync_counter,
+)
 
 #: Measured launch defaults (H200 sweeps; see docs/kernels/norms.md).
 #: ``one_pass``: mean and variance from one reduction; warps so each thread holds ``*_bytes_per_thread``
@@ -192,15 +200,19 @@ def _bwd_tiles(x_ptr, dy_ptr, mean_ptr, rstd_ptr, rows, cols, n_rows, n_cols, x_
 
 @triton.jit
 def _layernorm_bwd_kernel(
-    dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, partial_ptr,
-    n_rows, n_cols, dy_stride, x_stride, dx_stride,
+    dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, partial_ptr, sums_ptr, sync_ptr,
+    n_rows, n_cols, dy_stride, x_stride, dx_stride, max_spins,
     HAS_BIAS: tl.constexpr, PREFETCH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    FUSED: tl.constexpr = False, W_RELOAD: tl.constexpr = False, RED_P: tl.constexpr = 1, RED_C: tl.constexpr = 1,
 ):  # fmt: skip
+    """Persistent LayerNorm backward (as RMSNorm's in ``solkit.kernels.norm_backward``: a register ring of
+    ``PREFETCH`` row blocks, ``W_RELOAD``, ``FUSED`` dW/dB reduction into ``sums`` = ``[dw | db]``)."""
     pid = tl.program_id(0)
     step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
-    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    if not W_RELOAD:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     # PREFETCH (1 or 2): load the next one or two row blocks (x, dy and their mean and rstd) while this
@@ -227,6 +239,8 @@ def _layernorm_bwd_kernel(
             else:
                 x1, dy1, m1, r1 = _bwd_tiles(x_ptr, dy_ptr, mean_ptr, rstd_ptr, rows + step * BLOCK_M, cols,
                                              n_rows, n_cols, x_stride, dy_stride)  # fmt: skip
+        if W_RELOAD:
+            w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
         x, dy = x.to(tl.float32), dy.to(tl.float32)
         mask = row_mask[:, None] & col_mask[None, :]
         xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
@@ -242,6 +256,9 @@ def _layernorm_bwd_kernel(
     tl.store(partial_ptr + pid * 2 * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
     if HAS_BIAS:
         tl.store(partial_ptr + pid * 2 * n_cols + n_cols + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+    if FUSED:
+        grid_sum_partials(partial_ptr, sums_ptr, sync_ptr, 2 * n_cols if HAS_BIAS else n_cols, 2 * n_cols,
+                          max_spins, RED_P, RED_C)  # fmt: skip
 
 
 def layernorm_forward(
@@ -320,9 +337,14 @@ def layernorm_backward(
     programs_per_sm: int | None = None,
     prefetch: int | None = None,
     partial_sum: dict | None = None,
+    fused_reduce: bool | None = None,
+    balanced: bool | None = None,
+    w_reload: bool | None = None,
+    maxnreg: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias).
-    ``prefetch``: row blocks loaded ahead (0, 1, 2; True means 1). Launch parameters left None come
+    ``prefetch``: row blocks loaded ahead (0, 1, 2; True means 1); ``fused_reduce``, ``balanced``,
+    ``w_reload``: as :func:`solkit.kernels.rmsnorm.rmsnorm_backward`. Launch parameters left None come
     from :data:`LAYERNORM_CONFIG`."""
     x2 = check_rows(x, "layernorm saved input")
     dy2 = check_rows(dy, "layernorm grad_output")
@@ -339,17 +361,28 @@ def layernorm_backward(
     )
     programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
     partial_sum = partial_sum or cfg["partial_sum"]
-    programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
+    n_blocks = triton.cdiv(n_rows, bm)
+    programs = backward_programs(n_blocks, x2, programs_per_sm)
+    if cfg.get("bwd_balanced", False) if balanced is None else balanced:
+        programs = balanced_programs(n_blocks, programs)
+    fused_reduce = cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce
+    fused = fused_reduce_ok(x2, programs) and fused_reduce
     partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)
+    n_sums = 2 * n_cols if has_bias else n_cols
+    sums = torch.empty(n_sums, dtype=weight.dtype, device=x.device) if fused else partial
+    red_p, red_c = reduce_tile(n_sums, programs)
     _layernorm_bwd_kernel[(programs,)](
-        dy2, x2, weight, mean, rstd, dx2, partial, n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0),
+        dy2, x2, weight, mean, rstd, dx2, partial, sums, sync_counter(x.device, programs) if fused else partial,
+        n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0), MAX_SPINS,
         HAS_BIAS=has_bias, PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
-        maxnreg=register_cap(programs_per_sm, nw),
+        BLOCK_M=bm, BLOCK_N=bn, FUSED=fused, RED_P=red_p, RED_C=red_c,
+        W_RELOAD=bool(cfg.get("bwd_w_reload", False) if w_reload is None else w_reload),
+        num_warps=nw, maxnreg=maxnreg or register_cap(programs_per_sm, nw),
     )  # fmt: skip
+    if not fused:
+        sums = sum_partials(partial if has_bias else partial[:, :n_cols], weight.dtype, **partial_sum)
     if not has_bias:
-        return dx2.view(x.shape), sum_partials(partial[:, :n_cols], weight.dtype, **partial_sum), None
-    sums = sum_partials(partial, weight.dtype, **partial_sum)
+        return dx2.view(x.shape), sums, None
     db = sums[n_cols:] if (bias_dtype or weight.dtype) == weight.dtype else sums[n_cols:].to(bias_dtype)
     return dx2.view(x.shape), sums[:n_cols], db
 

@@ -51,6 +51,14 @@ from solkit.kernels._utils import (
     sum_partials,
     warps_for,
 )
+from solkit.kernels.norm_backward import (  # noqa: F401  (the backward kernel, re-exported for tools)
+    MAX_SPINS,
+    _rmsnorm_bwd_kernel,
+    balanced_programs,
+    fused_reduce_ok,
+    reduce_tile,
+    sync_counter,
+)
 
 Casting = Literal["llama", "gemma"]
 CASTINGS = ("llama", "gemma")
@@ -286,74 +294,6 @@ def _rmsnorm_fwd_looped_kernel(
                              "", OUT_POLICY)  # fmt: skip
 
 
-@triton.jit
-def _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows, cols, n_rows, n_cols, x_stride, dy_stride, ds_stride,
-               HAS_DS: tl.constexpr):  # fmt: skip
-    """One row block's backward inputs, unconverted: ``(x, dy, rstd, ds)`` (``ds`` is ``dy`` without it)."""
-    x = load_tile(x_ptr, rows, x_stride, cols, n_rows, n_cols)
-    dy = load_tile(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
-    rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
-    ds = dy
-    if HAS_DS:
-        ds = load_tile(ds_ptr, rows, ds_stride, cols, n_rows, n_cols)
-    return x, dy, rstd, ds
-
-
-@triton.jit
-def _rmsnorm_bwd_kernel(
-    dy_ptr, ds_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_partial_ptr,
-    n_rows, n_cols, dy_stride, ds_stride, x_stride, dx_stride, offset,
-    HAS_DS: tl.constexpr, GEMMA: tl.constexpr, PREFETCH: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-):  # fmt: skip
-    pid = tl.program_id(0)
-    step = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < n_cols
-    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    # PREFETCH (1 or 2): the next one or two row blocks' x, dy, rstd (and ds) are loaded before this one
-    # is computed, so each program keeps that many blocks of loads in flight (a register ring) instead
-    # of stalling per row (rstd included: a per-row load issued at use would expose its latency).
-    rows1 = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    x1, dy1, r1, ds1 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows1, cols, n_rows, n_cols,
-                                  x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
-    if PREFETCH == 2:
-        rows2 = rows1 + step * BLOCK_M
-        x2, dy2, r2, ds2 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows2, cols, n_rows, n_cols,
-                                      x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
-    # Persistent: program p handles row blocks p, p + P, p + 2P, ... so the partial buffer has P rows.
-    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
-        rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
-        if PREFETCH == 0:
-            x, dy, rstd, ds = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows, cols, n_rows, n_cols,
-                                         x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
-        else:
-            x, dy, rstd, ds = x1, dy1, r1, ds1
-            if PREFETCH == 2:
-                x1, dy1, r1, ds1 = x2, dy2, r2, ds2
-                x2, dy2, r2, ds2 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows + 2 * step * BLOCK_M, cols,
-                                              n_rows, n_cols, x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
-            else:
-                x1, dy1, r1, ds1 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows + step * BLOCK_M, cols,
-                                              n_rows, n_cols, x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
-        x, dy = x.to(tl.float32), dy.to(tl.float32)
-        xhat = x * rstd[:, None]
-        if GEMMA:
-            dw_acc += dy * xhat
-        else:
-            dw_acc += dy * xhat.to(x_ptr.dtype.element_ty).to(tl.float32)
-        g = dy * w[None, :]
-        c = tl.sum(g * xhat, axis=1) / n_cols
-        dx = (g - xhat * c[:, None]) * rstd[:, None]
-        if HAS_DS:
-            dx += ds.to(tl.float32)
-        mask = (rows < n_rows)[:, None] & col_mask[None, :]
-        dx_ptrs = dx_ptr + rows.to(tl.int64)[:, None] * dx_stride + cols[None, :]
-        tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
-    tl.store(dw_partial_ptr + pid * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
-
-
 #: Cache hints of the looped forward (eviction policies of pass 1's loads, pass 2's loads, the output).
 LOOPED_HINTS = {0: ("", "", ""), 1: ("evict_last", "evict_first", ""), 2: ("evict_last", "evict_first", "evict_first")}
 
@@ -465,11 +405,18 @@ def rmsnorm_backward(
     programs_per_sm: int | None = None,
     prefetch: int | None = None,
     partial_sum: dict | None = None,
+    fused_reduce: bool | None = None,
+    balanced: bool | None = None,
+    w_reload: bool | None = None,
+    maxnreg: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the backward. ``x`` is the normalised input (the sum ``s`` for add+RMSNorm); ``ds`` is the
     gradient reaching the sum output, added to dx. Returns ``(dx, dweight)``. ``prefetch``: row blocks
-    loaded ahead (0, 1, 2; True means 1). Launch parameters left None come from :data:`RMSNORM_CONFIG`;
-    ``partial_sum`` holds :func:`sum_partials` tile options."""
+    loaded ahead (0, 1, 2; True means 1); ``fused_reduce``: dW summed inside the kernel after a grid barrier
+    (GPU only) instead of by :func:`sum_partials`; ``balanced``: as few programs as give every program the
+    same number of row blocks; ``w_reload``: the weight re-read per row block (registers for the ring).
+    Launch parameters left None come from :data:`RMSNORM_CONFIG`; ``partial_sum`` holds :func:`sum_partials`
+    tile options (``solkit.kernels.norm_backward`` has the kernel)."""
     x2 = check_rows(x, "rmsnorm saved input")
     dy2 = check_rows(dy, "rmsnorm grad_output")
     ds2 = check_rows(ds, "rmsnorm grad of sum") if ds is not None else None
@@ -485,15 +432,27 @@ def rmsnorm_backward(
         or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
     )
     programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
-    programs = backward_programs(triton.cdiv(n_rows, bm), x2, programs_per_sm)
+    n_blocks = triton.cdiv(n_rows, bm)
+    programs = backward_programs(n_blocks, x2, programs_per_sm)
+    if cfg.get("bwd_balanced", False) if balanced is None else balanced:
+        programs = balanced_programs(n_blocks, programs)
+    fused_reduce = cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce
+    fused = fused_reduce_ok(x2, programs) and fused_reduce
     partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
+    dw = torch.empty(n_cols, dtype=weight.dtype, device=x.device) if fused else partial
+    red_p, red_c = reduce_tile(n_cols, programs)
     _rmsnorm_bwd_kernel[(programs,)](
-        dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial,
+        dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial, dw,
+        sync_counter(x.device, programs) if fused else partial,
         n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,
-        HAS_DS=ds2 is not None, GEMMA=casting == "gemma",
+        MAX_SPINS, HAS_DS=ds2 is not None, GEMMA=casting == "gemma",
         PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=register_cap(programs_per_sm, nw),
+        BLOCK_M=bm, BLOCK_N=bn, FUSED=fused, RED_P=red_p, RED_C=red_c,
+        W_RELOAD=bool(cfg.get("bwd_w_reload", False) if w_reload is None else w_reload),
+        num_warps=nw, maxnreg=maxnreg or register_cap(programs_per_sm, nw),
     )  # fmt: skip
+    if fused:
+        return dx2.view(x.shape), dw
     return dx2.view(x.shape), sum_partials(partial, weight.dtype, **(partial_sum or cfg["partial_sum"]))
 
 

@@ -1,0 +1,171 @@
+"""Norm backward pieces shared by RMSNorm and LayerNorm: the RMSNorm backward kernel, the grid-wide dW
+reduction tail, the balanced persistent grid and the barrier counters.
+
+RMSNorm backward, per row (``g = dy * w'``, ``w' = w + offset``; the Llama cast of ``xhat`` treated as
+identity for dx)::
+
+    dx = rstd * (g - xhat * mean(g * xhat))      (+ ds, the gradient reaching add+RMSNorm's sum output)
+    dw = sum_rows(dy * cast(xhat))
+
+Bytes: read ``2*M*N*e`` (x, dy; ``3*M*N*e`` with ds) ``+ N*e_w + 4*M`` (rstd), write ``M*N*e + N*e_w``.
+
+dW is reduced in two stages: each persistent program keeps fp32 partial sums over its strided row blocks and
+writes them as one row of a ``[P, K]`` fp32 buffer; then the ``K`` column sums. Two ways to do the second
+stage: a separate small kernel (:func:`solkit.kernels._utils.sum_partials`), or — ``FUSED`` — inside the
+backward kernel itself: every program arrives at a grid barrier (one 64-bit counter per grid size, only ever
+incremented, so it needs no reset between launches), then sums a column slice of all ``P`` partial rows
+(from L2) and writes the final ``dw`` in the weight's dtype. That saves the second launch (its start-up,
+ramp and the gap between the two kernels). Every program is resident at once (registers capped, as the
+persistent grid requires anyway); the wait is bounded, and a barrier that times out writes NaN, never hangs.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from solkit.kernels._utils import interpreting, load_tile
+
+#: Spins of the fused reduction's barrier wait before it gives up (and writes NaN).
+MAX_SPINS = 1 << 20
+_SYNC: dict[str, torch.Tensor] = {}
+_SYNC_SLOTS = 8192
+
+
+def sync_counter(device: torch.device, programs: int) -> torch.Tensor:
+    """The barrier counter of a ``programs``-wide grid on ``device``: one int64 per grid size, zero at
+    first and only ever incremented by ``programs`` per launch (so it is a multiple of it between launches)."""
+    key = str(device)
+    if key not in _SYNC:
+        _SYNC[key] = torch.zeros(_SYNC_SLOTS, dtype=torch.int64, device=device)
+    return _SYNC[key][programs % _SYNC_SLOTS :][:1]
+
+
+def balanced_programs(n_blocks: int, slots: int) -> int:
+    """Fewest programs that still finish in the least number of row-block rounds: with ``slots`` resident
+    programs a program takes ``ceil(n_blocks / slots)`` blocks; ``ceil(n_blocks / that)`` programs do the
+    same, so no program runs a last round alone (8192 rows on 264 slots: 256 programs of 32 rows, not 264
+    of 31 or 32)."""
+    slots = max(min(slots, n_blocks), 1)
+    rounds = triton.cdiv(n_blocks, slots)
+    return max(triton.cdiv(n_blocks, rounds), 1)
+
+
+def fused_reduce_ok(t: torch.Tensor, programs: int) -> bool:
+    """The fused reduction spins at a grid barrier: only on a GPU, or for a one-program grid (the
+    interpreter runs programs one by one, so a grid of several would never meet)."""
+    return (t.is_cuda and not interpreting()) or programs == 1
+
+
+def reduce_tile(n_cols: int, programs: int) -> tuple[int, int]:
+    """``(BLOCK_P, BLOCK_C)`` of the fused reduction: all partial rows in one tile (one round of L2 loads),
+    columns cut so that there are about as many column slices as programs, the tile at most 4096 elements
+    (its 64-bit addresses and values stay within the backward's register cap)."""
+    block_p = triton.next_power_of_2(programs)
+    block_c = triton.next_power_of_2(triton.cdiv(n_cols, programs))
+    return block_p, int(min(max(block_c, 4), max(4096 // block_p, 4)))
+
+
+@triton.jit
+def grid_sum_partials(partial_ptr, out_ptr, sync_ptr, n_cols, row_stride, max_spins,
+                      BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):  # fmt: skip
+    """Called by every program of the grid after it stored its partial row ``partial[pid, :n_cols]``: a grid
+    barrier, then this program's column slices of ``out = sum_rows(partial)`` (``out``'s dtype). The counter
+    grows by the grid size per launch; a program's goal is the next multiple of it above its own ticket."""
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    tl.debug_barrier()  # every thread's partial stores are ordered before the release below
+    ticket = tl.atomic_add(sync_ptr, 1, sem="release", scope="gpu")
+    goal = (ticket // n_prog + 1) * n_prog
+    arrived = ticket + 1
+    spins = 0
+    while (arrived < goal) & (spins < max_spins):
+        arrived = tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu")
+        spins += 1
+    met = arrived >= goal
+    prow = tl.arange(0, BLOCK_P)
+    pmask = prow < n_prog
+    pptr = partial_ptr + prow.to(tl.int64)[:, None] * row_stride
+    for c0 in range(pid * BLOCK_C, n_cols, n_prog * BLOCK_C):
+        cc = c0 + tl.arange(0, BLOCK_C)
+        cmask = cc < n_cols
+        part = tl.load(pptr + cc[None, :], mask=pmask[:, None] & cmask[None, :], other=0.0, volatile=True)
+        total = tl.sum(part, axis=0)
+        total = tl.where(met, total, float("nan"))
+        tl.store(out_ptr + cc, total.to(out_ptr.dtype.element_ty), mask=cmask)
+
+
+@triton.jit
+def _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows, cols, n_rows, n_cols, x_stride, dy_stride, ds_stride,
+               HAS_DS: tl.constexpr):  # fmt: skip
+    """One row block's backward inputs, unconverted: ``(x, dy, rstd, ds)`` (``ds`` is ``dy`` without it)."""
+    x = load_tile(x_ptr, rows, x_stride, cols, n_rows, n_cols)
+    dy = load_tile(dy_ptr, rows, dy_stride, cols, n_rows, n_cols)
+    rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+    ds = dy
+    if HAS_DS:
+        ds = load_tile(ds_ptr, rows, ds_stride, cols, n_rows, n_cols)
+    return x, dy, rstd, ds
+
+
+@triton.jit
+def _rmsnorm_bwd_kernel(
+    dy_ptr, ds_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_partial_ptr, dw_ptr, sync_ptr,
+    n_rows, n_cols, dy_stride, ds_stride, x_stride, dx_stride, offset, max_spins,
+    HAS_DS: tl.constexpr, GEMMA: tl.constexpr, PREFETCH: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FUSED: tl.constexpr = False, W_RELOAD: tl.constexpr = False,
+    RED_P: tl.constexpr = 1, RED_C: tl.constexpr = 1,
+):  # fmt: skip
+    """Persistent RMSNorm backward: program ``p`` takes row blocks ``p, p + P, ...``. ``PREFETCH`` (1 or 2):
+    the next one or two row blocks' x, dy, rstd (and ds) are loaded before this one is computed (a register
+    ring; a per-row statistic loaded at use would expose its latency every row). ``W_RELOAD``: the weight is
+    re-read (from L1) per row block instead of held in registers, which frees them for the ring. ``FUSED``:
+    the dW partial rows are summed by this kernel after a grid barrier (:func:`grid_sum_partials`)."""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    if not W_RELOAD:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    rows1 = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    x1, dy1, r1, ds1 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows1, cols, n_rows, n_cols,
+                                  x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+    if PREFETCH == 2:
+        rows2 = rows1 + step * BLOCK_M
+        x2, dy2, r2, ds2 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows2, cols, n_rows, n_cols,
+                                      x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
+        rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        if PREFETCH == 0:
+            x, dy, rstd, ds = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows, cols, n_rows, n_cols,
+                                         x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+        else:
+            x, dy, rstd, ds = x1, dy1, r1, ds1
+            if PREFETCH == 2:
+                x1, dy1, r1, ds1 = x2, dy2, r2, ds2
+                x2, dy2, r2, ds2 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows + 2 * step * BLOCK_M, cols,
+                                              n_rows, n_cols, x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+            else:
+                x1, dy1, r1, ds1 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows + step * BLOCK_M, cols,
+                                              n_rows, n_cols, x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+        if W_RELOAD:
+            w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
+        x, dy = x.to(tl.float32), dy.to(tl.float32)
+        xhat = x * rstd[:, None]
+        if GEMMA:
+            dw_acc += dy * xhat
+        else:
+            dw_acc += dy * xhat.to(x_ptr.dtype.element_ty).to(tl.float32)
+        g = dy * w[None, :]
+        c = tl.sum(g * xhat, axis=1) / n_cols
+        dx = (g - xhat * c[:, None]) * rstd[:, None]
+        if HAS_DS:
+            dx += ds.to(tl.float32)
+        mask = (rows < n_rows)[:, None] & col_mask[None, :]
+        dx_ptrs = dx_ptr + rows.to(tl.int64)[:, None] * dx_stride + cols[None, :]
+        tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    tl.store(dw_partial_ptr + pid * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+    if FUSED:
+        grid_sum_partials(dw_partial_ptr, dw_ptr, sync_ptr, n_cols, n_cols, max_spins, RED_P, RED_C)
