@@ -43,7 +43,7 @@ PREFILL = [(4096, 4096, 4096), (8192, 4096, 4096), (16384, 4096, 4096), (8192, 8
 NAMED = {
     "pp128": GG.GluonConfig(),
     "pp128g16": GG.GluonConfig(group_m=16),
-    "pp128s3": GG.GluonConfig(stages=3),
+    "pp128s5": GG.GluonConfig(stages=5),
     "pp64x256": GG.GluonConfig(block_m=64, block_n=256),
     "coop": GG.GluonConfig(block_m=128, block_n=256, stages=3, consumers=1, consumer_warps=8, producer_regs=24),
     "coopg16": GG.GluonConfig(
