@@ -44,11 +44,15 @@ NAMED = {
     "pp128": GG.GluonConfig(),
     "pp128g16": GG.GluonConfig(group_m=16),
     "pp128s5": GG.GluonConfig(stages=5),
+    "pp128k2": GG.GluonConfig(res_k=2),
     "pp64x256": GG.GluonConfig(block_m=64, block_n=256),
     "coop": GG.GluonConfig(block_m=128, block_n=256, stages=3, consumers=1, consumer_warps=8, producer_regs=24),
     "coopg16": GG.GluonConfig(
         block_m=128, block_n=256, stages=3, consumers=1, consumer_warps=8, producer_regs=24, group_m=16
     ),  # fmt: skip
+    "coopk2": GG.GluonConfig(
+        block_m=128, block_n=256, stages=3, consumers=1, consumer_warps=8, producer_regs=24, res_k=2
+    ),
 }
 
 

@@ -7,7 +7,7 @@ set -u
 export TRITON_CACHE_DIR=/tmp/g5_triton_cache
 echo "start $(date -u +%T)"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
-CONFIGS="pp128 pp128s5 pp128g16 pp64x256 coop coopg16"
+CONFIGS="pp128 pp128s5 pp128g16 pp128k2 pp64x256 coop coopg16 coopk2"
 for c in $CONFIGS; do
   timeout 55 python3 benchmarks/gemm_gluon_bench.py --phase check --config "$c" --out "$OUT/check_$c.json" \
     > "$OUT/check_$c.log" 2>&1 &

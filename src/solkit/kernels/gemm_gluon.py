@@ -75,6 +75,7 @@ class GluonConfig:
     # to 240 with one): per warpgroup the sum must stay within the 64K-register file (256 + 216 + 40 = 512)
     producer_regs: int = 40
     consumer_regs: int = 216
+    res_k: int = -1  # when the residual tile is loaded: -1 after the previous store, k >= 0 at k-step k
 
     @property
     def name(self) -> str:
@@ -167,7 +168,7 @@ if _IMPORT_ERROR is None:
                   CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr, WARPS: gl.constexpr,
                   HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-                  STAGES: gl.constexpr):  # fmt: skip
+                  STAGES: gl.constexpr, RES_K: gl.constexpr):  # fmt: skip
         # wgmma: a 64-row slab per warpgroup, each warp 16 rows; with 8 warps two warpgroups split M
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
@@ -176,7 +177,9 @@ if _IMPORT_ERROR is None:
         step = gl.num_programs(0)
         num_tiles = num_pid_m * num_pid_n
         first = start + CONSUMER * step
-        if HAS_RESIDUAL:  # noqa: SIM102 - a constexpr test, then a runtime one: no short-circuit `and` in Gluon
+        # RES_K < 0: each tile's residual is loaded right after the previous tile's store (so the first one here);
+        # RES_K >= 0: at k-step RES_K of the tile's own main loop (the previous store has long finished by then)
+        if HAS_RESIDUAL and RES_K < 0:  # noqa: SIM102 - constexpr tests, then a runtime one (no short-circuit)
             if first < num_tiles:
                 pid_m, pid_n = _tile_coords(first, num_pid_m, num_pid_n, GROUP_M)
                 mbarrier.expect(res_bar, r_desc.block_type.nbytes)
@@ -185,6 +188,10 @@ if _IMPORT_ERROR is None:
         for tile in range(first, num_tiles, CONSUMERS * step):
             # this program's slots are used in tile order, k_tiles per tile, whichever consumer reads them
             slot = ((tile - start) // step) * k_tiles
+            pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            off_m = pid_m * BLOCK_M
+            off_n = pid_n * BLOCK_N
+            res_k = gl.minimum(k_tiles - 1, RES_K)
             acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_layout)
             for kk in range(k_tiles):
                 s = slot % STAGES
@@ -195,13 +202,15 @@ if _IMPORT_ERROR is None:
                 acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
                 if kk > 0:
                     mbarrier.arrive(empty.index((slot - 1) % STAGES))
+                if HAS_RESIDUAL and RES_K >= 0:  # noqa: SIM102
+                    if kk == res_k:
+                        tma.store_wait(pendings=0)
+                        mbarrier.expect(res_bar, r_desc.block_type.nbytes)
+                        _tma_load(r_desc, [off_m, off_n], res_bar, out_buf)
                 slot += 1
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(empty.index((slot - 1) % STAGES))
 
-            pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-            off_m = pid_m * BLOCK_M
-            off_n = pid_n * BLOCK_N
             if HAS_BIAS:
                 cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
                 bias = gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
@@ -216,12 +225,14 @@ if _IMPORT_ERROR is None:
                 mbarrier.wait(res_bar, res_phase)
                 res_phase ^= 1
                 acc = acc + out_buf.load(acc_layout).to(gl.float32) * beta
+            else:  # the previous tile's store must have read the buffer
+                tma.store_wait(pendings=0)
             out_buf.store(acc.to(y_desc.dtype))
             fence_async_shared()
             _tma_store(y_desc, [off_m, off_n], out_buf)
-            # the buffer is read by the store: wait before the next residual tile lands in it
-            tma.store_wait(pendings=0)
-            if HAS_RESIDUAL:
+            if HAS_RESIDUAL and RES_K < 0:
+                # the buffer is read by the store: wait before the next residual tile lands in it
+                tma.store_wait(pendings=0)
                 nxt = tile + CONSUMERS * step
                 if nxt < num_tiles:
                     npid_m, npid_n = _tile_coords(nxt, num_pid_m, num_pid_n, GROUP_M)
@@ -232,7 +243,8 @@ if _IMPORT_ERROR is None:
     def _gemm_ws_kernel(x_desc, w_desc, y_desc, r_desc, bias_ptr, M, N, K, alpha, beta,
                         HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
                         STAGES: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
-                        GROUP_M: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
+                        GROUP_M: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                        RES_K: gl.constexpr):  # fmt: skip
         BLOCK_M: gl.constexpr = x_desc.block_type.shape[0]
         BLOCK_K: gl.constexpr = x_desc.block_type.shape[1]
         BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
@@ -258,10 +270,10 @@ if _IMPORT_ERROR is None:
                 [
                     (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0,
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 2, CONSUMER_WARPS,
-                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K)),
                     (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out1, res_bar1,
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 1, 2, CONSUMER_WARPS,
-                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K)),
                     (_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
                                  BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
                 ],
@@ -273,7 +285,7 @@ if _IMPORT_ERROR is None:
                 [
                     (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0,
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 1, CONSUMER_WARPS,
-                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K)),
                     (_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
                                  BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
                 ],
@@ -323,7 +335,8 @@ def gemm_gluon(
         x_desc, w_desc, y_desc, r_desc, bias if bias is not None else y, m, n, k, float(alpha), float(beta),
         HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None, ACT=ACTIVATIONS[activation],
         STAGES=cfg.stages, CONSUMERS=cfg.consumers, CONSUMER_WARPS=cfg.consumer_warps, GROUP_M=cfg.group_m,
-        PRODUCER_REGS=cfg.producer_regs, CONSUMER_REGS=cfg.consumer_regs, num_warps=cfg.consumer_warps,
+        PRODUCER_REGS=cfg.producer_regs, CONSUMER_REGS=cfg.consumer_regs, RES_K=cfg.res_k,
+        num_warps=cfg.consumer_warps,
     )  # fmt: skip
     return y
 
@@ -346,12 +359,12 @@ def compile_sm90(cfg: GluonConfig = DEFAULT_CONFIG, *, dtype: str = "bf16", has_
         "bias_ptr": f"*{dtype}", "M": "i32", "N": "i32", "K": "i32", "alpha": "fp32", "beta": "fp32",
         "HAS_BIAS": "constexpr", "HAS_RESIDUAL": "constexpr", "ACT": "constexpr", "STAGES": "constexpr",
         "CONSUMERS": "constexpr", "CONSUMER_WARPS": "constexpr", "GROUP_M": "constexpr",
-        "PRODUCER_REGS": "constexpr", "CONSUMER_REGS": "constexpr",
+        "PRODUCER_REGS": "constexpr", "CONSUMER_REGS": "constexpr", "RES_K": "constexpr",
     }  # fmt: skip
     constexprs = {
         "HAS_BIAS": has_bias, "HAS_RESIDUAL": has_residual, "ACT": act, "STAGES": cfg.stages,
         "CONSUMERS": cfg.consumers, "CONSUMER_WARPS": cfg.consumer_warps, "GROUP_M": cfg.group_m,
-        "PRODUCER_REGS": cfg.producer_regs, "CONSUMER_REGS": cfg.consumer_regs,
+        "PRODUCER_REGS": cfg.producer_regs, "CONSUMER_REGS": cfg.consumer_regs, "RES_K": cfg.res_k,
     }  # fmt: skip
     src = GluonASTSource(_gemm_ws_kernel, sig, constexprs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.consumer_warps})
