@@ -26,7 +26,8 @@ of row ``r + 3G`` (``EARLY_LOAD``; else after pass 1), first poll of row ``r``'s
 ``r + G`` and its publication, wait for row ``r``, pass 2 of row ``r`` and its store. ``PF`` = d > 0: the
 chunk of row ``r + (3 + d) G`` is bulk-prefetched into L2 (``cp.async.bulk.prefetch.L2``) when row
 ``r + 3G``'s register load is issued. 16-bit inputs of even width and row stride are read as int32 pairs
-(``PACKED``); other inputs (fp32, odd widths) one element per lane.
+(``PACKED``); other inputs (fp32, odd widths) one element per lane, in chunks of half the columns (the same
+registers per chunk).
 
 Exchange: the tagged words of :mod:`solkit.kernels.cross_entropy_split` (``(j + 1) << 32 | fp32 bits``,
 relaxed atomic exchange, four slots: a program publishes row ``j + 1`` before it waits for row ``j``). Every
@@ -254,7 +255,8 @@ def _bwd_pass1(yu, du, PACKED: tl.constexpr, IS_BF16: tl.constexpr):
         y_lo, y_hi = _unpack(yu, IS_BF16)
         d_lo, d_hi = _unpack(du, IS_BF16)
         return tl.sum(y_lo * d_lo + y_hi * d_hi, axis=0)
-    return tl.sum(yu.to(tl.float32) * du.to(tl.float32), axis=0)
+    else:
+        return tl.sum(yu.to(tl.float32) * du.to(tl.float32), axis=0)
 
 
 @triton.jit
@@ -263,8 +265,8 @@ def _bwd_pass2(yu, du, dot, PACKED: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl
         y_lo, y_hi = _unpack(yu, IS_BF16)
         d_lo, d_hi = _unpack(du, IS_BF16)
         return _pack(y_lo * (d_lo - dot), y_hi * (d_hi - dot), IS_BF16, ASM)
-    y = yu.to(tl.float32)
-    return y * (du.to(tl.float32) - dot)
+    else:
+        return yu.to(tl.float32) * (du.to(tl.float32) - dot)
 
 
 @triton.jit
@@ -384,7 +386,7 @@ def softmax_forward_packed(
     n_rows, n_cols = x.shape
     interp = x.device.type != "cuda" or _interp()
     packed = _packable(x, y)
-    split, chunk_cols, blk = chunk_layout(n_cols, block)
+    split, chunk_cols, blk = chunk_layout(n_cols, block if packed else max(block // 2, 16))  # (registers: as packed)
     most = max(1, min(n_rows, groups or n_rows))
     partials = _partials(most if interp else min(most, max(per_sm * _sms(x) // split, 1)), split, 3, x.device)
     xu, xu_stride = _units(x, packed)
@@ -416,7 +418,7 @@ def softmax_backward_packed(
     n_rows, n_cols = y.shape
     interp = y.device.type != "cuda" or _interp()
     packed = _packable(y, dy, dx)
-    split, chunk_cols, blk = chunk_layout(n_cols, block)
+    split, chunk_cols, blk = chunk_layout(n_cols, block if packed else max(block // 2, 16))
     most = max(1, min(n_rows, groups or n_rows))
     partials = _partials(most if interp else min(most, max(per_sm * _sms(y) // split, 1)), split, 1, y.device)
     yu, yu_stride = _units(y, packed)
