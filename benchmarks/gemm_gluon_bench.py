@@ -16,6 +16,7 @@
 
     python benchmarks/gemm_gluon_bench.py --phase check --config pp128 --out $OUT/check_pp128.json
     python benchmarks/gemm_gluon_bench.py --phase time --config pp128,coop --out $OUT/time.json
+    python benchmarks/gemm_gluon_bench.py --render FILE.json      # the time phase's rows as markdown
 """
 
 from __future__ import annotations
@@ -271,7 +272,26 @@ def phase_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def render(path: str) -> str:
+    """A time-phase JSON as a markdown table: us (spread), over cuBLAS mm, speed-up over addmm, rel. error."""
+    doc = json.loads(Path(path).read_text())
+    lines = ["| shape | variant | us (spread) | over cuBLAS mm | vs addmm | rel. err |", "|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        shape = f"{r['M']}x{r['N']}x{r['K']}"
+        if "median_ms" not in r:
+            lines.append(f"| {shape} | {r['variant']} | {r.get('error', 'incorrect')[:60]} | | | |")
+            continue
+        over = f"{r['over_mm'] * 100:+.1f} %" if "over_mm" in r else ""
+        vs = f"{r['vs_addmm_speedup']:.3f}x" if "vs_addmm_speedup" in r else ""
+        lines.append(f"| {shape} | {r['variant']} | {r['median_ms'] * 1e3:.1f} ({r['spread_ms'] * 1e3:.1f}) | {over} "
+                     f"| {vs} | {r.get('rel_err', float('nan')):.2e} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--render":
+        print(render(sys.argv[2]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("check", "time"), required=True)
     ap.add_argument("--config", default="pp128", help=f"comma-separated names from {', '.join(NAMED)}")
