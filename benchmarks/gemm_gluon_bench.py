@@ -8,7 +8,7 @@
   full. Run one process per config (a deadlocked kernel then only loses its own process).
 * ``--phase time``: per shape, rows cuBLAS matmul (no residual: the floor), cuBLAS addmm (beta=1),
   the Triton kernel (gemm.py, a fixed config: the first autotune entry of the Hopper prefill list),
-  each Gluon config with the residual, and the first Gluon config without it. Every row is checked
+  each Gluon config with the residual, and the --plain configs (default: the first) without it. Every row is checked
   against fp32 first (relative Frobenius error <= 2x addmm's own + 1e-3); then all rows are timed in
   interleaved round-robin trials (order reversed every other trial) with the harness
   (solkit.harness.timing.benchmark, method 'auto': CUDA events per call for these lengths, read L2
@@ -224,9 +224,9 @@ def phase_time(args: argparse.Namespace) -> int:
         for name in args.configs:
             variants.append((f"gluon {name}", lambda x, w, r, c=NAMED[name]: GG.gemm_gluon(x, w, None, r, config=c),
                              True))  # fmt: skip
-        first = NAMED[args.configs[0]]
-        variants.append((f"gluon {args.configs[0]} no residual",
-                         lambda x, w, r, c=first: GG.gemm_gluon(x, w, config=c), False))  # fmt: skip
+        for name in [c for c in args.plain if c in args.configs] or args.configs[:1]:
+            variants.append((f"gluon {name} no residual",
+                             lambda x, w, r, c=NAMED[name]: GG.gemm_gluon(x, w, config=c), False))  # fmt: skip
         fns: dict[str, Any] = {}
         rows: dict[str, dict[str, Any]] = {}
         for name, fn, with_res in variants:
@@ -295,6 +295,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("check", "time"), required=True)
     ap.add_argument("--config", default="pp128", help=f"comma-separated names from {', '.join(NAMED)}")
+    ap.add_argument("--plain", default="", help="configs also timed without the residual (default: the first)")
     ap.add_argument("--shapes", default=",".join(f"{m}x{n}x{k}" for m, n, k in PREFILL), help="MxNxK,...")
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--trials", type=int, default=3)
@@ -302,6 +303,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     args.configs = [c for c in args.config.split(",") if c]
+    args.plain = [c for c in args.plain.split(",") if c]
     unknown = [c for c in args.configs if c not in NAMED]
     if unknown:
         print(f"--config: unknown {unknown}; allowed: {', '.join(NAMED)}", file=sys.stderr)

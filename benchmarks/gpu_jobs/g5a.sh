@@ -32,7 +32,7 @@ PY
 )
 echo "passed: $PASSED"
 if [ -n "$PASSED" ]; then
-  timeout 85 python3 benchmarks/gemm_gluon_bench.py --phase time --config "$PASSED" --reps 40 --trials 3 \
+  timeout 85 python3 benchmarks/gemm_gluon_bench.py --phase time --config "$PASSED" --plain pp128,coop --reps 40 --trials 3 \
     --budget-s 78 --out "$OUT/gemm_gluon_h200_round1.json" 2>&1 | grep -v -i warn
 fi
 echo "done $(date -u +%T)"
