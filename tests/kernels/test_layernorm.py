@@ -72,6 +72,30 @@ def test_stats_and_partial_blocks(device):
         torch.testing.assert_close(db, dy.sum(0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "opts",
+    [
+        dict(fused_reduce=True, block_m=32),  # one program (on the CPU too): the in-kernel reduction tail
+        dict(balanced=True),
+        dict(w_reload=True, prefetch=2),
+        dict(w_reload=True, prefetch=0, block_m=2, fused_reduce=True, balanced=True),
+    ],
+)
+@pytest.mark.parametrize("bias", [True, False])
+def test_backward_launch_options(opts, bias, device):
+    """Fused dW/dB reduction, balanced grid, weight re-read per block: the default's dx, dw and db."""
+    x = torch.randn(29, 131, device=device) + 1
+    w, b = torch.rand(131, device=device) + 0.5, torch.randn(131, device=device)
+    _, mean, rstd = layernorm_forward(x, w, b)
+    dy = torch.randn_like(x)
+    ref = layernorm_backward(dy, x, w, mean, rstd, has_bias=bias, fused_reduce=False, balanced=False, w_reload=False)
+    got = layernorm_backward(dy, x, w, mean, rstd, has_bias=bias, **opts)
+    assert (got[2] is None) == (not bias)
+    for g, r in zip(got, ref):
+        if r is not None:
+            torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("one_pass", [True, False])
 @pytest.mark.parametrize("shape", [(1, 257), (5, 131)])
@@ -156,6 +180,33 @@ def test_width_overrides(device, monkeypatch):
 def test_layernorm_bf16_gpu(shape):
     x = torch.randn(*shape, dtype=torch.bfloat16) + 1
     _check(x, (torch.rand(shape[-1]) + 0.5).to(torch.bfloat16), torch.randn(shape[-1]).to(torch.bfloat16), "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_cols", [4096, 8192])
+def test_backward_fused_reduce_gpu(n_cols):
+    """The in-kernel dW/dB reduction across a full persistent grid, repeated and in a CUDA graph, against the
+    two-kernel reduction (bf16, Llama widths)."""
+    x = torch.randn(4099, n_cols, device="cuda", dtype=torch.bfloat16) + 1
+    w = (torch.rand(n_cols, device="cuda") + 0.5).to(torch.bfloat16)
+    b = torch.randn(n_cols, device="cuda").to(torch.bfloat16)
+    _, mean, rstd = layernorm_forward(x, w, b)
+    dy = torch.randn_like(x)
+    ref = layernorm_backward(dy, x, w, mean, rstd, fused_reduce=False)
+    for opts in ({}, dict(balanced=True), dict(num_warps=32, programs_per_sm=1, prefetch=2, w_reload=True)):
+        for _ in range(2):
+            got = layernorm_backward(dy, x, w, mean, rstd, fused_reduce=True, **opts)
+            torch.testing.assert_close(got[0].float(), ref[0].float(), rtol=2e-2, atol=2e-2)
+            for g, r in zip(got[1:], ref[1:]):
+                torch.testing.assert_close(g.float(), r.float(), rtol=1e-2, atol=1e-2)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = layernorm_backward(dy, x, w, mean, rstd, fused_reduce=True)
+    for _ in range(3):
+        got[1].fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(got[1].float(), ref[1].float(), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.gpu

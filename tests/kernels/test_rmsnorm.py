@@ -133,6 +133,45 @@ def test_backward_partial_blocks(device):
         torch.testing.assert_close(dx_s, dx_ref + ds, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "opts",
+    [
+        dict(fused_reduce=True, block_m=32),  # one program (on the CPU too): the in-kernel reduction tail
+        dict(balanced=True),
+        dict(w_reload=True, prefetch=2),
+        dict(w_reload=True, prefetch=0, block_m=2, fused_reduce=True, balanced=True),
+        dict(block_m=2, num_warps=4, programs_per_sm=1, prefetch=2),
+    ],
+)
+def test_backward_launch_options(opts, device):
+    """The backward's launch options (fused dW reduction, balanced grid, weight re-read per row block, deeper
+    ring) give the default's dx and dW (and the sum's gradient on top with ds)."""
+    x = torch.randn(29, 131, device=device)
+    w = torch.rand(131, device=device) + 0.5
+    _, _, rstd = rmsnorm_forward(x, w)
+    dy, ds = torch.randn_like(x), torch.randn_like(x)
+    dx_ref, dw_ref = rmsnorm_backward(dy, x, w, rstd, fused_reduce=False, balanced=False, w_reload=False)
+    dx, dw = rmsnorm_backward(dy, x, w, rstd, **opts)
+    torch.testing.assert_close(dx, dx_ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(dw, dw_ref, rtol=1e-5, atol=1e-5)
+    dx_s, dw_s = rmsnorm_backward(dy, x, w, rstd, ds=ds, **opts)
+    torch.testing.assert_close(dx_s, dx_ref + ds, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(dw_s, dw_ref, rtol=1e-5, atol=1e-5)
+
+
+def test_balanced_grid_and_reduce_tile():
+    from solkit.kernels.norm_backward import balanced_programs, reduce_tile
+
+    assert balanced_programs(8192, 264) == 256  # 32 row blocks each, no program left alone for a 32nd
+    assert balanced_programs(8192, 132) == 131 and balanced_programs(7, 8) == 7 and balanced_programs(1, 264) == 1
+    for n_blocks, slots in ((8192, 264), (1000, 264), (5, 3)):
+        p = balanced_programs(n_blocks, slots)
+        assert p <= slots and -(-n_blocks // p) == -(-n_blocks // min(slots, n_blocks))
+    for n_cols, programs in ((4096, 264), (8192, 132), (131, 1), (16384, 528)):
+        block_p, block_c = reduce_tile(n_cols, programs)
+        assert block_p >= programs and block_p * block_c <= max(4096, block_p * 4)
+
+
 def test_modules(device):
     norm = RMSNorm(48, eps=1e-5, device=device)
     gemma = RMSNorm(48, offset=1.0, casting="gemma", device=device)
@@ -205,6 +244,34 @@ def test_rmsnorm_bf16_gpu(shape, casting, offset):
 def test_add_rmsnorm_bf16_gpu(n_cols):
     x, r = (torch.randn(2048, n_cols, dtype=torch.bfloat16) for _ in range(2))
     _check(x, torch.randn(n_cols, dtype=torch.bfloat16), "llama", 0.0, "cuda", residual=r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_cols", [4096, 8192])
+@pytest.mark.parametrize("ds", [False, True])
+def test_backward_fused_reduce_gpu(n_cols, ds):
+    """The in-kernel dW reduction across a full persistent grid (the grid barrier met by every program), twice
+    in a row and inside a CUDA graph (the barrier counter grows by the grid size per launch), against the
+    two-kernel reduction; bf16 at Llama widths, several launch shapes."""
+    x = torch.randn(4099, n_cols, device="cuda", dtype=torch.bfloat16)
+    w = (torch.rand(n_cols, device="cuda") + 0.5).to(torch.bfloat16)
+    _, _, rstd = rmsnorm_forward(x, w)
+    dy = torch.randn_like(x)
+    dsum = torch.randn_like(x) if ds else None
+    dx_ref, dw_ref = rmsnorm_backward(dy, x, w, rstd, ds=dsum, fused_reduce=False)
+    for opts in ({}, dict(balanced=True), dict(block_m=2, num_warps=32, programs_per_sm=1, prefetch=2)):
+        for _ in range(2):
+            dx, dw = rmsnorm_backward(dy, x, w, rstd, ds=dsum, fused_reduce=True, **opts)
+            torch.testing.assert_close(dx.float(), dx_ref.float(), rtol=2e-2, atol=2e-2)
+            torch.testing.assert_close(dw.float(), dw_ref.float(), rtol=1e-2, atol=1e-2)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dx_g, dw_g = rmsnorm_backward(dy, x, w, rstd, ds=dsum, fused_reduce=True)
+    for _ in range(3):
+        dw_g.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(dw_g.float(), dw_ref.float(), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.gpu
