@@ -65,6 +65,10 @@ VARIANTS = {
     "pk_8k_w8_2": (_p(block=8192, num_warps=8, per_sm=2), _p(block=4096, num_warps=4, per_sm=2)),
     "pk_4k_w4_3": (_p(block=4096, num_warps=4, per_sm=3), _p(block=2048, num_warps=4, per_sm=3)),
     "pk_8k_w16_1": (_p(block=8192, num_warps=16, per_sm=1), _p(block=8192, num_warps=16, per_sm=1)),
+    "pk_d3_2k_w4_4": (_p(depth=3, block=2048, num_warps=4, per_sm=4), None),
+    "pk_d3_4k_w8_2": (_p(depth=3, block=4096, num_warps=8, per_sm=2), None),
+    "pk_d3_4k_w4_3": (_p(depth=3, block=4096, num_warps=4, per_sm=3), None),
+    "pk_1k_w2_8": (_p(block=1024, num_warps=2, per_sm=8), _p(block=1024, num_warps=2, per_sm=8)),
     "pk_fb": (_p(fallback=True), _p(fallback=True)),
     "pk_nowait": (_p(max_spins=0), _p(max_spins=0)),  # diagnostic: never wait (NaN rows), timed anyway
 }
@@ -81,11 +85,14 @@ PLANS = {
                      ("pk_pf2", ("fwd", "bwd")), ("pk_late", ("fwd", "bwd")), ("pk_2k_w2_8", ("fwd", "bwd")),
                      ("pk_2k_w4_4", ("fwd", "bwd")), ("pk_4k_w8_2", ("fwd", "bwd")), ("pk_8k_w8_2", ("fwd", "bwd")),
                      ("pk_4k_w4_3", ("fwd", "bwd")), ("pk_8k_w16_1", ("fwd", "bwd")), ("pk_fb", ("fwd", "bwd")),
-                     ("pk_nowait", ("fwd", "bwd"))]),
+                     ("pk_nowait", ("fwd", "bwd")), ("pk_d3_2k_w4_4", ("fwd",)), ("pk_d3_4k_w8_2", ("fwd",)),
+                     ("pk_d3_4k_w4_3", ("fwd",)), ("pk_1k_w2_8", ("fwd", "bwd"))]),
         ("inter", [("default", ALL3), ("compile", ("fwd", "fwdbwd")), ("liger", ("fwd", "fwdbwd")), ("pk", ALL3),
-                   ("pk_2k_w4_4", ("fwd", "bwd")), ("pk_2k_w2_8", ("fwd", "bwd")), ("eager", ("fwd", "fwdbwd"))]),
-        ("vocab4k", [("pk", ("fwd", "fwdbwd")), ("default", ("fwd", "fwdbwd"))]),
-        ("256k", [("pk", ("fwd", "fwdbwd")), ("default", ("fwd", "fwdbwd"))]),
+                   ("pk_2k_w4_4", ("fwd", "bwd")), ("pk_2k_w2_8", ("fwd", "bwd")), ("pk_d3_2k_w4_4", ("fwd",)),
+                   ("pk_1k_w2_8", ("fwd", "bwd")), ("pk_8k_w8_2", ("fwd", "bwd")), ("eager", ("fwd", "fwdbwd"))]),
+        ("vocab4k", [("pk", ("fwd", "bwd", "fwdbwd")), ("default", ("fwd", "fwdbwd")), ("pk_2k_w4_4", ("fwd", "bwd"))]),
+        ("256k", [("pk", ("fwd", "bwd", "fwdbwd")), ("default", ("fwd", "fwdbwd")), ("pk_2k_w4_4", ("fwd", "bwd")),
+                  ("pk_4k_w8_2", ("fwd", "bwd"))]),
     ],
 }  # fmt: skip
 COMPILE_SHAPES = ("inter",)

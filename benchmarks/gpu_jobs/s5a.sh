@@ -20,7 +20,7 @@ done
 wait $PIDS
 echo "warm done at $(( $(date +%s) - START ))s"; tail -q -n 2 "$OUT"/warm*.log "$OUT"/compile.log
 T=$(left)
-[ "$T" -gt 20 ] && timeout $(( T - 22 )) python3 kernels_softmax_wide.py --plan round1 --out "$OUT/kernels_softmax_wide_round1.json" \
+[ "$T" -gt 20 ] && timeout $(( T - 22 )) python3 kernels_softmax_wide.py --plan round1 --reps 30 --out "$OUT/kernels_softmax_wide_round1.json" \
   --budget-s $(( T - 30 )) 2>&1 | tee "$OUT/round1.txt" | tail -n 70
 cd ..
 T=$(left)

@@ -40,7 +40,7 @@ PATHS = {
     # interpreter a group's programs run in order: the earlier ones time out at once and compute the row's
     # statistics themselves (the fallback), the last one reads its partners' published words.
     "packed": {"packed": {"block": 256, "groups": 2}},
-    "packed_narrow": {"packed": {"block": 64, "groups": 3}},
+    "packed_narrow": {"packed": {"block": 64, "groups": 3, "depth": 3}},
     "packed_keep_e": {"packed": {"block": 256, "groups": 1, "keep_e": 1}},
     "packed_late": {"packed": {"block": 128, "groups": 2, "early_load": 0}},
     "packed_gpu": {"packed": True},
