@@ -360,7 +360,7 @@ def _launch(kernel, args: list, meta: dict, n_rows: int, split: int, t: torch.Te
     if interp:
         n_groups = min(most, 4)
     else:
-        key = (kernel.__name__, t.device.index, tuple(sorted(meta.items())))
+        key = (kernel.__name__, t.device.index, t.dtype, tuple(sorted(meta.items())))
         if key not in _CAPACITY:  # compile (no launch): the whole grid must be resident at once
             compiled = kernel.warmup(*args, grid=(1,), **meta)
             _CAPACITY[key] = resident_programs(compiled, num_warps, t.device)
