@@ -53,6 +53,8 @@ VARIANTS = {
     "looped": ({"coop": False, "split": False}, {"coop": False, "split": False}),
     "split": ({"split": True}, {"split": True}),
     "single": ({"packed": False}, {"packed": False}),
+    "single_w8": ({"packed": False, "num_warps": 8}, {"packed": False, "num_warps": 8}),
+    "single_w16": ({"packed": False, "num_warps": 16}, {"packed": False, "num_warps": 16}),
     # packed forward: block (chunk columns), warps, programs per SM, kept values, early load, L2 prefetch rows
     "pk": (_p(), _p()),
     "pk_e16": (_p(keep_e=1), None),
@@ -89,7 +91,8 @@ PLANS = {
                      ("pk_d3_4k_w4_3", ("fwd",)), ("pk_1k_w2_8", ("fwd", "bwd"))]),
         ("inter", [("default", ALL3), ("compile", ("fwd", "fwdbwd")), ("liger", ("fwd", "fwdbwd")), ("pk", ALL3),
                    ("pk_2k_w4_4", ("fwd", "bwd")), ("pk_2k_w2_8", ("fwd", "bwd")), ("pk_d3_2k_w4_4", ("fwd",)),
-                   ("pk_1k_w2_8", ("fwd", "bwd")), ("pk_8k_w8_2", ("fwd", "bwd")), ("eager", ("fwd", "fwdbwd"))]),
+                   ("pk_1k_w2_8", ("fwd", "bwd")), ("pk_8k_w8_2", ("fwd", "bwd")), ("single_w16", ("fwd", "bwd")),
+                   ("single_w8", ("fwd", "bwd")), ("eager", ("fwd", "fwdbwd"))]),
         ("vocab4k", [("pk", ("fwd", "bwd", "fwdbwd")), ("default", ("fwd", "fwdbwd")), ("pk_2k_w4_4", ("fwd", "bwd"))]),
         ("256k", [("pk", ("fwd", "bwd", "fwdbwd")), ("default", ("fwd", "fwdbwd")), ("pk_2k_w4_4", ("fwd", "bwd")),
                   ("pk_4k_w8_2", ("fwd", "bwd"))]),
