@@ -144,12 +144,11 @@ def check(outs, ref, eager) -> dict:
     return {"ok": finite and all(e <= b for e, b in zip(errs, budget)), "max_abs_err": errs, "err_budget": budget}
 
 
-def bytes_of(op, mode) -> float:
+def bytes_of(op, mode, e: int) -> float:
     """Backward alone: read x, dy (ds), stats and w, write dx and dw (db); fwdbwd: the op's training bytes."""
     if mode == "fwdbwd":
         return op.bytes_fwdbwd
     M, N = op.shape
-    e = 2 if op.shape[0] > 100 else 4
     n_params = 2 if op.kind == "layernorm" else 1
     acts = 4 if op.kind == "add_rmsnorm" else 3
     stats = 8 if op.kind == "layernorm" else 4
@@ -168,7 +167,8 @@ def sweep_op(rec, op, dtype, device, timing_kw, bw, budget_s, modes) -> None:
             if elapsed() > budget_s:
                 rec.add("sweep", {"op": op.name, "config": cfg, "mode": mode, "error": "skipped: time budget"})
                 continue
-            row = {"op": op.name, "shape": list(op.shape), "mode": mode, "config": cfg, "bytes": bytes_of(op, mode)}
+            row = {"op": op.name, "shape": list(op.shape), "mode": mode, "config": cfg,
+                   "bytes": bytes_of(op, mode, d["x"].element_size())}  # fmt: skip
             try:
                 fn = launcher(op, d, cfg, with_forward=mode == "fwdbwd")
                 fn(d["x"], d["dy"], d["ds"])  # compile (or load from the cache)
