@@ -352,7 +352,7 @@ def layernorm_backward(
     dx2 = torch.empty_like(x2)
     cfg = config_for_width(LAYERNORM_CONFIG, n_cols)
     bm, bn, _ = row_config(n_cols, x2.element_size())
-    bm = block_m or bm
+    bm = block_m or cfg.get("bwd_block_m") or bm
     bpt = cfg["bwd_bytes_per_thread"]
     nw = (
         num_warps

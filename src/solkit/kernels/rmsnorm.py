@@ -424,7 +424,7 @@ def rmsnorm_backward(
     dx2 = torch.empty_like(x2)
     cfg = config_for_width(RMSNORM_CONFIG, n_cols)
     bm, bn, _ = row_config(n_cols, x2.element_size())
-    bm = block_m or bm
+    bm = block_m or cfg.get("bwd_block_m") or bm
     bpt = cfg["bwd_bytes_per_thread_ds" if ds is not None else "bwd_bytes_per_thread"]
     nw = (
         num_warps
