@@ -22,13 +22,14 @@ Bytes per call, ``M x N`` of ``e`` bytes: forward ``2 M N e`` (read x, write y),
 y and dy, write dx); the partials (``16 SPLIT`` bytes per row) stay in L2.
 
 Pipeline (per program, iteration of row ``r``; rows ``r + G``, ``r + 2G`` already in flight): issue the load
-of row ``r + 3G`` (``EARLY_LOAD``; else after pass 1; forward ``DEPTH = 3``: one more row in registers, so
-rows up to ``r + 3G`` are in flight and ``r + 4G`` is issued), first poll of row ``r``'s partials, pass 1 of row
+of row ``r + 3G`` (``EARLY_LOAD``; else after pass 1), first poll of row ``r``'s partials, pass 1 of row
 ``r + G`` and its publication, wait for row ``r``, pass 2 of row ``r`` and its store. ``PF`` = d > 0: the
 chunk of row ``r + (3 + d) G`` is bulk-prefetched into L2 (``cp.async.bulk.prefetch.L2``) when row
-``r + 3G``'s register load is issued. 16-bit inputs of even width and row stride are read as int32 pairs
-(``PACKED``); other inputs (fp32, odd widths) one element per lane, in chunks of half the columns (the same
-registers per chunk).
+``r + 3G``'s register load is issued. Forward options: ``DEPTH = 3``, one more row in registers (rows up to
+``r + 3G`` in flight, ``r + 4G`` issued); ``SKEW = 2``, pass 1 and the publication two rows ahead of pass 2
+(two rows wait for their partners at any time; 8 partial slots). 16-bit inputs of even width and row stride
+are read as int32 pairs (``PACKED``); other inputs (fp32, odd widths) one element per lane, in chunks of half
+the columns (the same registers per chunk).
 
 Exchange: the tagged words of :mod:`solkit.kernels.cross_entropy_split` (``(j + 1) << 32 | fp32 bits``,
 relaxed atomic exchange, four slots: a program publishes row ``j + 1`` before it waits for row ``j``). Every
@@ -45,6 +46,7 @@ import torch
 import triton
 import triton.language as tl
 
+from solkit.errors import SolkitError
 from solkit.kernels._ce_packed import _prefetch_rows
 from solkit.kernels.cross_entropy_split import (
     L2E,
@@ -174,41 +176,49 @@ def _softmax_fwd_packed_kernel(
     x_ptr, xu_ptr, yu_ptr, partial_ptr, n_rows, n_cols, chunk_cols, x_stride, xu_stride, yu_stride,
     max_spins, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, PACKED: tl.constexpr,
     IS_BF16: tl.constexpr, KEEP_E: tl.constexpr, EARLY_LOAD: tl.constexpr, PF: tl.constexpr,
-    FALLBACK: tl.constexpr, ASM: tl.constexpr, DEPTH: tl.constexpr = 2,
+    FALLBACK: tl.constexpr, ASM: tl.constexpr, DEPTH: tl.constexpr = 2, SKEW: tl.constexpr = 1,
 ):  # fmt: skip
     UBLOCK: tl.constexpr = BLOCK // 2 if PACKED else BLOCK
     PAD: tl.constexpr = (-8323200 if IS_BF16 else -67044352) if PACKED else float("-inf")  # two -inf per word
+    AHEAD: tl.constexpr = SKEW + DEPTH  # rows from the one finished to the one whose load is issued
     n_groups, group, chunk, u0, uoffs, ucols, u_lim = _chunk_geometry(n_cols, chunk_cols, SPLIT, UBLOCK, PACKED)
     u_mask = uoffs < u_lim
     spin_budget = max_spins
     gbase = partial_ptr + group * (3 * SPLIT_P2)
-    slot_stride = n_groups * (3 * SPLIT_P2)
+    slot_stride = n_groups * (3 * SPLIT_P2)  # 8 slots: a skew s needs 2 s + 2 (cross_entropy_split docstring)
     pf_bytes = u_lim * 4 // 16 * 16  # (an fp32 element or a word of two 16-bit ones: 4 bytes)
     x0 = _load_units(xu_ptr, group, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
     x1 = _load_units(xu_ptr, group + n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
     x2 = _load_units(xu_ptr, group + 2 * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
-    if DEPTH == 3:
+    if AHEAD == 4:
         x3 = _load_units(xu_ptr, group + 3 * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
     if PF > 0:  # the PF rows after the register loads on their way to L2 (the loop keeps them PF rows ahead)
-        _prefetch_rows(xu_ptr, group + (DEPTH + 1) * n_groups, PF, n_groups, n_rows, xu_stride, u0, pf_bytes)
+        _prefetch_rows(xu_ptr, group + AHEAD * n_groups, PF, n_groups, n_rows, xu_stride, u0, pf_bytes)
     m_c, m0, s_c, k0 = _fwd_pass1(x0, PACKED, IS_BF16, KEEP_E, ASM)
     _publish_tagged(gbase, chunk, 0, m_c, s_c, 0.0, SPLIT_P2, False)
+    if SKEW == 2:  # row r + G passed pass 1 too: two rows wait for their partners at any time
+        m_c, m1, s_c, k1 = _fwd_pass1(x1, PACKED, IS_BF16, KEEP_E, ASM)
+        if group + n_groups < n_rows:
+            _publish_tagged(gbase + slot_stride, chunk, 1, m_c, s_c, 0.0, SPLIT_P2, False)
     j = 0
     for row in tl.range(group, n_rows, n_groups):
-        r1 = row + n_groups
+        rl = row + AHEAD * n_groups
         if EARLY_LOAD:
-            xn = _load_units(xu_ptr, r1 + DEPTH * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+            xn = _load_units(xu_ptr, rl, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
             if PF > 0:
-                _prefetch_rows(xu_ptr, r1 + (DEPTH + PF) * n_groups, 1, n_groups, n_rows, xu_stride, u0, pf_bytes)
-        base0 = gbase + (j & 3) * slot_stride
+                _prefetch_rows(xu_ptr, rl + PF * n_groups, 1, n_groups, n_rows, xu_stride, u0, pf_bytes)
+        base0 = gbase + (j & 7) * slot_stride
         wm, ws, _wz = _poll_tagged(base0, j, SPLIT, SPLIT_P2, False)
-        m_c, m1, s_c, k1 = _fwd_pass1(x1, PACKED, IS_BF16, KEEP_E, ASM)
+        if SKEW == 2:
+            m_c, mp, s_c, kp = _fwd_pass1(x2, PACKED, IS_BF16, KEEP_E, ASM)
+        else:
+            m_c, mp, s_c, kp = _fwd_pass1(x1, PACKED, IS_BF16, KEEP_E, ASM)
         if not EARLY_LOAD:
-            xn = _load_units(xu_ptr, r1 + DEPTH * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+            xn = _load_units(xu_ptr, rl, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
             if PF > 0:
-                _prefetch_rows(xu_ptr, r1 + (DEPTH + PF) * n_groups, 1, n_groups, n_rows, xu_stride, u0, pf_bytes)
-        if r1 < n_rows:  # (no arrival past the last row: it would take a slot still to be read)
-            _publish_tagged(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, m_c, s_c, 0.0, SPLIT_P2, False)
+                _prefetch_rows(xu_ptr, rl + PF * n_groups, 1, n_groups, n_rows, xu_stride, u0, pf_bytes)
+        if row + SKEW * n_groups < n_rows:  # (no arrival past the last row: it would take a slot still to be read)
+            _publish_tagged(gbase + ((j + SKEW) & 7) * slot_stride, chunk, j + SKEW, m_c, s_c, 0.0, SPLIT_P2, False)
         big, total, ok = _await_stats(base0, j, wm, ws, spin_budget, SPLIT, SPLIT_P2)
         if ok == 0:
             if FALLBACK:  # partners not there (the interpreter): the whole row's statistics, here
@@ -219,14 +229,22 @@ def _softmax_fwd_packed_kernel(
         tl.store(yu_ptr + tl.cast(row, tl.int64) * yu_stride + ucols,
                  _fwd_pass2(k0, m0, big, total, PACKED, IS_BF16, KEEP_E, ASM).to(yu_ptr.dtype.element_ty),
                  mask=u_mask)  # fmt: skip
-        x1 = x2
-        if DEPTH == 3:
+        if SKEW == 2:  # (AHEAD 4: x2, x3 and xn in flight)
+            k0 = k1
+            m0 = m1
+            k1 = kp
+            m1 = mp
             x2 = x3
             x3 = xn
         else:
-            x2 = xn
-        k0 = k1
-        m0 = m1
+            k0 = kp
+            m0 = mp
+            x1 = x2
+            if AHEAD == 4:
+                x2 = x3
+                x3 = xn
+            else:
+                x2 = xn
         j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
 
 
@@ -374,16 +392,16 @@ def _launch(kernel, args: list, meta: dict, n_rows: int, split: int, t: torch.Te
 
 
 def _partials(n_groups: int, split: int, words_per_chunk: int, device) -> torch.Tensor:
-    """Four slots of tagged 64-bit partials per group, zeroed (one memset per call: tags restart at 1)."""
+    """Eight slots of tagged 64-bit partials per group, zeroed (one memset per call: tags restart at 1)."""
     sp2 = max(triton.next_power_of_2(split), 2)
-    return torch.zeros(4 * n_groups * words_per_chunk * sp2, dtype=torch.int64, device=device)
+    return torch.zeros(8 * n_groups * words_per_chunk * sp2, dtype=torch.int64, device=device)
 
 
 def softmax_forward_packed(
     x: torch.Tensor, y: torch.Tensor, *, block: int | None = None, num_warps: int | None = None,
     per_sm: int | None = None, keep_e: int | None = None, early_load: int | None = None,
     l2_prefetch: int | None = None, maxnreg: int | None = None, max_spins: int = 1 << 20,
-    groups: int | None = None, fallback: bool | None = None, depth: int | None = None,
+    groups: int | None = None, fallback: bool | None = None, depth: int | None = None, skew: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over rows of the 2-D ``x`` (unit column stride) into ``y``; returns the launch
     facts, or None (nothing launched) when one group does not fit on the GPU at once. Options left None
@@ -404,7 +422,11 @@ def softmax_forward_packed(
                 IS_BF16=int(x.dtype == torch.bfloat16), KEEP_E=int(cfg["keep_e"] if keep_e is None else keep_e),
                 EARLY_LOAD=int(cfg["early_load"] if early_load is None else early_load),
                 PF=int(pf) if aligned and not interp else 0, FALLBACK=int(interp if fallback is None else fallback),
-                ASM=int(not interp), DEPTH=int(depth or cfg.get("depth", 2)), num_warps=num_warps)  # fmt: skip
+                ASM=int(not interp), DEPTH=int(depth or cfg.get("depth", 2)), SKEW=int(skew or cfg.get("skew", 1)),
+                num_warps=num_warps)  # fmt: skip
+    if (meta["SKEW"], meta["DEPTH"]) not in ((1, 2), (1, 3), (2, 2)):
+        raise SolkitError(f"softmax packed: (skew, depth) must be (1, 2), (1, 3) or (2, 2), got {meta['SKEW']}, "
+                          f"{meta['DEPTH']}")  # fmt: skip
     if not interp:
         meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * num_warps * 32) // 8 * 8)
     args = [x, xu, yu, partials, n_rows, n_cols, chunk_cols, x.stride(0), xu_stride, yu_stride,
@@ -416,10 +438,11 @@ def softmax_backward_packed(
     dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, *, block: int | None = None, num_warps: int | None = None,
     per_sm: int | None = None, early_load: int | None = None, l2_prefetch: int | None = None,
     maxnreg: int | None = None, max_spins: int = 1 << 20, groups: int | None = None, fallback: bool | None = None,
-    keep_e: int | None = None, depth: int | None = None,
+    keep_e: int | None = None, depth: int | None = None, skew: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``dx = y (dy - sum(y dy))`` over rows (2-D, unit column stride); as :func:`softmax_forward_packed`
-    (``keep_e`` and ``depth``, forward options, are accepted and ignored, so one option dict serves both)."""
+    (``keep_e``, ``depth`` and ``skew``, forward options, are accepted and ignored, so one option dict serves
+    both)."""
     cfg = PACKED_CONFIG["bwd"]
     block, num_warps, per_sm = block or cfg["block"], num_warps or cfg["num_warps"], per_sm or cfg["per_sm"]
     n_rows, n_cols = y.shape
