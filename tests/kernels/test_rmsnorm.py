@@ -141,6 +141,9 @@ def test_backward_partial_blocks(device):
         dict(w_reload=True, prefetch=2),
         dict(w_reload=True, prefetch=0, block_m=2, fused_reduce=True, balanced=True),
         dict(block_m=2, num_warps=4, programs_per_sm=1, prefetch=2),
+        dict(two_pass=True),
+        dict(two_pass=True, w_reload=True, block_m=2),
+        dict(two_pass=True, fused_reduce=True, block_m=32),
     ],
 )
 def test_backward_launch_options(opts, device):
@@ -259,7 +262,8 @@ def test_backward_fused_reduce_gpu(n_cols, ds):
     dy = torch.randn_like(x)
     dsum = torch.randn_like(x) if ds else None
     dx_ref, dw_ref = rmsnorm_backward(dy, x, w, rstd, ds=dsum, fused_reduce=False)
-    for opts in ({}, dict(balanced=True), dict(block_m=2, num_warps=32, programs_per_sm=1, prefetch=2)):
+    deep = dict(block_m=2, num_warps=32, programs_per_sm=1, prefetch=2)
+    for opts in ({}, dict(balanced=True), deep, dict(two_pass=True, balanced=True)):
         for _ in range(2):
             dx, dw = rmsnorm_backward(dy, x, w, rstd, ds=dsum, fused_reduce=True, **opts)
             torch.testing.assert_close(dx.float(), dx_ref.float(), rtol=2e-2, atol=2e-2)

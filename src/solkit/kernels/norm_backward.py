@@ -110,18 +110,38 @@ def _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows, cols, n_rows, n_cols, x_st
 
 
 @triton.jit
+def _two_pass_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, w, rows, cols, n_rows, n_cols, x_stride, dy_stride, ds_stride,
+                    HAS_DS: tl.constexpr):  # fmt: skip
+    """``TWO_PASS``: pass 1 reads the row block (kept in L1: ``evict_last``) only for ``c = mean(g * xhat)``;
+    returns the block re-read (``evict_first``) for pass 2, its rstd, and ``c`` in the ``ds`` slot."""
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    r64 = rows.to(tl.int64)[:, None]
+    rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+    x = tl.load(x_ptr + r64 * x_stride + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
+    dy = tl.load(dy_ptr + r64 * dy_stride + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_last")
+    c = tl.sum(dy.to(tl.float32) * w[None, :] * (x.to(tl.float32) * rstd[:, None]), axis=1) / n_cols
+    x = tl.load(x_ptr + r64 * x_stride + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+    dy = tl.load(dy_ptr + r64 * dy_stride + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+    return x, dy, rstd, c
+
+
+@triton.jit
 def _rmsnorm_bwd_kernel(
     dy_ptr, ds_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_partial_ptr, dw_ptr, sync_ptr,
     n_rows, n_cols, dy_stride, ds_stride, x_stride, dx_stride, offset, max_spins,
     HAS_DS: tl.constexpr, GEMMA: tl.constexpr, PREFETCH: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FUSED: tl.constexpr = False, W_RELOAD: tl.constexpr = False,
-    RED_P: tl.constexpr = 1, RED_C: tl.constexpr = 1,
+    RED_P: tl.constexpr = 1, RED_C: tl.constexpr = 1, TWO_PASS: tl.constexpr = False,
 ):  # fmt: skip
     """Persistent RMSNorm backward: program ``p`` takes row blocks ``p, p + P, ...``. ``PREFETCH`` (1 or 2):
     the next one or two row blocks' x, dy, rstd (and ds) are loaded before this one is computed (a register
     ring; a per-row statistic loaded at use would expose its latency every row). ``W_RELOAD``: the weight is
     re-read (from L1) per row block instead of held in registers, which frees them for the ring. ``FUSED``:
-    the dW partial rows are summed by this kernel after a grid barrier (:func:`grid_sum_partials`)."""
+    the dW partial rows are summed by this kernel after a grid barrier (:func:`grid_sum_partials`).
+    ``TWO_PASS`` (no ring): per row block, pass 1 reads x and dy for the row sum only, pass 2 re-reads them
+    (from L1: the eviction hints differ, so the compiler keeps both loads) for dx and dW, so a program holds
+    little besides its dW accumulator and several programs an SM keep the DRAM busy (the shape of the
+    one-piece forward)."""
     pid = tl.program_id(0)
     step = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -130,15 +150,21 @@ def _rmsnorm_bwd_kernel(
         w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     rows1 = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    x1, dy1, r1, ds1 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows1, cols, n_rows, n_cols,
-                                  x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
-    if PREFETCH == 2:
+    if PREFETCH > 0 and not TWO_PASS:
+        x1, dy1, r1, ds1 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows1, cols, n_rows, n_cols,
+                                      x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+    if PREFETCH == 2 and not TWO_PASS:
         rows2 = rows1 + step * BLOCK_M
         x2, dy2, r2, ds2 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows2, cols, n_rows, n_cols,
                                       x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
     for block in range(pid, tl.cdiv(n_rows, BLOCK_M), step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
-        if PREFETCH == 0:
+        if TWO_PASS:
+            if W_RELOAD:
+                w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
+            x, dy, rstd, ds = _two_pass_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, w, rows, cols, n_rows, n_cols,
+                                              x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
+        elif PREFETCH == 0:
             x, dy, rstd, ds = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows, cols, n_rows, n_cols,
                                          x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
         else:
@@ -150,7 +176,7 @@ def _rmsnorm_bwd_kernel(
             else:
                 x1, dy1, r1, ds1 = _bwd_tiles(x_ptr, dy_ptr, ds_ptr, rstd_ptr, rows + step * BLOCK_M, cols,
                                               n_rows, n_cols, x_stride, dy_stride, ds_stride, HAS_DS)  # fmt: skip
-        if W_RELOAD:
+        if W_RELOAD and not TWO_PASS:
             w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32) + offset
         x, dy = x.to(tl.float32), dy.to(tl.float32)
         xhat = x * rstd[:, None]
@@ -159,10 +185,16 @@ def _rmsnorm_bwd_kernel(
         else:
             dw_acc += dy * xhat.to(x_ptr.dtype.element_ty).to(tl.float32)
         g = dy * w[None, :]
-        c = tl.sum(g * xhat, axis=1) / n_cols
+        if TWO_PASS:
+            c = ds  # the row sums of pass 1 (ds, if any, is added from its own load below)
+        else:
+            c = tl.sum(g * xhat, axis=1) / n_cols
         dx = (g - xhat * c[:, None]) * rstd[:, None]
         if HAS_DS:
-            dx += ds.to(tl.float32)
+            if TWO_PASS:
+                dx += load_tile(ds_ptr, rows, ds_stride, cols, n_rows, n_cols).to(tl.float32)
+            else:
+                dx += ds.to(tl.float32)
         mask = (rows < n_rows)[:, None] & col_mask[None, :]
         dx_ptrs = dx_ptr + rows.to(tl.int64)[:, None] * dx_stride + cols[None, :]
         tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)

@@ -408,13 +408,15 @@ def rmsnorm_backward(
     fused_reduce: bool | None = None,
     balanced: bool | None = None,
     w_reload: bool | None = None,
+    two_pass: bool | None = None,
     maxnreg: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the backward. ``x`` is the normalised input (the sum ``s`` for add+RMSNorm); ``ds`` is the
     gradient reaching the sum output, added to dx. Returns ``(dx, dweight)``. ``prefetch``: row blocks
     loaded ahead (0, 1, 2; True means 1); ``fused_reduce``: dW summed inside the kernel after a grid barrier
     (GPU only) instead of by :func:`sum_partials`; ``balanced``: as few programs as give every program the
-    same number of row blocks; ``w_reload``: the weight re-read per row block (registers for the ring).
+    same number of row blocks; ``w_reload``: the weight re-read per row block (registers for the ring);
+    ``two_pass``: no ring, each row block read twice (the second time from L1), for more programs an SM.
     Launch parameters left None come from :data:`RMSNORM_CONFIG`; ``partial_sum`` holds :func:`sum_partials`
     tile options (``solkit.kernels.norm_backward`` has the kernel)."""
     x2 = check_rows(x, "rmsnorm saved input")
@@ -449,6 +451,7 @@ def rmsnorm_backward(
         PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
         BLOCK_M=bm, BLOCK_N=bn, FUSED=fused, RED_P=red_p, RED_C=red_c,
         W_RELOAD=bool(cfg.get("bwd_w_reload", False) if w_reload is None else w_reload),
+        TWO_PASS=bool(cfg.get("bwd_two_pass", False) if two_pass is None else two_pass),
         num_warps=nw, maxnreg=maxnreg or register_cap(programs_per_sm, nw),
     )  # fmt: skip
     if fused:
