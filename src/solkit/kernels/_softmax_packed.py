@@ -96,7 +96,7 @@ def _fwd_pass1(u, PACKED: tl.constexpr, IS_BF16: tl.constexpr, KEEP_E: tl.conste
         z = u.to(tl.float32)
         m_c = tl.max(z, axis=0)
         m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
-        e = tl.exp2(z * L2E - m_ref * L2E)
+        e = tl.exp(z - m_ref)  # (the exact difference first: fp32 inputs keep torch's accuracy)
         s_c = tl.sum(e, axis=0)
         if KEEP_E:
             kept = e
@@ -117,7 +117,7 @@ def _log2(v, ASM: tl.constexpr):
 def _fwd_pass2(kept, m_ref, big, total, PACKED: tl.constexpr, IS_BF16: tl.constexpr, KEEP_E: tl.constexpr,
                ASM: tl.constexpr):  # fmt: skip
     """The chunk's outputs from the row's ``(max, sum)``: packed words (16-bit, ``y = 2^(x L - lse_2)`` with
-    ``lse_2 = M L + log2 S``: one FFMA and one EX2 per element), else fp32 ``2^((x - M) L) / S`` (the exact
+    ``lse_2 = M L + log2 S``: one FFMA and one EX2 per element), else fp32 ``exp(x - M) / S`` (the exact
     difference first: fp32 inputs keep torch's accuracy)."""
     if PACKED:
         lse2 = big * L2E + _log2(total, ASM)
@@ -131,9 +131,9 @@ def _fwd_pass2(kept, m_ref, big, total, PACKED: tl.constexpr, IS_BF16: tl.conste
     else:
         inv = 1.0 / total
         if KEEP_E:
-            return kept * (tl.exp2((m_ref - big) * L2E) * inv)
+            return kept * (tl.exp(m_ref - big) * inv)
         else:
-            return tl.exp2((kept.to(tl.float32) - big) * L2E) * inv
+            return tl.exp(kept.to(tl.float32) - big) * inv
 
 
 @triton.jit
@@ -149,7 +149,7 @@ def _await_stats(base, j, wm, ws, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl
         spins += 1
     ms = _untag(wm)
     big = tl.max(ms, axis=0)
-    return big, tl.sum(_untag(ws) * tl.exp2((ms - big) * L2E), axis=0), ready
+    return big, tl.sum(_untag(ws) * tl.exp(ms - big), axis=0), ready
 
 
 @triton.jit
