@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import platform
@@ -41,19 +42,19 @@ from solkit.kernels import gemm_gluon as GG
 PREFILL = [(4096, 4096, 4096), (8192, 4096, 4096), (16384, 4096, 4096), (8192, 8192, 8192)]  # (M, N, K)
 
 #: named configs (CONSUMERS 2: ping-pong, 1: cooperative)
+PP = GG.PINGPONG
+COOP = GG.GluonConfig()
 NAMED = {
-    "pp128": GG.GluonConfig(),
-    "pp128g16": GG.GluonConfig(group_m=16),
-    "pp128s5": GG.GluonConfig(stages=5),
-    "pp128k2": GG.GluonConfig(res_k=2),
-    "pp64x256": GG.GluonConfig(block_m=64, block_n=256),
-    "coop": GG.GluonConfig(block_m=128, block_n=256, stages=3, consumers=1, consumer_warps=8, producer_regs=24),
-    "coopg16": GG.GluonConfig(
-        block_m=128, block_n=256, stages=3, consumers=1, consumer_warps=8, producer_regs=24, group_m=16
-    ),  # fmt: skip
-    "coopk2": GG.GluonConfig(
-        block_m=128, block_n=256, stages=3, consumers=1, consumer_warps=8, producer_regs=24, res_k=2
-    ),
+    "pp128": PP,
+    "pp128r192": dataclasses.replace(PP, consumer_regs=192, producer_regs=24),
+    "pp64x256": dataclasses.replace(PP, block_m=64, block_n=256),
+    "coop": dataclasses.replace(COOP, res_k=-1),
+    "coopk2": dataclasses.replace(COOP, res_k=2),
+    "coopk4": dataclasses.replace(COOP, res_k=4),
+    "coopk8": dataclasses.replace(COOP, res_k=8),
+    "coopk16": COOP,
+    "coopk32": dataclasses.replace(COOP, res_k=32),
+    "coopk16g16": dataclasses.replace(COOP, group_m=16),
 }
 
 
@@ -140,6 +141,13 @@ CHECK_CASES = [  # (M, N, K, dtype, bias, residual, act)
     (300, 256, 4096, torch.bfloat16, False, True, "gelu_tanh"),
     (4096, 4096, 4096, torch.bfloat16, False, True, "none"),
 ]
+#: --cases: small lists that isolate a failure (ping-pong's second consumer only runs with > 1 tile per program)
+CASE_LISTS = {
+    "default": CHECK_CASES,
+    "multi_res": [(2048, 2048, 256, torch.bfloat16, False, True, "none")],
+    "multi_nores": [(2048, 2048, 256, torch.bfloat16, False, False, "none")],
+    "multi_bias": [(2048, 2048, 256, torch.bfloat16, True, False, "none")],
+}
 
 
 def phase_check(args: argparse.Namespace) -> int:
@@ -152,14 +160,16 @@ def phase_check(args: argparse.Namespace) -> int:
         doc["results"][name] = res
         try:
             t0 = time.time()
-            for i, case in enumerate(CHECK_CASES):
+            for i, case in enumerate(CASE_LISTS[args.cases]):
                 row = check_case(cfg, *case, seed=1234 + i)
                 res["cases"].append(row)
                 print(f"{name} {row}", flush=True)
                 if i == 0:
                     res["first_call_s"] = time.time() - t0
                 save(doc, args.out)
-            res["correct"] = all(c["correct"] for c in res["cases"])
+            res["correct"] = all(c["correct"] for c in res["cases"]) and len(res["cases"]) == len(
+                CASE_LISTS[args.cases]
+            )
         except Exception as e:  # noqa: BLE001 - a failing config is reported in full, the others go on
             res["correct"] = False
             res["error"] = f"{type(e).__name__}: {e}"
@@ -295,6 +305,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("check", "time"), required=True)
     ap.add_argument("--config", default="pp128", help=f"comma-separated names from {', '.join(NAMED)}")
+    ap.add_argument("--cases", default="default", choices=("default", "multi_res", "multi_nores", "multi_bias"))
     ap.add_argument("--plain", default="", help="configs also timed without the residual (default: the first)")
     ap.add_argument("--shapes", default=",".join(f"{m}x{n}x{k}" for m, n, k in PREFILL), help="MxNxK,...")
     ap.add_argument("--reps", type=int, default=40)
