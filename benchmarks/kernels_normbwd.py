@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import sys
@@ -53,49 +54,36 @@ def _v(**kw) -> dict:
     return kw
 
 
-_DEEP = _v(block_m=2, num_warps=32, programs_per_sm=1, prefetch=2)  # 4 rows in flight an SM, no spills (ptxas)
-#: Backward launcher variants per op; ``{}`` (the committed default) first.
+#: Backward launcher variants per op; ``{}`` (the committed default) first. Round 1 (kernels_normbwd_h200_r1.json,
+#: backward alone, us): RMSNorm default 53.60, balanced 53.46, fused reduction 54.48, both 53.50, prefetch 2 with
+#: the weight re-read 55.98, 1 program x 32 warps x 2 rows x prefetch 2 60.82, two-pass 67.54 (8 warps x 4 an SM
+#: 60.50), dW reduction tile 64 x 64 58.14; LayerNorm default 57.50, fused + balanced 55.92, 16 warps 63.26, the
+#: 32-warp shapes 96-127; add+RMSNorm 68.45, fused + balanced 66.75. Round 2: the weight re-read with the ring of
+#: one, a third LayerNorm program an SM, and the 70B widths.
 VARIANTS = {
-    "rmsnorm": [
-        {},
-        _v(balanced=True),
-        _v(fused_reduce=True),
-        _v(fused_reduce=True, balanced=True),
-        _v(prefetch=2, w_reload=True),
-        _v(prefetch=2, w_reload=True, fused_reduce=True, balanced=True),
-        _DEEP,
-        {**_DEEP, "w_reload": True},
-        {**_DEEP, "fused_reduce": True, "balanced": True},
-        _v(block_m=2, num_warps=32, programs_per_sm=1, prefetch=1, w_reload=True),
-        _v(num_warps=32, programs_per_sm=1, prefetch=2, w_reload=True),
-        _v(num_warps=16, programs_per_sm=1, prefetch=2),
-        _v(partial_sum={"block_p": 64, "block_c": 64, "num_warps": 4}),
-        _v(two_pass=True),
-        _v(two_pass=True, fused_reduce=True, balanced=True),
-        _v(two_pass=True, num_warps=8, programs_per_sm=4),
-        _v(two_pass=True, num_warps=8, programs_per_sm=2),
-    ],
-    "add_rmsnorm": [
-        {},
-        _v(fused_reduce=True, balanced=True),
-        _DEEP,
-        {**_DEEP, "fused_reduce": True, "balanced": True},
-        _v(two_pass=True, num_warps=16, fused_reduce=True, balanced=True),
-    ],
+    "rmsnorm": [{}, _v(w_reload=True), _v(w_reload=True, fused_reduce=True, balanced=True)],
+    "add_rmsnorm": [{}, _v(w_reload=True, fused_reduce=True, balanced=True)],
     "layernorm": [
         {},
-        _v(balanced=True),
-        _v(fused_reduce=True),
-        _v(fused_reduce=True, balanced=True),
-        _v(num_warps=16),
-        _v(prefetch=2, w_reload=True),
-        _DEEP,
-        {**_DEEP, "fused_reduce": True, "balanced": True},
-        _v(num_warps=32, programs_per_sm=1, prefetch=2, w_reload=True),
-        _v(num_warps=16, programs_per_sm=1, prefetch=2),
+        _v(w_reload=True),
+        _v(w_reload=True, fused_reduce=True, balanced=True),
+        _v(num_warps=8, programs_per_sm=3, w_reload=True, fused_reduce=True, balanced=True),
+        _v(num_warps=4, programs_per_sm=4, w_reload=True, fused_reduce=True, balanced=True),
     ],
-    "rmsnorm_70b": [{}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(block_m=2, prefetch=1)],
-    "layernorm_70b": [{}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(prefetch=1)],
+    "rmsnorm_70b": [{}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(w_reload=True)],
+    "layernorm_70b": [{}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(w_reload=True)],
+}
+_FB = _v(fused_reduce=True, balanced=True)
+_BEFORE = _v(fused_reduce=False, balanced=False)  # the default before session 5: separate reduction kernel
+#: A/B candidates per op (``--ab``), the committed default first. Round 1 (kernels_normbwd_h200_r1.json): the
+#: fused reduction with the balanced grid took LayerNorm's backward from 57.50 to 55.92 us and add+RMSNorm's
+#: from 68.45 to 66.75; RMSNorm's stayed at 53.5-53.6 us. Adopted at 4096 wide after round 1; 8192 wide not yet.
+AB_CANDIDATES = {
+    "rmsnorm": [{}, _BEFORE, _v(w_reload=True)],
+    "layernorm": [{}, _BEFORE, _v(w_reload=True)],
+    "add_rmsnorm": [{}, _BEFORE],
+    "rmsnorm_70b": [{}, _FB],
+    "layernorm_70b": [{}, _FB],
 }
 
 
@@ -108,7 +96,8 @@ def setup(op, dtype, device, seed):
     x = acts[0] + acts[1] if op.kind == "add_rmsnorm" else acts[0]
     _, _, rstd = rmsnorm_forward(x, params[0], EPS)
     ds = grads[0] if op.kind == "add_rmsnorm" else None
-    return {"x": x, "params": params, "stats": (rstd,), "dy": grads[-1], "ds": ds}
+    return {"x": x, "params": params, "stats": (rstd,), "dy": grads[-1], "ds": ds, "residual": acts[-1],
+            "x_in": acts[0]}  # fmt: skip
 
 
 def references(op, d):
@@ -141,6 +130,9 @@ def launcher(op, d, cfg, with_forward=False):
         return run
 
     def run(x, dy, ds):
+        if with_forward and op.kind == "add_rmsnorm":  # x + residual -> (y, s, rstd), then the backward on s
+            _, x, rstd = rmsnorm_forward(x, w, EPS, residual=d["residual"])
+            return rmsnorm_backward(dy, x, w, rstd, ds=ds, **cfg)
         stats = rmsnorm_forward(x, w, EPS)[2:] if with_forward else d["stats"]
         return rmsnorm_backward(dy, x, w, *stats, ds=ds, **cfg)
 
@@ -165,13 +157,64 @@ def bytes_of(op, mode, e: int) -> float:
     return acts * M * N * e + (1 + n_params) * N * e + stats * M
 
 
-def sweep_op(rec, op, dtype, device, timing_kw, bw, budget_s, modes) -> None:
+def _x_for(op, d, mode):
+    """The activation a call takes: the normalised input, or for add+RMSNorm forward + backward its x (the sum
+    is formed by the call)."""
+    return d["x_in"] if op.kind == "add_rmsnorm" and mode == "fwdbwd" else d["x"]
+
+
+def ab_op(rec, op, cfgs, dtype, device, timing_kw, bw, rounds, mode) -> None:
+    """Alternating turns of the candidates (order rotated each round; one trial of the protocol per turn), each
+    checked first: per candidate the median of its turn medians, their range, and per-round ratios to the first
+    candidate (the committed default)."""
     d = setup(op, dtype, device, 7)
     ref, eager = references(op, d)
     pool = []
     for k in range(2):
         dk = setup(op, dtype, device, 50 + k)
-        pool.append((dk["x"], dk["dy"], dk["ds"]))
+        pool.append((_x_for(op, dk, mode), dk["dy"], dk["ds"]))
+    fns, names = {}, []
+    for cfg in cfgs:
+        name = json.dumps(cfg, sort_keys=True)
+        fn = launcher(op, d, cfg, with_forward=mode == "fwdbwd")
+        x_in = _x_for(op, d, mode)
+        fn(x_in, d["dy"], d["ds"])
+        poison_free_memory(8 * op.shape[0] * op.shape[1], device)
+        res = check([t for t in fn(x_in, d["dy"], d["ds"]) if t is not None], ref, eager)
+        if res["ok"]:
+            fns[name] = fn
+            names.append(name)
+        else:
+            rec.add("ab", {"op": op.name, "mode": mode, "config": cfg, **res})
+    turns = {n: [] for n in names}
+    for k in range(rounds):
+        for n in names[k % len(names) :] + names[: k % len(names)]:
+            r = benchmark(fns[n], pool, **{**timing_kw, "trials": 1})
+            turns[n].append(r.median_ms)
+    for n in names:
+        ms = sorted(turns[n])
+        ratios = sorted(a / b for a, b in zip(turns[n], turns[names[0]]))
+        row = {"op": op.name, "mode": mode, "config": json.loads(n), "ok": True, "bytes": bytes_of(op, mode, 2),
+               "median_ms": ms[len(ms) // 2], "min_ms": ms[0], "max_ms": ms[-1], "turn_ms": turns[n],
+               "ratio_to_default": {"min": ratios[0], "median": ratios[len(ratios) // 2], "max": ratios[-1]},
+               "method": r.method, "rounds": rounds}  # fmt: skip
+        if device.type == "cuda":
+            row.update(sol_cols(row["bytes"], row["median_ms"], bw))
+        rec.add("ab", row)
+        rr = row["ratio_to_default"]
+        print(f"[{elapsed():6.1f}s] ab {op.name:14s} {mode:6s} {n} us={row['median_ms'] * 1e3:.2f} "
+              f"[{ms[0] * 1e3:.2f}, {ms[-1] * 1e3:.2f}] sol={row.get('sol_calibrated', float('nan')):.3f} "
+              f"vs default {rr['min']:.3f}/{rr['median']:.3f}/{rr['max']:.3f}", flush=True)  # fmt: skip
+
+
+def sweep_op(rec, op, dtype, device, timing_kw, bw, budget_s, modes) -> None:
+    d = setup(op, dtype, device, 7)
+    ref, eager = references(op, d)
+    pools = {m: [] for m in modes}
+    for k in range(2):
+        dk = setup(op, dtype, device, 50 + k)
+        for m in modes:
+            pools[m].append((_x_for(op, dk, m), dk["dy"], dk["ds"]))
     for cfg in VARIANTS[op.name]:
         for mode in modes:
             if elapsed() > budget_s:
@@ -181,12 +224,13 @@ def sweep_op(rec, op, dtype, device, timing_kw, bw, budget_s, modes) -> None:
                    "bytes": bytes_of(op, mode, d["x"].element_size())}  # fmt: skip
             try:
                 fn = launcher(op, d, cfg, with_forward=mode == "fwdbwd")
-                fn(d["x"], d["dy"], d["ds"])  # compile (or load from the cache)
+                x_in = _x_for(op, d, mode)
+                fn(x_in, d["dy"], d["ds"])  # compile (or load from the cache)
                 poison_free_memory(8 * op.shape[0] * op.shape[1], device)
-                outs = [t for t in fn(d["x"], d["dy"], d["ds"]) if t is not None]
+                outs = [t for t in fn(x_in, d["dy"], d["ds"]) if t is not None]
                 row.update(check(outs, ref, eager))
                 if row["ok"]:
-                    r = benchmark(fn, pool, **timing_kw)
+                    r = benchmark(fn, pools[mode], **timing_kw)
                     row.update({"median_ms": r.median_ms, "q1_ms": r.q1_ms, "q3_ms": r.q3_ms, "cv": r.cv,
                                 "method": r.method})  # fmt: skip
                     if device.type == "cuda":
@@ -217,7 +261,7 @@ def kernel_registers() -> list[dict]:
 def warm(ops, dtype, device, part: str) -> None:
     """Compile this process's share (``k/n``) of the variants' kernels into Triton's disk cache."""
     k, n = map(int, part.split("/"))
-    jobs = [(op, cfg) for op in ops for cfg in VARIANTS.get(op.name, [])]
+    jobs = [(op, cfg) for op in ops for cfg in VARIANTS.get(op.name, []) + AB_CANDIDATES.get(op.name, [])]
     data = {}
     for i, (op, cfg) in enumerate(jobs):
         if i % n != k:
@@ -240,12 +284,18 @@ def main() -> int:
     p.add_argument("--modes", default="bwd,fwdbwd")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--warm", default="", help="k/n: only compile this share of the variants")
+    p.add_argument("--ab", default="", help="ops for A/B rounds of AB_CANDIDATES (after the sweep, if any)")
+    p.add_argument("--ab-rounds", type=int, default=6)
+    p.add_argument("--ab-modes", default="bwd")
+    p.add_argument("--no-sweep", action="store_true")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     ops = {o.name: o for o in make_ops(SMOKE_SHAPES if args.smoke else SHAPES, dtype)}
     wanted = [ops[name] for name in args.ops.split(",") if name in ops and name in VARIANTS]
+    if args.warm and args.ab:  # the A/B candidates compile too
+        wanted += [ops[n] for n in args.ab.split(",") if n in ops and n not in args.ops.split(",")]
     if args.warm:
         warm(wanted, dtype, device, args.warm)
         return 0
@@ -271,8 +321,15 @@ def main() -> int:
     if device.type == "cuda":
         bw, copy_info = measure_copy_bandwidth(device, timing_kw)
         rec.doc["bandwidth"] = {"copy_measured_Bps": bw, "copy_runs": copy_info, "datasheet_Bps": 4.8e12}
-    for op in wanted:
-        sweep_op(rec, op, dtype, device, timing_kw, bw, args.budget_s, args.modes.split(","))
+    if not args.no_sweep:
+        for op in wanted:
+            sweep_op(rec, op, dtype, device, timing_kw, bw, args.budget_s, args.modes.split(","))
+    rec.doc["ab"] = []
+    for name in [n for n in args.ab.split(",") if n in ops and n in AB_CANDIDATES]:
+        for mode in args.ab_modes.split(","):
+            if elapsed() < args.budget_s:
+                ab_op(rec, ops[name], AB_CANDIDATES[name], dtype, device, timing_kw, bw,
+                      2 if args.smoke else args.ab_rounds, mode)  # fmt: skip
     if device.type == "cuda":
         rec.doc["registers"] = kernel_registers()
         for r in rec.doc["registers"]:

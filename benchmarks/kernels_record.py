@@ -145,7 +145,7 @@ def check(fn, op, backward, data, refs) -> dict:
     if len(got) != len(ref):
         return {"correct": False, "error": f"{len(got)} outputs/grads, expected {len(ref)}"}
     ok_rel, rel, eager_rel = kg.max_ratio_check(got, ref, eager)
-    abs_err = [float((g.double() - r.double()).abs().max()) for g, r in zip(got, ref)]
+    abs_err = [float((g.detach().double() - r.double()).abs().max()) for g, r in zip(got, ref)]
     abs_budget = [2 * float((e.double() - r.double()).abs().max()) + 4e-3 * float(r.double().abs().max())
                   for e, r in zip(eager, ref)]  # fmt: skip
     finite = all(bool(torch.isfinite(g).all()) for g in got)

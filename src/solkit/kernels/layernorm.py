@@ -66,6 +66,10 @@ LAYERNORM_CONFIG = {
     "bwd_prefetch": 1,
     # the dW/dB reduction of [264, 8192] fp32: 7.4 us against 8.2 at (32, 64, 4 warps)
     "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
+    # Session 5 (kernels_normbwd_h200_r1.json, 8192 x 4096): dW/dB summed inside the kernel after a grid barrier
+    # over a balanced grid, 55.92 us against 57.50 (the separate reduction kernel).
+    "bwd_fused_reduce": True,
+    "bwd_balanced": True,
     # Wider rows (Llama-3-70B, 8192): 2 programs x 16 warps of 64 registers cannot hold a 16-element row
     # slice of x and dy twice (prefetch) plus the weight and two fp32 accumulators (ptxas: 652 bytes of
     # spills a thread; 343.8 us, and 426 us for forward + backward in the main job). One 16-warp program
@@ -80,6 +84,8 @@ LAYERNORM_CONFIG = {
             "bwd_num_warps": 16,
             "bwd_programs_per_sm": 1,
             "bwd_prefetch": 2,
+            "bwd_fused_reduce": False,  # not yet measured at this width
+            "bwd_balanced": False,
             "fwd_chunk": 8192,
             "fwd_looped_num_warps": 8,
         }

@@ -87,6 +87,11 @@ RMSNORM_CONFIG = {
     "bwd_prefetch": 1,
     # the dW reduction of [264, 4096] fp32: 6.4 us against 7.7 at (32, 32, 4 warps)
     "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
+    # Session 5 (kernels_normbwd_h200_r1.json, 8192 x 4096, backward alone): dW summed inside the kernel after a
+    # grid barrier, over a balanced grid (256 programs of 32 rows, not 264 of 31-32): RMSNorm 53.50 us against
+    # 53.60, add+RMSNorm 66.75 against 68.45 (LayerNorm 55.92 against 57.50).
+    "bwd_fused_reduce": True,
+    "bwd_balanced": True,
     # Wider rows (Llama-3-70B, 8192), H200 sweep at 8192x8192 (kernels_norm_round4a.json, us). Backward:
     # two 16-warp programs of 64 registers a SM spill (ptxas: 328 bytes a thread; 256 us for forward +
     # backward in the main job); one program per SM does not: 32 warps 105.3, 16 warps 114.8 (108.2 with
@@ -110,6 +115,8 @@ RMSNORM_CONFIG = {
             "bwd_num_warps_ds": 16,
             "bwd_programs_per_sm": 1,
             "bwd_prefetch": 1,
+            "bwd_fused_reduce": False,  # not yet measured at this width
+            "bwd_balanced": False,
             "fwd": {"min_tile": 8192, "bytes_per_thread": 64, "num_warps": 16, "chunk": 8192, "looped_num_warps": 16},
             "fwd_residual": {
                 "min_tile": 4096,
