@@ -55,6 +55,8 @@ NAMED = {
     "coopk16": COOP,
     "coopk32": dataclasses.replace(COOP, res_k=32),
     "coopk16g16": dataclasses.replace(COOP, group_m=16),
+    "coopk16e": dataclasses.replace(COOP, res_early=True),
+    "coopk32e": dataclasses.replace(COOP, res_k=32, res_early=True),
 }
 
 

@@ -30,6 +30,6 @@ if [ -n "$CS" ]; then
   grep -v -i "warn" "$OUT/sanitizer_pp128.log" | head -n 60
 fi
 echo "timing $(date -u +%T)"
-timeout 70 python3 $B --phase time --config coopk16,coopk4,coopk8,coopk32,coopk16g16 --plain coopk16 \
+timeout 70 python3 $B --phase time --config coopk16,coopk4,coopk8,coopk32,coopk16g16,coopk16e,coopk32e --plain coopk16 \
   --reps 50 --trials 5 --budget-s 64 --out "$OUT/gemm_gluon_h200_round2.json" 2>&1 | grep -v -i warn
 echo "done $(date -u +%T)"

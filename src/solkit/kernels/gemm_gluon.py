@@ -78,6 +78,9 @@ class GluonConfig:
     # when the residual tile is loaded: -1 right after the previous tile's store (which then has to be waited
     # for at once: 5 us per tile on the H200, round 1), k >= 0 at k-step k of the tile's own main loop
     res_k: int = 16
+    # True: the residual moves from shared memory into registers before the last wgmma is waited for (64 more
+    # registers per thread across the main loop's end), False: in the epilogue
+    res_early: bool = False
 
     @property
     def name(self) -> str:
@@ -169,7 +172,7 @@ if _IMPORT_ERROR is None:
                   CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr, WARPS: gl.constexpr,
                   HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-                  STAGES: gl.constexpr, RES_K: gl.constexpr):  # fmt: skip
+                  STAGES: gl.constexpr, RES_K: gl.constexpr, RES_EARLY: gl.constexpr):  # fmt: skip
         # wgmma: a 64-row slab per warpgroup, each warp 16 rows; with 8 warps two warpgroups split M
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
@@ -209,6 +212,11 @@ if _IMPORT_ERROR is None:
                         mbarrier.expect(res_bar, r_desc.block_type.nbytes)
                         _tma_load(r_desc, [off_m, off_n], res_bar, out_buf)
                 slot += 1
+            if HAS_RESIDUAL and RES_EARLY:
+                # the residual from shared memory into registers while the last wgmma still runs
+                mbarrier.wait(res_bar, res_phase)
+                res_phase ^= 1
+                res = out_buf.load(acc_layout)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(empty.index((slot - 1) % STAGES))
 
@@ -223,9 +231,11 @@ if _IMPORT_ERROR is None:
                 acc = 0.5 * acc * (2.0 - 2.0 / (gl.exp(2.0 * u) + 1.0))
             acc = acc * alpha
             if HAS_RESIDUAL:
-                mbarrier.wait(res_bar, res_phase)
-                res_phase ^= 1
-                acc = acc + out_buf.load(acc_layout).to(gl.float32) * beta
+                if not RES_EARLY:
+                    mbarrier.wait(res_bar, res_phase)
+                    res_phase ^= 1
+                    res = out_buf.load(acc_layout)
+                acc = acc + res.to(gl.float32) * beta
             else:  # the previous tile's store must have read the buffer
                 tma.store_wait(pendings=0)
             out_buf.store(acc.to(y_desc.dtype))
@@ -245,7 +255,7 @@ if _IMPORT_ERROR is None:
                         HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
                         STAGES: gl.constexpr, CONSUMERS: gl.constexpr, CONSUMER_WARPS: gl.constexpr,
                         GROUP_M: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                        RES_K: gl.constexpr):  # fmt: skip
+                        RES_K: gl.constexpr, RES_EARLY: gl.constexpr):  # fmt: skip
         BLOCK_M: gl.constexpr = x_desc.block_type.shape[0]
         BLOCK_K: gl.constexpr = x_desc.block_type.shape[1]
         BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
@@ -271,10 +281,12 @@ if _IMPORT_ERROR is None:
                 [
                     (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0,
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 2, CONSUMER_WARPS,
-                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K)),
+                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
+                                 RES_EARLY)),
                     (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out1, res_bar1,
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 1, 2, CONSUMER_WARPS,
-                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K)),
+                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
+                                 RES_EARLY)),
                     (_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
                                  BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
                 ],
@@ -286,7 +298,8 @@ if _IMPORT_ERROR is None:
                 [
                     (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0,
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 1, CONSUMER_WARPS,
-                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K)),
+                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
+                                 RES_EARLY)),
                     (_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
                                  BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
                 ],
@@ -336,7 +349,7 @@ def gemm_gluon(
         x_desc, w_desc, y_desc, r_desc, bias if bias is not None else y, m, n, k, float(alpha), float(beta),
         HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None, ACT=ACTIVATIONS[activation],
         STAGES=cfg.stages, CONSUMERS=cfg.consumers, CONSUMER_WARPS=cfg.consumer_warps, GROUP_M=cfg.group_m,
-        PRODUCER_REGS=cfg.producer_regs, CONSUMER_REGS=cfg.consumer_regs, RES_K=cfg.res_k,
+        PRODUCER_REGS=cfg.producer_regs, CONSUMER_REGS=cfg.consumer_regs, RES_K=cfg.res_k, RES_EARLY=cfg.res_early,
         num_warps=cfg.consumer_warps,
     )  # fmt: skip
     return y
@@ -360,12 +373,13 @@ def compile_sm90(cfg: GluonConfig = DEFAULT_CONFIG, *, dtype: str = "bf16", has_
         "bias_ptr": f"*{dtype}", "M": "i32", "N": "i32", "K": "i32", "alpha": "fp32", "beta": "fp32",
         "HAS_BIAS": "constexpr", "HAS_RESIDUAL": "constexpr", "ACT": "constexpr", "STAGES": "constexpr",
         "CONSUMERS": "constexpr", "CONSUMER_WARPS": "constexpr", "GROUP_M": "constexpr",
-        "PRODUCER_REGS": "constexpr", "CONSUMER_REGS": "constexpr", "RES_K": "constexpr",
+        "PRODUCER_REGS": "constexpr", "CONSUMER_REGS": "constexpr", "RES_K": "constexpr", "RES_EARLY": "constexpr",
     }  # fmt: skip
     constexprs = {
         "HAS_BIAS": has_bias, "HAS_RESIDUAL": has_residual, "ACT": act, "STAGES": cfg.stages,
         "CONSUMERS": cfg.consumers, "CONSUMER_WARPS": cfg.consumer_warps, "GROUP_M": cfg.group_m,
         "PRODUCER_REGS": cfg.producer_regs, "CONSUMER_REGS": cfg.consumer_regs, "RES_K": cfg.res_k,
+        "RES_EARLY": cfg.res_early,
     }  # fmt: skip
     src = GluonASTSource(_gemm_ws_kernel, sig, constexprs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.consumer_warps})
