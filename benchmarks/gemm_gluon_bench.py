@@ -45,6 +45,7 @@ PREFILL = [(4096, 4096, 4096), (8192, 4096, 4096), (16384, 4096, 4096), (8192, 8
 PP = GG.PINGPONG
 COOP = GG.GluonConfig()
 NAMED = {
+    "default": GG.DEFAULT_CONFIG,
     "pp128": PP,
     "pp128r192": dataclasses.replace(PP, consumer_regs=192, producer_regs=24),
     "pp64x256": dataclasses.replace(PP, block_m=64, block_n=256),
