@@ -58,21 +58,28 @@ def _v(**kw) -> dict:
 #: backward alone, us): RMSNorm default 53.60, balanced 53.46, fused reduction 54.48, both 53.50, prefetch 2 with
 #: the weight re-read 55.98, 1 program x 32 warps x 2 rows x prefetch 2 60.82, two-pass 67.54 (8 warps x 4 an SM
 #: 60.50), dW reduction tile 64 x 64 58.14; LayerNorm default 57.50, fused + balanced 55.92, 16 warps 63.26, the
-#: 32-warp shapes 96-127; add+RMSNorm 68.45, fused + balanced 66.75. Round 2: the weight re-read with the ring of
-#: one, a third LayerNorm program an SM, and the 70B widths.
+#: 32-warp shapes 96-127; add+RMSNorm 68.45, fused + balanced 66.75 (adopted at 4096 wide). Round 2: the weight
+#: re-read with the ring of one, a third LayerNorm program an SM, the 70B widths, and the TMA kernel
+#: (``tma_stages``: rows pipelined through shared memory by Triton, which does not pipeline plain loads that feed
+#: no dot: their PTX has no cp.async).
 VARIANTS = {
-    "rmsnorm": [{}, _v(w_reload=True), _v(w_reload=True, fused_reduce=True, balanced=True)],
-    "add_rmsnorm": [{}, _v(w_reload=True, fused_reduce=True, balanced=True)],
-    "layernorm": [
-        {},
-        _v(w_reload=True),
-        _v(w_reload=True, fused_reduce=True, balanced=True),
-        _v(num_warps=8, programs_per_sm=3, w_reload=True, fused_reduce=True, balanced=True),
-        _v(num_warps=4, programs_per_sm=4, w_reload=True, fused_reduce=True, balanced=True),
+    "rmsnorm": [
+        {}, _v(w_reload=True), _v(fused_reduce=False, balanced=False, w_reload=True),
+        _v(tma_stages=3), _v(tma_stages=4), _v(tma_stages=5), _v(tma_stages=6), _v(tma_stages=4, balanced=False),
+        _v(tma_stages=4, num_warps=32, programs_per_sm=1), _v(tma_stages=4, num_warps=8, programs_per_sm=2),
+        _v(tma_stages=3, num_warps=8, programs_per_sm=3),
     ],
-    "rmsnorm_70b": [{}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(w_reload=True)],
+    "add_rmsnorm": [{}, _v(w_reload=True), _v(tma_stages=3), _v(tma_stages=4), _v(tma_stages=5)],
+    "layernorm": [
+        {}, _v(w_reload=True), _v(fused_reduce=False, balanced=False, w_reload=True),
+        _v(num_warps=8, programs_per_sm=3, w_reload=True), _v(num_warps=4, programs_per_sm=4, w_reload=True),
+    ],
+    "rmsnorm_70b": [
+        {}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(w_reload=True), _v(tma_stages=3),
+        _v(tma_stages=4), _v(tma_stages=3, num_warps=16, programs_per_sm=2, fused_reduce=True, balanced=True),
+    ],
     "layernorm_70b": [{}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(w_reload=True)],
-}
+}  # fmt: skip
 _FB = _v(fused_reduce=True, balanced=True)
 _BEFORE = _v(fused_reduce=False, balanced=False)  # the default before session 5: separate reduction kernel
 #: A/B candidates per op (``--ab``), the committed default first. Round 1 (kernels_normbwd_h200_r1.json): the

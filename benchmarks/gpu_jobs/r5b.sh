@@ -3,7 +3,8 @@
 #  1. Background (~45 s): the bf16 GPU tests of both norm files with the new backward defaults (dW reduced inside
 #     the kernel after a grid barrier, balanced grid, at 4096 wide); 3 processes compile the norm-backward
 #     variants; 4 processes fill Inductor's caches for every row of the record.
-#  2. Alone on the GPU: benchmarks/kernels_normbwd.py, a short sweep (weight re-read, a third LayerNorm program an
+#  2. Alone on the GPU: benchmarks/kernels_normbwd.py, a short sweep (the TMA RMSNorm backward, rows pipelined
+#     through shared memory, 3-6 stages; weight re-read, a third LayerNorm program an
 #     SM, 70B widths), then interleaved A/B rounds of the new defaults against the previous ones (backward alone and
 #     after the forward), 8192x4096 and 8192x8192.
 #  3. Alone: benchmarks/kernels_record.py, every row of issue 7 (Inductor's .best_config dropped first, so

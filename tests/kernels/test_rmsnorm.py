@@ -162,6 +162,26 @@ def test_backward_launch_options(opts, device):
     torch.testing.assert_close(dw_s, dw_ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("n_cols", [256, 1024])
+@pytest.mark.parametrize("opts", [dict(tma_stages=3), dict(tma_stages=2, balanced=False, fused_reduce=False)])
+def test_backward_tma(n_cols, opts, device):
+    """The TMA backward (rows as [R, 256] boxes, pipelined through shared memory) against the pointer kernel,
+    with and without the sum's gradient; rows it cannot take (width not a power of two, misaligned) fall back."""
+    x = torch.randn(9, n_cols, device=device)
+    w = torch.rand(n_cols, device=device) + 0.5
+    _, _, rstd = rmsnorm_forward(x, w)
+    dy, ds = torch.randn_like(x), torch.randn_like(x)
+    for dsum in (None, ds):
+        ref = rmsnorm_backward(dy, x, w, rstd, ds=dsum, tma_stages=0)
+        got = rmsnorm_backward(dy, x, w, rstd, ds=dsum, **opts)
+        for g, r in zip(got, ref):
+            torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+    from solkit.kernels.norm_backward import tma_shape
+
+    assert tma_shape(x, [x, dy]) == (n_cols // 256, 256)
+    assert tma_shape(x[:, :200], [x[:, :200]]) is None and tma_shape(x[:, 1:], [x[:, 1:]]) is None
+
+
 def test_balanced_grid_and_reduce_tile():
     from solkit.kernels.norm_backward import balanced_programs, reduce_tile
 
@@ -263,7 +283,7 @@ def test_backward_fused_reduce_gpu(n_cols, ds):
     dsum = torch.randn_like(x) if ds else None
     dx_ref, dw_ref = rmsnorm_backward(dy, x, w, rstd, ds=dsum, fused_reduce=False)
     deep = dict(block_m=2, num_warps=32, programs_per_sm=1, prefetch=2)
-    for opts in ({}, dict(balanced=True), deep, dict(two_pass=True, balanced=True)):
+    for opts in ({}, dict(balanced=True), deep, dict(two_pass=True, balanced=True), dict(tma_stages=4)):
         for _ in range(2):
             dx, dw = rmsnorm_backward(dy, x, w, rstd, ds=dsum, fused_reduce=True, **opts)
             torch.testing.assert_close(dx.float(), dx_ref.float(), rtol=2e-2, atol=2e-2)

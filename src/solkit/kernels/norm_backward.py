@@ -201,3 +201,78 @@ def _rmsnorm_bwd_kernel(
     tl.store(dw_partial_ptr + pid * n_cols + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
     if FUSED:
         grid_sum_partials(dw_partial_ptr, dw_ptr, sync_ptr, n_cols, n_cols, max_spins, RED_P, RED_C)
+
+
+@triton.jit
+def _rmsnorm_bwd_tma_kernel(
+    dy_ptr, ds_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_partial_ptr, dw_ptr, sync_ptr,
+    n_rows, offset, max_spins,
+    HAS_DS: tl.constexpr, GEMMA: tl.constexpr, R: tl.constexpr, C: tl.constexpr, STAGES: tl.constexpr,
+    FUSED: tl.constexpr, RED_P: tl.constexpr, RED_C: tl.constexpr,
+):  # fmt: skip
+    """The persistent RMSNorm backward with TMA loads: each row (``R * C`` contiguous elements) is one
+    ``[R, C]`` box of a ``[n_rows * R, C]`` view, and Triton's pipeliner keeps ``STAGES - 1`` rows of x and dy
+    in flight in shared memory (a register ring cannot hold more than one at 4096 columns and two programs
+    an SM). rstd is loaded one row ahead (a scalar ring); dx goes out through a TMA store."""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    n_cols = R * C
+    xd = tl.make_tensor_descriptor(x_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
+    dyd = tl.make_tensor_descriptor(dy_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
+    dxd = tl.make_tensor_descriptor(dx_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
+    if HAS_DS:
+        dsd = tl.make_tensor_descriptor(ds_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    w = tl.load(w_ptr + offs).to(tl.float32) + offset
+    dw_acc = tl.zeros([R, C], dtype=tl.float32)
+    rstd_next = tl.load(rstd_ptr + pid, mask=pid < n_rows, other=0.0)
+    for row in tl.range(pid, n_rows, step, num_stages=STAGES):
+        rstd = rstd_next
+        rstd_next = tl.load(rstd_ptr + row + step, mask=row + step < n_rows, other=0.0)
+        x = xd.load([row * R, 0]).to(tl.float32)
+        dy = dyd.load([row * R, 0]).to(tl.float32)
+        xhat = x * rstd
+        if GEMMA:
+            dw_acc += dy * xhat
+        else:
+            dw_acc += dy * xhat.to(x_ptr.dtype.element_ty).to(tl.float32)
+        g = dy * w
+        c = tl.sum(tl.sum(g * xhat, axis=1), axis=0) / n_cols
+        dx = (g - xhat * c) * rstd
+        if HAS_DS:
+            dx += dsd.load([row * R, 0]).to(tl.float32)
+        dxd.store([row * R, 0], dx.to(dx_ptr.dtype.element_ty))
+    tl.store(dw_partial_ptr + pid * n_cols + offs, dw_acc)
+    if FUSED:
+        grid_sum_partials(dw_partial_ptr, dw_ptr, sync_ptr, n_cols, n_cols, max_spins, RED_P, RED_C)
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    # Global scratch for device-side tensor descriptors (128 bytes each), from the torch caching allocator.
+    return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
+
+
+def tma_shape(x2: torch.Tensor, tensors: list) -> tuple[int, int] | None:
+    """``(R, C)`` boxes of one row for the TMA backward (C = 256 columns, R = rows of them), or None when the
+    rows do not fit that view: width not a power of two of at least 256 and at most 16384, non-contiguous
+    rows, or a base address not 16-byte aligned."""
+    n_rows, n_cols = x2.shape
+    if n_cols < 256 or n_cols > 16384 or n_cols & (n_cols - 1):
+        return None
+    for t in tensors:
+        if t is not None and (t.stride(0) != n_cols or t.data_ptr() % 16):
+            return None
+    return n_cols // 256, 256
+
+
+def launch_rmsnorm_bwd_tma(dy2, ds2, x2, weight, rstd, dx2, partial, dw, fused, programs, offset, gemma, stages,
+                           num_warps, maxnreg, shape) -> None:  # fmt: skip
+    """Launch :func:`_rmsnorm_bwd_tma_kernel` (Triton's descriptor scratch allocator set first)."""
+    triton.set_allocator(_descriptor_scratch)
+    red_p, red_c = reduce_tile(x2.shape[1], programs)
+    _rmsnorm_bwd_tma_kernel[(programs,)](
+        dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial, dw,
+        sync_counter(x2.device, programs) if fused else partial, x2.shape[0], offset, MAX_SPINS,
+        HAS_DS=ds2 is not None, GEMMA=gemma, R=shape[0], C=shape[1], STAGES=stages, FUSED=fused, RED_P=red_p,
+        RED_C=red_c, num_warps=num_warps, maxnreg=maxnreg,
+    )  # fmt: skip

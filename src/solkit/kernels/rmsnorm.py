@@ -56,8 +56,10 @@ from solkit.kernels.norm_backward import (  # noqa: F401  (the backward kernel, 
     _rmsnorm_bwd_kernel,
     balanced_programs,
     fused_reduce_ok,
+    launch_rmsnorm_bwd_tma,
     reduce_tile,
     sync_counter,
+    tma_shape,
 )
 
 Casting = Literal["llama", "gemma"]
@@ -416,6 +418,7 @@ def rmsnorm_backward(
     balanced: bool | None = None,
     w_reload: bool | None = None,
     two_pass: bool | None = None,
+    tma_stages: int | None = None,
     maxnreg: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the backward. ``x`` is the normalised input (the sum ``s`` for add+RMSNorm); ``ds`` is the
@@ -423,7 +426,9 @@ def rmsnorm_backward(
     loaded ahead (0, 1, 2; True means 1); ``fused_reduce``: dW summed inside the kernel after a grid barrier
     (GPU only) instead of by :func:`sum_partials`; ``balanced``: as few programs as give every program the
     same number of row blocks; ``w_reload``: the weight re-read per row block (registers for the ring);
-    ``two_pass``: no ring, each row block read twice (the second time from L1), for more programs an SM.
+    ``two_pass``: no ring, each row block read twice (the second time from L1), for more programs an SM;
+    ``tma_stages`` (> 1): the TMA kernel, rows of x and dy pipelined through shared memory (power-of-two
+    widths of 256-16384 with contiguous rows; the pointer kernel otherwise).
     Launch parameters left None come from :data:`RMSNORM_CONFIG`; ``partial_sum`` holds :func:`sum_partials`
     tile options (``solkit.kernels.norm_backward`` has the kernel)."""
     x2 = check_rows(x, "rmsnorm saved input")
@@ -443,13 +448,28 @@ def rmsnorm_backward(
     programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
     n_blocks = triton.cdiv(n_rows, bm)
     programs = backward_programs(n_blocks, x2, programs_per_sm)
-    if cfg.get("bwd_balanced", False) if balanced is None else balanced:
+    balanced = cfg.get("bwd_balanced", False) if balanced is None else balanced
+    if balanced:
         programs = balanced_programs(n_blocks, programs)
     fused_reduce = cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce
     fused = fused_reduce_ok(x2, programs) and fused_reduce
     partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
     dw = torch.empty(n_cols, dtype=weight.dtype, device=x.device) if fused else partial
     red_p, red_c = reduce_tile(n_cols, programs)
+    tma_stages = cfg.get("bwd_tma_stages", 0) if tma_stages is None else tma_stages
+    boxes = tma_shape(x2, [x2, dy2, ds2, dx2]) if tma_stages and tma_stages > 1 else None
+    if boxes is not None:  # one row a block
+        programs = backward_programs(n_rows, x2, programs_per_sm)
+        programs = balanced_programs(n_rows, programs) if balanced else programs
+        fused = fused_reduce_ok(x2, programs) and fused_reduce
+        partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
+        dw = torch.empty(n_cols, dtype=weight.dtype, device=x.device) if fused else partial
+        launch_rmsnorm_bwd_tma(dy2, ds2, x2, weight, rstd, dx2, partial, dw, fused, programs, offset,
+                               casting == "gemma", tma_stages, nw, maxnreg or register_cap(programs_per_sm, nw),
+                               boxes)  # fmt: skip
+        if fused:
+            return dx2.view(x.shape), dw
+        return dx2.view(x.shape), sum_partials(partial, weight.dtype, **(partial_sum or cfg["partial_sum"]))
     _rmsnorm_bwd_kernel[(programs,)](
         dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial, dw,
         sync_counter(x.device, programs) if fused else partial,
