@@ -86,10 +86,10 @@ _BEFORE = _v(fused_reduce=False, balanced=False)  # the default before session 5
 #: fused reduction with the balanced grid took LayerNorm's backward from 57.50 to 55.92 us and add+RMSNorm's
 #: from 68.45 to 66.75; RMSNorm's stayed at 53.5-53.6 us. Adopted at 4096 wide after round 1; 8192 wide not yet.
 AB_CANDIDATES = {
-    "rmsnorm": [{}, _BEFORE, _v(w_reload=True)],
+    "rmsnorm": [{}, _BEFORE, _v(tma_stages=4)],
     "layernorm": [{}, _BEFORE, _v(w_reload=True)],
-    "add_rmsnorm": [{}, _BEFORE],
-    "rmsnorm_70b": [{}, _FB],
+    "add_rmsnorm": [{}, _BEFORE, _v(tma_stages=4)],
+    "rmsnorm_70b": [{}, _FB, _v(tma_stages=4)],
     "layernorm_70b": [{}, _FB],
 }
 
