@@ -49,6 +49,8 @@ NAMED = {
     "pp128": PP,
     "pp128r192": dataclasses.replace(PP, consumer_regs=192, producer_regs=24),
     "pp64x256": dataclasses.replace(PP, block_m=64, block_n=256),
+    "pp128e": dataclasses.replace(PP, res_early=True),
+    "pp128k32": dataclasses.replace(PP, res_k=32),
     "coop": dataclasses.replace(COOP, res_k=-1),
     "coopk2": dataclasses.replace(COOP, res_k=2),
     "coopk4": dataclasses.replace(COOP, res_k=4),
@@ -142,6 +144,7 @@ CHECK_CASES = [  # (M, N, K, dtype, bias, residual, act)
     (777, 384, 256, torch.bfloat16, True, False, "none"),
     (517, 1024, 512, torch.float16, True, True, "silu"),
     (300, 256, 4096, torch.bfloat16, False, True, "gelu_tanh"),
+    (2048, 2048, 256, torch.bfloat16, False, True, "none"),  # ~2 tiles per program, 4-16 k-steps per tile
     (4096, 4096, 4096, torch.bfloat16, False, True, "none"),
 ]
 #: --cases: small lists that isolate a failure (ping-pong's second consumer only runs with > 1 tile per program)

@@ -167,7 +167,7 @@ if _IMPORT_ERROR is None:
                 slot += 1
 
     @gluon.jit
-    def _consumer(y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out_buf, res_bar,
+    def _consumer(y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out_buf, res_bar, turn,
                   num_pid_m, num_pid_n, k_tiles, N, alpha, beta,
                   CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr, WARPS: gl.constexpr,
                   HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
@@ -190,6 +190,13 @@ if _IMPORT_ERROR is None:
                 _tma_load(r_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], res_bar, out_buf)
         res_phase = 0
         for tile in range(first, num_tiles, CONSUMERS * step):
+            if CONSUMERS == 2:
+                # Ping-pong: the main loops take turns. The ring's waits go by the parity of a slot's lap, which
+                # only works for a waiter at most one lap ahead of the ring: consumer 1's first slot is k_tiles
+                # slots (many laps) ahead, so it may only start waiting once consumer 0 has passed all of its
+                # own slot waits (without this the second consumer ran ahead on stale phases: round 1's crash).
+                mine = (tile - first) // (CONSUMERS * step)  # this consumer's tile count so far
+                mbarrier.wait(turn.index(CONSUMER), (mine & 1) ^ (1 - CONSUMER))
             # this program's slots are used in tile order, k_tiles per tile, whichever consumer reads them
             slot = ((tile - start) // step) * k_tiles
             pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
@@ -212,6 +219,8 @@ if _IMPORT_ERROR is None:
                         mbarrier.expect(res_bar, r_desc.block_type.nbytes)
                         _tma_load(r_desc, [off_m, off_n], res_bar, out_buf)
                 slot += 1
+            if CONSUMERS == 2:
+                mbarrier.arrive(turn.index(1 - CONSUMER))
             if HAS_RESIDUAL and RES_EARLY:
                 # the residual from shared memory into registers while the last wgmma still runs
                 mbarrier.wait(res_bar, res_phase)
@@ -277,13 +286,16 @@ if _IMPORT_ERROR is None:
             out1 = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], y_desc.layout)
             res_bar1 = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
             mbarrier.init(res_bar1, count=1)
+            turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            mbarrier.init(turn.index(0), count=1)
+            mbarrier.init(turn.index(1), count=1)
             gl.warp_specialize(
                 [
-                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0,
+                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0, turn,
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 2, CONSUMER_WARPS,
                                  HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
                                  RES_EARLY)),
-                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out1, res_bar1,
+                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out1, res_bar1, turn,
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 1, 2, CONSUMER_WARPS,
                                  HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
                                  RES_EARLY)),
@@ -296,7 +308,7 @@ if _IMPORT_ERROR is None:
         else:
             gl.warp_specialize(
                 [
-                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0,
+                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0, empty,
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 1, CONSUMER_WARPS,
                                  HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
                                  RES_EARLY)),
