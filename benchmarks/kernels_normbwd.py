@@ -73,12 +73,17 @@ VARIANTS = {
     "layernorm": [
         {}, _v(w_reload=True), _v(fused_reduce=False, balanced=False, w_reload=True),
         _v(num_warps=8, programs_per_sm=3, w_reload=True), _v(num_warps=4, programs_per_sm=4, w_reload=True),
+        _v(tma_stages=3), _v(tma_stages=4), _v(tma_stages=5), _v(tma_stages=4, num_warps=16),
+        _v(tma_stages=4, num_warps=32, programs_per_sm=1),
     ],
     "rmsnorm_70b": [
         {}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(w_reload=True), _v(tma_stages=3),
         _v(tma_stages=4), _v(tma_stages=3, num_warps=16, programs_per_sm=2, fused_reduce=True, balanced=True),
     ],
-    "layernorm_70b": [{}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(w_reload=True)],
+    "layernorm_70b": [
+        {}, _v(fused_reduce=True), _v(fused_reduce=True, balanced=True), _v(w_reload=True), _v(tma_stages=3),
+        _v(tma_stages=4),
+    ],
 }  # fmt: skip
 _FB = _v(fused_reduce=True, balanced=True)
 _BEFORE = _v(fused_reduce=False, balanced=False)  # the default before session 5: separate reduction kernel
@@ -87,10 +92,10 @@ _BEFORE = _v(fused_reduce=False, balanced=False)  # the default before session 5
 #: from 68.45 to 66.75; RMSNorm's stayed at 53.5-53.6 us. Adopted at 4096 wide after round 1; 8192 wide not yet.
 AB_CANDIDATES = {
     "rmsnorm": [{}, _BEFORE, _v(tma_stages=4)],
-    "layernorm": [{}, _BEFORE, _v(w_reload=True)],
+    "layernorm": [{}, _BEFORE, _v(tma_stages=4)],
     "add_rmsnorm": [{}, _BEFORE, _v(tma_stages=4)],
     "rmsnorm_70b": [{}, _FB, _v(tma_stages=4)],
-    "layernorm_70b": [{}, _FB],
+    "layernorm_70b": [{}, _FB, _v(tma_stages=4)],
 }
 
 

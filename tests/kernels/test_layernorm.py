@@ -96,6 +96,22 @@ def test_backward_launch_options(opts, bias, device):
             torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("n_cols", [256, 1024])
+@pytest.mark.parametrize("bias", [True, False])
+def test_backward_tma(n_cols, bias, device):
+    """The TMA backward (rows as [R, 256] boxes pipelined through shared memory) against the pointer kernel."""
+    x = torch.randn(9, n_cols, device=device) + 1
+    w, b = torch.rand(n_cols, device=device) + 0.5, torch.randn(n_cols, device=device)
+    _, mean, rstd = layernorm_forward(x, w, b)
+    dy = torch.randn_like(x)
+    ref = layernorm_backward(dy, x, w, mean, rstd, has_bias=bias, tma_stages=0)
+    for opts in (dict(tma_stages=3), dict(tma_stages=2, balanced=False, fused_reduce=False)):
+        got = layernorm_backward(dy, x, w, mean, rstd, has_bias=bias, **opts)
+        for g, r in zip(got, ref):
+            if r is not None:
+                torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("one_pass", [True, False])
 @pytest.mark.parametrize("shape", [(1, 257), (5, 131)])
@@ -193,7 +209,8 @@ def test_backward_fused_reduce_gpu(n_cols):
     _, mean, rstd = layernorm_forward(x, w, b)
     dy = torch.randn_like(x)
     ref = layernorm_backward(dy, x, w, mean, rstd, fused_reduce=False)
-    for opts in ({}, dict(balanced=True), dict(num_warps=32, programs_per_sm=1, prefetch=2, w_reload=True)):
+    deep = dict(num_warps=32, programs_per_sm=1, prefetch=2, w_reload=True)
+    for opts in ({}, dict(balanced=True), deep, dict(tma_stages=4), dict(tma_stages=3, num_warps=16)):
         for _ in range(2):
             got = layernorm_backward(dy, x, w, mean, rstd, fused_reduce=True, **opts)
             torch.testing.assert_close(got[0].float(), ref[0].float(), rtol=2e-2, atol=2e-2)

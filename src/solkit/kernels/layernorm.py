@@ -46,8 +46,10 @@ from solkit.kernels.norm_backward import (
     balanced_programs,
     fused_reduce_ok,
     grid_sum_partials,
+    launch_layernorm_bwd_tma,
     reduce_tile,
     sync_counter,
+    tma_shape,
 )
 
 #: Measured launch defaults (H200 sweeps; see docs/kernels/norms.md).
@@ -346,11 +348,12 @@ def layernorm_backward(
     fused_reduce: bool | None = None,
     balanced: bool | None = None,
     w_reload: bool | None = None,
+    tma_stages: int | None = None,
     maxnreg: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias).
     ``prefetch``: row blocks loaded ahead (0, 1, 2; True means 1); ``fused_reduce``, ``balanced``,
-    ``w_reload``: as :func:`solkit.kernels.rmsnorm.rmsnorm_backward`. Launch parameters left None come
+    ``w_reload``, ``tma_stages``: as :func:`solkit.kernels.rmsnorm.rmsnorm_backward`. Launch parameters left None come
     from :data:`LAYERNORM_CONFIG`."""
     x2 = check_rows(x, "layernorm saved input")
     dy2 = check_rows(dy, "layernorm grad_output")
@@ -368,8 +371,13 @@ def layernorm_backward(
     programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
     partial_sum = partial_sum or cfg["partial_sum"]
     n_blocks = triton.cdiv(n_rows, bm)
+    balanced = cfg.get("bwd_balanced", False) if balanced is None else balanced
+    tma_stages = cfg.get("bwd_tma_stages", 0) if tma_stages is None else tma_stages
+    boxes = tma_shape(x2, [x2, dy2, dx2]) if tma_stages and tma_stages > 1 else None
+    if boxes is not None:
+        n_blocks = n_rows  # one row a block
     programs = backward_programs(n_blocks, x2, programs_per_sm)
-    if cfg.get("bwd_balanced", False) if balanced is None else balanced:
+    if balanced:
         programs = balanced_programs(n_blocks, programs)
     fused_reduce = cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce
     fused = fused_reduce_ok(x2, programs) and fused_reduce
@@ -377,14 +385,18 @@ def layernorm_backward(
     n_sums = 2 * n_cols if has_bias else n_cols
     sums = torch.empty(n_sums, dtype=weight.dtype, device=x.device) if fused else partial
     red_p, red_c = reduce_tile(n_sums, programs)
-    _layernorm_bwd_kernel[(programs,)](
-        dy2, x2, weight, mean, rstd, dx2, partial, sums, sync_counter(x.device, programs) if fused else partial,
-        n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0), MAX_SPINS,
-        HAS_BIAS=has_bias, PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
-        BLOCK_M=bm, BLOCK_N=bn, FUSED=fused, RED_P=red_p, RED_C=red_c,
-        W_RELOAD=bool(cfg.get("bwd_w_reload", False) if w_reload is None else w_reload),
-        num_warps=nw, maxnreg=maxnreg or register_cap(programs_per_sm, nw),
-    )  # fmt: skip
+    if boxes is not None:
+        launch_layernorm_bwd_tma(dy2, x2, weight, mean, rstd, dx2, partial, sums, fused, programs, has_bias,
+                                 tma_stages, nw, maxnreg or register_cap(programs_per_sm, nw), boxes)  # fmt: skip
+    else:
+        _layernorm_bwd_kernel[(programs,)](
+            dy2, x2, weight, mean, rstd, dx2, partial, sums, sync_counter(x.device, programs) if fused else partial,
+            n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0), MAX_SPINS,
+            HAS_BIAS=has_bias, PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
+            BLOCK_M=bm, BLOCK_N=bn, FUSED=fused, RED_P=red_p, RED_C=red_c,
+            W_RELOAD=bool(cfg.get("bwd_w_reload", False) if w_reload is None else w_reload),
+            num_warps=nw, maxnreg=maxnreg or register_cap(programs_per_sm, nw),
+        )  # fmt: skip
     if not fused:
         sums = sum_partials(partial if has_bias else partial[:, :n_cols], weight.dtype, **partial_sum)
     if not has_bias:

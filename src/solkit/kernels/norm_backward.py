@@ -276,3 +276,64 @@ def launch_rmsnorm_bwd_tma(dy2, ds2, x2, weight, rstd, dx2, partial, dw, fused, 
         HAS_DS=ds2 is not None, GEMMA=gemma, R=shape[0], C=shape[1], STAGES=stages, FUSED=fused, RED_P=red_p,
         RED_C=red_c, num_warps=num_warps, maxnreg=maxnreg,
     )  # fmt: skip
+
+
+@triton.jit
+def _add_pairs(a0, b0, a1, b1):
+    return a0 + a1, b0 + b1
+
+
+@triton.jit
+def _layernorm_bwd_tma_kernel(
+    dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, partial_ptr, sums_ptr, sync_ptr, n_rows, max_spins,
+    HAS_BIAS: tl.constexpr, R: tl.constexpr, C: tl.constexpr, STAGES: tl.constexpr, FUSED: tl.constexpr,
+    RED_P: tl.constexpr, RED_C: tl.constexpr,
+):  # fmt: skip
+    """LayerNorm's backward in the shape of :func:`_rmsnorm_bwd_tma_kernel` (rows as ``[R, C]`` TMA boxes,
+    pipelined through shared memory; mean and rstd one row ahead): ``dx = rstd * (g - mean(g) - xhat *
+    mean(g * xhat))`` with both row sums in one tuple reduction; partial rows ``[dw | db]``."""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    n_cols = R * C
+    xd = tl.make_tensor_descriptor(x_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
+    dyd = tl.make_tensor_descriptor(dy_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
+    dxd = tl.make_tensor_descriptor(dx_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    w = tl.load(w_ptr + offs).to(tl.float32)
+    dw_acc = tl.zeros([R, C], dtype=tl.float32)
+    db_acc = tl.zeros([R, C], dtype=tl.float32)
+    mean_next = tl.load(mean_ptr + pid, mask=pid < n_rows, other=0.0)
+    rstd_next = tl.load(rstd_ptr + pid, mask=pid < n_rows, other=0.0)
+    for row in tl.range(pid, n_rows, step, num_stages=STAGES):
+        mean, rstd = mean_next, rstd_next
+        mean_next = tl.load(mean_ptr + row + step, mask=row + step < n_rows, other=0.0)
+        rstd_next = tl.load(rstd_ptr + row + step, mask=row + step < n_rows, other=0.0)
+        x = xd.load([row * R, 0]).to(tl.float32)
+        dy = dyd.load([row * R, 0]).to(tl.float32)
+        xhat = (x - mean) * rstd
+        dw_acc += dy * xhat
+        if HAS_BIAS:
+            db_acc += dy
+        g = dy * w
+        sum_gx, sum_g = tl.reduce((g * xhat, g), 1, _add_pairs)
+        sum_gx, sum_g = tl.reduce((sum_gx, sum_g), 0, _add_pairs)
+        dx = (g - sum_g / n_cols - xhat * (sum_gx / n_cols)) * rstd
+        dxd.store([row * R, 0], dx.to(dx_ptr.dtype.element_ty))
+    tl.store(partial_ptr + pid * 2 * n_cols + offs, dw_acc)
+    if HAS_BIAS:
+        tl.store(partial_ptr + pid * 2 * n_cols + n_cols + offs, db_acc)
+    if FUSED:
+        grid_sum_partials(partial_ptr, sums_ptr, sync_ptr, 2 * n_cols if HAS_BIAS else n_cols, 2 * n_cols,
+                          max_spins, RED_P, RED_C)  # fmt: skip
+
+
+def launch_layernorm_bwd_tma(dy2, x2, weight, mean, rstd, dx2, partial, sums, fused, programs, has_bias, stages,
+                             num_warps, maxnreg, shape) -> None:  # fmt: skip
+    """Launch :func:`_layernorm_bwd_tma_kernel` (Triton's descriptor scratch allocator set first)."""
+    triton.set_allocator(_descriptor_scratch)
+    red_p, red_c = reduce_tile(2 * x2.shape[1] if has_bias else x2.shape[1], programs)
+    _layernorm_bwd_tma_kernel[(programs,)](
+        dy2, x2, weight, mean, rstd, dx2, partial, sums, sync_counter(x2.device, programs) if fused else partial,
+        x2.shape[0], MAX_SPINS, HAS_BIAS=has_bias, R=shape[0], C=shape[1], STAGES=stages, FUSED=fused,
+        RED_P=red_p, RED_C=red_c, num_warps=num_warps, maxnreg=maxnreg,
+    )  # fmt: skip
