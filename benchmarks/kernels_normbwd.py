@@ -85,6 +85,13 @@ VARIANTS = {
         _v(tma_stages=4),
     ],
 }  # fmt: skip
+#: Forward launch shapes (``--fwd-ops``): LayerNorm at 4096 wide is the narrowest forward margin of the issue's
+#: table (0.924, one-block kernel 2 rows x 8 warps); the one-piece two-pass kernel (``chunk`` = the row) won for
+#: RMSNorm at 4096 and LayerNorm at 8192.
+FWD_VARIANTS = {
+    "layernorm": [{}, _v(chunk=4096, num_warps=8), _v(chunk=4096, num_warps=4), _v(chunk=4096, num_warps=16)],
+}
+
 _FB = _v(fused_reduce=True, balanced=True)
 _BEFORE = _v(fused_reduce=False, balanced=False)  # the default before session 5: separate reduction kernel
 #: A/B candidates per op (``--ab``), the committed default first. Round 1 (kernels_normbwd_h200_r1.json): the
@@ -300,6 +307,7 @@ def main() -> int:
     p.add_argument("--ab-rounds", type=int, default=6)
     p.add_argument("--ab-modes", default="bwd")
     p.add_argument("--no-sweep", action="store_true")
+    p.add_argument("--fwd-ops", default="", help="also sweep FWD_VARIANTS of these forwards (kernels_norm_r5)")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -337,6 +345,13 @@ def main() -> int:
         for op in wanted:
             sweep_op(rec, op, dtype, device, timing_kw, bw, args.budget_s, args.modes.split(","))
     rec.doc["ab"] = []
+    fwd_ops = [ops[n] for n in args.fwd_ops.split(",") if n in ops and n in FWD_VARIANTS]
+    if fwd_ops:  # forward launch shapes, with kernels_norm_r5's sweep (check against float64, then the timing)
+        import kernels_norm_r5 as r5
+
+        for op in fwd_ops:
+            r5.VARIANTS[op.name] = FWD_VARIANTS[op.name]
+            r5.sweep_op(rec, op, dtype, device, timing_kw, bw, args.budget_s)
     for name in [n for n in args.ab.split(",") if n in ops and n in AB_CANDIDATES]:
         for mode in args.ab_modes.split(","):
             if elapsed() < args.budget_s:

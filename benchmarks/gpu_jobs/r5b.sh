@@ -5,7 +5,7 @@
 #     variants; 4 processes fill Inductor's caches for every row of the record.
 #  2. Alone on the GPU: benchmarks/kernels_normbwd.py, a short sweep (the TMA RMSNorm backward, rows pipelined
 #     through shared memory, 3-6 stages; weight re-read, a third LayerNorm program an
-#     SM, 70B widths), then interleaved A/B rounds of the new defaults against the previous ones (backward alone and
+#     SM, 70B widths; LayerNorm forward one-piece shapes at 4096), then interleaved A/B rounds of the new defaults against the previous ones (backward alone and
 #     after the forward), 8192x4096 and 8192x8192.
 #  3. Alone: benchmarks/kernels_record.py, every row of issue 7 (Inductor's .best_config dropped first, so
 #     torch.compile autotunes in this process before anything is timed).
@@ -29,8 +29,8 @@ for k in 0 1 2 3; do
 done
 wait $PIDS
 echo "warm + tests done at $(( $(date +%s) - START ))s"; tail -q -n 4 "$OUT"/warm*.log; tail -n 4 "$OUT/pytest_gpu.txt"
-timeout 36 python3 kernels_normbwd.py --ops "$NB_OPS" --ab "$NB_OPS" --ab-modes bwd,fwdbwd --ab-rounds 6 \
-  --out "$OUT/kernels_normbwd_h200_r2.json" --budget-s 32 2>&1 | tee "$OUT/normbwd.txt" | grep -vE "^(regs| +(copy|mul1)_events)" | tail -n 70
+timeout 40 python3 kernels_normbwd.py --ops "$NB_OPS" --ab "$NB_OPS" --ab-modes bwd,fwdbwd --ab-rounds 6 --fwd-ops layernorm \
+  --out "$OUT/kernels_normbwd_h200_r2.json" --budget-s 36 2>&1 | tee "$OUT/normbwd.txt" | grep -vE "^(regs| +(copy|mul1)_events)" | tail -n 70
 T=$(left)
 echo "record: ${T}s left"
 [ "$T" -gt 12 ] && timeout "$T" python3 kernels_record.py --drop-autotune-cache --out "$OUT/kernels_record_h200_r2.json" \
