@@ -75,6 +75,35 @@ VARIANTS = {
     "pk_s2_4k_w8_2": (_p(skew=2, block=4096, num_warps=8, per_sm=2), None),
     "pk_1k_w2_8": (_p(block=1024, num_warps=2, per_sm=8), _p(block=1024, num_warps=2, per_sm=8)),
     "pk_fb": (_p(fallback=True), _p(fallback=True)),
+    # round 2: f16 exponentials kept (forward), the late load (backward), cache hints, one-chunk rows
+    "e16": (_p(keep_e=1), _p(early_load=0)),
+    "e16_h1": (_p(keep_e=1, hint=1), _p(early_load=0, hint=1)),
+    "e16_h2": (_p(keep_e=1, hint=2), _p(early_load=0, hint=2)),
+    "e16_late": (_p(keep_e=1, early_load=0), _p(early_load=0, l2_prefetch=2)),
+    "e16_pf0": (_p(keep_e=1, l2_prefetch=0), _p(early_load=0, hint=1, l2_prefetch=2)),
+    "e16_pf2": (_p(keep_e=1, l2_prefetch=2), _p(early_load=0, block=1024, num_warps=2, per_sm=8)),
+    "e16_2k_w2_8": (
+        _p(keep_e=1, block=2048, num_warps=2, per_sm=8),
+        _p(early_load=0, block=2048, num_warps=2, per_sm=8),
+    ),
+    "e16_8k_w8_2": (
+        _p(keep_e=1, block=8192, num_warps=8, per_sm=2),
+        _p(early_load=0, block=8192, num_warps=16, per_sm=1),
+    ),
+    "e16_s2_4k_w4_3": (
+        _p(keep_e=1, skew=2, block=4096, num_warps=4, per_sm=3),
+        _p(early_load=0, hint=2, l2_prefetch=2),
+    ),
+    "e16_h1_pf2": (_p(keep_e=1, hint=1, l2_prefetch=2), _p(early_load=0, block=4096, num_warps=8, per_sm=2)),
+    "e16_nowait": (_p(keep_e=1, max_spins=0), _p(early_load=0, max_spins=0)),
+    "sp1_16k_w16": (_p(block=16384, num_warps=16, per_sm=1), _p(block=16384, num_warps=16, per_sm=1, early_load=0)),
+    "sp1_16k_w16_e16_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1), None),
+    "sp1_16k_w16_e16_h1_pf2": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1, l2_prefetch=2), None),
+    "single_cs": ({"packed": False, "store_cs": True}, {"packed": False, "store_cs": True}),
+    "single_w16_cs": (
+        {"packed": False, "num_warps": 16, "store_cs": True},
+        {"packed": False, "num_warps": 16, "store_cs": True},
+    ),
     "pk_nowait": (_p(max_spins=0), _p(max_spins=0)),  # diagnostic: never wait (NaN rows), timed anyway
 }
 DIAG = {"pk_nowait"}
@@ -102,7 +131,31 @@ PLANS = {
                   ("pk_4k_w8_2", ("fwd", "bwd"))]),
     ],
 }  # fmt: skip
-COMPILE_SHAPES = ("inter",)
+R2_FWD = (
+    "e16",
+    "e16_h1",
+    "e16_h2",
+    "e16_late",
+    "e16_pf0",
+    "e16_pf2",
+    "e16_2k_w2_8",
+    "e16_8k_w8_2",
+    "e16_s2_4k_w4_3",
+    "e16_h1_pf2",
+    "e16_nowait",
+)
+PLANS["round2"] = [
+    ("vocab8k", [("default", ALL3)] + [(v, ("fwd", "bwd")) for v in R2_FWD]
+     + [("e16_h1", ("fwdbwd",)), ("compile", ("fwd", "fwdbwd")), ("looped", ("fwd", "fwdbwd"))]),
+    ("inter", [("default", ALL3), ("single_cs", ("fwd", "bwd")), ("single_w16", ("fwd", "bwd")),
+               ("single_w16_cs", ("fwd", "bwd")), ("liger", ("fwd",)), ("sp1_16k_w16", ("fwd", "bwd")),
+               ("sp1_16k_w16_e16_h1", ("fwd",)), ("sp1_16k_w16_e16_h1_pf2", ("fwd",)), ("e16_2k_w2_8", ("fwd", "bwd")),
+               ("e16_h1", ("fwd", "bwd")), ("e16", ("fwd", "bwd")), ("compile", ("fwd", "fwdbwd"))]),
+    ("256k", [("default", ALL3), ("split", ("fwd", "fwdbwd")), ("e16_h1", ("fwd", "bwd", "fwdbwd")),
+              ("e16_2k_w2_8", ("fwd", "bwd")), ("e16_8k_w8_2", ("fwd", "bwd"))]),
+    ("vocab4k", [("default", ALL3), ("looped", ("fwd", "fwdbwd")), ("e16_h1", ("fwd", "bwd", "fwdbwd"))]),
+]  # fmt: skip
+COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k")}
 
 
 def elapsed() -> float:
@@ -274,11 +327,10 @@ def measure_copy(device, timing_kw) -> tuple[float, dict]:
     return bw, res.to_dict()
 
 
-def warm(part: str, device) -> None:
-    """Compile (Triton cache) the solkit variants of every plan on a few rows of each shape."""
+def warm(part: str, device, plan: str) -> None:
+    """Compile (Triton cache) the solkit variants of a plan on a few rows of each shape."""
     k, n = (int(v) for v in part.split("/"))
-    jobs = sorted({(s, v, m) for plan in PLANS.values() for s, vs in plan for v, ms in vs for m in ms
-                   if v not in RIVALS and s not in ("smoke", "smoke_odd")})  # fmt: skip
+    jobs = sorted({(s, v, m) for s, vs in PLANS[plan] for v, ms in vs for m in ms if v not in RIVALS})
     for s, v, m in jobs[k::n]:
         rows, cols = SHAPES[s]
         x = torch.randn(min(rows, 528), cols, device=device, dtype=torch.bfloat16)
@@ -290,9 +342,9 @@ def warm(part: str, device) -> None:
     log(f"warm {part}: {len(jobs[k::n])} done")
 
 
-def warm_compile(device) -> None:
-    """torch.compile (max-autotune) of the rival shapes, forward and forward + backward, alone on the GPU."""
-    for s in COMPILE_SHAPES:
+def warm_compile(device, plan: str) -> None:
+    """torch.compile (max-autotune) of the plan's rival shapes, forward and forward + backward, alone on the GPU."""
+    for s in COMPILE_SHAPES.get(plan, ()):
         x = torch.randn(*SHAPES[s], device=device, dtype=torch.bfloat16)
         run_mode("compile", "fwd", x, torch.randn_like(x), None)
         run_mode("compile", "fwdbwd", x, torch.randn_like(x), None)
@@ -313,10 +365,10 @@ def main() -> int:
     args = p.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if args.warm:
-        warm(args.warm, device)
+        warm(args.warm, device, args.plan)
         return 0
     if args.warm_compile:
-        warm_compile(device)
+        warm_compile(device, args.plan)
         return 0
     timing_kw = (dict(method="wall", reps=2, trials=1, warmup=1) if device.type != "cuda"
                  else dict(method="auto", reps=args.reps, trials=3, warmup=3, calls_per_graph=10,

@@ -27,12 +27,14 @@ of row ``r + 3G`` (``EARLY_LOAD``; else after pass 1), first poll of row ``r``'s
 chunk of row ``r + (3 + d) G`` is bulk-prefetched into L2 (``cp.async.bulk.prefetch.L2``) when row
 ``r + 3G``'s register load is issued. Forward options: ``DEPTH = 3``, one more row in registers (rows up to
 ``r + 3G`` in flight, ``r + 4G`` issued); ``SKEW = 2``, pass 1 and the publication two rows ahead of pass 2
-(two rows wait for their partners at any time; 8 partial slots). 16-bit inputs of even width and row stride
-are read as int32 pairs (``PACKED``); other inputs (fp32, odd widths) one element per lane, in chunks of half
-the columns (the same registers per chunk).
+(two rows wait for their partners at any time; 8 partial slots). ``HINT``: 1 streaming stores (``.cs``), 2
+also ``evict_first`` loads. A row of one chunk (``SPLIT = 1``) is finished without any exchange. 16-bit
+inputs of even width and row stride are read as int32 pairs (``PACKED``); other inputs (fp32, odd widths)
+one element per lane, in chunks of half the columns (the same registers per chunk).
 
 Exchange: the tagged words of :mod:`solkit.kernels.cross_entropy_split` (``(j + 1) << 32 | fp32 bits``,
-relaxed atomic exchange, four slots: a program publishes row ``j + 1`` before it waits for row ``j``). Every
+relaxed atomic exchange; a program publishes row ``j + 1`` (``j + 2`` with ``SKEW = 2``) before it waits for
+row ``j``: eight slots in the forward, four in the backward). Every
 row is an arrival. The spin is bounded (``max_spins``); on a timeout a program either computes the row's
 statistics from the whole row itself (``FALLBACK``: correct, slow; the CPU interpreter, whose programs run
 one after another, takes this branch) or writes NaN for that row and never waits again (a visible failure,
@@ -62,19 +64,34 @@ from solkit.kernels.cross_entropy_split import (
 )
 from solkit.kernels.softmax_split import _dot_range, _online_max_sum
 
-#: Launch defaults (``block``: widest chunk per program; ``per_sm``: resident programs per SM).
+#: Launch defaults (``block``: widest chunk per program; ``per_sm``: resident programs per SM). H200 round 1
+#: (session 5, 8192 x 128256 bf16): forward with f16 exponentials kept 1.189 ms against 1.258 recomputed; backward
+#: with the next row's load after pass 1 1.573 ms against 1.668 before it (docs/kernels/norms.md).
 PACKED_CONFIG = {
-    "fwd": {"block": 4096, "num_warps": 4, "per_sm": 4, "keep_e": 0, "early_load": 1, "l2_prefetch": 1},
-    "bwd": {"block": 2048, "num_warps": 4, "per_sm": 4, "keep_e": 0, "early_load": 1, "l2_prefetch": 1},
+    "fwd": {"block": 4096, "num_warps": 4, "per_sm": 4, "keep_e": 1, "early_load": 1, "l2_prefetch": 1},
+    "bwd": {"block": 2048, "num_warps": 4, "per_sm": 4, "early_load": 0, "l2_prefetch": 1},
 }
 
 
 @triton.jit
-def _load_units(u_ptr, row, n_rows, u_stride, ucols, uoffs, u_lim, PAD):
+def _load_units(u_ptr, row, n_rows, u_stride, ucols, uoffs, u_lim, PAD, HINT: tl.constexpr = 0):
     """A row's chunk in load units (int32 words of two 16-bit values, or elements); ``PAD`` past the row's
-    end and for rows past the last."""
-    return tl.load(u_ptr + tl.cast(row, tl.int64) * u_stride + ucols,
-                   mask=uoffs < tl.where(row < n_rows, u_lim, 0), other=PAD)  # fmt: skip
+    end and for rows past the last. ``HINT`` 2: ``evict_first`` (every byte is read once)."""
+    ptrs = u_ptr + tl.cast(row, tl.int64) * u_stride + ucols
+    mask = uoffs < tl.where(row < n_rows, u_lim, 0)
+    if HINT >= 2:
+        return tl.load(ptrs, mask=mask, other=PAD, eviction_policy="evict_first")
+    else:
+        return tl.load(ptrs, mask=mask, other=PAD)
+
+
+@triton.jit
+def _store_units(ptrs, v, mask, HINT: tl.constexpr):
+    """``HINT`` >= 1: streaming stores (``.cs``: the written lines leave L2 first)."""
+    if HINT >= 1:
+        tl.store(ptrs, v, mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(ptrs, v, mask=mask)
 
 
 @triton.jit
@@ -177,6 +194,7 @@ def _softmax_fwd_packed_kernel(
     max_spins, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr, PACKED: tl.constexpr,
     IS_BF16: tl.constexpr, KEEP_E: tl.constexpr, EARLY_LOAD: tl.constexpr, PF: tl.constexpr,
     FALLBACK: tl.constexpr, ASM: tl.constexpr, DEPTH: tl.constexpr = 2, SKEW: tl.constexpr = 1,
+    HINT: tl.constexpr = 0,
 ):  # fmt: skip
     UBLOCK: tl.constexpr = BLOCK // 2 if PACKED else BLOCK
     PAD: tl.constexpr = (-8323200 if IS_BF16 else -67044352) if PACKED else float("-inf")  # two -inf per word
@@ -187,58 +205,69 @@ def _softmax_fwd_packed_kernel(
     gbase = partial_ptr + group * (3 * SPLIT_P2)
     slot_stride = n_groups * (3 * SPLIT_P2)  # 8 slots: a skew s needs 2 s + 2 (cross_entropy_split docstring)
     pf_bytes = u_lim * 4 // 16 * 16  # (an fp32 element or a word of two 16-bit ones: 4 bytes)
-    x0 = _load_units(xu_ptr, group, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
-    x1 = _load_units(xu_ptr, group + n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
-    x2 = _load_units(xu_ptr, group + 2 * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+    x0 = _load_units(xu_ptr, group, n_rows, xu_stride, ucols, uoffs, u_lim, PAD, HINT)
+    x1 = _load_units(xu_ptr, group + n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD, HINT)
+    x2 = _load_units(xu_ptr, group + 2 * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD, HINT)
     if AHEAD == 4:
-        x3 = _load_units(xu_ptr, group + 3 * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+        x3 = _load_units(xu_ptr, group + 3 * n_groups, n_rows, xu_stride, ucols, uoffs, u_lim, PAD, HINT)
     if PF > 0:  # the PF rows after the register loads on their way to L2 (the loop keeps them PF rows ahead)
         _prefetch_rows(xu_ptr, group + AHEAD * n_groups, PF, n_groups, n_rows, xu_stride, u0, pf_bytes)
-    m_c, m0, s_c, k0 = _fwd_pass1(x0, PACKED, IS_BF16, KEEP_E, ASM)
-    _publish_tagged(gbase, chunk, 0, m_c, s_c, 0.0, SPLIT_P2, False)
+    m_c, m0, s0, k0 = _fwd_pass1(x0, PACKED, IS_BF16, KEEP_E, ASM)
+    if SPLIT > 1:
+        _publish_tagged(gbase, chunk, 0, m_c, s0, 0.0, SPLIT_P2, False)
     if SKEW == 2:  # row r + G passed pass 1 too: two rows wait for their partners at any time
-        m_c, m1, s_c, k1 = _fwd_pass1(x1, PACKED, IS_BF16, KEEP_E, ASM)
-        if group + n_groups < n_rows:
-            _publish_tagged(gbase + slot_stride, chunk, 1, m_c, s_c, 0.0, SPLIT_P2, False)
+        m_c, m1, s1, k1 = _fwd_pass1(x1, PACKED, IS_BF16, KEEP_E, ASM)
+        if (SPLIT > 1) & (group + n_groups < n_rows):
+            _publish_tagged(gbase + slot_stride, chunk, 1, m_c, s1, 0.0, SPLIT_P2, False)
     j = 0
     for row in tl.range(group, n_rows, n_groups):
         rl = row + AHEAD * n_groups
         if EARLY_LOAD:
-            xn = _load_units(xu_ptr, rl, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+            xn = _load_units(xu_ptr, rl, n_rows, xu_stride, ucols, uoffs, u_lim, PAD, HINT)
             if PF > 0:
                 _prefetch_rows(xu_ptr, rl + PF * n_groups, 1, n_groups, n_rows, xu_stride, u0, pf_bytes)
         base0 = gbase + (j & 7) * slot_stride
-        wm, ws, _wz = _poll_tagged(base0, j, SPLIT, SPLIT_P2, False)
+        if SPLIT > 1:
+            wm, ws, _wz = _poll_tagged(base0, j, SPLIT, SPLIT_P2, False)
         if SKEW == 2:
-            m_c, mp, s_c, kp = _fwd_pass1(x2, PACKED, IS_BF16, KEEP_E, ASM)
+            m_c, mp, sp, kp = _fwd_pass1(x2, PACKED, IS_BF16, KEEP_E, ASM)
         else:
-            m_c, mp, s_c, kp = _fwd_pass1(x1, PACKED, IS_BF16, KEEP_E, ASM)
+            m_c, mp, sp, kp = _fwd_pass1(x1, PACKED, IS_BF16, KEEP_E, ASM)
         if not EARLY_LOAD:
-            xn = _load_units(xu_ptr, rl, n_rows, xu_stride, ucols, uoffs, u_lim, PAD)
+            xn = _load_units(xu_ptr, rl, n_rows, xu_stride, ucols, uoffs, u_lim, PAD, HINT)
             if PF > 0:
                 _prefetch_rows(xu_ptr, rl + PF * n_groups, 1, n_groups, n_rows, xu_stride, u0, pf_bytes)
-        if row + SKEW * n_groups < n_rows:  # (no arrival past the last row: it would take a slot still to be read)
-            _publish_tagged(gbase + ((j + SKEW) & 7) * slot_stride, chunk, j + SKEW, m_c, s_c, 0.0, SPLIT_P2, False)
-        big, total, ok = _await_stats(base0, j, wm, ws, spin_budget, SPLIT, SPLIT_P2)
+        if SPLIT == 1:  # the whole row in this program: no exchange
+            big = m0
+            total = s0
+            ok = 1
+        else:
+            if row + SKEW * n_groups < n_rows:  # (no arrival past the last row: it would take a slot still read)
+                _publish_tagged(gbase + ((j + SKEW) & 7) * slot_stride, chunk, j + SKEW, m_c, sp, 0.0, SPLIT_P2,
+                                False)  # fmt: skip
+            big, total, ok = _await_stats(base0, j, wm, ws, spin_budget, SPLIT, SPLIT_P2)
         if ok == 0:
             if FALLBACK:  # partners not there (the interpreter): the whole row's statistics, here
                 big, total = _online_max_sum(x_ptr + tl.cast(row, tl.int64) * x_stride, 0, n_cols, BLOCK, "", False)
             else:  # a visible failure (NaN), never a hang: no more waiting from now on
                 big = big + float("nan")
             spin_budget = 0
-        tl.store(yu_ptr + tl.cast(row, tl.int64) * yu_stride + ucols,
-                 _fwd_pass2(k0, m0, big, total, PACKED, IS_BF16, KEEP_E, ASM).to(yu_ptr.dtype.element_ty),
-                 mask=u_mask)  # fmt: skip
+        _store_units(yu_ptr + tl.cast(row, tl.int64) * yu_stride + ucols,
+                     _fwd_pass2(k0, m0, big, total, PACKED, IS_BF16, KEEP_E, ASM).to(yu_ptr.dtype.element_ty), u_mask,
+                     HINT)  # fmt: skip
         if SKEW == 2:  # (AHEAD 4: x2, x3 and xn in flight)
             k0 = k1
             m0 = m1
+            s0 = s1
             k1 = kp
             m1 = mp
+            s1 = sp
             x2 = x3
             x3 = xn
         else:
             k0 = kp
             m0 = mp
+            s0 = sp
             x1 = x2
             if AHEAD == 4:
                 x2 = x3
@@ -299,7 +328,7 @@ def _softmax_bwd_packed_kernel(
     y_ptr, dy_ptr, yu_ptr, du_ptr, dxu_ptr, partial_ptr, n_rows, n_cols, chunk_cols, y_stride, dy_stride,
     yu_stride, du_stride, dxu_stride, max_spins, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BLOCK: tl.constexpr,
     PACKED: tl.constexpr, IS_BF16: tl.constexpr, EARLY_LOAD: tl.constexpr, PF: tl.constexpr,
-    FALLBACK: tl.constexpr, ASM: tl.constexpr,
+    FALLBACK: tl.constexpr, ASM: tl.constexpr, HINT: tl.constexpr = 0,
 ):  # fmt: skip
     UBLOCK: tl.constexpr = BLOCK // 2 if PACKED else BLOCK
     n_groups, group, chunk, u0, uoffs, ucols, u_lim = _chunk_geometry(n_cols, chunk_cols, SPLIT, UBLOCK, PACKED)
@@ -308,38 +337,45 @@ def _softmax_bwd_packed_kernel(
     gbase = partial_ptr + group * SPLIT_P2
     slot_stride = n_groups * SPLIT_P2
     pf_bytes = u_lim * 4 // 16 * 16
-    y0 = _load_units(yu_ptr, group, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
-    d0 = _load_units(du_ptr, group, n_rows, du_stride, ucols, uoffs, u_lim, 0)
-    y1 = _load_units(yu_ptr, group + n_groups, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
-    d1 = _load_units(du_ptr, group + n_groups, n_rows, du_stride, ucols, uoffs, u_lim, 0)
-    y2 = _load_units(yu_ptr, group + 2 * n_groups, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
-    d2 = _load_units(du_ptr, group + 2 * n_groups, n_rows, du_stride, ucols, uoffs, u_lim, 0)
+    y0 = _load_units(yu_ptr, group, n_rows, yu_stride, ucols, uoffs, u_lim, 0, HINT)
+    d0 = _load_units(du_ptr, group, n_rows, du_stride, ucols, uoffs, u_lim, 0, HINT)
+    y1 = _load_units(yu_ptr, group + n_groups, n_rows, yu_stride, ucols, uoffs, u_lim, 0, HINT)
+    d1 = _load_units(du_ptr, group + n_groups, n_rows, du_stride, ucols, uoffs, u_lim, 0, HINT)
+    y2 = _load_units(yu_ptr, group + 2 * n_groups, n_rows, yu_stride, ucols, uoffs, u_lim, 0, HINT)
+    d2 = _load_units(du_ptr, group + 2 * n_groups, n_rows, du_stride, ucols, uoffs, u_lim, 0, HINT)
     if PF > 0:
         _prefetch_rows(yu_ptr, group + 3 * n_groups, PF, n_groups, n_rows, yu_stride, u0, pf_bytes)
         _prefetch_rows(du_ptr, group + 3 * n_groups, PF, n_groups, n_rows, du_stride, u0, pf_bytes)
-    _publish_one(gbase, chunk, 0, _bwd_pass1(y0, d0, PACKED, IS_BF16))
+    dot0 = _bwd_pass1(y0, d0, PACKED, IS_BF16)
+    if SPLIT > 1:
+        _publish_one(gbase, chunk, 0, dot0)
     j = 0
     for row in tl.range(group, n_rows, n_groups):
         r1 = row + n_groups
         r3 = r1 + 2 * n_groups
         if EARLY_LOAD:
-            y3 = _load_units(yu_ptr, r3, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
-            d3 = _load_units(du_ptr, r3, n_rows, du_stride, ucols, uoffs, u_lim, 0)
+            y3 = _load_units(yu_ptr, r3, n_rows, yu_stride, ucols, uoffs, u_lim, 0, HINT)
+            d3 = _load_units(du_ptr, r3, n_rows, du_stride, ucols, uoffs, u_lim, 0, HINT)
             if PF > 0:
                 _prefetch_rows(yu_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, yu_stride, u0, pf_bytes)
                 _prefetch_rows(du_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, du_stride, u0, pf_bytes)
         base0 = gbase + (j & 3) * slot_stride
-        w = _poll_one(base0, j, SPLIT, SPLIT_P2)
+        if SPLIT > 1:
+            w = _poll_one(base0, j, SPLIT, SPLIT_P2)
         dot1 = _bwd_pass1(y1, d1, PACKED, IS_BF16)
         if not EARLY_LOAD:
-            y3 = _load_units(yu_ptr, r3, n_rows, yu_stride, ucols, uoffs, u_lim, 0)
-            d3 = _load_units(du_ptr, r3, n_rows, du_stride, ucols, uoffs, u_lim, 0)
+            y3 = _load_units(yu_ptr, r3, n_rows, yu_stride, ucols, uoffs, u_lim, 0, HINT)
+            d3 = _load_units(du_ptr, r3, n_rows, du_stride, ucols, uoffs, u_lim, 0, HINT)
             if PF > 0:
                 _prefetch_rows(yu_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, yu_stride, u0, pf_bytes)
                 _prefetch_rows(du_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, du_stride, u0, pf_bytes)
-        if r1 < n_rows:
-            _publish_one(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, dot1)
-        dot, ok = _await_sum(base0, j, w, spin_budget, SPLIT, SPLIT_P2)
+        if SPLIT == 1:  # the whole row in this program: no exchange
+            dot = dot0
+            ok = 1
+        else:
+            if r1 < n_rows:
+                _publish_one(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, dot1)
+            dot, ok = _await_sum(base0, j, w, spin_budget, SPLIT, SPLIT_P2)
         if ok == 0:
             if FALLBACK:
                 r64 = tl.cast(row, tl.int64)
@@ -347,14 +383,19 @@ def _softmax_bwd_packed_kernel(
             else:
                 dot = dot + float("nan")
             spin_budget = 0
-        tl.store(dxu_ptr + tl.cast(row, tl.int64) * dxu_stride + ucols,
-                 _bwd_pass2(y0, d0, dot, PACKED, IS_BF16, ASM).to(dxu_ptr.dtype.element_ty), mask=u_mask)  # fmt: skip
+        _store_units(
+            dxu_ptr + tl.cast(row, tl.int64) * dxu_stride + ucols,
+            _bwd_pass2(y0, d0, dot, PACKED, IS_BF16, ASM).to(dxu_ptr.dtype.element_ty),
+            u_mask,
+            HINT,
+        )
         y0 = y1
         d0 = d1
         y1 = y2
         d1 = d2
         y2 = y3
         d2 = d3
+        dot0 = dot1
         j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
 
 
@@ -402,6 +443,7 @@ def softmax_forward_packed(
     per_sm: int | None = None, keep_e: int | None = None, early_load: int | None = None,
     l2_prefetch: int | None = None, maxnreg: int | None = None, max_spins: int = 1 << 20,
     groups: int | None = None, fallback: bool | None = None, depth: int | None = None, skew: int | None = None,
+    hint: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over rows of the 2-D ``x`` (unit column stride) into ``y``; returns the launch
     facts, or None (nothing launched) when one group does not fit on the GPU at once. Options left None
@@ -423,7 +465,7 @@ def softmax_forward_packed(
                 EARLY_LOAD=int(cfg["early_load"] if early_load is None else early_load),
                 PF=int(pf) if aligned and not interp else 0, FALLBACK=int(interp if fallback is None else fallback),
                 ASM=int(not interp), DEPTH=int(depth or cfg.get("depth", 2)), SKEW=int(skew or cfg.get("skew", 1)),
-                num_warps=num_warps)  # fmt: skip
+                HINT=int(cfg.get("hint", 0) if hint is None else hint), num_warps=num_warps)  # fmt: skip
     if (meta["SKEW"], meta["DEPTH"]) not in ((1, 2), (1, 3), (2, 2)):
         raise SolkitError(f"softmax packed: (skew, depth) must be (1, 2), (1, 3) or (2, 2), got {meta['SKEW']}, "
                           f"{meta['DEPTH']}")  # fmt: skip
@@ -438,7 +480,7 @@ def softmax_backward_packed(
     dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, *, block: int | None = None, num_warps: int | None = None,
     per_sm: int | None = None, early_load: int | None = None, l2_prefetch: int | None = None,
     maxnreg: int | None = None, max_spins: int = 1 << 20, groups: int | None = None, fallback: bool | None = None,
-    keep_e: int | None = None, depth: int | None = None, skew: int | None = None,
+    keep_e: int | None = None, depth: int | None = None, skew: int | None = None, hint: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``dx = y (dy - sum(y dy))`` over rows (2-D, unit column stride); as :func:`softmax_forward_packed`
     (``keep_e``, ``depth`` and ``skew``, forward options, are accepted and ignored, so one option dict serves
@@ -460,7 +502,8 @@ def softmax_backward_packed(
                 IS_BF16=int(y.dtype == torch.bfloat16),
                 EARLY_LOAD=int(cfg["early_load"] if early_load is None else early_load),
                 PF=int(pf) if aligned and not interp else 0, FALLBACK=int(interp if fallback is None else fallback),
-                ASM=int(not interp), num_warps=num_warps)  # fmt: skip
+                ASM=int(not interp), HINT=int(cfg.get("hint", 0) if hint is None else hint),
+                num_warps=num_warps)  # fmt: skip
     if not interp:
         meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * num_warps * 32) // 8 * 8)
     args = [y, dy, yu, du, dxu, partials, n_rows, n_cols, chunk_cols, y.stride(0), dy.stride(0), yu_stride,

@@ -54,6 +54,11 @@ from solkit.kernels.softmax_split import _dot_range, _online_max_sum, _softmax_s
 
 #: Widest row kept whole in registers; wider rows take the looped path.
 MAX_SINGLE_BLOCK_COLS = 16384
+#: Single-block kernels: streaming (``.cs``) stores of the output (``store_cs=None`` takes this).
+SINGLE_STORE_CS = 0
+#: Single-block backward: warps by row block width (``BLOCK_N``), where they differ from :func:`row_config`'s.
+#: H200 round 1 (session 5, 8192 x 14336 bf16): 16 warps 175.9 us against 32 warps 193.1.
+SINGLE_BWD_WARPS = {16384: 16}
 #: Chunk widths (elements) of the looped path, forward and backward (H200 sweep, bf16, 128256-wide rows:
 #: one 32-warp program per SM keeps the rows in flight few enough for the reverse pass to hit L2).
 LOOP_BLOCK = 16384
@@ -75,7 +80,19 @@ COOP_CONFIG = {
 
 
 @triton.jit
-def _softmax_fwd_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _store_rows(ptrs, v, mask, STORE_CS: tl.constexpr):
+    """``STORE_CS``: streaming stores (``.cs``: the written lines leave L2 first)."""
+    if STORE_CS:
+        tl.store(ptrs, v, mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(ptrs, v, mask=mask)
+
+
+@triton.jit
+def _softmax_fwd_kernel(
+    x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    STORE_CS: tl.constexpr = 0,
+):  # fmt: skip
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rows64 = rows.to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
@@ -85,13 +102,13 @@ def _softmax_fwd_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK_
     x = tl.where((cols < n_cols)[None, :], x, -float("inf"))
     e = tl.exp(x - tl.max(x, axis=1)[:, None])
     y = e * (1.0 / tl.sum(e, axis=1))[:, None]
-    tl.store(y_ptr + rows64[:, None] * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    _store_rows(y_ptr + rows64[:, None] * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask, STORE_CS)
 
 
 @triton.jit
 def _softmax_bwd_kernel(
     dy_ptr, y_ptr, dx_ptr, n_rows, n_cols, dy_stride, y_stride, dx_stride,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_CS: tl.constexpr = 0,
 ):  # fmt: skip
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rows64 = rows.to(tl.int64)
@@ -100,7 +117,7 @@ def _softmax_bwd_kernel(
     y = tl.load(y_ptr + rows64[:, None] * y_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(dy_ptr + rows64[:, None] * dy_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     dx = y * (dy - tl.sum(y * dy, axis=1)[:, None])
-    tl.store(dx_ptr + rows64[:, None] * dx_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    _store_rows(dx_ptr + rows64[:, None] * dx_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask, STORE_CS)
 
 
 @triton.jit
@@ -427,7 +444,9 @@ def _wide_path(coop, split, direction: str, t: torch.Tensor) -> str:
 
 #: Packed path (:mod:`solkit.kernels._softmax_packed`), when the caller leaves ``packed``, ``coop`` and
 #: ``split`` None: taken on a GPU if ``default`` and the row has at least ``min_cols`` columns.
-PACKED_DEFAULT = {"fwd": {"default": False, "min_cols": 16385}, "bwd": {"default": False, "min_cols": 16385}}
+#: H200 round 1 (session 5, bf16): packed against the looped default, forward / forward + backward, 8192 x 128256
+#: 1.258 / 2.937 ms against 1.394 / 3.307; 1024 x 262144 0.336 / 0.798 against 0.383 / 0.881 (split-row).
+PACKED_DEFAULT = {"fwd": {"default": True, "min_cols": 16385}, "bwd": {"default": True, "min_cols": 16385}}
 
 
 def _packed_opts(packed, coop, split, direction: str, t: torch.Tensor) -> dict | None:
@@ -458,6 +477,7 @@ def softmax_forward(
     coop_lookahead: int | None = None,
     split: bool | dict | None = None,
     packed: bool | dict | None = None,
+    store_cs: bool | None = None,
 ) -> torch.Tensor:
     """Softmax over the last dimension of ``x`` (any leading shape).
 
@@ -490,8 +510,9 @@ def softmax_forward(
         )
     else:
         _softmax_fwd_kernel[(triton.cdiv(n_rows, bm),)](
-            x2, y2, n_rows, n_cols, x2.stride(0), y2.stride(0), BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg
-        )
+            x2, y2, n_rows, n_cols, x2.stride(0), y2.stride(0), BLOCK_M=bm, BLOCK_N=bn,
+            STORE_CS=int(SINGLE_STORE_CS if store_cs is None else store_cs), num_warps=nw, maxnreg=maxnreg,
+        )  # fmt: skip
     return y2.view(x.shape)
 
 
@@ -511,6 +532,7 @@ def softmax_backward(
     coop_lookahead: int | None = None,
     split: bool | dict | None = None,
     packed: bool | dict | None = None,
+    store_cs: bool | None = None,
 ) -> torch.Tensor:
     """Gradient of softmax: ``dx = y * (dy - sum(y * dy))`` over the last dimension (paths as in the forward)."""
     y2 = check_rows(y, "softmax saved output", max_cols=None)
@@ -521,6 +543,8 @@ def softmax_backward(
     if opts is not None and softmax_backward_packed(dy2, y2, dx2, **opts) is not None:
         return dx2.view(y.shape)
     looped, bm, bn, nw = _plan(n_cols, y2.element_size(), max_single_block, loop_block, block_m, num_warps)
+    if not looped and bm == 1 and not (num_warps or block_m):
+        nw = SINGLE_BWD_WARPS.get(bn, nw)
     cfg = COOP_CONFIG["bwd"]
     path = _wide_path(coop, split, "bwd", y2) if looped else "single"
     strides = (dy2.stride(0), y2.stride(0), dx2.stride(0))
@@ -539,7 +563,8 @@ def softmax_backward(
     else:
         _softmax_bwd_kernel[(triton.cdiv(n_rows, bm),)](
             dy2, y2, dx2, n_rows, n_cols, dy2.stride(0), y2.stride(0), dx2.stride(0),
-            BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
+            BLOCK_M=bm, BLOCK_N=bn, STORE_CS=int(SINGLE_STORE_CS if store_cs is None else store_cs),
+            num_warps=nw, maxnreg=maxnreg,
         )  # fmt: skip
     return dx2.view(y.shape)
 
