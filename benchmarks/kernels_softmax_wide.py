@@ -96,6 +96,9 @@ VARIANTS = {
     ),
     "e16_h1_pf2": (_p(keep_e=1, hint=1, l2_prefetch=2), _p(early_load=0, block=4096, num_warps=8, per_sm=2)),
     "e16_nowait": (_p(keep_e=1, max_spins=0), _p(early_load=0, max_spins=0)),
+    "ebf": (_p(keep_e=2), None),  # bf16 exponentials kept, one fma.rn.bf16x2 per pair: timed even if it fails
+    "ebf_h1": (_p(keep_e=2, hint=1), None),
+    "sp1_16k_w16_ebf_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=1), None),
     "sp1_16k_w16": (_p(block=16384, num_warps=16, per_sm=1), _p(block=16384, num_warps=16, per_sm=1, early_load=0)),
     "sp1_16k_w16_e16_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1), None),
     "sp1_16k_w16_e16_h1_pf2": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1, l2_prefetch=2), None),
@@ -106,7 +109,7 @@ VARIANTS = {
     ),
     "pk_nowait": (_p(max_spins=0), _p(max_spins=0)),  # diagnostic: never wait (NaN rows), timed anyway
 }
-DIAG = {"pk_nowait"}
+DIAG = {"pk_nowait", "e16_nowait", "ebf", "ebf_h1", "sp1_16k_w16_ebf_h1"}
 RIVALS = ("liger", "compile", "eager")
 
 #: Plans: (shape, [(variant, modes)]) in order; a plan runs until its time budget is spent.
@@ -144,12 +147,14 @@ R2_FWD = (
     "e16_h1_pf2",
     "e16_nowait",
 )
+R2_FWD_ONLY = ("ebf", "ebf_h1")
 PLANS["round2"] = [
-    ("vocab8k", [("default", ALL3)] + [(v, ("fwd", "bwd")) for v in R2_FWD]
+    ("vocab8k", [("default", ALL3)] + [(v, ("fwd", "bwd")) for v in R2_FWD] + [(v, ("fwd",)) for v in R2_FWD_ONLY]
      + [("e16_h1", ("fwdbwd",)), ("compile", ("fwd", "fwdbwd")), ("looped", ("fwd", "fwdbwd"))]),
     ("inter", [("default", ALL3), ("single_cs", ("fwd", "bwd")), ("single_w16", ("fwd", "bwd")),
                ("single_w16_cs", ("fwd", "bwd")), ("liger", ("fwd",)), ("sp1_16k_w16", ("fwd", "bwd")),
-               ("sp1_16k_w16_e16_h1", ("fwd",)), ("sp1_16k_w16_e16_h1_pf2", ("fwd",)), ("e16_2k_w2_8", ("fwd", "bwd")),
+               ("sp1_16k_w16_e16_h1", ("fwd",)), ("sp1_16k_w16_e16_h1_pf2", ("fwd",)),
+               ("sp1_16k_w16_ebf_h1", ("fwd",)), ("e16_2k_w2_8", ("fwd", "bwd")),
                ("e16_h1", ("fwd", "bwd")), ("e16", ("fwd", "bwd")), ("compile", ("fwd", "fwdbwd"))]),
     ("256k", [("default", ALL3), ("split", ("fwd", "fwdbwd")), ("e16_h1", ("fwd", "bwd", "fwdbwd")),
               ("e16_2k_w2_8", ("fwd", "bwd")), ("e16_8k_w8_2", ("fwd", "bwd"))]),

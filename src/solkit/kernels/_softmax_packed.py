@@ -49,10 +49,12 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
-from solkit.kernels._ce_packed import _prefetch_rows
+from solkit.kernels._ce_packed import _pass1_packed, _pass2_packed, _prefetch_rows
 from solkit.kernels.cross_entropy_split import (
     L2E,
+    LN2,
     _pack,
+    _pair_sums,
     _poll_tagged,
     _publish_tagged,
     _tagged,
@@ -97,17 +99,15 @@ def _store_units(ptrs, v, mask, HINT: tl.constexpr):
 @triton.jit
 def _fwd_pass1(u, PACKED: tl.constexpr, IS_BF16: tl.constexpr, KEEP_E: tl.constexpr, ASM: tl.constexpr):
     """(max, m_ref, sum 2^((x - m_ref) L), what pass 2 keeps) of a chunk; m_ref = max, or 0 for a chunk
-    of padding only. Kept: the loaded units, or (``KEEP_E``) the exponentials (f16 pairs when packed)."""
+    of padding only. Kept: the loaded units, or the exponentials (``KEEP_E`` 1: f16 pairs when packed, 2: bf16
+    pairs for bf16 inputs: the cross-entropy kernel's :func:`~solkit.kernels._ce_packed._pass1_packed`)."""
+    E_BF16: tl.constexpr = (KEEP_E == 2) and IS_BF16
     if PACKED:
-        lo, hi = _unpack(u, IS_BF16)
-        m_c = tl.max(tl.maximum(lo, hi), axis=0)  # one block reduction for both halves
-        m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
-        e_lo = tl.exp2(lo * L2E - m_ref * L2E)
-        e_hi = tl.exp2(hi * L2E - m_ref * L2E)
-        s_c = tl.sum(e_lo + e_hi, axis=0)
         if KEEP_E:
-            kept = _pack(e_lo, e_hi, False, ASM)
+            m_c, m_ref, s_c, _sz, kept = _pass1_packed(u, u != 0, IS_BF16, False, E_BF16, ASM)
         else:
+            m_c, s_c, _sz = _pair_sums(u, u != 0, IS_BF16, False)
+            m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
             kept = u
     else:
         z = u.to(tl.float32)
@@ -137,8 +137,11 @@ def _fwd_pass2(kept, m_ref, big, total, PACKED: tl.constexpr, IS_BF16: tl.conste
     ``lse_2 = M L + log2 S``: one FFMA and one EX2 per element), else fp32 ``exp(x - M) / S`` (the exact
     difference first: fp32 inputs keep torch's accuracy)."""
     if PACKED:
+        E_BF16: tl.constexpr = (KEEP_E == 2) and IS_BF16
         lse2 = big * L2E + _log2(total, ASM)
-        if KEEP_E:
+        if E_BF16:  # one fma.rn.bf16x2 per pair (three bf16 roundings per value)
+            return _pass2_packed(kept, m_ref, lse2 * LN2, 1.0, tl.zeros([], dtype=tl.float32), IS_BF16, True, ASM)
+        elif KEEP_E:
             c = tl.exp2(m_ref * L2E - lse2)
             e_lo, e_hi = _unpack(kept, False)
             return _pack(e_lo * c, e_hi * c, IS_BF16, ASM)
