@@ -21,7 +21,7 @@ done
 wait $PIDS
 echo "warm done at $(( $(date +%s) - START ))s"; tail -q -n 2 "$OUT"/warm*.log "$OUT"/compile.log
 T=$(left)
-[ "$T" -gt 40 ] && timeout $(( T - 36 )) python3 kernels_softmax_wide.py --plan round2 --reps 30 \
+[ "$T" -gt 40 ] && timeout $(( T - 36 )) python3 kernels_softmax_wide.py --plan round2 --reps 25 \
   --out "$OUT/kernels_softmax_wide_round2.json" --budget-s $(( T - 44 )) 2>&1 | tee "$OUT/round2.txt" | tail -n 80
 cd ..
 T=$(left)

@@ -45,8 +45,13 @@ PATHS = {
     "packed_late": {"packed": {"block": 128, "groups": 2, "early_load": 0, "skew": 2}},
     "packed_gpu": {"packed": True},
     "packed_gpu_2k": {"packed": {"block": 2048, "num_warps": 4, "per_sm": 4, "keep_e": 1, "skew": 2}},
-    "packed_gpu_d3": {"packed": {"block": 2048, "num_warps": 4, "per_sm": 4, "depth": 3, "l2_prefetch": 2}},
-    "packed_gpu_8k": {"packed": {"block": 8192, "num_warps": 8, "per_sm": 2, "l2_prefetch": 0, "early_load": 0}},
+    "packed_gpu_d3": {
+        "packed": {"block": 2048, "num_warps": 4, "per_sm": 4, "depth": 3, "l2_prefetch": 2, "hint": 1, "early_load": 1}
+    },
+    "packed_gpu_8k": {
+        "packed": {"block": 8192, "num_warps": 8, "per_sm": 2, "l2_prefetch": 0, "early_load": 0, "keep_e": 0}
+    },
+    "packed_gpu_sp1": {"packed": {"block": 16384, "num_warps": 16, "per_sm": 1, "hint": 2, "keep_e": 2}},
     "coop_gpu": {"coop": True},
     "split_gpu": {"split": True},
     "split_gpu_1per_sm": {"split": {"segment": 32768, "chunk": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 0}},
@@ -218,7 +223,7 @@ def test_packed_timeout_gives_nan_not_a_hang(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", ["packed_gpu", "packed_gpu_2k", "packed_gpu_d3", "packed_gpu_8k"])
+@pytest.mark.parametrize("path", ["packed_gpu", "packed_gpu_2k", "packed_gpu_d3", "packed_gpu_8k", "packed_gpu_sp1"])
 @pytest.mark.parametrize(
     "shape,dtype",
     [((300, 128256), torch.bfloat16), ((1, 128256), torch.bfloat16), ((5, 262144), torch.bfloat16),
