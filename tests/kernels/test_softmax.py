@@ -51,7 +51,7 @@ PATHS = {
     "packed_gpu_8k": {
         "packed": {"block": 8192, "num_warps": 8, "per_sm": 2, "l2_prefetch": 0, "early_load": 0, "keep_e": 0}
     },
-    "packed_gpu_sp1": {"packed": {"block": 16384, "num_warps": 16, "per_sm": 1, "hint": 2, "keep_e": 2}},
+    "packed_gpu_sp1": {"packed": {"block": 16384, "num_warps": 16, "per_sm": 1, "hint": 2, "keep_e": 1}},
     "coop_gpu": {"coop": True},
     "split_gpu": {"split": True},
     "split_gpu_1per_sm": {"split": {"segment": 32768, "chunk": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 0}},
