@@ -103,6 +103,9 @@ VARIANTS = {
     "sp1_16k_w16_e16_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1), None),
     "sp1_16k_w16_e16_h1_pf2": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1, l2_prefetch=2), None),
     "single_cs": ({"packed": False, "store_cs": True}, {"packed": False, "store_cs": True}),
+    "single_1r": ({"packed": False, "one_row": True}, None),
+    "single_1r_cs": ({"packed": False, "one_row": True, "store_cs": True}, None),
+    "single_1r_w16_cs": ({"packed": False, "one_row": True, "store_cs": True, "num_warps": 16}, None),
     "single_w16_cs": (
         {"packed": False, "num_warps": 16, "store_cs": True},
         {"packed": False, "num_warps": 16, "store_cs": True},
@@ -151,7 +154,8 @@ R2_FWD_ONLY = ("ebf", "ebf_h1")
 PLANS["round2"] = [
     ("vocab8k", [("default", ALL3)] + [(v, ("fwd", "bwd")) for v in R2_FWD] + [(v, ("fwd",)) for v in R2_FWD_ONLY]
      + [("e16_h1", ("fwdbwd",)), ("compile", ("fwd", "fwdbwd")), ("looped", ("fwd", "fwdbwd"))]),
-    ("inter", [("default", ALL3), ("single_cs", ("fwd", "bwd")), ("single_w16", ("fwd", "bwd")),
+    ("inter", [("default", ALL3), ("single_1r", ("fwd",)), ("single_1r_cs", ("fwd",)), ("single_1r_w16_cs", ("fwd",)),
+               ("single_cs", ("fwd", "bwd")), ("single_w16", ("fwd", "bwd")),
                ("single_w16_cs", ("fwd", "bwd")), ("liger", ("fwd",)), ("sp1_16k_w16", ("fwd", "bwd")),
                ("sp1_16k_w16_e16_h1", ("fwd",)), ("sp1_16k_w16_e16_h1_pf2", ("fwd",)),
                ("sp1_16k_w16_ebf_h1", ("fwd",)), ("e16_2k_w2_8", ("fwd", "bwd")),

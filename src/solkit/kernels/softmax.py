@@ -54,8 +54,10 @@ from solkit.kernels.softmax_split import _dot_range, _online_max_sum, _softmax_s
 
 #: Widest row kept whole in registers; wider rows take the looped path.
 MAX_SINGLE_BLOCK_COLS = 16384
-#: Single-block kernels: streaming (``.cs``) stores of the output (``store_cs=None`` takes this).
+#: Single-block kernels: streaming (``.cs``) stores of the output (``store_cs=None`` takes this), and (forward)
+#: one row per program as 1-D tensors (``one_row=None`` takes this) instead of a ``[1, BLOCK_N]`` tile.
 SINGLE_STORE_CS = 0
+SINGLE_ONE_ROW = 0
 #: Single-block backward: warps by row block width (``BLOCK_N``), where they differ from :func:`row_config`'s.
 #: H200 round 1 (session 5, 8192 x 14336 bf16): 16 warps 175.9 us against 32 warps 193.1.
 SINGLE_BWD_WARPS = {16384: 16}
@@ -91,18 +93,26 @@ def _store_rows(ptrs, v, mask, STORE_CS: tl.constexpr):
 @triton.jit
 def _softmax_fwd_kernel(
     x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    STORE_CS: tl.constexpr = 0,
+    STORE_CS: tl.constexpr = 0, ONE_ROW: tl.constexpr = 0,
 ):  # fmt: skip
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rows64 = rows.to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)
-    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    # Padding columns get -inf (probability 0); rows past the end stay 0 so they never compute inf - inf.
-    x = tl.where((cols < n_cols)[None, :], x, -float("inf"))
-    e = tl.exp(x - tl.max(x, axis=1)[:, None])
-    y = e * (1.0 / tl.sum(e, axis=1))[:, None]
-    _store_rows(y_ptr + rows64[:, None] * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask, STORE_CS)
+    if ONE_ROW:  # BLOCK_M = 1 as 1-D tensors: padding loaded as -inf, no select
+        row = tl.program_id(0).to(tl.int64)
+        offs = tl.arange(0, BLOCK_N)
+        xr = tl.load(x_ptr + row * x_stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+        er = tl.exp(xr - tl.max(xr, axis=0))
+        yr = er * (1.0 / tl.sum(er, axis=0))
+        _store_rows(y_ptr + row * y_stride + offs, yr.to(y_ptr.dtype.element_ty), offs < n_cols, STORE_CS)
+    else:
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        rows64 = rows.to(tl.int64)
+        cols = tl.arange(0, BLOCK_N)
+        mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        # Padding columns get -inf (probability 0); rows past the end stay 0 so they never compute inf - inf.
+        x = tl.where((cols < n_cols)[None, :], x, -float("inf"))
+        e = tl.exp(x - tl.max(x, axis=1)[:, None])
+        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+        _store_rows(y_ptr + rows64[:, None] * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask, STORE_CS)
 
 
 @triton.jit
@@ -478,6 +488,7 @@ def softmax_forward(
     split: bool | dict | None = None,
     packed: bool | dict | None = None,
     store_cs: bool | None = None,
+    one_row: bool | None = None,
 ) -> torch.Tensor:
     """Softmax over the last dimension of ``x`` (any leading shape).
 
@@ -511,7 +522,8 @@ def softmax_forward(
     else:
         _softmax_fwd_kernel[(triton.cdiv(n_rows, bm),)](
             x2, y2, n_rows, n_cols, x2.stride(0), y2.stride(0), BLOCK_M=bm, BLOCK_N=bn,
-            STORE_CS=int(SINGLE_STORE_CS if store_cs is None else store_cs), num_warps=nw, maxnreg=maxnreg,
+            STORE_CS=int(SINGLE_STORE_CS if store_cs is None else store_cs),
+            ONE_ROW=int(bm == 1 and (SINGLE_ONE_ROW if one_row is None else one_row)), num_warps=nw, maxnreg=maxnreg,
         )  # fmt: skip
     return y2.view(x.shape)
 
