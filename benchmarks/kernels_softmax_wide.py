@@ -153,7 +153,7 @@ R2_FWD = (
 R2_FWD_ONLY = ("ebf", "ebf_h1")
 PLANS["round2"] = [
     ("vocab8k", [("default", ALL3)] + [(v, ("fwd", "bwd")) for v in R2_FWD] + [(v, ("fwd",)) for v in R2_FWD_ONLY]
-     + [("e16_h1", ("fwdbwd",)), ("compile", ("fwd", "fwdbwd")), ("looped", ("fwd", "fwdbwd"))]),
+     + [("e16_h1", ("fwdbwd",)), ("looped", ("fwd", "fwdbwd"))]),
     ("inter", [("default", ALL3), ("single_1r", ("fwd",)), ("single_1r_cs", ("fwd",)), ("single_1r_w16_cs", ("fwd",)),
                ("single_cs", ("fwd", "bwd")), ("single_w16", ("fwd", "bwd")),
                ("single_w16_cs", ("fwd", "bwd")), ("liger", ("fwd",)), ("sp1_16k_w16", ("fwd", "bwd")),
@@ -163,6 +163,7 @@ PLANS["round2"] = [
     ("256k", [("default", ALL3), ("split", ("fwd", "fwdbwd")), ("e16_h1", ("fwd", "bwd", "fwdbwd")),
               ("e16_2k_w2_8", ("fwd", "bwd")), ("e16_8k_w8_2", ("fwd", "bwd"))]),
     ("vocab4k", [("default", ALL3), ("looped", ("fwd", "fwdbwd")), ("e16_h1", ("fwd", "bwd", "fwdbwd"))]),
+    ("vocab8k", [("compile", ("fwd", "fwdbwd"))]),  # last: compiles here if the warm-up process ran out of time
 ]  # fmt: skip
 COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k")}
 
