@@ -252,3 +252,13 @@ def test_softmax_packed_launches_gpu():
     dx = torch.empty_like(x)
     dy = torch.randn_like(x)
     assert softmax_backward_packed(dy, y, dx) is not None
+
+
+def test_packed_default_by_width():
+    """The packed path is the default for 16-bit rows over 16384 wide (both directions) and for the forward
+    of 12289-16384-wide rows (one chunk per row); never for fp32 or narrow rows."""
+    from solkit.kernels.softmax import default_packed_options as opts
+
+    assert opts("fwd", 128256, torch.bfloat16) == {} and opts("bwd", 262144, torch.float16) == {}
+    assert opts("fwd", 14336, torch.bfloat16)["block"] == 16384 and opts("bwd", 14336, torch.bfloat16) is None
+    assert opts("fwd", 4096, torch.bfloat16) is None and opts("fwd", 128256, torch.float32) is None

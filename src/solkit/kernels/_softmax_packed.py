@@ -50,6 +50,7 @@ import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels._ce_packed import _pass1_packed, _pass2_packed, _prefetch_rows
+from solkit.kernels._utils import config_for_width
 from solkit.kernels.cross_entropy_split import (
     L2E,
     LN2,
@@ -66,13 +67,17 @@ from solkit.kernels.cross_entropy_split import (
 )
 from solkit.kernels.softmax_split import _dot_range, _online_max_sum
 
-#: Launch defaults (``block``: widest chunk per program; ``per_sm``: resident programs per SM). H200 round 1
-#: (session 5, 8192 x 128256 bf16): forward with f16 exponentials kept 1.189 ms against 1.258 recomputed; backward
-#: with the next row's load after pass 1 1.573 ms against 1.668 before it (docs/kernels/norms.md).
+#: Launch defaults (``block``: widest chunk per program; ``per_sm``: resident programs per SM; ``keep_e``: pass 1's
+#: exponentials kept, 1 as f16 pairs, 2 as bf16 pairs for bf16 inputs; ``hint``: 1 streaming stores, 2 also
+#: ``evict_first`` loads); ``by_width``: keys that change for rows at least ``W`` wide (padded to a power of 2).
+#: H200 (session 5, bf16), 8192 x 128256: forward f16 exponentials + hint 2 1157.8 us (recomputed exponentials
+#: 1257.9, round 1); backward with the next row's load after pass 1 1572.6 against 1668.5 before it. 1024 x 262144
+#: forward: 8192-column chunks, 8 warps, 2 per SM 311.1 us against 322.7 (docs/kernels/norms.md).
 PACKED_CONFIG = {
-    "fwd": {"block": 4096, "num_warps": 4, "per_sm": 4, "keep_e": 1, "early_load": 1, "l2_prefetch": 1},
-    "bwd": {"block": 2048, "num_warps": 4, "per_sm": 4, "early_load": 0, "l2_prefetch": 1},
-}
+    "fwd": {"block": 4096, "num_warps": 4, "per_sm": 4, "keep_e": 1, "early_load": 1, "l2_prefetch": 1, "hint": 2,
+            "by_width": {262144: {"block": 8192, "num_warps": 8, "per_sm": 2}}},
+    "bwd": {"block": 2048, "num_warps": 4, "per_sm": 4, "early_load": 0, "l2_prefetch": 1, "hint": 0},
+}  # fmt: skip
 
 
 @triton.jit
@@ -451,7 +456,7 @@ def softmax_forward_packed(
     """``y = softmax(x)`` over rows of the 2-D ``x`` (unit column stride) into ``y``; returns the launch
     facts, or None (nothing launched) when one group does not fit on the GPU at once. Options left None
     come from :data:`PACKED_CONFIG` ``["fwd"]``; ``fallback`` defaults to True under the interpreter."""
-    cfg = PACKED_CONFIG["fwd"]
+    cfg = config_for_width(PACKED_CONFIG["fwd"], x.shape[1])
     block, num_warps, per_sm = block or cfg["block"], num_warps or cfg["num_warps"], per_sm or cfg["per_sm"]
     n_rows, n_cols = x.shape
     interp = x.device.type != "cuda" or _interp()
@@ -488,7 +493,7 @@ def softmax_backward_packed(
     """``dx = y (dy - sum(y dy))`` over rows (2-D, unit column stride); as :func:`softmax_forward_packed`
     (``keep_e``, ``depth`` and ``skew``, forward options, are accepted and ignored, so one option dict serves
     both)."""
-    cfg = PACKED_CONFIG["bwd"]
+    cfg = config_for_width(PACKED_CONFIG["bwd"], y.shape[1])
     block, num_warps, per_sm = block or cfg["block"], num_warps or cfg["num_warps"], per_sm or cfg["per_sm"]
     n_rows, n_cols = y.shape
     interp = y.device.type != "cuda" or _interp()

@@ -21,7 +21,7 @@ Five paths:
   ``sum(y * dy)``) as tagged 64-bit words, and overlap the exchange with the next row's pass 1 and the
   loads of the two rows after it (plus one row of L2 bulk prefetch): one read, one write, the design of the
   packed cross-entropy kernel. Taken when ``packed`` is True or a dict of ``PACKED_CONFIG``
-  overrides, or by default per :data:`PACKED_DEFAULT` (``default``, ``min_cols``) on a GPU;
+  overrides, or by default per :data:`PACKED_DEFAULT` (16-bit inputs, by row width) on a GPU;
 * **split-row** (wide rows; :mod:`solkit.kernels.softmax_split`): programs split each row into
   segments, publish per-segment statistics, and re-read their segment from L2 for the output: one
   DRAM read. The default on a GPU when one row per SM would overflow the L2 (:data:`SPLIT_CONFIG`);
@@ -54,9 +54,11 @@ from solkit.kernels.softmax_split import _dot_range, _online_max_sum, _softmax_s
 
 #: Widest row kept whole in registers; wider rows take the looped path.
 MAX_SINGLE_BLOCK_COLS = 16384
-#: Single-block kernels: streaming (``.cs``) stores of the output (``store_cs=None`` takes this), and (forward)
-#: one row per program as 1-D tensors (``one_row=None`` takes this) instead of a ``[1, BLOCK_N]`` tile.
-SINGLE_STORE_CS = 0
+#: Single-block kernels: streaming (``.cs``) stores of the output by row block width (``BLOCK_N``; ``store_cs=None``
+#: takes this), and (forward) one row per program as 1-D tensors (``one_row=None`` takes this) instead of a
+#: ``[1, BLOCK_N]`` tile. H200 (session 5 round 2, 8192 x 14336 bf16): forward 127.0 us with streaming stores
+#: against 133.9, backward 173.5 against 185.4; 1-D rows 128.4 (no gain kept).
+SINGLE_STORE_CS = {16384: 1}
 SINGLE_ONE_ROW = 0
 #: Single-block backward: warps by row block width (``BLOCK_N``), where they differ from :func:`row_config`'s.
 #: H200 round 1 (session 5, 8192 x 14336 bf16): 16 warps 175.9 us against 32 warps 193.1.
@@ -452,21 +454,39 @@ def _wide_path(coop, split, direction: str, t: torch.Tensor) -> str:
     return "looped"
 
 
-#: Packed path (:mod:`solkit.kernels._softmax_packed`), when the caller leaves ``packed``, ``coop`` and
-#: ``split`` None: taken on a GPU if ``default`` and the row has at least ``min_cols`` columns.
-#: H200 round 1 (session 5, bf16): packed against the looped default, forward / forward + backward, 8192 x 128256
-#: 1.258 / 2.937 ms against 1.394 / 3.307; 1024 x 262144 0.336 / 0.798 against 0.383 / 0.881 (split-row).
-PACKED_DEFAULT = {"fwd": {"default": True, "min_cols": 16385}, "bwd": {"default": True, "min_cols": 16385}}
+#: Packed path (:mod:`solkit.kernels._softmax_packed`), when the caller leaves ``packed``, ``coop`` and ``split``
+#: None: taken on a GPU for 16-bit inputs (the measured case; fp32 keeps the other paths) if ``default``, with the
+#: launch options of the first ``ranges`` entry ``(min_cols, max_cols, options)`` that holds the row width.
+#: H200 (session 5, bf16): packed against the previous defaults, forward / forward + backward, 8192 x 128256
+#: 1.188 / 2.772 ms against looped 1.389 / 3.317; 1024 x 262144 0.323 / 0.763 against split-row 0.380 / 0.872;
+#: 8192 x 14336 forward with one chunk per row (no exchange), bf16 exponentials: 120.2 us against single-block
+#: 133.9 (Liger 126.5). Round 2 (docs/kernels/norms.md).
+PACKED_DEFAULT = {
+    "fwd": {"default": True, "ranges": [(12289, 16384, {"block": 16384, "num_warps": 16, "per_sm": 1, "keep_e": 2,
+                                                         "hint": 1}), (16385, None, {})]},
+    "bwd": {"default": True, "ranges": [(16385, None, {})]},
+}  # fmt: skip
+
+
+def default_packed_options(direction: str, n_cols: int, dtype: torch.dtype) -> dict | None:
+    """:data:`PACKED_DEFAULT`'s launch options for rows of ``n_cols`` (``direction`` "fwd" or "bwd"), or None
+    when the packed path is not the default there (fp32, narrow rows)."""
+    cfg = PACKED_DEFAULT[direction]
+    if not cfg["default"] or dtype not in (torch.bfloat16, torch.float16):
+        return None
+    for lo, hi, opts in cfg["ranges"]:
+        if n_cols >= lo and (hi is None or n_cols <= hi):
+            return dict(opts)
+    return None
 
 
 def _packed_opts(packed, coop, split, direction: str, t: torch.Tensor) -> dict | None:
     """Launch options of the packed path, or None when it is not taken: an explicit ``packed`` wins, an
     explicit ``coop``/``split`` excludes it, else :data:`PACKED_DEFAULT` on a GPU."""
     if packed is None:
-        cfg = PACKED_DEFAULT[direction]
-        if coop is not None or split is not None or not cfg["default"] or not t.is_cuda or interpreting():
+        if coop is not None or split is not None or not t.is_cuda or interpreting():
             return None
-        return {} if t.shape[-1] >= cfg["min_cols"] else None
+        return default_packed_options(direction, t.shape[-1], t.dtype)
     if isinstance(packed, dict):  # (an empty dict: the packed path with its defaults)
         return dict(packed)
     return {} if packed else None
@@ -522,7 +542,7 @@ def softmax_forward(
     else:
         _softmax_fwd_kernel[(triton.cdiv(n_rows, bm),)](
             x2, y2, n_rows, n_cols, x2.stride(0), y2.stride(0), BLOCK_M=bm, BLOCK_N=bn,
-            STORE_CS=int(SINGLE_STORE_CS if store_cs is None else store_cs),
+            STORE_CS=int(SINGLE_STORE_CS.get(bn, 0) if store_cs is None else store_cs),
             ONE_ROW=int(bm == 1 and (SINGLE_ONE_ROW if one_row is None else one_row)), num_warps=nw, maxnreg=maxnreg,
         )  # fmt: skip
     return y2.view(x.shape)
@@ -575,7 +595,7 @@ def softmax_backward(
     else:
         _softmax_bwd_kernel[(triton.cdiv(n_rows, bm),)](
             dy2, y2, dx2, n_rows, n_cols, dy2.stride(0), y2.stride(0), dx2.stride(0),
-            BLOCK_M=bm, BLOCK_N=bn, STORE_CS=int(SINGLE_STORE_CS if store_cs is None else store_cs),
+            BLOCK_M=bm, BLOCK_N=bn, STORE_CS=int(SINGLE_STORE_CS.get(bn, 0) if store_cs is None else store_cs),
             num_warps=nw, maxnreg=maxnreg,
         )  # fmt: skip
     return dx2.view(y.shape)
