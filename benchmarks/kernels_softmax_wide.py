@@ -98,6 +98,7 @@ VARIANTS = {
     "e16_nowait": (_p(keep_e=1, max_spins=0), _p(early_load=0, max_spins=0)),
     "ebf": (_p(keep_e=2), None),  # bf16 exponentials kept, one fma.rn.bf16x2 per pair: timed even if it fails
     "ebf_h1": (_p(keep_e=2, hint=1), None),
+    "ebf_h2": (_p(keep_e=2, hint=2), None),
     "sp1_16k_w16_ebf_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=1), None),
     "sp1_16k_w16": (_p(block=16384, num_warps=16, per_sm=1), _p(block=16384, num_warps=16, per_sm=1, early_load=0)),
     "sp1_16k_w16_e16_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1), None),
@@ -112,7 +113,7 @@ VARIANTS = {
     ),
     "pk_nowait": (_p(max_spins=0), _p(max_spins=0)),  # diagnostic: never wait (NaN rows), timed anyway
 }
-DIAG = {"pk_nowait", "e16_nowait", "ebf", "ebf_h1", "sp1_16k_w16_ebf_h1"}
+DIAG = {"pk_nowait", "e16_nowait", "ebf", "ebf_h1", "ebf_h2", "sp1_16k_w16_ebf_h1"}
 RIVALS = ("liger", "compile", "eager")
 
 #: Plans: (shape, [(variant, modes)]) in order; a plan runs until its time budget is spent.
@@ -165,7 +166,17 @@ PLANS["round2"] = [
     ("vocab4k", [("default", ALL3), ("looped", ("fwd", "fwdbwd")), ("e16_h1", ("fwd", "bwd", "fwdbwd"))]),
     ("vocab8k", [("compile", ("fwd", "fwdbwd"))]),  # last: compiles here if the warm-up process ran out of time
 ]  # fmt: skip
-COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k")}
+#: The table of record (round 3): the module defaults at every shape, the previous wide-row default, the rivals at
+#: 14336 (Liger refuses rows over 65536; torch.compile at 128256 is in round 2: its compile alone takes ~15 s).
+PLANS["record"] = [
+    ("inter", [("default", ALL3), ("liger", ("fwd", "fwdbwd")), ("compile", ("fwd", "fwdbwd")),
+               ("eager", ("fwd", "fwdbwd"))]),
+    ("vocab8k", [("default", ALL3), ("looped", ("fwd", "fwdbwd")), ("ebf_h2", ("fwd",)), ("eager", ("fwd", "fwdbwd"))]),
+    ("256k", [("default", ALL3), ("split", ("fwd", "fwdbwd"))]),
+    ("vocab4k", [("default", ALL3)]),
+    ("hidden", [("default", ("fwd", "fwdbwd"))]),
+]  # fmt: skip
+COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record": ("inter",)}
 
 
 def elapsed() -> float:
