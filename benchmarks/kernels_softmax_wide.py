@@ -100,6 +100,7 @@ VARIANTS = {
     "ebf_h1": (_p(keep_e=2, hint=1), None),
     "ebf_h2": (_p(keep_e=2, hint=2), None),
     "sp1_16k_w16_ebf_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=1), None),
+    "sp1_16k_w16_ebf_h2": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=2), None),
     "sp1_16k_w16": (_p(block=16384, num_warps=16, per_sm=1), _p(block=16384, num_warps=16, per_sm=1, early_load=0)),
     "sp1_16k_w16_e16_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1), None),
     "sp1_16k_w16_e16_h1_pf2": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1, l2_prefetch=2), None),
@@ -113,7 +114,7 @@ VARIANTS = {
     ),
     "pk_nowait": (_p(max_spins=0), _p(max_spins=0)),  # diagnostic: never wait (NaN rows), timed anyway
 }
-DIAG = {"pk_nowait", "e16_nowait", "ebf", "ebf_h1", "ebf_h2", "sp1_16k_w16_ebf_h1"}
+DIAG = {"pk_nowait", "e16_nowait", "ebf", "ebf_h1", "ebf_h2", "sp1_16k_w16_ebf_h1", "sp1_16k_w16_ebf_h2"}
 RIVALS = ("liger", "compile", "eager")
 
 #: Plans: (shape, [(variant, modes)]) in order; a plan runs until its time budget is spent.
@@ -170,7 +171,7 @@ PLANS["round2"] = [
 #: 14336 (Liger refuses rows over 65536; torch.compile at 128256 is in round 2: its compile alone takes ~15 s).
 PLANS["record"] = [
     ("inter", [("default", ALL3), ("liger", ("fwd", "fwdbwd")), ("compile", ("fwd", "fwdbwd")),
-               ("eager", ("fwd", "fwdbwd"))]),
+               ("eager", ("fwd", "fwdbwd")), ("sp1_16k_w16_ebf_h2", ("fwd",))]),
     ("vocab8k", [("default", ALL3), ("looped", ("fwd", "fwdbwd")), ("ebf_h2", ("fwd",)), ("eager", ("fwd", "fwdbwd"))]),
     ("256k", [("default", ALL3), ("split", ("fwd", "fwdbwd"))]),
     ("vocab4k", [("default", ALL3)]),
