@@ -86,7 +86,12 @@ LAYERNORM_CONFIG = {
             "bwd_num_warps": 16,
             "bwd_programs_per_sm": 1,
             "bwd_prefetch": 2,
-            "bwd_fused_reduce": False,  # not yet measured at this width
+            # Session 5 round 2 (kernels_normbwd_h200_r2.json, 8192 x 8192, 6 alternating A/B rounds): the TMA
+            # kernel (rows pipelined through shared memory, 4 stages) 115.14 us against the pointer kernel's
+            # 120.75 (per-round ratio 0.953-0.958; after the forward 185.07 against 190.14); the in-kernel dW
+            # reduction was slower here (136.75: one 16-warp program an SM reduces 2 x 8192 columns alone).
+            "bwd_tma_stages": 4,
+            "bwd_fused_reduce": False,
             "bwd_balanced": False,
             "fwd_chunk": 8192,
             "fwd_looped_num_warps": 8,

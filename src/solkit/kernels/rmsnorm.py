@@ -91,7 +91,9 @@ RMSNORM_CONFIG = {
     "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
     # Session 5 (kernels_normbwd_h200_r1.json, 8192 x 4096, backward alone): dW summed inside the kernel after a
     # grid barrier, over a balanced grid (256 programs of 32 rows, not 264 of 31-32): RMSNorm 53.50 us against
-    # 53.60, add+RMSNorm 66.75 against 68.45 (LayerNorm 55.92 against 57.50).
+    # 53.60, add+RMSNorm 66.75 against 68.45 (LayerNorm 55.92 against 57.50). Round 2 A/B (6 rounds): RMSNorm a
+    # tie (per-round ratio 0.985-1.011 alone, 0.997-1.002 after the forward), add+RMSNorm 1.4 % / 2.3 % faster.
+    # The TMA kernel (``bwd_tma_stages``) was 19 % slower at this width.
     "bwd_fused_reduce": True,
     "bwd_balanced": True,
     # Wider rows (Llama-3-70B, 8192), H200 sweep at 8192x8192 (kernels_norm_round4a.json, us). Backward:
@@ -117,7 +119,9 @@ RMSNORM_CONFIG = {
             "bwd_num_warps_ds": 16,
             "bwd_programs_per_sm": 1,
             "bwd_prefetch": 1,
-            "bwd_fused_reduce": False,  # not yet measured at this width
+            # Session 5 round 2 (kernels_normbwd_h200_r2.json, 8192 x 8192): the separate reduction stays (104.45
+            # us against 105.58 fused + balanced); the TMA kernel was slower (131.30).
+            "bwd_fused_reduce": False,
             "bwd_balanced": False,
             "fwd": {"min_tile": 8192, "bytes_per_thread": 64, "num_warps": 16, "chunk": 8192, "looped_num_warps": 16},
             "fwd_residual": {
