@@ -60,6 +60,7 @@ NAMED = {
     "coopk16g16": dataclasses.replace(COOP, group_m=16),
     "coopk16e": dataclasses.replace(COOP, res_early=True),
     "coopk32e": dataclasses.replace(COOP, res_k=32, res_early=True),
+    "coopk16rs4": dataclasses.replace(COOP, res_split=4),
 }
 
 
@@ -236,6 +237,7 @@ def phase_time(args: argparse.Namespace) -> int:
             ("cuBLAS mm (no residual)", lambda x, w, r: torch.matmul(x, w.t()), False),
             ("cuBLAS addmm (beta=1)", lambda x, w, r: torch.addmm(r, x, w.t()), True),
             ("triton fused (gemm.py)", lambda x, w, r: G.gemm(x, w, residual=r, config=tcfg), True),
+            ("solkit gemm() default dispatch", lambda x, w, r: G.gemm(x, w, residual=r), True),
         ]
         for name in args.configs:
             variants.append((f"gluon {name}", lambda x, w, r, c=NAMED[name]: GG.gemm_gluon(x, w, None, r, config=c),
@@ -255,6 +257,8 @@ def phase_time(args: argparse.Namespace) -> int:
                 allowed = 2 * torch_err + 1e-3
                 row.update(rel_err=err, allowed_rel_err=allowed,
                            correct=bool(torch.isfinite(out).all().item()) and err <= allowed)  # fmt: skip
+                if name.startswith("solkit gemm()"):
+                    row["launch"] = {k: G.LAST_LAUNCH.get(k) for k in ("kernel", "family", "regime", "config")}
                 if row["correct"]:
                     fns[name] = fn
             except Exception as e:  # noqa: BLE001

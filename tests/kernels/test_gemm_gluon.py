@@ -80,6 +80,28 @@ def test_gemm_backend_gluon_dispatches():
     assert G.LAST_LAUNCH["kernel"] != "gluon_ws"
 
 
+@pytest.mark.gpu
+def test_gemm_default_backend_auto(monkeypatch):
+    """The default ("auto"): the Gluon kernel from GLUON_MIN_M rows, the Triton kernels below and when
+    SOLKIT_GEMM_BACKEND=triton; a LAST_LAUNCH config of the Gluon kernel runs it again."""
+    _needs_gluon()
+    monkeypatch.delenv("SOLKIT_GEMM_BACKEND", raising=False)
+    x, w, _, r = _case(G.GLUON_MIN_M + 8, 256, 128, torch.bfloat16, False, True, "none", seed=9)
+    ref = G.reference(x, w, None, r)
+    budget = 2 * _rel(torch.addmm(r, x, w.t()), ref) + 1e-3
+    assert _rel(G.gemm(x, w, residual=r), ref) <= budget
+    assert G.LAST_LAUNCH["kernel"] == "gluon_ws"
+    cfg = {"kernel": "gluon_ws", **G.LAST_LAUNCH["config"]}
+    y = torch.full_like(r, float("nan"))
+    G.gemm(x, w, residual=r, config=cfg, out=y)
+    assert G.LAST_LAUNCH["kernel"] == "gluon_ws" and _rel(y, ref) <= budget
+    G.gemm(x[: G.GLUON_MIN_M - 24], w, residual=r[: G.GLUON_MIN_M - 24])
+    assert G.LAST_LAUNCH["kernel"] == "tma_persistent"
+    monkeypatch.setenv("SOLKIT_GEMM_BACKEND", "triton")
+    G.gemm(x, w, residual=r)
+    assert G.LAST_LAUNCH["kernel"] == "tma_persistent"
+
+
 def test_supports_rejects_what_the_kernel_cannot_take():
     x = torch.zeros(8, 64, dtype=torch.bfloat16)
     w = torch.zeros(32, 64, dtype=torch.bfloat16)
@@ -107,7 +129,8 @@ def test_backend_gluon_falls_back_without_a_gpu():
 
 
 def test_backend_unknown_raises():
-    x = torch.zeros(4, 16)
-    w = torch.zeros(8, 16)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    x = torch.zeros(4, 16, device=dev)
+    w = torch.zeros(8, 16, device=dev)
     with pytest.raises(SolkitError, match="backend"):
         G.gemm(x, w, backend="cutlass")

@@ -460,8 +460,11 @@ def gemm(
 
     x is [..., K], weight [N, K], bias [N], residual [..., N] (same dtype as x); returns [..., N] in
     x's dtype. ``config`` (a gemm_configs.yaml entry, optionally with ``kernel``) bypasses autotuning.
-    ``backend`` (default ``SOLKIT_GEMM_BACKEND``, else "triton"): "gluon" runs the warp-specialised Gluon
-    kernel (gemm_gluon.py) on the Hopper prefill path where it applies, this function's kernels elsewhere.
+    ``backend`` (default ``SOLKIT_GEMM_BACKEND``, else "auto"): "auto" runs the warp-specialised Gluon kernel
+    (gemm_gluon.py; faster than ``tma_persistent`` at every prefill shape measured on the H200, docs/kernels/
+    gemm-hopper-ws.md) for M >= GLUON_MIN_M on Hopper where it applies, "gluon" for every M > decode_max_m,
+    "triton" never; the Triton kernels run everywhere else. ``config={"kernel": "gluon_ws", ...}`` (a
+    ``LAST_LAUNCH`` config of that kernel) runs the Gluon kernel with those GluonConfig fields.
     """
     _check(x, weight, bias, residual, activation)
     lead = x.shape[:-1]
@@ -486,14 +489,20 @@ def gemm(
         z = torch.zeros((M, N), dtype=torch.float32, device=x.device)
         return y.copy_(_torch_epilogue(z, bias, r2, alpha, beta, activation)).reshape(*lead, N)
 
-    if config is None and _use_gluon(backend, x2, w, r2, bias):
+    gluon_cfg = config if config is not None and config.get("kernel") == "gluon_ws" else None
+    if (config is None or gluon_cfg is not None) and _use_gluon(backend, x2, w, r2, bias, gluon_cfg is not None):
         from solkit.kernels import gemm_gluon
 
-        gemm_gluon.gemm_gluon(x2, w, bias, r2, activation=activation, alpha=alpha, beta=beta, out=y)
+        fields = {f: gluon_cfg[f] for f in gemm_gluon.GluonConfig.__dataclass_fields__ if f in (gluon_cfg or {})}
+        cfg = gemm_gluon.GluonConfig(**fields) if gluon_cfg is not None else gemm_gluon.DEFAULT_CONFIG
+        gemm_gluon.gemm_gluon(x2, w, bias, r2, activation=activation, alpha=alpha, beta=beta, config=cfg, out=y)
         LAST_LAUNCH.clear()
         LAST_LAUNCH.update(family="hopper", regime="prefill", kernel="gluon_ws", m_bucket=m_bucket(M),
-                           config=vars(gemm_gluon.DEFAULT_CONFIG))  # fmt: skip
+                           config=dict(vars(cfg)))  # fmt: skip
         return y.reshape(*lead, N)
+    if gluon_cfg is not None:
+        raise SolkitError("gemm: config asks for gluon_ws but this device/operands cannot run it (needs sm_90, "
+                          "Gluon, bf16/fp16, K and N multiples of 16)")  # fmt: skip
     tensors = [t for t in (x2, w, y, r2) if t is not None]
     family, regime, kernel = select(M, x.device, _tma_ok(*tensors) and x.dtype != torch.float32)
     if config is not None:
@@ -556,20 +565,27 @@ def gemm(
     return y.reshape(*lead, N)
 
 
-GEMM_BACKENDS = ("triton", "gluon")
+GEMM_BACKENDS = ("auto", "triton", "gluon")
+#: "auto" sends M >= this to the Gluon kernel (its 128x256 tiles; below, the autotuned Triton configs with
+#: smaller tiles fill the GPU better)
+GLUON_MIN_M = 1024
 
 
-def _use_gluon(backend: str | None, x2, w, r2, bias) -> bool:
-    """Whether ``gemm`` hands this call to the Gluon kernel: asked for (argument or SOLKIT_GEMM_BACKEND), a
-    Hopper GPU with Gluon, the prefill regime and operands the kernel takes; otherwise the Triton kernels run."""
-    kind = (backend or os.environ.get("SOLKIT_GEMM_BACKEND", "") or "triton").strip().lower()
+def _use_gluon(backend: str | None, x2, w, r2, bias, forced: bool = False) -> bool:
+    """Whether ``gemm`` hands this call to the Gluon kernel: the backend (argument or SOLKIT_GEMM_BACKEND) allows
+    it for this M, the device is a Hopper GPU with Gluon and the kernel takes the operands."""
+    kind = (backend or os.environ.get("SOLKIT_GEMM_BACKEND", "") or "auto").strip().lower()
     if kind not in GEMM_BACKENDS:
         raise SolkitError(choices_hint(kind, GEMM_BACKENDS, "backend / SOLKIT_GEMM_BACKEND"))
-    if kind != "gluon" or not x2.is_cuda or interpreting():
+    if (kind == "triton" and not forced) or not x2.is_cuda or interpreting():
         return False
     from solkit.kernels import gemm_gluon
 
-    prefill = x2.shape[0] > int(load_config_table()["decode_max_m"])
+    if forced:  # an explicit gluon_ws config: any M
+        min_m = 1
+    else:
+        min_m = GLUON_MIN_M if kind == "auto" else int(load_config_table()["decode_max_m"]) + 1
+    prefill = x2.shape[0] >= min_m
     bias_ok = bias is None or (bias.is_contiguous() and bias.dtype == x2.dtype)
     return prefill and bias_ok and gemm_gluon.available() and gemm_gluon.supports(x2, w, r2)
 

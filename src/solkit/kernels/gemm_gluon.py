@@ -81,6 +81,8 @@ class GluonConfig:
     # True: the residual moves from shared memory into registers before the last wgmma is waited for (64 more
     # registers per thread across the main loop's end), False: in the epilogue
     res_early: bool = False
+    # the residual tile's TMA load in this many row chunks, two k-steps apart (RES_K >= 0)
+    res_split: int = 1
 
     @property
     def name(self) -> str:
@@ -93,11 +95,18 @@ class GluonConfig:
         return ring + self.consumers * self.block_m * self.block_n * itemsize + 2 * self.stages * 8 + 64
 
 
-#: Configs that passed the H200 checks (round 1: cooperative 128x256x64, 3 stages, 8 consumer warps); the first
-#: is the default. Ping-pong (two 4-warp consumers) compiles but failed at run time with several tiles per
-#: consumer ("unspecified launch failure", round 1): PINGPONG is kept for experiments only.
-CONFIGS: tuple[GluonConfig, ...] = (GluonConfig(), GluonConfig(group_m=16), GluonConfig(res_k=-1))
+#: Configs checked on the H200; the first is the default (cooperative 128x256x64, 3 stages, 8 consumer warps,
+#: the residual loaded at k-step 16: faster than the Triton kernel at every prefill shape, rounds 1-2).
+#: Ping-pong (two 4-warp consumers taking turns) is correct since round 2 but its 128x128 main loop is 8 %
+#: behind cuBLAS's: kept for experiments and tests, never chosen by default.
 PINGPONG = GluonConfig(block_n=128, stages=4, consumers=2, consumer_warps=4, producer_regs=40)
+CONFIGS: tuple[GluonConfig, ...] = (
+    GluonConfig(),
+    GluonConfig(group_m=16),
+    GluonConfig(res_k=-1),
+    GluonConfig(res_split=4),
+    PINGPONG,
+)
 DEFAULT_CONFIG = CONFIGS[0]
 SMEM_LIMIT = 227 * 1024
 
@@ -147,6 +156,14 @@ if _IMPORT_ERROR is None:
         return pid_m, pid_n
 
     @gluon.jit
+    def _load_residual(r_desc, off_m, off_n, res_bar, out_buf):
+        # the tile in row chunks of r_desc's block (one chunk unless RES_SPLIT), all on one mbarrier
+        SUB: gl.constexpr = r_desc.block_type.shape[0]
+        mbarrier.expect(res_bar, out_buf.shape[0] // SUB * r_desc.block_type.nbytes)
+        for i in gl.static_range(out_buf.shape[0] // SUB):
+            _tma_load(r_desc, [off_m + i * SUB, off_n], res_bar, out_buf.slice(i * SUB, SUB))
+
+    @gluon.jit
     def _producer(x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
                   STAGES: gl.constexpr):  # fmt: skip
@@ -177,6 +194,8 @@ if _IMPORT_ERROR is None:
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
         )
+        RES_SUB: gl.constexpr = r_desc.block_type.shape[0]
+        RES_SPLIT: gl.constexpr = BLOCK_M // RES_SUB
         start = gl.program_id(0)
         step = gl.num_programs(0)
         num_tiles = num_pid_m * num_pid_n
@@ -186,8 +205,7 @@ if _IMPORT_ERROR is None:
         if HAS_RESIDUAL and RES_K < 0:  # noqa: SIM102 - constexpr tests, then a runtime one (no short-circuit)
             if first < num_tiles:
                 pid_m, pid_n = _tile_coords(first, num_pid_m, num_pid_n, GROUP_M)
-                mbarrier.expect(res_bar, r_desc.block_type.nbytes)
-                _tma_load(r_desc, [pid_m * BLOCK_M, pid_n * BLOCK_N], res_bar, out_buf)
+                _load_residual(r_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, res_bar, out_buf)
         res_phase = 0
         for tile in range(first, num_tiles, CONSUMERS * step):
             if CONSUMERS == 2:
@@ -213,11 +231,17 @@ if _IMPORT_ERROR is None:
                 acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
                 if kk > 0:
                     mbarrier.arrive(empty.index((slot - 1) % STAGES))
-                if HAS_RESIDUAL and RES_K >= 0:  # noqa: SIM102
+                if HAS_RESIDUAL and RES_K >= 0:
                     if kk == res_k:
                         tma.store_wait(pendings=0)
-                        mbarrier.expect(res_bar, r_desc.block_type.nbytes)
-                        _tma_load(r_desc, [off_m, off_n], res_bar, out_buf)
+                        mbarrier.expect(res_bar, RES_SPLIT * r_desc.block_type.nbytes)
+                    # RES_SPLIT > 1: the tile in row chunks two k-steps apart, so that no single long DRAM-bound
+                    # copy holds up the x / W copies behind it
+                    for i in gl.static_range(RES_SPLIT):
+                        if kk == gl.minimum(res_k + 2 * i, k_tiles - 1):
+                            _tma_load(
+                                r_desc, [off_m + i * RES_SUB, off_n], res_bar, out_buf.slice(i * RES_SUB, RES_SUB)
+                            )
                 slot += 1
             if CONSUMERS == 2:
                 mbarrier.arrive(turn.index(1 - CONSUMER))
@@ -256,8 +280,7 @@ if _IMPORT_ERROR is None:
                 nxt = tile + CONSUMERS * step
                 if nxt < num_tiles:
                     npid_m, npid_n = _tile_coords(nxt, num_pid_m, num_pid_n, GROUP_M)
-                    mbarrier.expect(res_bar, r_desc.block_type.nbytes)
-                    _tma_load(r_desc, [npid_m * BLOCK_M, npid_n * BLOCK_N], res_bar, out_buf)
+                    _load_residual(r_desc, npid_m * BLOCK_M, npid_n * BLOCK_N, res_bar, out_buf)
 
     @gluon.jit
     def _gemm_ws_kernel(x_desc, w_desc, y_desc, r_desc, bias_ptr, M, N, K, alpha, beta,
@@ -354,7 +377,10 @@ def gemm_gluon(
     w_desc = TensorDescriptor.from_tensor(weight, b_block, _smem_layout(b_block, x.dtype))
     y_layout = _smem_layout(y_block, x.dtype)
     y_desc = TensorDescriptor.from_tensor(y, y_block, y_layout)
-    r_desc = TensorDescriptor.from_tensor(residual, y_block, y_layout) if residual is not None else y_desc
+    r_block = [cfg.block_m // cfg.res_split, cfg.block_n]
+    r_desc = y_desc
+    if residual is not None:
+        r_desc = TensorDescriptor.from_tensor(residual, r_block, _smem_layout(r_block, x.dtype))
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
     grid = (min(_num_sms(x.device.index or 0), tiles),)
     _gemm_ws_kernel[grid](
@@ -381,7 +407,7 @@ def compile_sm90(cfg: GluonConfig = DEFAULT_CONFIG, *, dtype: str = "bf16", has_
 
     sig = {
         "x_desc": desc([cfg.block_m, cfg.block_k]), "w_desc": desc([cfg.block_n, cfg.block_k]),
-        "y_desc": desc([cfg.block_m, cfg.block_n]), "r_desc": desc([cfg.block_m, cfg.block_n]),
+        "y_desc": desc([cfg.block_m, cfg.block_n]), "r_desc": desc([cfg.block_m // cfg.res_split, cfg.block_n]),
         "bias_ptr": f"*{dtype}", "M": "i32", "N": "i32", "K": "i32", "alpha": "fp32", "beta": "fp32",
         "HAS_BIAS": "constexpr", "HAS_RESIDUAL": "constexpr", "ACT": "constexpr", "STAGES": "constexpr",
         "CONSUMERS": "constexpr", "CONSUMER_WARPS": "constexpr", "GROUP_M": "constexpr",
