@@ -419,5 +419,7 @@ def compile_sm90(cfg: GluonConfig = DEFAULT_CONFIG, *, dtype: str = "bf16", has_
         "PRODUCER_REGS": cfg.producer_regs, "CONSUMER_REGS": cfg.consumer_regs, "RES_K": cfg.res_k,
         "RES_EARLY": cfg.res_early,
     }  # fmt: skip
-    src = GluonASTSource(_gemm_ws_kernel, sig, constexprs)
+    # what the JIT specialises at run time for a 16-byte aligned bias and N, K divisible by 16
+    aligned = [i for i, name in enumerate(sig) if name in ("bias_ptr", "N", "K")]
+    src = GluonASTSource(_gemm_ws_kernel, sig, constexprs, attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.consumer_warps})
