@@ -104,7 +104,6 @@ CONFIGS: tuple[GluonConfig, ...] = (
     GluonConfig(),
     GluonConfig(group_m=16),
     GluonConfig(res_k=-1),
-    GluonConfig(res_split=4),
     PINGPONG,
 )
 DEFAULT_CONFIG = CONFIGS[0]
