@@ -11,13 +11,13 @@ export TRITON_CACHE_DIR=/tmp/g5c_triton_cache
 B=benchmarks/gemm_gluon_bench.py
 echo "start $(date -u +%T)"
 EXTRA=""
-if timeout 25 python3 $B --phase check --config coopk16rs4 --out "$OUT/check_coopk16rs4.json" > "$OUT/check_coopk16rs4.log" 2>&1; then
+if timeout 20 python3 $B --phase check --config coopk16rs4 --out "$OUT/check_coopk16rs4.json" > "$OUT/check_coopk16rs4.log" 2>&1; then
   EXTRA=",coopk16rs4"
 fi
 grep -v -i warn "$OUT/check_coopk16rs4.log" | tail -n 3
 echo "table $(date -u +%T) extra=${EXTRA:-none}"
-timeout 60 python3 $B --phase time --config "default,coopk8,coopk16g16$EXTRA" --plain default --reps 60 \
-  --trials 5 --budget-s 55 --out "$OUT/gemm_gluon_h200_round3.json" 2>&1 | grep -v -i warn
+timeout 56 python3 $B --phase time --config "default,coopk8,coopk16g16$EXTRA" --plain default --reps 60 \
+  --trials 5 --budget-s 52 --out "$OUT/gemm_gluon_h200_round3.json" 2>&1 | grep -v -i warn
 echo "tests $(date -u +%T)"
-timeout 30 python3 -m pytest -q tests/kernels/test_gemm_gluon.py 2>&1 | tail -n 8
+timeout 40 python3 -m pytest -q tests/kernels/test_gemm_gluon.py 2>&1 | tail -n 8
 echo "done $(date -u +%T)"
