@@ -101,6 +101,20 @@ VARIANTS = {
     "ebf_h2": (_p(keep_e=2, hint=2), None),
     "sp1_16k_w16_ebf_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=1), None),
     "sp1_16k_w16_ebf_h2": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=2), None),
+    # round 4: 14336 one-chunk forward (one more register row, no L2 prefetch, late load); 8192x4096 candidates
+    "sp1_16k_d3_ebf_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=1, depth=3), None),
+    "sp1_16k_ebf_h1_pf0": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=1, l2_prefetch=0), None),
+    "sp1_16k_ebf_h1_late": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=1, early_load=0), None),
+    "e16_h2_r3": (_p(keep_e=1, hint=2), None),  # the round-3 wide forward default
+    "sp1_4k_ebf_h1": (_p(block=4096, num_warps=4, per_sm=4, keep_e=2, hint=1), None),
+    "sp1_4k_ebf_h2": (_p(block=4096, num_warps=4, per_sm=4, keep_e=2, hint=2), None),
+    "sp1_4k_e16_h2": (_p(block=4096, num_warps=4, per_sm=4, keep_e=1, hint=2), None),
+    "sp1_4k_w8_ebf_h1": (_p(block=4096, num_warps=8, per_sm=2, keep_e=2, hint=1), None),
+    "sp1_4k_w4_3_d3_ebf_h1": (_p(block=4096, num_warps=4, per_sm=3, keep_e=2, hint=1, depth=3), None),
+    "single_bm2_cs": (
+        {"packed": False, "block_m": 2, "store_cs": True},
+        {"packed": False, "block_m": 2, "store_cs": True},
+    ),
     "sp1_16k_w16": (_p(block=16384, num_warps=16, per_sm=1), _p(block=16384, num_warps=16, per_sm=1, early_load=0)),
     "sp1_16k_w16_e16_h1": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1), None),
     "sp1_16k_w16_e16_h1_pf2": (_p(block=16384, num_warps=16, per_sm=1, keep_e=1, hint=1, l2_prefetch=2), None),
@@ -114,7 +128,22 @@ VARIANTS = {
     ),
     "pk_nowait": (_p(max_spins=0), _p(max_spins=0)),  # diagnostic: never wait (NaN rows), timed anyway
 }
-DIAG = {"pk_nowait", "e16_nowait", "ebf", "ebf_h1", "ebf_h2", "sp1_16k_w16_ebf_h1", "sp1_16k_w16_ebf_h2"}
+DIAG = {
+    "pk_nowait",
+    "e16_nowait",
+    "ebf",
+    "ebf_h1",
+    "ebf_h2",
+    "sp1_16k_w16_ebf_h1",
+    "sp1_16k_w16_ebf_h2",
+    "sp1_16k_d3_ebf_h1",
+    "sp1_16k_ebf_h1_pf0",
+    "sp1_16k_ebf_h1_late",
+    "sp1_4k_ebf_h1",
+    "sp1_4k_ebf_h2",
+    "sp1_4k_w8_ebf_h1",
+    "sp1_4k_w4_3_d3_ebf_h1",
+}  # timed even when the check fails (the bf16 forms)
 RIVALS = ("liger", "compile", "eager")
 
 #: Plans: (shape, [(variant, modes)]) in order; a plan runs until its time budget is spent.
@@ -176,6 +205,17 @@ PLANS["record"] = [
     ("256k", [("default", ALL3), ("split", ("fwd", "fwdbwd"))]),
     ("vocab4k", [("default", ALL3)]),
     ("hidden", [("default", ("fwd", "fwdbwd"))]),
+]  # fmt: skip
+PLANS["round4"] = [
+    ("hidden", [("default", ALL3), ("liger", ("fwd",)), ("single_cs", ("fwd", "bwd")), ("single_1r_cs", ("fwd",)),
+                ("single_bm2_cs", ("fwd", "bwd")), ("sp1_4k_ebf_h1", ("fwd",)), ("sp1_4k_ebf_h2", ("fwd",)),
+                ("sp1_4k_e16_h2", ("fwd",)), ("sp1_4k_w8_ebf_h1", ("fwd",)), ("sp1_4k_w4_3_d3_ebf_h1", ("fwd",)),
+                ("default", ("fwd",))]),
+    ("inter", [("default", ALL3), ("liger", ("fwd",)), ("sp1_16k_d3_ebf_h1", ("fwd",)),
+               ("sp1_16k_ebf_h1_pf0", ("fwd",)), ("sp1_16k_ebf_h1_late", ("fwd",)), ("default", ("fwd",))]),
+    ("vocab8k", [("default", ALL3), ("e16_h2_r3", ("fwd",)), ("default", ("fwd",))]),
+    ("256k", [("default", ALL3)]),
+    ("vocab4k", [("default", ALL3)]),
 ]  # fmt: skip
 COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record": ("inter",)}
 

@@ -52,6 +52,7 @@ PATHS = {
         "packed": {"block": 8192, "num_warps": 8, "per_sm": 2, "l2_prefetch": 0, "early_load": 0, "keep_e": 0}
     },
     "packed_gpu_sp1": {"packed": {"block": 16384, "num_warps": 16, "per_sm": 1, "hint": 2, "keep_e": 1}},
+    "packed_gpu_sp1_4k": {"packed": {"block": 4096, "num_warps": 4, "per_sm": 4, "hint": 1, "keep_e": 2}},
     "coop_gpu": {"coop": True},
     "split_gpu": {"split": True},
     "split_gpu_1per_sm": {"split": {"segment": 32768, "chunk": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 0}},
@@ -223,12 +224,14 @@ def test_packed_timeout_gives_nan_not_a_hang(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", ["packed_gpu", "packed_gpu_2k", "packed_gpu_d3", "packed_gpu_8k", "packed_gpu_sp1"])
+@pytest.mark.parametrize(
+    "path", ["packed_gpu", "packed_gpu_2k", "packed_gpu_d3", "packed_gpu_8k", "packed_gpu_sp1", "packed_gpu_sp1_4k"]
+)
 @pytest.mark.parametrize(
     "shape,dtype",
     [((300, 128256), torch.bfloat16), ((1, 128256), torch.bfloat16), ((5, 262144), torch.bfloat16),
      ((33, 262144), torch.bfloat16), ((64, 14336), torch.bfloat16), ((17, 128255), torch.bfloat16),
-     ((1000, 20000), torch.float16), ((40, 65537), torch.float32)],
+     ((1000, 20000), torch.float16), ((40, 65537), torch.float32), ((256, 4096), torch.bfloat16)],
 )  # fmt: skip
 def test_softmax_packed_gpu(shape, dtype, path):
     """The packed path on a GPU (programs really exchange): bf16 vocabulary and 256k-wide rows, one row, an

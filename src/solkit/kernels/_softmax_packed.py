@@ -70,11 +70,12 @@ from solkit.kernels.softmax_split import _dot_range, _online_max_sum
 #: Launch defaults (``block``: widest chunk per program; ``per_sm``: resident programs per SM; ``keep_e``: pass 1's
 #: exponentials kept, 1 as f16 pairs, 2 as bf16 pairs for bf16 inputs; ``hint``: 1 streaming stores, 2 also
 #: ``evict_first`` loads); ``by_width``: keys that change for rows at least ``W`` wide (padded to a power of 2).
-#: H200 (session 5, bf16), 8192 x 128256: forward f16 exponentials + hint 2 1157.8 us (recomputed exponentials
-#: 1257.9, round 1); backward with the next row's load after pass 1 1572.6 against 1668.5 before it. 1024 x 262144
-#: forward: 8192-column chunks, 8 warps, 2 per SM 311.1 us against 322.7 (docs/kernels/norms.md).
+#: H200 (session 5, bf16), 8192 x 128256: forward bf16 exponentials + hint 2 1140.1 us, f16 exponentials + hint 2
+#: 1155.6 (round 3), recomputed exponentials 1257.9 (round 1); backward with the next row's load after pass 1
+#: 1572.6 against 1668.5 before it. 1024 x 262144 forward: 8192-column chunks, 8 warps, 2 per SM 311.1 us
+#: against 322.7 (round 2; docs/kernels/norms.md).
 PACKED_CONFIG = {
-    "fwd": {"block": 4096, "num_warps": 4, "per_sm": 4, "keep_e": 1, "early_load": 1, "l2_prefetch": 1, "hint": 2,
+    "fwd": {"block": 4096, "num_warps": 4, "per_sm": 4, "keep_e": 2, "early_load": 1, "l2_prefetch": 1, "hint": 2,
             "by_width": {262144: {"block": 8192, "num_warps": 8, "per_sm": 2}}},
     "bwd": {"block": 2048, "num_warps": 4, "per_sm": 4, "early_load": 0, "l2_prefetch": 1, "hint": 0},
 }  # fmt: skip
