@@ -48,7 +48,13 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels._softmax_packed import softmax_backward_packed, softmax_forward_packed
+from solkit.kernels._softmax_packed import (  # noqa: F401 (PACKED_DEFAULT, default_packed_options: re-exported)
+    PACKED_DEFAULT,
+    default_packed_options,
+    packed_options,
+    softmax_backward_packed,
+    softmax_forward_packed,
+)
 from solkit.kernels._utils import check_rows, interpreting, register_cap, row_config, sm_count, warps_for
 from solkit.kernels.softmax_split import _dot_range, _online_max_sum, _softmax_split_kernel, split_plan
 
@@ -454,44 +460,6 @@ def _wide_path(coop, split, direction: str, t: torch.Tensor) -> str:
     return "looped"
 
 
-#: Packed path (:mod:`solkit.kernels._softmax_packed`), when the caller leaves ``packed``, ``coop`` and ``split``
-#: None: taken on a GPU for 16-bit inputs (the measured case; fp32 keeps the other paths) if ``default``, with the
-#: launch options of the first ``ranges`` entry ``(min_cols, max_cols, options)`` that holds the row width.
-#: H200 (session 5, bf16): packed against the previous defaults, forward / forward + backward, 8192 x 128256
-#: 1.188 / 2.772 ms against looped 1.389 / 3.317; 1024 x 262144 0.323 / 0.763 against split-row 0.380 / 0.872;
-#: 8192 x 14336 forward with one chunk per row (no exchange), bf16 exponentials: 120.2 us against single-block
-#: 133.9 (Liger 126.5). Round 2 (docs/kernels/norms.md).
-PACKED_DEFAULT = {
-    "fwd": {"default": True, "ranges": [(12289, 16384, {"block": 16384, "num_warps": 16, "per_sm": 1, "keep_e": 2,
-                                                         "hint": 1}), (16385, None, {})]},
-    "bwd": {"default": True, "ranges": [(16385, None, {})]},
-}  # fmt: skip
-
-
-def default_packed_options(direction: str, n_cols: int, dtype: torch.dtype) -> dict | None:
-    """:data:`PACKED_DEFAULT`'s launch options for rows of ``n_cols`` (``direction`` "fwd" or "bwd"), or None
-    when the packed path is not the default there (fp32, narrow rows)."""
-    cfg = PACKED_DEFAULT[direction]
-    if not cfg["default"] or dtype not in (torch.bfloat16, torch.float16):
-        return None
-    for lo, hi, opts in cfg["ranges"]:
-        if n_cols >= lo and (hi is None or n_cols <= hi):
-            return dict(opts)
-    return None
-
-
-def _packed_opts(packed, coop, split, direction: str, t: torch.Tensor) -> dict | None:
-    """Launch options of the packed path, or None when it is not taken: an explicit ``packed`` wins, an
-    explicit ``coop``/``split`` excludes it, else :data:`PACKED_DEFAULT` on a GPU."""
-    if packed is None:
-        if coop is not None or split is not None or not t.is_cuda or interpreting():
-            return None
-        return default_packed_options(direction, t.shape[-1], t.dtype)
-    if isinstance(packed, dict):  # (an empty dict: the packed path with its defaults)
-        return dict(packed)
-    return {} if packed else None
-
-
 def softmax_forward(
     x: torch.Tensor,
     *,
@@ -519,7 +487,7 @@ def softmax_forward(
     x2 = check_rows(x, "softmax input", max_cols=None)
     n_rows, n_cols = x2.shape
     y2 = torch.empty_like(x2)
-    opts = _packed_opts(packed, coop, split, "fwd", x2)
+    opts = packed_options(packed, coop, split, "fwd", x2)
     if opts is not None and softmax_forward_packed(x2, y2, **opts) is not None:
         return y2.view(x.shape)
     looped, bm, bn, nw = _plan(n_cols, x2.element_size(), max_single_block, loop_block, block_m, num_warps)
@@ -571,7 +539,7 @@ def softmax_backward(
     dy2 = check_rows(dy, "softmax grad_output", max_cols=None)
     n_rows, n_cols = y2.shape
     dx2 = torch.empty_like(y2)
-    opts = _packed_opts(packed, coop, split, "bwd", y2)
+    opts = packed_options(packed, coop, split, "bwd", y2)
     if opts is not None and softmax_backward_packed(dy2, y2, dx2, **opts) is not None:
         return dx2.view(y.shape)
     looped, bm, bn, nw = _plan(n_cols, y2.element_size(), max_single_block, loop_block, block_m, num_warps)
