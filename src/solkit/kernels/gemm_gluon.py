@@ -95,12 +95,14 @@ class GluonConfig:
         return ring + self.consumers * self.block_m * self.block_n * itemsize + 2 * self.stages * 8 + 64
 
 
-#: Configs checked on the H200; the first is the default (cooperative 128x256x64, 3 stages, 8 consumer warps,
-#: the residual loaded at k-step 16: faster than the Triton kernel at every prefill shape, rounds 1-2).
-#: Ping-pong (two 4-warp consumers taking turns) is correct since round 2 but its 128x128 main loop is 8 %
-#: behind cuBLAS's: kept for experiments and tests, never chosen by default.
+#: Configs checked on the H200; the first is the default: cooperative 128x256x64, 3 stages, 8 consumer warps,
+#: the residual tile loaded by TMA in 4 row chunks from k-step 16 on (round 3's table of record: the fastest
+#: variant, +2.4 / +2.7 % over cuBLAS mm at 4096^3 / 8192x4096^2, where one 64 KB DRAM-bound copy held up the
+#: x / W copies queued behind it). Ping-pong (two 4-warp consumers taking turns) is correct since round 2 but
+#: its 128x128 main loop is 8 % behind cuBLAS's: kept for experiments and tests, never chosen by default.
 PINGPONG = GluonConfig(block_n=128, stages=4, consumers=2, consumer_warps=4, producer_regs=40)
 CONFIGS: tuple[GluonConfig, ...] = (
+    GluonConfig(res_split=4),
     GluonConfig(),
     GluonConfig(group_m=16),
     GluonConfig(res_k=-1),
