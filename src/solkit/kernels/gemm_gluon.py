@@ -88,7 +88,12 @@ class GluonConfig:
     def name(self) -> str:
         kind = "pingpong" if self.consumers == 2 else "coop"
         tile = f"{self.block_m}x{self.block_n}x{self.block_k}"
-        return f"{kind}_{tile}_s{self.stages}_w{self.consumer_warps}_g{self.group_m}"
+        res = (
+            f"_k{self.res_k}"
+            + (f"_rs{self.res_split}" if self.res_split > 1 else "")
+            + ("_e" if self.res_early else "")
+        )
+        return f"{kind}_{tile}_s{self.stages}_w{self.consumer_warps}_g{self.group_m}{res}"
 
     def smem_bytes(self, itemsize: int = 2) -> int:
         ring = self.stages * (self.block_m + self.block_n) * self.block_k * itemsize
