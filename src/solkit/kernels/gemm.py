@@ -40,6 +40,7 @@ import yaml
 
 from solkit.errors import SolkitError, choices_hint
 from solkit.kernels import gemm_decode as _decode
+from solkit.kernels import gemm_gluon as _gluon
 from solkit.kernels import gemm_streamk as _streamk
 from solkit.kernels.gemm_aot import compile_for  # noqa: F401 - part of this module's API
 from solkit.kernels.gemm_decode import OUTGROWN as _SPLITK_OUTGROWN  # noqa: F401 - tests inspect it
@@ -47,6 +48,7 @@ from solkit.kernels.gemm_decode import SCRATCH as _SPLITK_SCRATCH  # noqa: F401
 from solkit.kernels.gemm_decode import _gemm_decode_kernel, gemm_decode_kernel
 from solkit.kernels.gemm_decode import workspace as _splitk_workspace
 from solkit.kernels.gemm_epilogue import apply_epilogue as _epilogue
+from solkit.kernels.gemm_gluon import GEMM_BACKENDS, GLUON_MIN_M  # noqa: F401 - part of this module's API
 from solkit.kernels.gemm_tiles import finish_pieces as _finish_pieces
 from solkit.kernels.gemm_tiles import load_tile as _load_tile
 from solkit.kernels.gemm_tiles import prefetch_l2 as _prefetch_l2
@@ -489,20 +491,12 @@ def gemm(
         z = torch.zeros((M, N), dtype=torch.float32, device=x.device)
         return y.copy_(_torch_epilogue(z, bias, r2, alpha, beta, activation)).reshape(*lead, N)
 
-    gluon_cfg = config if config is not None and config.get("kernel") == "gluon_ws" else None
-    if (config is None or gluon_cfg is not None) and _use_gluon(backend, x2, w, r2, bias, gluon_cfg is not None):
-        from solkit.kernels import gemm_gluon
-
-        fields = {f: gluon_cfg[f] for f in gemm_gluon.GluonConfig.__dataclass_fields__ if f in (gluon_cfg or {})}
-        cfg = gemm_gluon.GluonConfig(**fields) if gluon_cfg is not None else gemm_gluon.DEFAULT_CONFIG
-        gemm_gluon.gemm_gluon(x2, w, bias, r2, activation=activation, alpha=alpha, beta=beta, config=cfg, out=y)
+    ran = _gluon.try_gemm(x2, w, bias, r2, y, backend=backend, config=config, activation=activation, alpha=alpha,
+                          beta=beta, min_prefill_m=int(load_config_table()["decode_max_m"]) + 1)  # fmt: skip
+    if ran is not None:  # the warp-specialised Gluon kernel took the call (gemm_gluon.py)
         LAST_LAUNCH.clear()
-        LAST_LAUNCH.update(family="hopper", regime="prefill", kernel="gluon_ws", m_bucket=m_bucket(M),
-                           config=dict(vars(cfg)))  # fmt: skip
+        LAST_LAUNCH.update(family="hopper", regime="prefill", kernel="gluon_ws", m_bucket=m_bucket(M), config=ran)
         return y.reshape(*lead, N)
-    if gluon_cfg is not None:
-        raise SolkitError("gemm: config asks for gluon_ws but this device/operands cannot run it (needs sm_90, "
-                          "Gluon, bf16/fp16, K and N multiples of 16)")  # fmt: skip
     tensors = [t for t in (x2, w, y, r2) if t is not None]
     family, regime, kernel = select(M, x.device, _tma_ok(*tensors) and x.dtype != torch.float32)
     if config is not None:
@@ -563,31 +557,6 @@ def gemm(
     LAST_LAUNCH.clear()
     LAST_LAUNCH.update(family=family, regime=regime, kernel=kernel, m_bucket=args["M_BUCKET"], config=chosen)
     return y.reshape(*lead, N)
-
-
-GEMM_BACKENDS = ("auto", "triton", "gluon")
-#: "auto" sends M >= this to the Gluon kernel (its 128x256 tiles; below, the autotuned Triton configs with
-#: smaller tiles fill the GPU better)
-GLUON_MIN_M = 1024
-
-
-def _use_gluon(backend: str | None, x2, w, r2, bias, forced: bool = False) -> bool:
-    """Whether ``gemm`` hands this call to the Gluon kernel: the backend (argument or SOLKIT_GEMM_BACKEND) allows
-    it for this M, the device is a Hopper GPU with Gluon and the kernel takes the operands."""
-    kind = (backend or os.environ.get("SOLKIT_GEMM_BACKEND", "") or "auto").strip().lower()
-    if kind not in GEMM_BACKENDS:
-        raise SolkitError(choices_hint(kind, GEMM_BACKENDS, "backend / SOLKIT_GEMM_BACKEND"))
-    if (kind == "triton" and not forced) or not x2.is_cuda or interpreting():
-        return False
-    from solkit.kernels import gemm_gluon
-
-    if forced:  # an explicit gluon_ws config: any M
-        min_m = 1
-    else:
-        min_m = GLUON_MIN_M if kind == "auto" else int(load_config_table()["decode_max_m"]) + 1
-    prefill = x2.shape[0] >= min_m
-    bias_ok = bias is None or (bias.is_contiguous() and bias.dtype == x2.dtype)
-    return prefill and bias_ok and gemm_gluon.available() and gemm_gluon.supports(x2, w, r2)
 
 
 def _torch_epilogue(z, bias, residual, alpha, beta, activation) -> torch.Tensor:

@@ -30,10 +30,13 @@ on a CPU or an older Triton.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from solkit.errors import SolkitError, choices_hint
 
 try:  # Gluon is experimental: its absence (older Triton) or a changed API only makes this path unavailable
     import triton
@@ -397,6 +400,39 @@ def gemm_gluon(
         num_warps=cfg.consumer_warps,
     )  # fmt: skip
     return y
+
+
+GEMM_BACKENDS = ("auto", "triton", "gluon")
+#: backend "auto" sends M >= this to the Gluon kernel (its 128x256 tiles; below, the Triton kernel's autotuned
+#: smaller tiles fill the GPU better)
+GLUON_MIN_M = 1024
+
+
+def try_gemm(x2, w, bias, r2, y, *, backend: str | None, config: dict | None, activation: str, alpha: float,
+             beta: float, min_prefill_m: int) -> dict | None:  # fmt: skip
+    """``solkit.kernels.gemm.gemm``'s hook: run the call here if the backend (argument, else SOLKIT_GEMM_BACKEND,
+    else "auto") allows it for this M, the device is a Hopper GPU with Gluon and the kernel takes the operands, or
+    if ``config`` names ``kernel: gluon_ws``. Returns the config that ran (for LAST_LAUNCH), or None."""
+    kind = (backend or os.environ.get("SOLKIT_GEMM_BACKEND", "") or "auto").strip().lower()
+    if kind not in GEMM_BACKENDS:
+        raise SolkitError(choices_hint(kind, GEMM_BACKENDS, "backend / SOLKIT_GEMM_BACKEND"))
+    forced = config is not None and config.get("kernel") == "gluon_ws"
+    if (config is not None and not forced) or (kind == "triton" and not forced):
+        return None
+    min_m = 1 if forced else GLUON_MIN_M if kind == "auto" else min_prefill_m
+    bias_ok = bias is None or (bias.is_contiguous() and bias.dtype == x2.dtype)
+    interpreting = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    ok = x2.is_cuda and not interpreting and x2.shape[0] >= min_m and bias_ok and available() and supports(x2, w, r2)
+    if not ok:
+        if forced:
+            raise SolkitError("gemm: config asks for gluon_ws, which needs sm_90 with Gluon, bf16/fp16 operands and "
+                              "K, N multiples of 16")  # fmt: skip
+        return None
+    cfg = DEFAULT_CONFIG
+    if forced:
+        cfg = GluonConfig(**{f: config[f] for f in GluonConfig.__dataclass_fields__ if f in config})
+    gemm_gluon(x2, w, bias, r2, activation=activation, alpha=alpha, beta=beta, config=cfg, out=y)
+    return dict(vars(cfg))
 
 
 def compile_sm90(cfg: GluonConfig = DEFAULT_CONFIG, *, dtype: str = "bf16", has_bias: bool = False,
