@@ -15,11 +15,15 @@ that loop on sm_90. Here the warps are split by hand (``gl.warp_specialize``):
 * CONSUMERS **consumer** partitions of CONSUMER_WARPS warps each take the program's tiles in turn (tile i goes
   to consumer i mod CONSUMERS) and run the wgmma main loop out of the ring, releasing each slot when the wgmma
   reading it has retired. With two consumers (CUTLASS's "ping-pong") one consumer's epilogue runs while the
-  other's MMAs use the tensor cores: the residual's cost leaves the critical path. With one consumer of 8 warps
-  ("cooperative", 128x256 tiles) only the loads overlap the epilogue.
-* the epilogue's residual tile is loaded by TMA into the consumer's own shared buffer one whole tile ahead
-  (issued right after the previous tile's store), so it has long arrived when the epilogue needs it; the
+  other's MMAs use the tensor cores (but its 128x128 tiles cost 8 % in the main loop on the H200). With one
+  consumer of 8 warps ("cooperative", 128x256 tiles: the default, main loop level with cuBLAS) only the loads
+  overlap the epilogue.
+* the epilogue's residual tile is loaded by TMA into the consumer's own shared buffer during the tile's main
+  loop (from k-step RES_K, in RES_SPLIT row chunks), so it has long arrived when the epilogue needs it; the
   epilogue adds it in registers, writes y into the same buffer and stores it by TMA (OOB rows clipped).
+
+``gemm()`` (gemm.py) runs this kernel through ``try_gemm`` by default on Hopper for M >= GLUON_MIN_M; H200
+numbers and design notes: docs/kernels/gemm-hopper-ws.md.
 
 TMA zero-fills out-of-range loads and clips stores, so any M works; K and N must be multiples of 16 and rows
 16-byte aligned (the launcher falls back otherwise: ``supports``). Needs sm_90 and ``triton.experimental.gluon``
