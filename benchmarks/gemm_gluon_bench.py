@@ -108,13 +108,7 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def torch_native(x, w, b, r, alpha: float, beta: float, act: str) -> torch.Tensor:
     """The op in x's dtype with torch (cuBLAS + elementwise): the error budget's baseline."""
-    z = torch.nn.functional.linear(x, w, b)
-    if act == "silu":
-        z = torch.nn.functional.silu(z)
-    elif act == "gelu_tanh":
-        z = torch.nn.functional.gelu(z, approximate="tanh")
-    z = z * alpha
-    return z + r * beta if r is not None else z
+    return G.native(x, w, b, r, alpha=alpha, beta=beta, activation=act)
 
 
 def check_case(cfg, m, n, k, dtype, bias: bool, residual: bool, act: str, seed: int) -> dict[str, Any]:

@@ -29,13 +29,7 @@ def _case(M, N, K, dtype, bias, residual, act, seed, device="cuda"):
 
 
 def _torch_same_dtype(x, w, b, r, alpha, beta, act):
-    z = torch.nn.functional.linear(x, w, b)
-    if act == "silu":
-        z = torch.nn.functional.silu(z)
-    elif act == "gelu_tanh":
-        z = torch.nn.functional.gelu(z, approximate="tanh")
-    z = z * alpha
-    return z + r * beta if r is not None else z
+    return G.native(x, w, b, r, alpha=alpha, beta=beta, activation=act)
 
 
 def _rel(a, ref):

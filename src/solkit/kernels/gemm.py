@@ -573,6 +573,18 @@ def _torch_epilogue(z, bias, residual, alpha, beta, activation) -> torch.Tensor:
     return z
 
 
+def native(x, weight, bias=None, residual=None, *, alpha=1.0, beta=1.0, activation="none") -> torch.Tensor:
+    """The same function as torch runs it in x's dtype (cuBLAS, then elementwise ops): its error against
+    :func:`reference` is the baseline of the error budget (2x it + atol)."""
+    z = torch.nn.functional.linear(x, weight, bias)
+    if activation == "silu":
+        z = torch.nn.functional.silu(z)
+    elif activation == "gelu_tanh":
+        z = torch.nn.functional.gelu(z, approximate="tanh")
+    z = z * alpha
+    return z + residual * beta if residual is not None else z
+
+
 def reference(x, weight, bias=None, residual=None, *, alpha=1.0, beta=1.0, activation="none") -> torch.Tensor:
     """The same function in fp32 torch (inputs upcast), for checks."""
     z = x.float().reshape(-1, x.shape[-1]) @ weight.float().T
