@@ -29,7 +29,6 @@ import json
 import math
 import os
 import platform
-import shutil
 import sys
 import time
 import traceback
@@ -43,8 +42,9 @@ from solkit.harness import anticheat as ac
 from solkit.harness import correctness as cc
 from solkit.harness import inputs as gen
 from solkit.harness import timing
+from solkit.harness.candidate import Failure, load_candidate
 from solkit.problems.loader import Problem, load_problem
-from solkit.problems.schema import PYTHON_SUFFIXES, Solution, Workload
+from solkit.problems.schema import Solution, Workload
 
 _FLOAT_CONTRACTS = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 
@@ -67,14 +67,6 @@ class Channel:
     def send(self, event: str, **data: Any) -> None:
         self._f.write(json.dumps(_clean({"event": event, **data}), default=str, allow_nan=False) + "\n")
         self._f.flush()
-
-
-class Failure(Exception):
-    """A workload outcome other than PASSED, with its status and reason."""
-
-    def __init__(self, status: str, reason: str, correctness: dict | None = None) -> None:
-        super().__init__(reason)
-        self.status, self.reason, self.correctness = status, reason, correctness
 
 
 @dataclass
@@ -217,86 +209,7 @@ class Worker:
 
     # ------------------------------------------------------------------ compile phase
     def load_candidate(self):
-        sol = self.solution
-        self.candidate_dir.mkdir(parents=True, exist_ok=True)
-        for src in sol.sources:
-            path = self.candidate_dir / src.path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(src.content)
-        entry = self.candidate_dir / sol.spec.entry_file
-        if sol.spec.is_cpp:
-            return self._build_cpp()
-        langs = {lang.value for lang in sol.spec.languages}
-        if Path(sol.spec.entry_file).suffix not in PYTHON_SUFFIXES:
-            raise Failure("COMPILE_ERROR", f"entry file {sol.spec.entry_file} is not a Python file")
-        notes = langs - {"pytorch", "triton", "python"}
-        sys.path.insert(0, str(self.candidate_dir))
-        name = f"solkit_candidate_{Path(sol.spec.entry_file).stem}"
-        spec = importlib.util.spec_from_file_location(name, entry)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except ImportError as exc:
-            extra = (
-                f" (language {sorted(notes)} is not first-class in solkit: its package must be installed)"
-                if notes
-                else ""
-            )
-            raise Failure("COMPILE_ERROR", f"import failed: {exc!r}{extra}\n{traceback.format_exc()}") from None
-        except Exception as exc:  # noqa: BLE001
-            raise Failure("COMPILE_ERROR", f"import failed: {exc!r}\n{traceback.format_exc()}") from None
-        fn = getattr(module, sol.spec.entry_symbol, None)
-        if not callable(fn):
-            raise Failure(
-                "COMPILE_ERROR", f"{sol.spec.entry_point}: no callable {sol.spec.entry_symbol!r} in the module"
-            )
-        return fn
-
-    def _build_cpp(self):
-        from torch.utils import cpp_extension
-
-        sol = self.solution
-        files = [
-            self.candidate_dir / s.path
-            for s in sol.sources
-            if Path(s.path).suffix in (".cu", ".cpp", ".cc", ".cxx", ".c")
-        ]
-        files = [f for f in files if f.parent == self.candidate_dir]  # SOL-ExecBench compiles top-level files only
-        needs_nvcc = any(f.suffix == ".cu" for f in files) or any(
-            lang.value in ("cuda_cpp", "cuda", "cutlass", "cublas", "cudnn") for lang in sol.spec.languages
-        )
-        nvcc = shutil.which("nvcc") or (
-            cpp_extension.CUDA_HOME and os.path.exists(os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc"))
-        )
-        if needs_nvcc and not nvcc:
-            raise Failure("COMPILE_ERROR", "CUDA C++ solution needs nvcc, which is not installed on this machine "
-                          "(no nvcc on PATH and no CUDA_HOME)")  # fmt: skip
-        if needs_nvcc and self.device.type != "cuda":
-            raise Failure("COMPILE_ERROR", "CUDA C++ solutions need a CUDA device (evaluating on the CPU)")
-        opts = sol.spec.compile_options
-        cflags = list(opts.cflags) if opts else []
-        cuda_cflags = list(opts.cuda_cflags) if opts else []
-        ldflags = list(opts.ld_flags) if opts else []
-        build = self.work_dir / "build"
-        build.mkdir(parents=True, exist_ok=True)
-        try:
-            module = cpp_extension.load(
-                name=f"solkit_ext_{abs(hash(sol.name)) % 10**8}",
-                sources=[str(f) for f in files],
-                extra_cflags=cflags,
-                extra_cuda_cflags=cuda_cflags,
-                extra_ldflags=ldflags,
-                extra_include_paths=[str(self.candidate_dir)],
-                build_directory=str(build),
-                verbose=False,
-            )
-        except Exception as exc:  # noqa: BLE001 - build errors of any kind are COMPILE_ERROR
-            raise Failure("COMPILE_ERROR", f"build failed: {str(exc)[-4000:]}") from None
-        fn = getattr(module, sol.spec.entry_symbol, None) or getattr(module, "run", None)
-        if fn is None:
-            raise Failure("COMPILE_ERROR", f"built module has no function {sol.spec.entry_symbol!r}")
-        return fn
+        return load_candidate(self.solution, self.work_dir, self.device)
 
     # ------------------------------------------------------------------ workload phase
     def _args(self, inputs: dict[str, Any], outs: dict[str, Any] | None) -> tuple:
