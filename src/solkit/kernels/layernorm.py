@@ -31,7 +31,6 @@ import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels._utils import (
-    backward_programs,
     check_rows,
     check_weight,
     config_for_width,
@@ -43,8 +42,7 @@ from solkit.kernels._utils import (
 )
 from solkit.kernels.norm_backward import (
     MAX_SPINS,
-    balanced_programs,
-    fused_reduce_ok,
+    backward_grid,
     grid_sum_partials,
     launch_layernorm_bwd_tma,
     reduce_tile,
@@ -381,11 +379,8 @@ def layernorm_backward(
     boxes = tma_shape(x2, [x2, dy2, dx2]) if tma_stages and tma_stages > 1 else None
     if boxes is not None:
         n_blocks = n_rows  # one row a block
-    programs = backward_programs(n_blocks, x2, programs_per_sm)
-    if balanced:
-        programs = balanced_programs(n_blocks, programs)
     fused_reduce = cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce
-    fused = fused_reduce_ok(x2, programs) and fused_reduce
+    programs, fused = backward_grid(x2, n_blocks, programs_per_sm, balanced, fused_reduce)
     partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)
     n_sums = 2 * n_cols if has_bias else n_cols
     sums = torch.empty(n_sums, dtype=weight.dtype, device=x.device) if fused else partial

@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels._utils import interpreting, load_tile
+from solkit.kernels._utils import backward_programs, interpreting, load_tile
 
 #: Spins of the fused reduction's barrier wait before it gives up (and writes NaN).
 MAX_SPINS = 1 << 20
@@ -56,6 +56,18 @@ def fused_reduce_ok(t: torch.Tensor, programs: int) -> bool:
     """The fused reduction spins at a grid barrier: only on a GPU, or for a one-program grid (the
     interpreter runs programs one by one, so a grid of several would never meet)."""
     return (t.is_cuda and not interpreting()) or programs == 1
+
+
+def backward_grid(
+    t: torch.Tensor, n_blocks: int, programs_per_sm: int, balanced: bool, fused_reduce: bool
+) -> tuple[int, bool]:
+    """``(programs, fused)`` of a persistent norm backward over ``n_blocks`` row blocks: the resident programs
+    (:func:`~solkit.kernels._utils.backward_programs`), cut to :func:`balanced_programs` when ``balanced``, and
+    whether the dW reduction runs inside the kernel (``fused_reduce`` where :func:`fused_reduce_ok`)."""
+    programs = backward_programs(n_blocks, t, programs_per_sm)
+    if balanced:
+        programs = balanced_programs(n_blocks, programs)
+    return programs, fused_reduce_ok(t, programs) and fused_reduce
 
 
 def reduce_tile(n_cols: int, programs: int) -> tuple[int, int]:

@@ -54,8 +54,7 @@ from solkit.kernels._utils import (
 from solkit.kernels.norm_backward import (  # noqa: F401  (the backward kernel, re-exported for tools)
     MAX_SPINS,
     _rmsnorm_bwd_kernel,
-    balanced_programs,
-    fused_reduce_ok,
+    backward_grid,
     launch_rmsnorm_bwd_tma,
     reduce_tile,
     sync_counter,
@@ -450,41 +449,33 @@ def rmsnorm_backward(
         or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
     )
     programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
-    n_blocks = triton.cdiv(n_rows, bm)
-    programs = backward_programs(n_blocks, x2, programs_per_sm)
-    balanced = cfg.get("bwd_balanced", False) if balanced is None else balanced
-    if balanced:
-        programs = balanced_programs(n_blocks, programs)
-    fused_reduce = cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce
-    fused = fused_reduce_ok(x2, programs) and fused_reduce
-    partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
-    dw = torch.empty(n_cols, dtype=weight.dtype, device=x.device) if fused else partial
-    red_p, red_c = reduce_tile(n_cols, programs)
     tma_stages = cfg.get("bwd_tma_stages", 0) if tma_stages is None else tma_stages
     boxes = tma_shape(x2, [x2, dy2, ds2, dx2]) if tma_stages and tma_stages > 1 else None
-    if boxes is not None:  # one row a block
-        programs = backward_programs(n_rows, x2, programs_per_sm)
-        programs = balanced_programs(n_rows, programs) if balanced else programs
-        fused = fused_reduce_ok(x2, programs) and fused_reduce
-        partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
-        dw = torch.empty(n_cols, dtype=weight.dtype, device=x.device) if fused else partial
+    n_blocks = n_rows if boxes is not None else triton.cdiv(n_rows, bm)  # the TMA kernel: one row a block
+    programs, fused = backward_grid(
+        x2, n_blocks, programs_per_sm,
+        balanced=cfg.get("bwd_balanced", False) if balanced is None else balanced,
+        fused_reduce=cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce,
+    )  # fmt: skip
+    partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
+    dw = torch.empty(n_cols, dtype=weight.dtype, device=x.device) if fused else partial
+    if boxes is not None:
         launch_rmsnorm_bwd_tma(dy2, ds2, x2, weight, rstd, dx2, partial, dw, fused, programs, offset,
                                casting == "gemma", tma_stages, nw, maxnreg or register_cap(programs_per_sm, nw),
                                boxes)  # fmt: skip
-        if fused:
-            return dx2.view(x.shape), dw
-        return dx2.view(x.shape), sum_partials(partial, weight.dtype, **(partial_sum or cfg["partial_sum"]))
-    _rmsnorm_bwd_kernel[(programs,)](
-        dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial, dw,
-        sync_counter(x.device, programs) if fused else partial,
-        n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,
-        MAX_SPINS, HAS_DS=ds2 is not None, GEMMA=casting == "gemma",
-        PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
-        BLOCK_M=bm, BLOCK_N=bn, FUSED=fused, RED_P=red_p, RED_C=red_c,
-        W_RELOAD=bool(cfg.get("bwd_w_reload", False) if w_reload is None else w_reload),
-        TWO_PASS=bool(cfg.get("bwd_two_pass", False) if two_pass is None else two_pass),
-        num_warps=nw, maxnreg=maxnreg or register_cap(programs_per_sm, nw),
-    )  # fmt: skip
+    else:
+        red_p, red_c = reduce_tile(n_cols, programs)
+        _rmsnorm_bwd_kernel[(programs,)](
+            dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial, dw,
+            sync_counter(x.device, programs) if fused else partial,
+            n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,
+            MAX_SPINS, HAS_DS=ds2 is not None, GEMMA=casting == "gemma",
+            PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
+            BLOCK_M=bm, BLOCK_N=bn, FUSED=fused, RED_P=red_p, RED_C=red_c,
+            W_RELOAD=bool(cfg.get("bwd_w_reload", False) if w_reload is None else w_reload),
+            TWO_PASS=bool(cfg.get("bwd_two_pass", False) if two_pass is None else two_pass),
+            num_warps=nw, maxnreg=maxnreg or register_cap(programs_per_sm, nw),
+        )  # fmt: skip
     if fused:
         return dx2.view(x.shape), dw
     return dx2.view(x.shape), sum_partials(partial, weight.dtype, **(partial_sum or cfg["partial_sum"]))
