@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from solkit.errors import SolkitError, choices_hint
+from solkit.kernels._utils import interpreting
 
 try:  # Gluon is experimental: its absence (older Triton) or a changed API only makes this path unavailable
     import triton
@@ -124,21 +125,21 @@ DEFAULT_CONFIG = CONFIGS[0]
 SMEM_LIMIT = 227 * 1024
 
 
-def available() -> bool:
-    """Gluon importable and the current device is a Hopper (sm_90) GPU."""
-    if _IMPORT_ERROR is not None or not torch.cuda.is_available():
-        return False
-    return torch.cuda.get_device_capability() == (9, 0)
-
-
-def unavailable_reason() -> str | None:
+def unavailable_reason(device: torch.device | None = None) -> str | None:
+    """Why this kernel cannot run on ``device`` (default: the current CUDA device), or None if it can."""
     if _IMPORT_ERROR is not None:
         return f"triton.experimental.gluon not importable ({_IMPORT_ERROR})"
     if not torch.cuda.is_available():
         return "no CUDA device"
-    if torch.cuda.get_device_capability() != (9, 0):
-        return f"needs sm_90, device is sm_{''.join(map(str, torch.cuda.get_device_capability()))}"
+    capability = torch.cuda.get_device_capability(device)
+    if capability != (9, 0):
+        return f"needs sm_90, device is sm_{''.join(map(str, capability))}"
     return None
+
+
+def available(device: torch.device | None = None) -> bool:
+    """Gluon importable and ``device`` (default: the current one) a Hopper (sm_90) GPU."""
+    return unavailable_reason(device) is None
 
 
 def supports(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None = None) -> bool:
@@ -425,8 +426,8 @@ def try_gemm(x2, w, bias, r2, y, *, backend: str | None, config: dict | None, ac
         return None
     min_m = 1 if forced else GLUON_MIN_M if kind == "auto" else min_prefill_m
     bias_ok = bias is None or (bias.is_contiguous() and bias.dtype == x2.dtype)
-    interpreting = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-    ok = x2.is_cuda and not interpreting and x2.shape[0] >= min_m and bias_ok and available() and supports(x2, w, r2)
+    ok = x2.is_cuda and not interpreting() and x2.shape[0] >= min_m and bias_ok
+    ok = ok and available(x2.device) and supports(x2, w, r2)
     if not ok:
         if forced:
             raise SolkitError("gemm: config asks for gluon_ws, which needs sm_90 with Gluon, bf16/fp16 operands and "
