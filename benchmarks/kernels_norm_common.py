@@ -274,6 +274,47 @@ class Recorder:
             os.replace(tmp, self.path)
 
 
+HARNESS_PROTOCOL = (
+    "solkit.harness.timing.benchmark(method='auto', l2_flush_mode='read'): graph_events (per-call CUDA events inside "
+    "a CUDA graph) for calls under 0.1 ms; L2 flushed by a read sweep before every call; two rotating input sets; "
+    "the resolved method is in each row"
+)
+
+
+def timing_options(smoke: bool, reps: int) -> dict:
+    """The harness protocol of the norm scripts (``smoke``: wall clock, two calls, for CPU plumbing runs)."""
+    if smoke:
+        return dict(method="wall", reps=2, trials=1, warmup=1)
+    return dict(method="auto", reps=reps, trials=3, warmup=3, calls_per_graph=10, l2_flush_mode="read")
+
+
+def run_meta(benchmark_name: str, device, dtype, timing_kw: dict, **extra) -> dict:
+    """The header of a result document: what ran, where, with which versions and protocol."""
+    import datetime as dt
+    import platform
+    import sys
+
+    import triton
+
+    return {
+        "benchmark": benchmark_name,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv), "dtype": str(dtype).replace("torch.", ""),
+        "timing": timing_kw, "timing_protocol": HARNESS_PROTOCOL, **extra,
+    }  # fmt: skip
+
+
+def record_bandwidth(rec, device, timing_kw) -> float | None:
+    """The copy bandwidth of this run into ``rec.doc["bandwidth"]`` (GPU only); returns it (None on a CPU)."""
+    if device.type != "cuda":
+        return None
+    bw, copy_info = measure_copy_bandwidth(device, timing_kw)
+    rec.doc["bandwidth"] = {"copy_measured_Bps": bw, "copy_runs": copy_info, "datasheet_Bps": 4.8e12}
+    return bw
+
+
 def measure_copy_bandwidth(device, timing_kw) -> tuple[float, dict]:
     """Copy bandwidth (bytes read + written per second) of a 1 GiB ``copy_``, the calibrated basis,
     measured as ``solkit calibrate`` does (CUDA events around eager calls, same buffer size), L2

@@ -21,10 +21,8 @@ eager PyTorch's own bf16 error (against the same float64 reference) plus ``4e-3 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import sys
 
 if "--smoke" in sys.argv:
@@ -32,9 +30,9 @@ if "--smoke" in sys.argv:
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
 from kernels_norm_common import (  # noqa: E402
     EPS,
+    HARNESS_PROTOCOL,
     SHAPES,
     Recorder,
     _liger,
@@ -42,9 +40,11 @@ from kernels_norm_common import (  # noqa: E402
     elapsed,
     make_inputs,
     make_ops,
-    measure_copy_bandwidth,
     poison_free_memory,
+    record_bandwidth,
+    run_meta,
     sol_cols,
+    timing_options,
 )
 
 from solkit.harness.timing import benchmark  # noqa: E402
@@ -301,24 +301,13 @@ def main() -> int:
     if args.warm_compile:
         warm_compile([ops[name] for name in args.ab.split(",") if name in ops], dtype, device)
         return 0
-    timing_kw = (
-        dict(method="wall", reps=2, trials=1, warmup=1)
-        if args.smoke
-        else dict(method="auto", reps=args.reps, trials=3, warmup=3, calls_per_graph=10, l2_flush_mode="read")
-    )
-    meta = {
-        "benchmark": "kernels_norm_r5",
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv), "dtype": str(dtype).replace("torch.", ""),
-        "timing": timing_kw,
-        "timing_protocol": "solkit.harness.timing.benchmark(method='auto', l2_flush_mode='read'): graph_events "
-        "(per-call CUDA events inside a CUDA graph) for calls under 0.1 ms; L2 flushed by a read sweep before every "
-        "call; two rotating input sets; the resolved method is in each row. A/B: one trial per turn, order rotated.",
-        "criteria": "sweep: max|out-ref| <= 2*max|eager_bf16-ref| + 4e-3*max|ref|, ref = float64; A/B rows: "
+    timing_kw = timing_options(args.smoke, args.reps)
+    meta = run_meta(
+        "kernels_norm_r5", device, dtype, timing_kw,
+        timing_protocol=HARNESS_PROTOCOL + ". A/B: one trial per turn, order rotated.",
+        criteria="sweep: max|out-ref| <= 2*max|eager_bf16-ref| + 4e-3*max|ref|, ref = float64; A/B rows: "
         "max|out-ref| <= max|ref|/64 (ref fp32)",
-    }  # fmt: skip
+    )  # fmt: skip
     try:
         from importlib.metadata import version
 
@@ -328,10 +317,7 @@ def main() -> int:
         liger = {}
         meta["liger"] = f"unavailable: {type(exc).__name__}: {exc}"
     rec = Recorder(args.out, meta)
-    bw = None
-    if device.type == "cuda":
-        bw, copy_info = measure_copy_bandwidth(device, timing_kw)
-        rec.doc["bandwidth"] = {"copy_measured_Bps": bw, "copy_runs": copy_info, "datasheet_Bps": 4.8e12}
+    bw = record_bandwidth(rec, device, timing_kw)
     rec.doc["ab"] = []
     for op in wanted:
         if op.name in VARIANTS:

@@ -18,26 +18,25 @@ on the 4.8 TB/s datasheet; registers and spills of every compiled backward kerne
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import sys
 
 if "--smoke" in sys.argv:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 from kernels_norm_common import (  # noqa: E402
     EPS,
     Recorder,
     elapsed,
     make_inputs,
     make_ops,
-    measure_copy_bandwidth,
     poison_free_memory,
+    record_bandwidth,
+    run_meta,
     sol_cols,
+    timing_options,
 )
 
 from solkit.harness.timing import benchmark  # noqa: E402
@@ -320,28 +319,14 @@ def main() -> int:
     if args.warm:
         warm(wanted, dtype, device, args.warm)
         return 0
-    timing_kw = (
-        dict(method="wall", reps=2, trials=1, warmup=1)
-        if args.smoke
-        else dict(method="auto", reps=args.reps, trials=3, warmup=3, calls_per_graph=10, l2_flush_mode="read")
-    )
-    meta = {
-        "benchmark": "kernels_normbwd",
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
-        "command": " ".join(["python3"] + sys.argv), "dtype": str(dtype).replace("torch.", ""), "timing": timing_kw,
-        "timing_protocol": "solkit.harness.timing.benchmark(method='auto', l2_flush_mode='read'): graph_events "
-        "(per-call CUDA events inside a CUDA graph) for calls under 0.1 ms; L2 flushed by a read sweep before every "
-        "call; two rotating input sets; the resolved method is in each row",
-        "criteria": "max|grad-ref| <= 2*max|eager_bf16-ref| + 4e-3*max|ref| for dx, dw (db); ref = float64",
-        "bytes": "bwd: read x, dy (ds), stats, params; write dx, dw (db). fwdbwd: the op's forward + backward bytes",
-    }  # fmt: skip
+    timing_kw = timing_options(args.smoke, args.reps)
+    meta = run_meta(
+        "kernels_normbwd", device, dtype, timing_kw,
+        criteria="max|grad-ref| <= 2*max|eager_bf16-ref| + 4e-3*max|ref| for dx, dw (db); ref = float64",
+        bytes="bwd: read x, dy (ds), stats, params; write dx, dw (db). fwdbwd: the op's forward + backward bytes",
+    )  # fmt: skip
     rec = Recorder(args.out, meta)
-    bw = None
-    if device.type == "cuda":
-        bw, copy_info = measure_copy_bandwidth(device, timing_kw)
-        rec.doc["bandwidth"] = {"copy_measured_Bps": bw, "copy_runs": copy_info, "datasheet_Bps": 4.8e12}
+    bw = record_bandwidth(rec, device, timing_kw)
     if not args.no_sweep:
         for op in wanted:
             sweep_op(rec, op, dtype, device, timing_kw, bw, args.budget_s, args.modes.split(","))
