@@ -21,9 +21,10 @@ Iteration for row ``r`` (rows ``r + G``, ``r + 2G`` already loaded or in flight)
 from its packed exponentials. Same exchange, slots (4), timeout and target handling as the reread kernel.
 ``UNROLL`` unrolls the row loop (the register rotation of the prefetch then needs no moves; with
 ``EARLY_LOAD = 0`` the rotation has period 2). ``FULL``: chunks of exactly ``BLOCK`` columns but the last
-(``full_chunks``), loaded without masks; the row's log is ``lg2.approx`` (:func:`_await_fast`). ``PF`` = d > 0:
-the chunk of row ``r + (3 + d)G`` is bulk-prefetched into L2 when row ``r + 3G``'s load is issued, so the
-register loads hit L2 (short latency) while DRAM traffic stays in flight without holding registers.
+(``full_chunks``), loaded without masks. The row's log is ``lg2.approx`` (one MUFU.LG2, relative error
+~2^-22, instead of the ~25-instruction precise ``log2``). ``PF`` = d > 0: the chunk of row ``r + (3 + d)G``
+is bulk-prefetched into L2 when row ``r + 3G``'s load is issued, so the register loads hit L2 (short
+latency) while DRAM traffic stays in flight without holding registers.
 """
 
 from __future__ import annotations
@@ -31,46 +32,18 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from solkit.kernels._spin import _poll_tagged, _publish_tagged
 from solkit.kernels.cross_entropy_split import (
     L2E,
-    LN2,
+    _await_tagged,
     _load_words_row,
     _on_timeout,
     _pack,
-    _poll_tagged,
-    _publish_tagged,
     _slot,
-    _tags_match,
     _target_logit,
     _unpack,
-    _untag,
     _word_chunk_geometry,
 )
-
-
-@triton.jit
-def _await_fast(base, k, wm, ws, wz, sz, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
-                HAS_SMOOTHING: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
-    """:func:`~solkit.kernels.cross_entropy_split._await_tagged` with ``lg2.approx`` (one MUFU.LG2, relative
-    error ~2^-22) for the row's log instead of the ~25-instruction precise ``log2``."""
-    want = tl.cast(k + 1, tl.int64)
-    ready = _tags_match(wm, ws, wz, want)
-    spins = 0
-    while (ready == 0) & (spins < spin_budget):
-        wm, ws, wz = _poll_tagged(base, k, SPLIT, SPLIT_P2, HAS_SMOOTHING)
-        ready = _tags_match(wm, ws, wz, want)
-        spins += 1
-    if HAS_SMOOTHING:
-        sz = tl.sum(_untag(wz), axis=0)
-    ms = _untag(wm)
-    big = tl.max(ms, axis=0)
-    total = tl.sum(_untag(ws) * tl.exp2(ms * L2E - big * L2E), axis=0)
-    if ASM:
-        lg = tl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [total], dtype=tl.float32, is_pure=True,
-                                       pack=1)  # fmt: skip
-    else:
-        lg = tl.log2(total)
-    return big + lg * LN2, sz, ready
 
 
 @triton.jit
@@ -202,8 +175,8 @@ def _ce_split_packed_kernel(
                             SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
         g_row_w = grad_w_ptr + row64 * gw_stride
         if v0:
-            lse, sz_row, ok = _await_fast(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING,
-                                          ASM)  # fmt: skip
+            lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING,
+                                            ASM)  # fmt: skip
             lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
             t_in = (t0 >= 0) & (t0 < n_cols)
             owner = (tl.where(t_in, t0, 0) >= col0) & (tl.where(t_in, t0, 0) < col_end)
@@ -292,7 +265,7 @@ def _ce_split_lean_kernel(
         if r1 < n_rows:  # (no arrival past the last row: it would take a slot still to be read)
             _publish_tagged(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, m_c, s_c, sz, SPLIT_P2,
                             HAS_SMOOTHING)  # fmt: skip
-        lse, sz_row, ok = _await_fast(base0, j, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING, ASM)
+        lse, sz_row, ok = _await_tagged(base0, j, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING, ASM)
         lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
         valid = t0 != ignore_index
         t_in = (t0 >= 0) & (t0 < n_cols)

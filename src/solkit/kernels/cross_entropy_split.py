@@ -58,16 +58,29 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
+from solkit.kernels._spin import _poll_tagged, _publish_tagged, _spin_until_tagged, _untag
+
+# (re-exported: _softmax_packed imports them from here until it takes them from _spin)
+from solkit.kernels._spin import _tagged as _tagged
+from solkit.kernels._spin import _tags_match as _tags_match
 
 L2E = tl.constexpr(1.4426950408889634)  # log2(e): exponentials in base 2 (one MUFU.EX2 each)
 LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
-def _combine(ms, ss):
-    """lse from the chunks' (max, sum of exp relative to that max)."""
+def _log2(v, FAST: tl.constexpr):
+    if FAST:  # one MUFU.LG2 (relative error ~2^-22) instead of the ~25-instruction precise log2
+        return tl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [v], dtype=tl.float32, is_pure=True,
+                                         pack=1)  # fmt: skip
+    return tl.log2(v)
+
+
+@triton.jit
+def _combine(ms, ss, FAST_LOG: tl.constexpr):
+    """lse from the chunks' (max, sum of exp relative to that max); ``FAST_LOG``: ``lg2.approx`` (GPU only)."""
     big = tl.max(ms, axis=0)
-    return big + tl.log2(tl.sum(ss * tl.exp2(ms * L2E - big * L2E), axis=0)) * LN2
+    return big + _log2(tl.sum(ss * tl.exp2(ms * L2E - big * L2E), axis=0), FAST_LOG) * LN2
 
 
 @triton.jit
@@ -93,33 +106,7 @@ def _exchange_counted(partial_ptr, sync_ptr, group, chunk, n_groups, k, m_c, s_c
     ss = tl.load(base + SPLIT_P2 + offs, mask=pm, other=0.0, volatile=True)
     if HAS_SMOOTHING:
         sz = tl.sum(tl.load(base + 2 * SPLIT_P2 + offs, mask=pm, other=0.0, volatile=True), axis=0)
-    return _combine(ms, ss), sz, (arrived >= goal).to(tl.int32)
-
-
-@triton.jit
-def _tagged(value, tag):
-    return tag | (value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
-
-
-@triton.jit
-def _untag(words):
-    return (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _tags_match(wm, ws, wz, want):
-    ok = ((wm >> 32) == want) & ((ws >> 32) == want) & ((wz >> 32) == want)
-    return tl.min(ok.to(tl.int32), axis=0)
-
-
-@triton.jit
-def _load_words(base, offs, pm, tag, m_pad, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
-    wm = tl.load(base + offs, mask=pm, other=m_pad, volatile=True)
-    ws = tl.load(base + SPLIT_P2 + offs, mask=pm, other=tag, volatile=True)
-    wz = ws
-    if HAS_SMOOTHING:
-        wz = tl.load(base + 2 * SPLIT_P2 + offs, mask=pm, other=tag, volatile=True)
-    return wm, ws, wz
+    return _combine(ms, ss, False), sz, (arrived >= goal).to(tl.int32)
 
 
 @triton.jit
@@ -128,41 +115,16 @@ def _slot(partial_ptr, group, n_groups, k, SPLIT_P2: tl.constexpr, SLOTS: tl.con
 
 
 @triton.jit
-def _publish_tagged(base, chunk, k, m_c, s_c, sz, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
-    """Each partial travels in one 64-bit word, ``(k + 1) << 32 | fp32 bits``, written by a relaxed atomic
-    exchange: a word whose tag reads ``k + 1`` holds arrival ``k``'s value, so there is no counter and no
-    fence (the buffer is zeroed per call)."""
-    tag = tl.cast(k + 1, tl.int64) << 32
-    tl.atomic_xchg(base + chunk, _tagged(m_c, tag), sem="relaxed")
-    tl.atomic_xchg(base + SPLIT_P2 + chunk, _tagged(s_c, tag), sem="relaxed")
-    if HAS_SMOOTHING:
-        tl.atomic_xchg(base + 2 * SPLIT_P2 + chunk, _tagged(sz, tag), sem="relaxed")
-
-
-@triton.jit
-def _poll_tagged(base, k, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
-    """One read of the group's words of arrival ``k`` (lanes past SPLIT read as matching tags with -inf
-    for the max and 0 for the sums)."""
-    tag = tl.cast(k + 1, tl.int64) << 32
-    offs = tl.arange(0, SPLIT_P2)
-    return _load_words(base, offs, offs < SPLIT, tag, tag | 0xFF800000, SPLIT_P2, HAS_SMOOTHING)
-
-
-@triton.jit
 def _await_tagged(base, k, wm, ws, wz, sz, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
-                  HAS_SMOOTHING: tl.constexpr):  # fmt: skip
-    """From a first read (``wm, ws, wz``), re-read the words until every tag matches (at most
-    ``spin_budget`` times); returns (lse, sum z over the row, 1 if all arrived else 0)."""
-    want = tl.cast(k + 1, tl.int64)
-    ready = _tags_match(wm, ws, wz, want)
-    spins = 0
-    while (ready == 0) & (spins < spin_budget):
-        wm, ws, wz = _poll_tagged(base, k, SPLIT, SPLIT_P2, HAS_SMOOTHING)
-        ready = _tags_match(wm, ws, wz, want)
-        spins += 1
+                  HAS_SMOOTHING: tl.constexpr, FAST_LOG: tl.constexpr):  # fmt: skip
+    """From a first read (``wm, ws, wz``), re-read the words until every tag matches (at most ``spin_budget``
+    times: :func:`~solkit.kernels._spin._spin_until_tagged`); returns (lse, sum z over the row, 1 if all arrived
+    else 0). ``FAST_LOG``: the row's log by ``lg2.approx``."""
+    wm, ws, wz, ready = _spin_until_tagged(base, k, wm, ws, wz, spin_budget, SPLIT, SPLIT_P2,
+                                           3 if HAS_SMOOTHING else 2)  # fmt: skip
     if HAS_SMOOTHING:
         sz = tl.sum(_untag(wz), axis=0)
-    return _combine(_untag(wm), _untag(ws)), sz, ready
+    return _combine(_untag(wm), _untag(ws), FAST_LOG), sz, ready
 
 
 @triton.jit
@@ -171,7 +133,7 @@ def _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_
     base = _slot(partial_ptr, group, n_groups, k, SPLIT_P2, 2)
     _publish_tagged(base, chunk, k, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
     wm, ws, wz = _poll_tagged(base, k, SPLIT, SPLIT_P2, HAS_SMOOTHING)
-    return _await_tagged(base, k, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+    return _await_tagged(base, k, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING, False)
 
 
 @triton.jit
@@ -433,7 +395,7 @@ def _ce_split_reread_kernel(
         g_row_w = grad_w_ptr + row64 * gw_stride
         if v0:
             lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
-                                            HAS_SMOOTHING)  # fmt: skip
+                                            HAS_SMOOTHING, False)  # fmt: skip
             lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
             t_in = (t0 >= 0) & (t0 < n_cols)
             owner = (tl.where(t_in, t0, 0) >= col0) & (tl.where(t_in, t0, 0) < col_end)
