@@ -67,6 +67,8 @@ def gluon_plan(plan: str) -> list[D.DecodeGluonConfig]:
         C(bw=64, ksub=1, stages=5, ctas_per_sm=4),
         C(bw=128, ksub=2, stages=6, grid=128),
         C(bw=64, ksub=4, stages=5, grid=128),
+        C(bw=64, ksub=8, stages=3),
+        C(bw=64, ksub=2, stages=6, ctas_per_sm=3),
     ]
     floors = [
         C(bw=128, ksub=2, stages=6, no_math=2),
@@ -76,6 +78,7 @@ def gluon_plan(plan: str) -> list[D.DecodeGluonConfig]:
         C(bw=128, ksub=2, stages=3, ctas_per_sm=2, no_math=2),
         C(bw=64, ksub=1, stages=5, ctas_per_sm=4, no_math=2),
         C(bw=128, ksub=4, stages=4, no_math=2),
+        C(bw=64, ksub=8, stages=3, no_math=2),
     ]
     return base + floors
 
@@ -86,6 +89,8 @@ def variants(m: int, plan: str) -> list[D.DecodeGluonConfig]:
         c = fit(c, m)
         if c.no_math and m != 1 and c.no_math == 2:
             continue  # the bare ring read does not depend on M: measured at M = 1 only
+        if c.smem_bytes(D.padded_m(m)) > D.SMEM_LIMIT:
+            continue
         if c not in seen:
             seen.add(c)
             out.append(c)
