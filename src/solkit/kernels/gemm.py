@@ -40,6 +40,7 @@ import yaml
 
 from solkit.errors import SolkitError, choices_hint
 from solkit.kernels import gemm_decode as _decode
+from solkit.kernels import gemm_decode_gluon as _gluon_decode
 from solkit.kernels import gemm_gluon as _gluon
 from solkit.kernels import gemm_streamk as _streamk
 from solkit.kernels.gemm_aot import compile_for  # noqa: F401 - part of this module's API
@@ -497,6 +498,17 @@ def gemm(
         LAST_LAUNCH.clear()
         LAST_LAUNCH.update(family="hopper", regime="prefill", kernel="gluon_ws", m_bucket=m_bucket(M), config=ran)
         return y.reshape(*lead, N)
+    decode_rows = int(load_config_table()["decode_max_m"])
+    if decode_rows >= M:  # the swap-AB Gluon decode kernel (gemm_decode_gluon.py) where a rule says so
+        rules = load_config_table()["hopper"]["decode"].get("gluon")
+        ran = _gluon_decode.try_gemm(x2, w, bias, r2, y, backend=backend, config=config, activation=activation,
+                                     alpha=alpha, beta=beta, rules=rules)  # fmt: skip
+        if ran is not None:
+            LAST_LAUNCH.clear()
+            LAST_LAUNCH.update(
+                family="hopper", regime="decode", kernel="gluon_decode", m_bucket=m_bucket(M), config=ran
+            )
+            return y.reshape(*lead, N)
     tensors = [t for t in (x2, w, y, r2) if t is not None]
     family, regime, kernel = select(M, x.device, _tma_ok(*tensors) and x.dtype != torch.float32)
     if config is not None:

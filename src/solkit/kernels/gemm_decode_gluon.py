@@ -349,3 +349,50 @@ def compile_sm90(cfg: DecodeGluonConfig = DEFAULT_CONFIG, *, m: int = 1, dtype: 
     }  # fmt: skip
     src = GluonASTSource(_decode_swap_kernel, sig, constexprs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.warps})
+
+
+def rule_for(rules: list[dict[str, Any]] | None, m: int, n: int, k: int) -> DecodeGluonConfig | None:
+    """The config of the first rule (gemm_configs.yaml ``<family>.decode.gluon``) whose M / N / K ranges hold the
+    shape: ``{m_min, m_max, n_min, n_max, k_min, k_max, config: {DecodeGluonConfig fields}}``, bounds inclusive,
+    a bound left out is open. None: no rule, the Triton decode kernels take the call."""
+    for rule in rules or []:
+        inside = all(
+            rule.get(f"{d}_min", 0) <= v <= rule.get(f"{d}_max", 1 << 62) for d, v in (("m", m), ("n", n), ("k", k))
+        )
+        if inside:
+            return config_from(rule.get("config", {}))
+    return None
+
+
+def config_from(fields: dict[str, Any]) -> DecodeGluonConfig:
+    return DecodeGluonConfig(**{f: fields[f] for f in DecodeGluonConfig.__dataclass_fields__ if f in fields})
+
+
+def try_gemm(x2, w, bias, r2, y, *, backend: str | None, config: dict | None, activation: str, alpha: float,
+             beta: float, rules: list[dict[str, Any]] | None) -> dict | None:  # fmt: skip
+    """``solkit.kernels.gemm.gemm``'s decode hook (M <= decode_max_m): run the call here if ``config`` names
+    ``kernel: gluon_decode``, or if no config is given, the backend (argument, else SOLKIT_GEMM_BACKEND, else
+    "auto") is not "triton", a rule in ``rules`` matches the shape and the device and operands suit the kernel.
+    Returns the config that ran (for LAST_LAUNCH), or None (the Triton decode kernels run)."""
+    import os
+
+    kind = (backend or os.environ.get("SOLKIT_GEMM_BACKEND", "") or "auto").strip().lower()
+    forced = config is not None and config.get("kernel") == "gluon_decode"
+    if (config is not None and not forced) or (kind == "triton" and not forced):
+        return None
+    m, k = x2.shape
+    n = w.shape[0]
+    bias_ok = bias is None or (bias.is_contiguous() and bias.dtype == x2.dtype)
+    ok = x2.is_cuda and bias_ok and unavailable_reason(x2.device) is None and supports(x2, w, r2)
+    if not ok:
+        if forced:
+            from solkit.errors import SolkitError
+
+            raise SolkitError("gemm: config asks for gluon_decode, which needs sm_90 with Gluon, bf16/fp16 operands, "
+                              "M <= 64 and 16-byte aligned rows of x and W")  # fmt: skip
+        return None
+    cfg = config_from(config) if forced else rule_for(rules, m, n, k)
+    if cfg is None:
+        return None
+    gemm_decode_gluon(x2, w, bias, r2, activation=activation, alpha=alpha, beta=beta, config=cfg, out=y)
+    return {"kernel": "gluon_decode", **vars(cfg)}
