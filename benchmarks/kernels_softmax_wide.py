@@ -40,7 +40,7 @@ from solkit.sol.model import Ceilings, sol_fraction, t_sol  # noqa: E402
 DATASHEET_BW = 4.8e12
 T0 = time.perf_counter()
 SHAPES = {"vocab8k": (8192, 128256), "vocab4k": (4096, 128256), "256k": (1024, 262144), "inter": (8192, 14336),
-          "hidden": (8192, 4096), "smoke": (5, 1030), "smoke_odd": (3, 1031)}  # fmt: skip
+          "hidden": (8192, 4096), "smoke": (5, 1030), "smoke_odd": (3, 1031), "smoke_rows": (5, 14336)}  # fmt: skip
 
 
 def _p(**kw) -> dict:
@@ -127,6 +127,19 @@ VARIANTS = {
         {"packed": False, "num_warps": 16, "store_cs": True},
     ),
     "pk_nowait": (_p(max_spins=0), _p(max_spins=0)),  # diagnostic: never wait (NaN rows), timed anyway
+    # session 6: the exact-tile whole-row forward (solkit.kernels._softmax_rows), the packed grid filled
+    "rows": ({"rows": {}}, None),
+    "rows_pf1": ({"rows": {"l2_prefetch": 1}}, None),
+    "rows_d1": ({"rows": {"depth": 1}}, None),
+    "rows_h0": ({"rows": {"hint": 0}}, None),
+    "rows_h2": ({"rows": {"hint": 2}}, None),
+    "rows_1sm_d3": ({"rows": {"per_sm": 1, "depth": 3}}, None),
+    "rows_1sm_d3_pf1": ({"rows": {"per_sm": 1, "depth": 3, "l2_prefetch": 1}}, None),
+    "rows_4sm": ({"rows": {"per_sm": 4}}, None),
+    "rows_4sm_d3": ({"rows": {"per_sm": 4, "depth": 3}}, None),
+    "rows_w4_4": ({"rows": {"num_warps": 4, "per_sm": 4}}, None),
+    "pk_fill": (_p(fill=1), _p(fill=1)),
+    "pk_fill_h1": (_p(fill=1, hint=1), _p(fill=1, hint=1)),
 }
 DIAG = {
     "pk_nowait",
@@ -145,6 +158,7 @@ DIAG = {
     "sp1_4k_w4_3_d3_ebf_h1",
 }  # timed even when the check fails (the bf16 forms)
 RIVALS = ("liger", "compile", "eager")
+FLOORS = ("copy",)  # y.copy_(x) into a preallocated buffer at the same shape: the bare copy floor (no check)
 
 #: Plans: (shape, [(variant, modes)]) in order; a plan runs until its time budget is spent.
 ALL3 = ("fwd", "bwd", "fwdbwd")
@@ -217,6 +231,20 @@ PLANS["round4"] = [
     ("256k", [("default", ALL3)]),
     ("vocab4k", [("default", ALL3)]),
 ]  # fmt: skip
+PLANS["s6r1"] = [
+    ("inter", [("default", ("fwd",)), ("rows", ("fwd",)), ("copy", ("fwd",)), ("rows_pf1", ("fwd",)),
+               ("rows_d1", ("fwd",)), ("rows_h2", ("fwd",)), ("rows_h0", ("fwd",)), ("rows_1sm_d3", ("fwd",)),
+               ("rows_1sm_d3_pf1", ("fwd",)), ("liger", ("fwd",)), ("default", ("fwd",)), ("rows", ("fwd",))]),
+    ("hidden", [("default", ("fwd",)), ("rows", ("fwd",)), ("rows_4sm", ("fwd",)), ("rows_4sm_d3", ("fwd",)),
+                ("rows_w4_4", ("fwd",)), ("copy", ("fwd",)), ("default", ("fwd",))]),
+    ("vocab8k", [("default", ("fwd", "bwd")), ("pk_fill", ("fwd", "bwd")), ("pk_fill_h1", ("fwd",)),
+                 ("copy", ("fwd",)), ("default", ("fwd",))]),
+    ("256k", [("default", ("fwd", "bwd")), ("pk_fill", ("fwd", "bwd")), ("copy", ("fwd",))]),
+    ("vocab4k", [("default", ("fwd",)), ("pk_fill", ("fwd", "bwd")), ("copy", ("fwd",))]),
+]  # fmt: skip
+PLANS["smoke"].append(
+    ("smoke_rows", [("rows", ("fwd",)), ("rows_d1", ("fwd",)), ("copy", ("fwd",)), ("pk_fill", ("fwd", "bwd"))])
+)
 COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record": ("inter",)}
 
 
@@ -278,7 +306,18 @@ def run_mode(name: str, mode: str, x, dy, y_in):
     return bwd(dy, fwd(x)) if fwd is not None and bwd is not None else None
 
 
+_COPY_DST: dict = {}
+
+
 def timed(name: str, mode: str):
+    if name in FLOORS:
+
+        def copy(x, dy, y):
+            if id(x) not in _COPY_DST:
+                _COPY_DST[id(x)] = torch.empty_like(x)
+            return _COPY_DST[id(x)].copy_(x)
+
+        return copy
     if name in RIVALS:
         f, fb = rival_fns(name)
         if mode == "fwd":
@@ -365,6 +404,14 @@ def launch_facts(name, mode, ref) -> dict:
 
     fo, bo = VARIANTS.get(name, (None, None))
     opts = fo if mode == "fwd" else bo
+    if opts and isinstance(opts.get("rows"), dict) and mode == "fwd":
+        from solkit.kernels._softmax_rows import softmax_forward_rows
+
+        try:
+            x = ref.x[:64]
+            return softmax_forward_rows(x, torch.empty_like(x), **opts["rows"]) or {}
+        except Exception as exc:  # noqa: BLE001
+            return {"facts_error": str(exc)[:200]}
     if not opts or not isinstance(opts.get("packed"), dict):
         return {}
     try:
@@ -392,7 +439,7 @@ def measure_copy(device, timing_kw) -> tuple[float, dict]:
 def warm(part: str, device, plan: str) -> None:
     """Compile (Triton cache) the solkit variants of a plan on a few rows of each shape."""
     k, n = (int(v) for v in part.split("/"))
-    jobs = sorted({(s, v, m) for s, vs in PLANS[plan] for v, ms in vs for m in ms if v not in RIVALS})
+    jobs = sorted({(s, v, m) for s, vs in PLANS[plan] for v, ms in vs for m in ms if v not in RIVALS + FLOORS})
     for s, v, m in jobs[k::n]:
         rows, cols = SHAPES[s]
         x = torch.randn(min(rows, 528), cols, device=device, dtype=torch.bfloat16)
@@ -471,6 +518,7 @@ def main() -> int:
         pool = [(torch.randn(*shape, device=device, dtype=dtype) * 4, torch.randn(*shape, device=device, dtype=dtype))
                 for _ in range(2)]  # fmt: skip
         pool = [(x, dy, torch.softmax(x, -1)) for x, dy in pool]
+        _COPY_DST.clear()
         for name, modes in variants:
             for mode in modes:
                 if elapsed() > args.budget_s:
@@ -481,8 +529,11 @@ def main() -> int:
                        else name}  # fmt: skip
                 t = time.perf_counter()
                 try:
-                    row.update(check(name, mode, ref))
-                    if (row["ok"] or name in DIAG) and device.type == "cuda":
+                    if name in FLOORS:
+                        row.update({"ok": None, "floor": True})
+                    else:
+                        row.update(check(name, mode, ref))
+                    if (row["ok"] or name in DIAG or name in FLOORS) and device.type == "cuda":
                         res = benchmark(timed(name, mode), pool, **timing_kw)
                         row.update({"median_ms": res.median_ms, "q1_ms": res.q1_ms, "q3_ms": res.q3_ms, "cv": res.cv,
                                     "method": res.method, "l2_flush_mode": timing_kw.get("l2_flush_mode"),

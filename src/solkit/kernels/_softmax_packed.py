@@ -480,6 +480,22 @@ def _launch(kernel, args: list, meta: dict, n_rows: int, split: int, t: torch.Te
     return {"split": split, "groups": n_groups, "programs": n_groups * split, **({} if interp else occ)}
 
 
+def _layout(n_cols: int, block: int, per_sm: int, t: torch.Tensor, interp: bool, fill: int) -> tuple[int, int, int]:
+    """:func:`chunk_layout`'s ``(split, chunk_cols, block)``; with ``fill``, the fewest chunks (at most a quarter
+    more, none wider than ``block``) whose count divides the ``per_sm x SMs`` resident slots, so every slot runs
+    a program: 128256 columns in 4096-column chunks take 33 chunks x 16 groups (528 programs on 132 SMs x 4),
+    not 32 x 16 (512: 16 slots idle)."""
+    split, chunk_cols, blk = chunk_layout(n_cols, block)
+    slots = per_sm * (4 if interp else _sms(t))
+    if not fill or split < 2 or slots % split == 0:
+        return split, chunk_cols, blk
+    for s in range(split + 1, split + split // 4 + 1):
+        cols = triton.cdiv(triton.cdiv(n_cols, s), 16) * 16
+        if slots % s == 0 and triton.cdiv(n_cols, cols) == s:
+            return s, cols, triton.next_power_of_2(cols)
+    return split, chunk_cols, blk
+
+
 def _partials(n_groups: int, split: int, words_per_chunk: int, device) -> torch.Tensor:
     """Eight slots of tagged 64-bit partials per group, zeroed (one memset per call: tags restart at 1)."""
     sp2 = max(triton.next_power_of_2(split), 2)
@@ -491,7 +507,7 @@ def softmax_forward_packed(
     per_sm: int | None = None, keep_e: int | None = None, early_load: int | None = None,
     l2_prefetch: int | None = None, maxnreg: int | None = None, max_spins: int = 1 << 20,
     groups: int | None = None, fallback: bool | None = None, depth: int | None = None, skew: int | None = None,
-    hint: int | None = None,
+    hint: int | None = None, fill: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over rows of the 2-D ``x`` (unit column stride) into ``y``; returns the launch
     facts, or None (nothing launched) when one group does not fit on the GPU at once. Options left None
@@ -501,7 +517,14 @@ def softmax_forward_packed(
     n_rows, n_cols = x.shape
     interp = x.device.type != "cuda" or _interp()
     packed = _packable(x, y)
-    split, chunk_cols, blk = chunk_layout(n_cols, block if packed else max(block // 2, 16))  # (registers: as packed)
+    split, chunk_cols, blk = _layout(
+        n_cols,
+        block if packed else max(block // 2, 16),
+        per_sm,
+        x,
+        interp,
+        cfg.get("fill", 0) if fill is None else fill,
+    )  # (registers: as packed)
     most = max(1, min(n_rows, groups or n_rows))
     partials = _partials(most if interp else min(most, max(per_sm * _sms(x) // split, 1)), split, 3, x.device)
     xu, xu_stride = _units(x, packed)
@@ -529,6 +552,7 @@ def softmax_backward_packed(
     per_sm: int | None = None, early_load: int | None = None, l2_prefetch: int | None = None,
     maxnreg: int | None = None, max_spins: int = 1 << 20, groups: int | None = None, fallback: bool | None = None,
     keep_e: int | None = None, depth: int | None = None, skew: int | None = None, hint: int | None = None,
+    fill: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``dx = y (dy - sum(y dy))`` over rows (2-D, unit column stride); as :func:`softmax_forward_packed`
     (``keep_e``, ``depth`` and ``skew``, forward options, are accepted and ignored, so one option dict serves
@@ -538,7 +562,14 @@ def softmax_backward_packed(
     n_rows, n_cols = y.shape
     interp = y.device.type != "cuda" or _interp()
     packed = _packable(y, dy, dx)
-    split, chunk_cols, blk = chunk_layout(n_cols, block if packed else max(block // 2, 16))
+    split, chunk_cols, blk = _layout(
+        n_cols,
+        block if packed else max(block // 2, 16),
+        per_sm,
+        y,
+        interp,
+        cfg.get("fill", 0) if fill is None else fill,
+    )
     most = max(1, min(n_rows, groups or n_rows))
     partials = _partials(most if interp else min(most, max(per_sm * _sms(y) // split, 1)), split, 1, y.device)
     yu, yu_stride = _units(y, packed)
