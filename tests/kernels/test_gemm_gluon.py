@@ -111,6 +111,19 @@ def test_config_shared_memory_fits():
         assert cfg.smem_bytes() <= GG.SMEM_LIMIT, cfg.name
 
 
+@pytest.mark.skipif(GG._IMPORT_ERROR is not None, reason="triton.experimental.gluon not importable")
+@pytest.mark.parametrize("cfg", [GG.DEFAULT_CONFIG, next(c for c in GG.CONFIGS if c.consumers == 2)],
+                         ids=lambda c: c.name)  # fmt: skip
+def test_compiles_for_sm90(cfg):
+    """Both partition lists (one consumer, two) compile for sm_90 without a GPU, within the shared memory the
+    config claims; the producer streams by TMA, the consumers issue wgmmas."""
+    k = GG.compile_sm90(cfg, has_bias=True, has_residual=True, act=1)
+    assert k.metadata.shared <= GG.SMEM_LIMIT
+    ptx = k.asm["ptx"]
+    assert "cp.async.bulk.tensor.2d" in ptx
+    assert "wgmma.mma_async" in ptx
+
+
 def test_backend_gluon_falls_back_without_a_gpu():
     """Off Hopper (here: the CPU interpreter) backend="gluon" runs the Triton kernels: same result."""
     if torch.cuda.is_available():

@@ -178,9 +178,15 @@ if _IMPORT_ERROR is None:
             _tma_load(r_desc, [off_m + i * SUB, off_n], res_bar, out_buf.slice(i * SUB, SUB))
 
     @gluon.jit
-    def _producer(x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-                  STAGES: gl.constexpr):  # fmt: skip
+    def _producer(operands, GROUP_M: gl.constexpr):
+        # ``operands``: the kernel's one tuple for both partition lists, so it holds run-time values only (assigning
+        # a tuple to a name turns its constexprs into run-time values); tile sizes and ring depth come from the
+        # descriptors and the ring
+        x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles = operands
+        BLOCK_M: gl.constexpr = x_desc.block_type.shape[0]
+        BLOCK_K: gl.constexpr = x_desc.block_type.shape[1]
+        BLOCK_N: gl.constexpr = w_desc.block_type.shape[0]
+        STAGES: gl.constexpr = a_ring.shape[0]
         start = gl.program_id(0)
         step = gl.num_programs(0)
         slot = 0
@@ -319,6 +325,7 @@ if _IMPORT_ERROR is None:
         num_pid_m = gl.cdiv(M, BLOCK_M)
         num_pid_n = gl.cdiv(N, BLOCK_N)
         k_tiles = gl.cdiv(K, BLOCK_K)
+        producer_args = (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles)
         if CONSUMERS == 2:
             out1 = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], y_desc.layout)
             res_bar1 = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -336,8 +343,7 @@ if _IMPORT_ERROR is None:
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 1, 2, CONSUMER_WARPS,
                                  HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
                                  RES_EARLY)),
-                    (_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
-                                 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                    (_producer, (producer_args, GROUP_M)),
                 ],
                 [CONSUMER_WARPS, 1],
                 [CONSUMER_REGS, PRODUCER_REGS],
@@ -349,8 +355,7 @@ if _IMPORT_ERROR is None:
                                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 1, CONSUMER_WARPS,
                                  HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
                                  RES_EARLY)),
-                    (_producer, (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles,
-                                 BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES)),
+                    (_producer, (producer_args, GROUP_M)),
                 ],
                 [1],
                 [PRODUCER_REGS],
