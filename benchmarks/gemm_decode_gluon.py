@@ -292,6 +292,26 @@ class Job(BudgetedRun):
         return 0
 
 
+def render(path: str, top: int = 40) -> str:
+    """Markdown: per shape every timed row by kernel span (the harness's median), SOL on the file's bandwidth."""
+    doc = json.loads(Path(path).read_text())
+    bw = doc["bandwidth_basis"]["calibrated_copy_Bps"]
+    lines = [f"{doc['device']['name']}, {doc['date']}, torch {doc['versions']['torch']}, triton "
+             f"{doc['versions']['triton']}; SOL on {bw / 1e12:.2f} TB/s.", "",
+             "| shape | variant | kind | programs | kernel span us | SOL | harness kernel us | correct |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for shp in doc["shapes"]:
+        rows = sorted((r for r in shp["rows"] if r.get("kernel_span", {}).get("median_ms")),
+                      key=lambda r: r["kernel_span"]["median_ms"])  # fmt: skip
+        for r in rows[:top]:
+            hk = r.get("harness_kernel", {}).get("median_ms")
+            ok = "-" if r["source"] == "floor" else ("yes" if r.get("correct") else "NO")
+            lines.append(f"| {shp['M']}x{shp['N']}x{shp['K']} | {r['variant']} | {r['source']} | "
+                         f"{r.get('programs', '')} | {r['kernel_span']['median_ms'] * 1e3:.2f} | "
+                         f"{r['sol_kernel_span']:.3f} | {f'{hk * 1e3:.2f}' if hk else '-'} | {ok} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="gemm_decode_gluon.json")
@@ -305,8 +325,12 @@ def main() -> int:
     p.add_argument("--compile-timeout-s", type=float, default=90.0)
     p.add_argument("--default-path", action="store_true", help="also time gemm()'s own default path")
     p.add_argument("--list", action="store_true", help="print the variants per M and exit")
+    p.add_argument("--render", default=None, help="print a result file as a markdown table and exit")
     p.add_argument("--warm-worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.render:
+        print(render(args.render))
+        return 0
     if args.list:
         for m in args.m:
             for c in variants(m, args.plan):
