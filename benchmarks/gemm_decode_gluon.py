@@ -69,6 +69,9 @@ def gluon_plan(plan: str) -> list[D.DecodeGluonConfig]:
         C(bw=64, ksub=4, stages=5, grid=128),
         C(bw=64, ksub=8, stages=3),
         C(bw=64, ksub=2, stages=6, ctas_per_sm=3),
+        # no split at K = N = 4096: one 64-row tile per program (64 programs, 512 KB each, no reduction tail)
+        C(bw=64, ksub=4, stages=6, grid=64),
+        C(bw=64, ksub=2, stages=12, grid=64),
     ]
     floors = [
         C(bw=128, ksub=2, stages=6, no_math=2),
@@ -79,6 +82,7 @@ def gluon_plan(plan: str) -> list[D.DecodeGluonConfig]:
         C(bw=64, ksub=1, stages=5, ctas_per_sm=4, no_math=2),
         C(bw=128, ksub=4, stages=4, no_math=2),
         C(bw=64, ksub=8, stages=3, no_math=2),
+        C(bw=64, ksub=4, stages=6, grid=64, no_math=2),
     ]
     return base + floors
 
