@@ -139,6 +139,13 @@ VARIANTS = {
     "rows_4sm_d3": ({"rows": {"per_sm": 4, "depth": 3}}, None),
     "rows_w4_4": ({"rows": {"num_warps": 4, "per_sm": 4}}, None),
     "pk_fill": (_p(fill=1), _p(fill=1)),
+    "tma": ({"tma": {}}, None),
+    "tma_s4": ({"tma": {"stages": 4}}, None),
+    "tma_s5": ({"tma": {"stages": 5}}, None),
+    "tma_s6": ({"tma": {"stages": 6}}, None),
+    "tma_b32_w8_2_s3": ({"tma": {"blocks": 32, "num_warps": 8, "per_sm": 2, "stages": 3}}, None),
+    "tma_b32_w8_2_s4": ({"tma": {"blocks": 32, "num_warps": 8, "per_sm": 2, "stages": 4}}, None),
+    "tma_b8_w2_8_s4": ({"tma": {"blocks": 8, "num_warps": 2, "per_sm": 8, "stages": 4}}, None),
     "pk_fill_h1": (_p(fill=1, hint=1), _p(fill=1, hint=1)),
 }
 DIAG = {
@@ -235,12 +242,15 @@ PLANS["s6r1"] = [
     ("inter", [("default", ("fwd",)), ("rows", ("fwd",)), ("copy", ("fwd",)), ("rows_pf1", ("fwd",)),
                ("rows_d1", ("fwd",)), ("rows_h2", ("fwd",)), ("rows_h0", ("fwd",)), ("rows_1sm_d3", ("fwd",)),
                ("rows_1sm_d3_pf1", ("fwd",)), ("liger", ("fwd",)), ("default", ("fwd",)), ("rows", ("fwd",))]),
+    ("vocab8k", [("default", ("fwd", "bwd")), ("pk_fill", ("fwd", "bwd")), ("tma", ("fwd",)), ("tma_s4", ("fwd",)),
+                 ("tma_s5", ("fwd",)), ("tma_s6", ("fwd",)), ("tma_b32_w8_2_s3", ("fwd",)),
+                 ("tma_b32_w8_2_s4", ("fwd",)), ("tma_b8_w2_8_s4", ("fwd",)), ("pk_fill_h1", ("fwd",)),
+                 ("copy", ("fwd",)), ("default", ("fwd",))]),
+    ("256k", [("default", ("fwd", "bwd")), ("pk_fill", ("fwd", "bwd")), ("tma_s5", ("fwd",)),
+              ("tma_b32_w8_2_s4", ("fwd",)), ("copy", ("fwd",))]),
+    ("vocab4k", [("default", ("fwd",)), ("pk_fill", ("fwd", "bwd")), ("tma_s5", ("fwd",)), ("copy", ("fwd",))]),
     ("hidden", [("default", ("fwd",)), ("rows", ("fwd",)), ("rows_4sm", ("fwd",)), ("rows_4sm_d3", ("fwd",)),
                 ("rows_w4_4", ("fwd",)), ("copy", ("fwd",)), ("default", ("fwd",))]),
-    ("vocab8k", [("default", ("fwd", "bwd")), ("pk_fill", ("fwd", "bwd")), ("pk_fill_h1", ("fwd",)),
-                 ("copy", ("fwd",)), ("default", ("fwd",))]),
-    ("256k", [("default", ("fwd", "bwd")), ("pk_fill", ("fwd", "bwd")), ("copy", ("fwd",))]),
-    ("vocab4k", [("default", ("fwd",)), ("pk_fill", ("fwd", "bwd")), ("copy", ("fwd",))]),
 ]  # fmt: skip
 PLANS["smoke"].append(
     ("smoke_rows", [("rows", ("fwd",)), ("rows_d1", ("fwd",)), ("copy", ("fwd",)), ("pk_fill", ("fwd", "bwd"))])
@@ -404,6 +414,14 @@ def launch_facts(name, mode, ref) -> dict:
 
     fo, bo = VARIANTS.get(name, (None, None))
     opts = fo if mode == "fwd" else bo
+    if opts and isinstance(opts.get("tma"), dict) and mode == "fwd":
+        from solkit.kernels._softmax_tma import softmax_forward_tma
+
+        try:
+            x = ref.x[:64]
+            return softmax_forward_tma(x, torch.empty_like(x), **opts["tma"]) or {}
+        except Exception as exc:  # noqa: BLE001
+            return {"facts_error": str(exc)[:200]}
     if opts and isinstance(opts.get("rows"), dict) and mode == "fwd":
         from solkit.kernels._softmax_rows import softmax_forward_rows
 

@@ -1,0 +1,185 @@
+"""Row softmax forward for vocabulary-wide 16-bit rows: the packed path's exchange with TMA-staged chunks.
+
+Math and exchange as :mod:`solkit.kernels._softmax_packed` (chunk ``c`` of a row: ``m_c = max x``, ``s_c = sum
+2^((x - m_c) L)``, published as tagged words; ``M = max m_i``, ``S = sum s_i 2^((m_i - M) L)``; ``y = e_c
+2^((m_c - M) L) / S`` from pass 1's exponentials kept as bf16 / f16 pairs). The difference is where the rows in
+flight wait: the row of ``N`` columns is viewed as ``[N / 256, 128]`` int32 words and a program's chunk is one
+``[1, BR, 128]`` TMA box (``BR`` 128-word blocks; chunks are whole blocks, the last chunk of a row may be
+short, its missing blocks masked), loaded through a device-side tensor descriptor inside ``tl.range(...,
+num_stages=STAGES)``, so Triton's pipeliner keeps ``STAGES - 1`` chunks in flight in **shared memory** rather
+than in registers: the registers hold one chunk being reduced and one row's exponentials waiting for the
+exchange. Pass 2 runs one row behind pass 1 (publish row ``r``, then wait for row ``r - G`` and finish it).
+
+Bytes per call, ``M x N`` of ``e`` bytes: read ``M N e``, write ``M N e``; the partials stay in L2.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from solkit.kernels._softmax_packed import _log2
+from solkit.kernels._spin import _publish_tagged, _tags_match, _untag
+from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack, resident_programs
+
+#: Launch defaults: 128-word blocks per chunk (16: 4096 columns), warps, programs per SM, pipeline stages.
+TMA_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "hint": 1}
+
+
+@triton.jit
+def _spin_words(base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr):
+    """Wait for arrival ``j``'s ``(max, sum)`` words of the group (at most ``spin_budget`` re-reads per lane) and
+    return the row's (max M, sum of 2^((x - M) L), 1 if all arrived else 0). The re-read loop is PTX inside one
+    inline-asm block (a loop per lane), not a ``while`` in Triton: a nested loop stops Triton's pipeliner from
+    staging the TMA loads of the enclosing row loop."""
+    want = tl.cast(j + 1, tl.int64)
+    offs = tl.arange(0, SPLIT_P2)
+    lane = tl.where(offs < SPLIT, offs, 0)  # lanes past SPLIT poll lane 0 and are replaced below
+    wm, ws = tl.inline_asm_elementwise(
+        "{ .reg .pred p, q; .reg .b32 l0, h0, l1, h1, n; mov.u32 n, 0; "
+        "SPIN: ld.volatile.global.b64 $0, [$2]; ld.volatile.global.b64 $1, [$3]; "
+        "mov.b64 {l0, h0}, $0; mov.b64 {l1, h1}, $1; setp.eq.u32 p, h0, $4; setp.eq.and.u32 p, h1, $4, p; "
+        "@p bra DONE; add.u32 n, n, 1; setp.lt.u32 q, n, $5; @q bra SPIN; DONE: }",
+        "=l,=l,l,l,r,r",
+        [base + lane, base + SPLIT_P2 + lane, tl.full([SPLIT_P2], 0, tl.int32) + want.to(tl.int32),
+         tl.full([SPLIT_P2], 0, tl.int32) + spin_budget],
+        dtype=(tl.int64, tl.int64), is_pure=False, pack=1,
+    )  # fmt: skip
+    tag = want << 32
+    wm = tl.where(offs < SPLIT, wm, tag | 0xFF800000)
+    ws = tl.where(offs < SPLIT, ws, tag)
+    ready = _tags_match(wm, ws, ws, want)
+    ms = _untag(wm)
+    big = tl.max(ms, axis=0)
+    return big, tl.sum(_untag(ws) * tl.exp(ms - big), axis=0), ready
+
+
+@triton.jit
+def _tma_pass1(w, E_BF16: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr):
+    lo, hi = _unpack(w, IS_BF16)
+    m_c = tl.max(tl.max(tl.maximum(lo, hi), axis=1), axis=0)
+    m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
+    e_lo = tl.exp2(lo * L2E - m_ref * L2E)
+    e_hi = tl.exp2(hi * L2E - m_ref * L2E)
+    s_c = tl.sum(tl.sum(e_lo + e_hi, axis=1), axis=0)
+    return m_c, m_ref, s_c, _pack(e_lo, e_hi, E_BF16, ASM)
+
+
+@triton.jit
+def _tma_pass2(e, m_ref, big, total, IS_BF16: tl.constexpr, E_BF16: tl.constexpr, ASM: tl.constexpr):
+    c = tl.exp2(m_ref * L2E - big * L2E - _log2(total, ASM))
+    if E_BF16 and ASM:
+        cw = tl.broadcast_to(_pack(c, c, True, ASM), e.shape)
+        zw = tl.full(e.shape, -2147450880, tl.int32)  # (-0.0, -0.0): e * c + (-0) = e * c
+        return tl.inline_asm_elementwise("fma.rn.bf16x2 $0, $1, $2, $3;", "=r,r,r,r", [e, cw, zw], dtype=tl.int32,
+                                         is_pure=True, pack=1)  # fmt: skip
+    else:
+        e_lo, e_hi = _unpack(e, E_BF16)
+        return _pack(e_lo * c, e_hi * c, IS_BF16, ASM)
+
+
+@triton.jit
+def _finish(yu_ptr, row, n_rows, y_stride, e, m_ref, big, total, u_offs, u_mask, IS_BF16: tl.constexpr,
+            E_BF16: tl.constexpr, ASM: tl.constexpr, HINT: tl.constexpr):  # fmt: skip
+    y = _tma_pass2(e, m_ref, big, total, IS_BF16, E_BF16, ASM).to(yu_ptr.dtype.element_ty)
+    ptrs = yu_ptr + tl.cast(row, tl.int64) * y_stride + u_offs
+    if HINT >= 1:
+        tl.store(ptrs, y, mask=u_mask & (row < n_rows), cache_modifier=".cs")
+    else:
+        tl.store(ptrs, y, mask=u_mask & (row < n_rows))
+
+
+@triton.jit
+def _softmax_fwd_tma_kernel(
+    xu_ptr, yu_ptr, partial_ptr, n_rows, n_blocks, x_stride, y_stride, max_spins,
+    SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BR: tl.constexpr, IS_BF16: tl.constexpr, E_BF16: tl.constexpr,
+    ASM: tl.constexpr, STAGES: tl.constexpr, HINT: tl.constexpr,
+):  # fmt: skip
+    PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf per word
+    pid = tl.program_id(0)
+    n_groups = tl.num_programs(0) // SPLIT
+    group = pid // SPLIT
+    chunk = pid % SPLIT
+    b0 = chunk * BR
+    desc = tl.make_tensor_descriptor(xu_ptr, shape=[n_rows, n_blocks, 128], strides=[x_stride, 128, 1],
+                                     block_shape=[1, BR, 128])  # fmt: skip
+    blk = tl.arange(0, BR)[:, None]
+    valid = (b0 + blk) < n_blocks
+    u_offs = (b0 + blk) * 128 + tl.arange(0, 128)[None, :]
+    u_mask = valid & (tl.arange(0, 128)[None, :] >= 0)
+    gbase = partial_ptr + group * (3 * SPLIT_P2)
+    slot_stride = n_groups * (3 * SPLIT_P2)
+    spin_budget = max_spins
+    # Row `group` (arrival 0) outside the pipelined loop: the loop then always has a previous row to finish.
+    w = tl.where(valid, tl.reshape(desc.load([group, b0, 0]), [BR, 128]), PAD)
+    m_c, m_p, s_c, e_p = _tma_pass1(w, E_BF16, IS_BF16, ASM)
+    _publish_tagged(gbase, chunk, 0, m_c, s_c, 0.0, SPLIT_P2, False)
+    j = 1
+    for row in tl.range(group + n_groups, n_rows, n_groups, num_stages=STAGES):
+        w = tl.where(valid, tl.reshape(desc.load([row, b0, 0]), [BR, 128]), PAD)
+        m_c, m_n, s_c, e_n = _tma_pass1(w, E_BF16, IS_BF16, ASM)
+        _publish_tagged(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, 0.0, SPLIT_P2, False)
+        big, total, ok = _spin_words(gbase + ((j - 1) & 7) * slot_stride, j - 1, spin_budget, SPLIT, SPLIT_P2)
+        if ok == 0:  # a visible failure (NaN), never a hang: no more waiting from now on
+            big = big + float("nan")
+            spin_budget = 0
+        _finish(yu_ptr, row - n_groups, n_rows, y_stride, e_p, m_p, big, total, u_offs, u_mask, IS_BF16, E_BF16, ASM,
+                HINT)  # fmt: skip
+        e_p = e_n
+        m_p = m_n
+        j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
+    big, total, ok = _spin_words(gbase + ((j - 1) & 7) * slot_stride, j - 1, spin_budget, SPLIT, SPLIT_P2)
+    if ok == 0:
+        big = big + float("nan")
+    _finish(yu_ptr, group + (j - 1) * n_groups, n_rows, y_stride, e_p, m_p, big, total, u_offs, u_mask, IS_BF16,
+            E_BF16, ASM, HINT)  # fmt: skip
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    # Global scratch for device-side tensor descriptors (128 bytes each), from the torch caching allocator.
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+_CAPACITY: dict = {}
+
+
+def softmax_forward_tma(
+    x: torch.Tensor, y: torch.Tensor, *, blocks: int | None = None, num_warps: int | None = None,
+    per_sm: int | None = None, stages: int | None = None, hint: int | None = None, keep_e: int = 2,
+    max_spins: int = 1 << 20, maxnreg: int | None = None,
+) -> dict | None:  # fmt: skip
+    """``y = softmax(x)`` over rows of the 2-D 16-bit ``x`` on a GPU, or None (nothing launched) when the rows do
+    not fit the TMA view (width a multiple of 256, 16-byte aligned rows) or one group cannot be resident."""
+    if not x.is_cuda or x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype:
+        return None
+    n_rows, n_cols = x.shape
+    if n_cols % 256 or any(t.stride(1) != 1 or t.stride(0) % 8 or t.data_ptr() % 16 for t in (x, y)):
+        return None
+    cfg = TMA_CONFIG
+    br = blocks or cfg["blocks"]
+    nw = num_warps or cfg["num_warps"]
+    per_sm = per_sm or cfg["per_sm"]
+    n_blocks = n_cols // 256
+    split = triton.cdiv(n_blocks, br)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    is_bf16 = x.dtype == torch.bfloat16
+    meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BR=br, IS_BF16=int(is_bf16),
+                E_BF16=int(keep_e == 2 and is_bf16), ASM=1, STAGES=int(stages or cfg["stages"]),
+                HINT=int(cfg["hint"] if hint is None else hint), num_warps=nw,
+                maxnreg=maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8))  # fmt: skip
+    triton.set_allocator(_descriptor_scratch)
+    n_groups = min(n_rows, per_sm * sms // split)
+    partials_len = 8 * max(n_groups, 1) * 3 * meta["SPLIT_P2"]
+    partials = torch.zeros(partials_len, dtype=torch.int64, device=x.device)
+    args = [x.view(torch.int32), y.view(torch.int32), partials, n_rows, n_blocks, x.stride(0) // 2,
+            y.stride(0) // 2, max_spins]  # fmt: skip
+    key = (x.device.index, x.dtype, tuple(sorted(meta.items())))
+    if key not in _CAPACITY:  # compile (no launch): the whole grid must be resident at once
+        _CAPACITY[key] = resident_programs(_softmax_fwd_tma_kernel.warmup(*args, grid=(1,), **meta), nw, x.device)
+    capacity, occ = _CAPACITY[key]
+    n_groups = min(n_groups, capacity // split)
+    if n_groups < 1:
+        return None
+    _softmax_fwd_tma_kernel[(n_groups * split,)](*args, **meta)
+    return {"path": "tma", "split": split, "groups": n_groups, **occ}

@@ -1,0 +1,141 @@
+"""solkit.kernels._softmax_rows (exact-tile whole-row forward), _softmax_tma (TMA-staged packed forward) and the
+packed path's grid fill: values against float64 (max error at most 2x torch's own same-dtype error + atol).
+
+CPU: the rows kernel through the interpreter in fp16 with 1-2 warps (tiles of 128-256 words), so 1792 columns
+already take three pieces; the planners. GPU: bf16 at Llama widths (14336, 4096, 128256, 262144), odd row
+counts, every pipeline depth; the TMA kernel needs a GPU (TMA, inline PTX).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from solkit.kernels._softmax_rows import row_pieces, rows_options, softmax_forward_rows
+from solkit.kernels.softmax import softmax_backward, softmax_forward
+
+ATOL = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}
+
+
+def _assert_close(out, x):
+    ref = torch.softmax(x.double(), -1)
+    assert torch.isfinite(out).all(), "non-finite output (unwritten element?)"
+    err = (out.double() - ref).abs().max().item()
+    budget = 2 * (torch.softmax(x, -1).double() - ref).abs().max().item() + ATOL[x.dtype]
+    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
+
+
+def _inputs(shape, dtype, device):
+    x = torch.randn(*shape, dtype=torch.float32) * 4
+    x[0, 1] = float("-inf")  # a masked logit: probability 0
+    return x.to(device=device, dtype=dtype)
+
+
+def test_row_pieces():
+    assert row_pieces(14336, 8) == (4, 2, 1)  # 7 x 1024 words
+    assert row_pieces(4096, 8) == (2, 0, 0)
+    assert row_pieces(4096, 4) == (4, 0, 0)
+    assert row_pieces(1792, 1) == (4, 2, 1)
+    assert row_pieces(15 * 256, 1) is None  # four pieces
+    assert row_pieces(1000, 1) is None  # not whole tiles
+
+
+def test_rows_options():
+    t = torch.empty(2, 14336, dtype=torch.bfloat16)
+    assert rows_options(None, None, None, None, t) is None  # CPU: never by default
+    assert rows_options(True, None, None, None, t) == {} and rows_options({"depth": 1}, None, None, None, t) == {
+        "depth": 1
+    }
+    assert rows_options(False, None, None, None, t) is None
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("shape,num_warps", [((5, 1792), 1), ((9, 1280), 1), ((1, 512), 2), ((6, 512), 1)])
+def test_rows_values(shape, num_warps, depth, device):
+    """Rows of three, two and one pieces; more rows than programs (4 stand-in SMs x 1 program), one row."""
+    x = _inputs(shape, torch.float16, device)
+    y = torch.full_like(x, float("nan"))
+    info = softmax_forward_rows(x, y, num_warps=num_warps, depth=depth, per_sm=1)
+    assert info is not None and info["path"] == "rows"
+    _assert_close(y, x)
+
+
+def test_rows_falls_back_when_not_tiled(device):
+    """``rows=True`` on a width that does not tile exactly takes the next path, still correct."""
+    x = _inputs((3, 1031), torch.float16, device)
+    _assert_close(softmax_forward(x, rows={"num_warps": 1}), x)
+    assert softmax_forward_rows(x, torch.empty_like(x), num_warps=1) is None
+    assert softmax_forward_rows(x.float(), torch.empty_like(x.float()), num_warps=1) is None  # fp32: not this path
+
+
+def test_packed_fill_layout(monkeypatch):
+    """``fill``: the fewest chunks, no wider than the block, whose count divides the resident slots."""
+    import solkit.kernels._softmax_packed as sp
+
+    monkeypatch.setattr(sp, "_sms", lambda t: 132)
+    t = torch.empty(1)
+    assert sp._layout(128256, 4096, 4, t, False, 1) == (33, 3888, 4096)  # 528 = 16 x 33
+    assert sp._layout(128256, 4096, 4, t, False, 0) == (32, 4016, 4096)
+    assert sp._layout(262144, 8192, 2, t, False, 1) == (33, 7952, 8192)  # 264 = 8 x 33
+    assert sp._layout(128256, 2048, 4, t, False, 1) == (66, 1952, 2048)
+    assert sp._layout(14336, 16384, 1, t, False, 1) == (1, 14336, 16384)
+
+
+def test_packed_fill_values(device):
+    x = _inputs((5, 1030), torch.float16, device)
+    opts = {"block": 256, "groups": 2, "fill": 1} if device == "cpu" else {"fill": 1}
+    _assert_close(softmax_forward(x, packed=opts), x)
+    dy = torch.randn_like(x)
+    y = softmax_forward(x)
+    dx = softmax_backward(dy, y, packed=opts)
+    yd = y.double()
+    ref = yd * (dy.double() - (yd * dy.double()).sum(-1, keepdim=True))
+    assert (dx.double() - ref).abs().max().item() < 2e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("opts", [{}, {"depth": 1}, {"depth": 3, "per_sm": 1}, {"l2_prefetch": 1}, {"hint": 2}])
+@pytest.mark.parametrize("shape", [(1000, 14336), (1, 14336), (263, 14336), (300, 4096), (7, 12288)])
+def test_rows_bf16_gpu(shape, opts):
+    x = _inputs(shape, torch.bfloat16, "cuda")
+    y = torch.full_like(x, float("nan"))
+    info = softmax_forward_rows(x, y, **opts)
+    assert info is not None and info.get("n_spills", 0) == 0
+    _assert_close(y, x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "opts", [{}, {"stages": 5}, {"blocks": 32, "num_warps": 8, "per_sm": 2, "stages": 4}, {"blocks": 8, "num_warps": 2,
+                                                                                         "per_sm": 8, "stages": 4}]
+)  # fmt: skip
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [((300, 128256), torch.bfloat16), ((1, 128256), torch.bfloat16), ((33, 262144), torch.bfloat16),
+     ((17, 128000), torch.bfloat16), ((40, 65536), torch.float16)],
+)  # fmt: skip
+def test_tma_gpu(shape, dtype, opts):
+    from solkit.kernels._softmax_tma import softmax_forward_tma
+
+    x = _inputs(shape, dtype, "cuda")
+    y = torch.full_like(x, float("nan"))
+    info = softmax_forward_tma(x, y, **opts)
+    assert info is not None and info["path"] == "tma"
+    _assert_close(y, x)
+
+
+@pytest.mark.gpu
+def test_tma_declines_gpu():
+    from solkit.kernels._softmax_tma import softmax_forward_tma
+
+    x = torch.randn(4, 128255, device="cuda", dtype=torch.bfloat16)
+    assert softmax_forward_tma(x, torch.empty_like(x)) is None  # not whole 256-column blocks
+    x = torch.randn(4, 1024, device="cuda")
+    assert softmax_forward_tma(x, torch.empty_like(x)) is None  # fp32
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(300, 128256), (33, 262144)])
+def test_packed_fill_bf16_gpu(shape):
+    x = _inputs(shape, torch.bfloat16, "cuda")
+    _assert_close(softmax_forward(x, packed={"fill": 1}), x)
