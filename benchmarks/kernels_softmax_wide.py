@@ -146,6 +146,8 @@ VARIANTS = {
     "tma_b32_w8_2_s3": ({"tma": {"blocks": 32, "num_warps": 8, "per_sm": 2, "stages": 3}}, None),
     "tma_b32_w8_2_s4": ({"tma": {"blocks": 32, "num_warps": 8, "per_sm": 2, "stages": 4}}, None),
     "tma_b8_w2_8_s4": ({"tma": {"blocks": 8, "num_warps": 2, "per_sm": 8, "stages": 4}}, None),
+    "tma_b64_w16_1_s3": ({"tma": {"blocks": 64, "num_warps": 16, "per_sm": 1, "stages": 3}}, None),
+    "tma_b64_w16_1_s4": ({"tma": {"blocks": 64, "num_warps": 16, "per_sm": 1, "stages": 4}}, None),
     "pk_fill_h1": (_p(fill=1, hint=1), _p(fill=1, hint=1)),
 }
 DIAG = {
@@ -241,7 +243,8 @@ PLANS["round4"] = [
 PLANS["s6r1"] = [
     ("inter", [("default", ("fwd",)), ("rows", ("fwd",)), ("copy", ("fwd",)), ("rows_pf1", ("fwd",)),
                ("rows_d1", ("fwd",)), ("rows_h2", ("fwd",)), ("rows_h0", ("fwd",)), ("rows_1sm_d3", ("fwd",)),
-               ("rows_1sm_d3_pf1", ("fwd",)), ("liger", ("fwd",)), ("default", ("fwd",)), ("rows", ("fwd",))]),
+               ("rows_1sm_d3_pf1", ("fwd",)), ("tma_b64_w16_1_s3", ("fwd",)), ("tma_b64_w16_1_s4", ("fwd",)),
+               ("liger", ("fwd",)), ("default", ("fwd",)), ("rows", ("fwd",))]),
     ("vocab8k", [("default", ("fwd", "bwd")), ("pk_fill", ("fwd", "bwd")), ("tma", ("fwd",)), ("tma_s4", ("fwd",)),
                  ("tma_s5", ("fwd",)), ("tma_s6", ("fwd",)), ("tma_b32_w8_2_s3", ("fwd",)),
                  ("tma_b32_w8_2_s4", ("fwd",)), ("tma_b8_w2_8_s4", ("fwd",)), ("pk_fill_h1", ("fwd",)),
