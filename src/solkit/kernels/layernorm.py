@@ -42,6 +42,7 @@ from solkit.kernels._utils import (
 )
 from solkit.kernels.norm_backward import (
     MAX_SPINS,
+    _add_pairs,
     backward_grid,
     grid_sum_partials,
     launch_layernorm_bwd_tma,
@@ -96,11 +97,6 @@ LAYERNORM_CONFIG = {
         }
     },
 }
-
-
-@triton.jit
-def _add_pairs(a0, b0, a1, b1):
-    return a0 + a1, b0 + b1
 
 
 @triton.jit

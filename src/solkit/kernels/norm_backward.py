@@ -216,6 +216,28 @@ def _rmsnorm_bwd_kernel(
 
 
 @triton.jit
+def _row_boxes(ptr, n_rows, R: tl.constexpr, C: tl.constexpr):
+    """A TMA descriptor of ``n_rows`` contiguous rows of ``R * C`` elements as a ``[n_rows * R, C]`` view: row
+    ``r`` is the ``[R, C]`` box at ``[r * R, 0]``."""
+    return tl.make_tensor_descriptor(ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
+
+
+@triton.jit
+def _tma_rows(x_ptr, dy_ptr, dx_ptr, ds_ptr, n_rows, R: tl.constexpr, C: tl.constexpr, HAS_DS: tl.constexpr):
+    """The TMA backwards' preamble: (program, grid step, the row-box descriptors of x, dy, dx and, with ``HAS_DS``,
+    ds (else dx's again), a row's offsets as an ``[R, C]`` tile)."""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    xd = _row_boxes(x_ptr, n_rows, R, C)
+    dyd = _row_boxes(dy_ptr, n_rows, R, C)
+    dxd = _row_boxes(dx_ptr, n_rows, R, C)
+    dsd = dxd
+    if HAS_DS:
+        dsd = _row_boxes(ds_ptr, n_rows, R, C)
+    return pid, step, xd, dyd, dxd, dsd, tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+
+
+@triton.jit
 def _rmsnorm_bwd_tma_kernel(
     dy_ptr, ds_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_partial_ptr, dw_ptr, sync_ptr,
     n_rows, offset, max_spins,
@@ -226,15 +248,8 @@ def _rmsnorm_bwd_tma_kernel(
     ``[R, C]`` box of a ``[n_rows * R, C]`` view, and Triton's pipeliner keeps ``STAGES - 1`` rows of x and dy
     in flight in shared memory (a register ring cannot hold more than one at 4096 columns and two programs
     an SM). rstd is loaded one row ahead (a scalar ring); dx goes out through a TMA store."""
-    pid = tl.program_id(0)
-    step = tl.num_programs(0)
     n_cols = R * C
-    xd = tl.make_tensor_descriptor(x_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
-    dyd = tl.make_tensor_descriptor(dy_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
-    dxd = tl.make_tensor_descriptor(dx_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
-    if HAS_DS:
-        dsd = tl.make_tensor_descriptor(ds_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
-    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    pid, step, xd, dyd, dxd, dsd, offs = _tma_rows(x_ptr, dy_ptr, dx_ptr, ds_ptr, n_rows, R, C, HAS_DS)
     w = tl.load(w_ptr + offs).to(tl.float32) + offset
     dw_acc = tl.zeros([R, C], dtype=tl.float32)
     rstd_next = tl.load(rstd_ptr + pid, mask=pid < n_rows, other=0.0)
@@ -292,6 +307,7 @@ def launch_rmsnorm_bwd_tma(dy2, ds2, x2, weight, rstd, dx2, partial, dw, fused, 
 
 @triton.jit
 def _add_pairs(a0, b0, a1, b1):
+    """Combine function of a two-sum tuple reduction (``tl.reduce((a, b), axis, _add_pairs)``)."""
     return a0 + a1, b0 + b1
 
 
@@ -304,13 +320,8 @@ def _layernorm_bwd_tma_kernel(
     """LayerNorm's backward in the shape of :func:`_rmsnorm_bwd_tma_kernel` (rows as ``[R, C]`` TMA boxes,
     pipelined through shared memory; mean and rstd one row ahead): ``dx = rstd * (g - mean(g) - xhat *
     mean(g * xhat))`` with both row sums in one tuple reduction; partial rows ``[dw | db]``."""
-    pid = tl.program_id(0)
-    step = tl.num_programs(0)
     n_cols = R * C
-    xd = tl.make_tensor_descriptor(x_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
-    dyd = tl.make_tensor_descriptor(dy_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
-    dxd = tl.make_tensor_descriptor(dx_ptr, shape=[n_rows * R, C], strides=[C, 1], block_shape=[R, C])
-    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    pid, step, xd, dyd, dxd, _dsd, offs = _tma_rows(x_ptr, dy_ptr, dx_ptr, dx_ptr, n_rows, R, C, False)
     w = tl.load(w_ptr + offs).to(tl.float32)
     dw_acc = tl.zeros([R, C], dtype=tl.float32)
     db_acc = tl.zeros([R, C], dtype=tl.float32)
