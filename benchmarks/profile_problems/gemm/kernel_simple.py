@@ -1,6 +1,7 @@
 """Tiled bf16 GEMM C = A @ B (+ R) with fp32 accumulation on tensor cores (tl.dot), grouped tile order.
 
 FLOPs 2*M*N*K. Bytes (fused): A (M*K*2) + B (K*N*2) + C (M*N*2) [+ R (M*N*2)]."""
+
 import torch
 import triton
 import triton.language as tl
@@ -8,7 +9,7 @@ import triton.language as tl
 
 @triton.jit
 def _matmul(A, B, C, R, M, N, K, sam, sak, sbk, sbn, scm, scn, HAS_R: tl.constexpr,
-            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):  # fmt: skip
     pid = tl.program_id(0)
     n_m, n_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
     group = pid // (GROUP * n_n)
@@ -38,7 +39,7 @@ def matmul(a, b, residual=None):
     r = residual if residual is not None else c
     grid = (triton.cdiv(m, 128) * triton.cdiv(n, 128),)
     _matmul[grid](a, b, c, r, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                  HAS_R=residual is not None, BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
+                  HAS_R=residual is not None, BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)  # fmt: skip
     return c
 
 

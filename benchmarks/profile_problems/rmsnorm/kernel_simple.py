@@ -1,6 +1,7 @@
 """Row-wise RMSNorm: y = x / sqrt(mean(x^2) + eps) * w, fp32 math, one program per row.
 
 Bytes: read x (M*N*2) + w (N*2), write y (M*N*2)."""
+
 import torch
 import triton
 import triton.language as tl
