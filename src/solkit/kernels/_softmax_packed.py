@@ -32,7 +32,7 @@ also ``evict_first`` loads. A row of one chunk (``SPLIT = 1``) is finished witho
 inputs of even width and row stride are read as int32 pairs (``PACKED``); other inputs (fp32, odd widths)
 one element per lane, in chunks of half the columns (the same registers per chunk).
 
-Exchange: the tagged words of :mod:`solkit.kernels.cross_entropy_split` (``(j + 1) << 32 | fp32 bits``,
+Exchange: the tagged words of :mod:`solkit.kernels._spin` (``(j + 1) << 32 | fp32 bits``,
 relaxed atomic exchange; a program publishes row ``j + 1`` (``j + 2`` with ``SKEW = 2``) before it waits for
 row ``j``: eight slots in the forward, four in the backward). Every
 row is an arrival. The spin is bounded (``max_spins``); on a timeout a program either computes the row's
@@ -50,21 +50,9 @@ import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels._ce_packed import _pass1_packed, _pass2_packed, _prefetch_rows
+from solkit.kernels._spin import _poll_tagged, _poll_words, _publish_tagged, _spin_until_tagged, _tagged, _untag
 from solkit.kernels._utils import config_for_width
-from solkit.kernels.cross_entropy_split import (
-    L2E,
-    LN2,
-    _pack,
-    _pair_sums,
-    _poll_tagged,
-    _publish_tagged,
-    _tagged,
-    _tags_match,
-    _unpack,
-    _untag,
-    chunk_layout,
-    resident_programs,
-)
+from solkit.kernels.cross_entropy_split import L2E, LN2, _pack, _pair_sums, _unpack, chunk_layout, resident_programs
 from solkit.kernels.softmax_split import _dot_range, _online_max_sum
 
 #: Launch defaults (``block``: widest chunk per program; ``per_sm``: resident programs per SM; ``keep_e``: pass 1's
@@ -165,14 +153,9 @@ def _fwd_pass2(kept, m_ref, big, total, PACKED: tl.constexpr, IS_BF16: tl.conste
 @triton.jit
 def _await_stats(base, j, wm, ws, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr):
     """From a first read (``wm, ws``) re-read the group's words of arrival ``j`` until every tag matches (at
-    most ``spin_budget`` times); returns the row's (max M, sum of 2^((x - M) L), 1 if all arrived else 0)."""
-    want = tl.cast(j + 1, tl.int64)
-    ready = _tags_match(wm, ws, ws, want)
-    spins = 0
-    while (ready == 0) & (spins < spin_budget):
-        wm, ws, _wz = _poll_tagged(base, j, SPLIT, SPLIT_P2, False)
-        ready = _tags_match(wm, ws, ws, want)
-        spins += 1
+    most ``spin_budget`` times: :func:`~solkit.kernels._spin._spin_until_tagged`); returns the row's (max M, sum
+    of 2^((x - M) L), 1 if all arrived else 0)."""
+    wm, ws, _ws, ready = _spin_until_tagged(base, j, wm, ws, ws, spin_budget, SPLIT, SPLIT_P2, 2)
     ms = _untag(wm)
     big = tl.max(ms, axis=0)
     return big, tl.sum(_untag(ws) * tl.exp(ms - big), axis=0), ready
@@ -292,23 +275,9 @@ def _publish_one(base, chunk, j, v):
 
 
 @triton.jit
-def _poll_one(base, j, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr):
-    """One read of the group's words of arrival ``j`` (lanes past SPLIT read as a matching tag and 0)."""
-    tag = tl.cast(j + 1, tl.int64) << 32
-    offs = tl.arange(0, SPLIT_P2)
-    return tl.load(base + offs, mask=offs < SPLIT, other=tag, volatile=True)
-
-
-@triton.jit
 def _await_sum(base, j, w, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr):
-    """(sum of the arrival's values, 1 if all arrived else 0) from a first read ``w``."""
-    want = tl.cast(j + 1, tl.int64)
-    ready = tl.min(((w >> 32) == want).to(tl.int32), axis=0)
-    spins = 0
-    while (ready == 0) & (spins < spin_budget):
-        w = _poll_one(base, j, SPLIT, SPLIT_P2)
-        ready = tl.min(((w >> 32) == want).to(tl.int32), axis=0)
-        spins += 1
+    """(sum of the arrival's values, 1 if all arrived else 0) from a first read ``w`` (one word per lane)."""
+    w, _w1, _w2, ready = _spin_until_tagged(base, j, w, w, w, spin_budget, SPLIT, SPLIT_P2, 1)
     return tl.sum(_untag(w), axis=0), ready
 
 
@@ -370,7 +339,7 @@ def _softmax_bwd_packed_kernel(
                 _prefetch_rows(du_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, du_stride, u0, pf_bytes)
         base0 = gbase + (j & 3) * slot_stride
         if SPLIT > 1:
-            w = _poll_one(base0, j, SPLIT, SPLIT_P2)
+            w, _w1, _w2 = _poll_words(base0, j, SPLIT, SPLIT_P2, 1)
         dot1 = _bwd_pass1(y1, d1, PACKED, IS_BF16)
         if not EARLY_LOAD:
             y3 = _load_units(yu_ptr, r3, n_rows, yu_stride, ucols, uoffs, u_lim, 0, HINT)
