@@ -2,8 +2,9 @@
 packed path's grid fill: values against float64 (max error at most 2x torch's own same-dtype error + atol).
 
 CPU: the rows kernel through the interpreter in fp16 with 1-2 warps (tiles of 128-256 words), so 1792 columns
-already take three pieces; the planners. GPU: bf16 at Llama widths (14336, 4096, 128256, 262144), odd row
-counts, every pipeline depth; the TMA kernel needs a GPU (TMA, inline PTX).
+already take three pieces; the TMA kernel's interpreter form (descriptor loads, one poll, whole-row fallback);
+the planners. GPU: bf16 at Llama widths (14336, 4096, 128256, 262144), odd row counts, every pipeline depth,
+the TMA kernel's real exchange (PTX spin).
 """
 
 from __future__ import annotations
@@ -101,6 +102,23 @@ def test_rows_bf16_gpu(shape, opts):
     y = torch.full_like(x, float("nan"))
     info = softmax_forward_rows(x, y, **opts)
     assert info is not None and info.get("n_spills", 0) == 0
+    _assert_close(y, x)
+
+
+@pytest.mark.parametrize(
+    "shape,blocks,groups", [((5, 1024), 2, 2), ((3, 768), 2, 1), ((7, 1280), 4, 3), ((1, 256), 1, 1)]
+)
+def test_tma_values_cpu(shape, blocks, groups, device):
+    """The TMA kernel through the interpreter (one poll, then the whole-row fallback): whole chunks, a short last
+    chunk (masked blocks), one chunk per row, more rows than groups."""
+    if device != "cpu":
+        pytest.skip("the interpreter's form (the GPU form is test_tma_gpu)")
+    from solkit.kernels._softmax_tma import softmax_forward_tma
+
+    x = _inputs(shape, torch.float16, device)
+    y = torch.full_like(x, float("nan"))
+    info = softmax_forward_tma(x, y, blocks=blocks, groups=groups, num_warps=1)
+    assert info is not None and info["groups"] == min(groups, shape[0])
     _assert_close(y, x)
 
 

@@ -19,9 +19,11 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels._softmax_packed import _log2
-from solkit.kernels._spin import _publish_tagged, _tags_match, _untag
+from solkit.kernels._softmax_packed import _await_stats, _log2
+from solkit.kernels._spin import _poll_tagged, _publish_tagged, _tags_match, _untag
+from solkit.kernels._utils import interpreting
 from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack, resident_programs
+from solkit.kernels.softmax_split import _online_max_sum
 
 #: Launch defaults: 128-word blocks per chunk (16: 4096 columns), warps, programs per SM, pipeline stages.
 TMA_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "hint": 1}
@@ -56,6 +58,26 @@ def _spin_words(base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexp
 
 
 @triton.jit
+def _row_stats(x_ptr, row, x_stride, n_cols, base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
+               ASM: tl.constexpr, FALLBACK: tl.constexpr):  # fmt: skip
+    """The row's (M, S) from the group's words of arrival ``j`` (on a GPU the PTX spin of :func:`_spin_words`;
+    under the interpreter one read), and the spin budget left: on a timeout the whole row's statistics
+    (``FALLBACK``: the interpreter, whose programs run one after another) or NaN, and no waiting from then on."""
+    if ASM:
+        big, total, ok = _spin_words(base, j, spin_budget, SPLIT, SPLIT_P2)
+    else:
+        wm, ws, _wz = _poll_tagged(base, j, SPLIT, SPLIT_P2, False)
+        big, total, ok = _await_stats(base, j, wm, ws, 0, SPLIT, SPLIT_P2)
+    if ok == 0:
+        if FALLBACK:
+            big, total = _online_max_sum(x_ptr + tl.cast(row, tl.int64) * x_stride, 0, n_cols, 1024, "", False)
+        else:
+            big = big + float("nan")
+        spin_budget = 0
+    return big, total, spin_budget
+
+
+@triton.jit
 def _tma_pass1(w, E_BF16: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr):
     lo, hi = _unpack(w, IS_BF16)
     m_c = tl.max(tl.max(tl.maximum(lo, hi), axis=1), axis=0)
@@ -84,17 +106,18 @@ def _finish(yu_ptr, row, n_rows, y_stride, e, m_ref, big, total, u_offs, u_mask,
             E_BF16: tl.constexpr, ASM: tl.constexpr, HINT: tl.constexpr):  # fmt: skip
     y = _tma_pass2(e, m_ref, big, total, IS_BF16, E_BF16, ASM).to(yu_ptr.dtype.element_ty)
     ptrs = yu_ptr + tl.cast(row, tl.int64) * y_stride + u_offs
+    mask = u_mask & ((u_offs * 0 + row) < n_rows)  # (a vector condition: the interpreter needs one)
     if HINT >= 1:
-        tl.store(ptrs, y, mask=u_mask & (row < n_rows), cache_modifier=".cs")
+        tl.store(ptrs, y, mask=mask, cache_modifier=".cs")
     else:
-        tl.store(ptrs, y, mask=u_mask & (row < n_rows))
+        tl.store(ptrs, y, mask=mask)
 
 
 @triton.jit
 def _softmax_fwd_tma_kernel(
-    xu_ptr, yu_ptr, partial_ptr, n_rows, n_blocks, x_stride, y_stride, max_spins,
+    x_ptr, xu_ptr, yu_ptr, partial_ptr, n_rows, n_blocks, x_stride, y_stride, max_spins,
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BR: tl.constexpr, IS_BF16: tl.constexpr, E_BF16: tl.constexpr,
-    ASM: tl.constexpr, STAGES: tl.constexpr, HINT: tl.constexpr,
+    ASM: tl.constexpr, STAGES: tl.constexpr, HINT: tl.constexpr, FALLBACK: tl.constexpr = 0,
 ):  # fmt: skip
     PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf per word
     pid = tl.program_id(0)
@@ -120,25 +143,24 @@ def _softmax_fwd_tma_kernel(
         w = tl.where(valid, tl.reshape(desc.load([row, b0, 0]), [BR, 128]), PAD)
         m_c, m_n, s_c, e_n = _tma_pass1(w, E_BF16, IS_BF16, ASM)
         _publish_tagged(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, 0.0, SPLIT_P2, False)
-        big, total, ok = _spin_words(gbase + ((j - 1) & 7) * slot_stride, j - 1, spin_budget, SPLIT, SPLIT_P2)
-        if ok == 0:  # a visible failure (NaN), never a hang: no more waiting from now on
-            big = big + float("nan")
-            spin_budget = 0
+        big, total, spin_budget = _row_stats(x_ptr, row - n_groups, 2 * x_stride, 256 * n_blocks,
+                                             gbase + ((j - 1) & 7) * slot_stride, j - 1, spin_budget, SPLIT,
+                                             SPLIT_P2, ASM, FALLBACK)  # fmt: skip
         _finish(yu_ptr, row - n_groups, n_rows, y_stride, e_p, m_p, big, total, u_offs, u_mask, IS_BF16, E_BF16, ASM,
                 HINT)  # fmt: skip
         e_p = e_n
         m_p = m_n
         j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
-    big, total, ok = _spin_words(gbase + ((j - 1) & 7) * slot_stride, j - 1, spin_budget, SPLIT, SPLIT_P2)
-    if ok == 0:
-        big = big + float("nan")
-    _finish(yu_ptr, group + (j - 1) * n_groups, n_rows, y_stride, e_p, m_p, big, total, u_offs, u_mask, IS_BF16,
+    last = group + (j - 1) * n_groups
+    big, total, spin_budget = _row_stats(x_ptr, last, 2 * x_stride, 256 * n_blocks, gbase + ((j - 1) & 7) * slot_stride,
+                                         j - 1, spin_budget, SPLIT, SPLIT_P2, ASM, FALLBACK)  # fmt: skip
+    _finish(yu_ptr, last, n_rows, y_stride, e_p, m_p, big, total, u_offs, u_mask, IS_BF16,
             E_BF16, ASM, HINT)  # fmt: skip
 
 
 def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     # Global scratch for device-side tensor descriptors (128 bytes each), from the torch caching allocator.
-    return torch.empty(size, dtype=torch.int8, device="cuda")
+    return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
 
 
 _CAPACITY: dict = {}
@@ -147,38 +169,45 @@ _CAPACITY: dict = {}
 def softmax_forward_tma(
     x: torch.Tensor, y: torch.Tensor, *, blocks: int | None = None, num_warps: int | None = None,
     per_sm: int | None = None, stages: int | None = None, hint: int | None = None, keep_e: int = 2,
-    max_spins: int = 1 << 20, maxnreg: int | None = None,
+    max_spins: int = 1 << 20, maxnreg: int | None = None, groups: int | None = None,
 ) -> dict | None:  # fmt: skip
-    """``y = softmax(x)`` over rows of the 2-D 16-bit ``x`` on a GPU, or None (nothing launched) when the rows do
-    not fit the TMA view (width a multiple of 256, 16-byte aligned rows) or one group cannot be resident."""
-    if not x.is_cuda or x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype:
+    """``y = softmax(x)`` over rows of the 2-D 16-bit ``x``, or None (nothing launched) when the rows do not fit
+    the TMA view (width a multiple of 256, 16-byte aligned rows) or one group cannot be resident. Under the
+    interpreter (``groups`` groups, default 2) a program whose partners have not run computes the row's
+    statistics itself."""
+    if x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype:
         return None
     n_rows, n_cols = x.shape
-    if n_cols % 256 or any(t.stride(1) != 1 or t.stride(0) % 8 or t.data_ptr() % 16 for t in (x, y)):
+    if n_rows == 0 or n_cols % 256 or any(t.stride(1) != 1 or t.stride(0) % 8 or t.data_ptr() % 16 for t in (x, y)):
         return None
+    interp = not x.is_cuda or interpreting()
     cfg = TMA_CONFIG
     br = blocks or cfg["blocks"]
     nw = num_warps or cfg["num_warps"]
     per_sm = per_sm or cfg["per_sm"]
     n_blocks = n_cols // 256
     split = triton.cdiv(n_blocks, br)
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     is_bf16 = x.dtype == torch.bfloat16
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BR=br, IS_BF16=int(is_bf16),
-                E_BF16=int(keep_e == 2 and is_bf16), ASM=1, STAGES=int(stages or cfg["stages"]),
-                HINT=int(cfg["hint"] if hint is None else hint), num_warps=nw,
-                maxnreg=maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8))  # fmt: skip
+                E_BF16=int(keep_e == 2 and is_bf16), ASM=int(not interp), STAGES=int(stages or cfg["stages"]),
+                HINT=int(cfg["hint"] if hint is None else hint), FALLBACK=int(interp), num_warps=nw)  # fmt: skip
     triton.set_allocator(_descriptor_scratch)
-    n_groups = min(n_rows, per_sm * sms // split)
-    partials_len = 8 * max(n_groups, 1) * 3 * meta["SPLIT_P2"]
-    partials = torch.zeros(partials_len, dtype=torch.int64, device=x.device)
-    args = [x.view(torch.int32), y.view(torch.int32), partials, n_rows, n_blocks, x.stride(0) // 2,
-            y.stride(0) // 2, max_spins]  # fmt: skip
-    key = (x.device.index, x.dtype, tuple(sorted(meta.items())))
-    if key not in _CAPACITY:  # compile (no launch): the whole grid must be resident at once
-        _CAPACITY[key] = resident_programs(_softmax_fwd_tma_kernel.warmup(*args, grid=(1,), **meta), nw, x.device)
-    capacity, occ = _CAPACITY[key]
-    n_groups = min(n_groups, capacity // split)
+    if interp:
+        n_groups = min(n_rows, groups or 2)
+    else:
+        meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        n_groups = min(n_rows, groups or n_rows, per_sm * sms // split)
+    partials = torch.zeros(8 * max(n_groups, 1) * 3 * meta["SPLIT_P2"], dtype=torch.int64, device=x.device)
+    args = [x, x.view(torch.int32), y.view(torch.int32), partials, n_rows, n_blocks, x.stride(0) // 2,
+            y.stride(0) // 2, 0 if interp else max_spins]  # fmt: skip
+    occ: dict = {}
+    if not interp:
+        key = (x.device.index, x.dtype, tuple(sorted(meta.items())))
+        if key not in _CAPACITY:  # compile (no launch): the whole grid must be resident at once
+            _CAPACITY[key] = resident_programs(_softmax_fwd_tma_kernel.warmup(*args, grid=(1,), **meta), nw, x.device)
+        capacity, occ = _CAPACITY[key]
+        n_groups = min(n_groups, capacity // split)
     if n_groups < 1:
         return None
     _softmax_fwd_tma_kernel[(n_groups * split,)](*args, **meta)
