@@ -40,9 +40,12 @@ from solkit.kernels.cross_entropy_split import (
     _on_timeout,
     _pack,
     _slot,
+    _store_loss,
+    _store_target_grad,
     _target_logit,
     _unpack,
     _word_chunk_geometry,
+    _zero_row,
 )
 
 
@@ -81,6 +84,23 @@ def _load_chunk(logits_w_ptr, targets_ptr, row, n_rows, w_row_stride, wcols, wof
         return w, tl.load(targets_ptr + tl.minimum(row, n_rows - 1)).to(tl.int32)
     else:
         return _load_words_row(logits_w_ptr, targets_ptr, row, n_rows, w_row_stride, wcols, woffs, w_lim, W_PAD)
+
+
+@triton.jit
+def _prime_rows(logits_w_ptr, targets_ptr, group, n_groups, n_rows, lw_stride, wcols, woffs, w_lim, col0,
+                W_PAD: tl.constexpr, WBLOCK: tl.constexpr, FULL: tl.constexpr, PF: tl.constexpr):  # fmt: skip
+    """The row pipeline's prologue: the chunks and targets of rows r, r + G, r + 2G (r = group) loaded, and with
+    ``PF`` > 0 rows r + 3G .. r + (2 + PF)G on their way to L2 (the loop keeps PF rows ahead of its loads).
+    Returns the three (words, target) pairs and the bulk prefetch's size in bytes."""
+    x0, t0 = _load_chunk(logits_w_ptr, targets_ptr, group, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD, WBLOCK, FULL)
+    x1, t1 = _load_chunk(logits_w_ptr, targets_ptr, group + n_groups, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD,
+                         WBLOCK, FULL)  # fmt: skip
+    x2, t2 = _load_chunk(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
+                         W_PAD, WBLOCK, FULL)  # fmt: skip
+    pf_bytes = w_lim * 4 // 16 * 16
+    if PF > 0:
+        _prefetch_rows(logits_w_ptr, group + 3 * n_groups, PF, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
+    return x0, t0, x1, t1, x2, t2, pf_bytes
 
 
 @triton.jit
@@ -134,14 +154,8 @@ def _ce_split_packed_kernel(
     uniform = label_smoothing / n_cols * grad_scale
     spin_budget = max_spins
     # prologue: row r = group passed pass 1 and is published, rows r + G and r + 2G in flight
-    x0, t0 = _load_chunk(logits_w_ptr, targets_ptr, group, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD, WBLOCK, FULL)
-    x1, t1 = _load_chunk(logits_w_ptr, targets_ptr, group + n_groups, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD,
-                         WBLOCK, FULL)  # fmt: skip
-    x2, t2 = _load_chunk(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
-                         W_PAD, WBLOCK, FULL)  # fmt: skip
-    pf_bytes = w_lim * 4 // 16 * 16
-    if PF > 0:  # rows r + 3G .. r + (2 + PF)G on their way to L2 (the loop keeps PF rows ahead of its loads)
-        _prefetch_rows(logits_w_ptr, group + 3 * n_groups, PF, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
+    x0, t0, x1, t1, x2, t2, pf_bytes = _prime_rows(logits_w_ptr, targets_ptr, group, n_groups, n_rows, lw_stride, wcols,
+                                                   woffs, w_lim, col0, W_PAD, WBLOCK, FULL, PF)  # fmt: skip
     zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
     m_c, m0, s_c, sz, e0 = _pass1_packed(x0, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
     v0 = t0 != ignore_index
@@ -178,28 +192,17 @@ def _ce_split_packed_kernel(
             lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING,
                                             ASM)  # fmt: skip
             lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
-            t_in = (t0 >= 0) & (t0 < n_cols)
-            owner = (tl.where(t_in, t0, 0) >= col0) & (tl.where(t_in, t0, 0) < col_end)
-            if owner:  # the program whose chunk holds the target (column 0 for an out-of-range target)
-                loss = lse - zt0
-                if HAS_SMOOTHING:
-                    loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz_row / n_cols)
-                tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
-                tl.store(lse_ptr + row64, lse)
+            owner, t_in = _store_loss(loss_ptr, lse_ptr, row64, t0, n_cols, col0, col_end, zt0, lse, sz_row,
+                                      label_smoothing, z_loss_scale, HAS_SMOOTHING)  # fmt: skip
             if WRITE_GRAD:
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
                 tl.store(g_row_w + wcols, _pass2_packed(e0, m0, lse, p_scale, uniform, IS_BF16, E_BF16, ASM),
                          mask=w_mask)  # fmt: skip
                 if owner & t_in:
-                    g_t = tl.exp2(zt0 * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
-                    tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
-                    tl.store(grad_ptr + row64 * grad_row_stride + t0, g_t.to(grad_ptr.dtype.element_ty))
+                    _store_target_grad(grad_ptr, row64, grad_row_stride, t0, zt0, lse, p_scale, uniform,
+                                       label_smoothing, grad_scale)  # fmt: skip
         else:
-            if chunk == 0:
-                tl.store(loss_ptr + row64, 0.0)
-                tl.store(lse_ptr + row64, 0.0)
-            if WRITE_GRAD:
-                tl.store(g_row_w + wcols, tl.zeros([WBLOCK], dtype=tl.int32), mask=w_mask)
+            _zero_row(loss_ptr, lse_ptr, g_row_w, row64, wcols, w_mask, chunk, WBLOCK, WRITE_GRAD)
         x1 = x2
         x2 = x3
         t0 = t1
@@ -235,14 +238,8 @@ def _ce_split_lean_kernel(
     spin_budget = max_spins
     gbase = partial_ptr + group * (3 * SPLIT_P2)
     slot_stride = n_groups * (3 * SPLIT_P2)
-    x0, t0 = _load_chunk(logits_w_ptr, targets_ptr, group, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD, WBLOCK, FULL)
-    x1, t1 = _load_chunk(logits_w_ptr, targets_ptr, group + n_groups, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD,
-                         WBLOCK, FULL)  # fmt: skip
-    x2, t2 = _load_chunk(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
-                         W_PAD, WBLOCK, FULL)  # fmt: skip
-    pf_bytes = w_lim * 4 // 16 * 16
-    if PF > 0:  # rows r + 3G .. r + (2 + PF)G on their way to L2 (the loop keeps PF rows ahead of its loads)
-        _prefetch_rows(logits_w_ptr, group + 3 * n_groups, PF, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
+    x0, t0, x1, t1, x2, t2, pf_bytes = _prime_rows(logits_w_ptr, targets_ptr, group, n_groups, n_rows, lw_stride, wcols,
+                                                   woffs, w_lim, col0, W_PAD, WBLOCK, FULL, PF)  # fmt: skip
     zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
     m_c, m0, s_c, sz, e0 = _pass1_packed(x0, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
     _publish_tagged(gbase, chunk, 0, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
@@ -284,9 +281,8 @@ def _ce_split_lean_kernel(
             tl.store(grad_w_ptr + g_off + wcols, _pass2_packed(e0, m0, lse, p_scale, u, IS_BF16, E_BF16, ASM),
                      mask=w_mask)  # fmt: skip
             if owner & t_in & valid:
-                g_t = tl.exp2(zt0 * L2E - lse * L2E) * p_scale - u - (1.0 - label_smoothing) * scale
-                tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
-                tl.store(grad_ptr + 2 * g_off + t0, g_t.to(grad_ptr.dtype.element_ty))
+                # (g_off counts 32-bit words of two logits)
+                _store_target_grad(grad_ptr, g_off, 2, t0, zt0, lse, p_scale, u, label_smoothing, scale)
         x1 = x2
         x2 = x3
         t0 = t1

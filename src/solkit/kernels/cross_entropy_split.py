@@ -163,8 +163,34 @@ def _chunk_stats(x, col_mask, HAS_SMOOTHING: tl.constexpr):
 
 
 @triton.jit
-def _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, col_end, target, n_cols, z_t, z, e,
-                m_ref, lse, sz, grad_scale, label_smoothing, z_loss_scale,
+def _store_target_grad(grad_ptr, row, row_stride, target, z_t, lse, p_scale, uniform, label_smoothing, grad_scale):
+    """The target column's gradient, which has ``- (1 - eps) k`` more than the chunk's formula gave it, stored
+    over the chunk's value at ``grad_ptr + row * row_stride + target`` by the program that owns the column (one
+    store per row, no per-element compare; the address is formed after the barrier, as the kernels had it)."""
+    g_t = tl.exp2(z_t * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
+    tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
+    tl.store(grad_ptr + row * row_stride + target, g_t.to(grad_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _store_loss(loss_ptr, lse_ptr, row64, target, n_cols, col0, col_end, z_t, lse, sz_row, label_smoothing,
+                z_loss_scale, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
+    """A row's loss and lse, stored by the program whose chunk holds the target (column 0 for an out-of-range
+    target); returns (this program owns the target's column, the target is in range)."""
+    t_in = (target >= 0) & (target < n_cols)
+    owner = (tl.where(t_in, target, 0) >= col0) & (tl.where(t_in, target, 0) < col_end)
+    if owner:
+        loss = lse - z_t
+        if HAS_SMOOTHING:
+            loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz_row / n_cols)
+        tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
+        tl.store(lse_ptr + row64, lse)
+    return owner, t_in
+
+
+@triton.jit
+def _finish_row(loss_ptr, lse_ptr, grad_ptr, grad_row_stride, g_row, row64, cols, col_mask, chunk, col0, col_end,
+                target, n_cols, z_t, z, e, m_ref, lse, sz, grad_scale, label_smoothing, z_loss_scale,
                 WRITE_GRAD: tl.constexpr, KEEP_EXP: tl.constexpr):  # fmt: skip
     """Loss and lse, then pass 2: the gradient of the chunk from registers, and the target's column fixed.
     Both by the program whose chunk holds the target (column 0 for an out-of-range target): ``z_t`` is then
@@ -187,9 +213,8 @@ def _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, co
             g = tl.exp2(z * L2E - lse * L2E) * p_scale - uniform
         tl.store(g_row + cols, g.to(g_row.dtype.element_ty), mask=col_mask)
         if owner & t_in:
-            g_t = tl.exp2(z_t * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
-            tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
-            tl.store(g_row + target, g_t.to(g_row.dtype.element_ty))
+            _store_target_grad(grad_ptr, row64, grad_row_stride, target, z_t, lse, p_scale, uniform, label_smoothing,
+                               grad_scale)  # fmt: skip
 
 
 @triton.jit
@@ -266,9 +291,9 @@ def _ce_split_kernel(
                 k += 1
             else:
                 lse = m_ref + tl.log2(s_c) * LN2
-            _finish_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, col0, col_end, target, n_cols,
-                        z_t, z, e, m_ref, lse, sz, grad_scale, label_smoothing, z_loss_scale, WRITE_GRAD,
-                        KEEP_EXP)  # fmt: skip
+            _finish_row(loss_ptr, lse_ptr, grad_ptr, grad_row_stride, g_row, row64, cols, col_mask, chunk, col0,
+                        col_end, target, n_cols, z_t, z, e, m_ref, lse, sz, grad_scale, label_smoothing, z_loss_scale,
+                        WRITE_GRAD, KEEP_EXP)  # fmt: skip
 
 
 @triton.jit
@@ -397,14 +422,8 @@ def _ce_split_reread_kernel(
             lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
                                             HAS_SMOOTHING, False)  # fmt: skip
             lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
-            t_in = (t0 >= 0) & (t0 < n_cols)
-            owner = (tl.where(t_in, t0, 0) >= col0) & (tl.where(t_in, t0, 0) < col_end)
-            if owner:  # the program whose chunk holds the target (column 0 for an out-of-range target)
-                loss = lse - zt0
-                if HAS_SMOOTHING:
-                    loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz_row / n_cols)
-                tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
-                tl.store(lse_ptr + row64, lse)
+            owner, t_in = _store_loss(loss_ptr, lse_ptr, row64, t0, n_cols, col0, col_end, zt0, lse, sz_row,
+                                      label_smoothing, z_loss_scale, HAS_SMOOTHING)  # fmt: skip
             if WRITE_GRAD:
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
                 lo, hi = _unpack(xr, IS_BF16)
@@ -412,15 +431,10 @@ def _ce_split_reread_kernel(
                 g_hi = tl.exp2(hi * L2E - lse * L2E) * p_scale - uniform
                 tl.store(g_row_w + wcols, _pack(g_lo, g_hi, IS_BF16, ASM), mask=w_mask)
                 if owner & t_in:
-                    g_t = tl.exp2(zt0 * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
-                    tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
-                    tl.store(grad_ptr + row64 * grad_row_stride + t0, g_t.to(grad_ptr.dtype.element_ty))
+                    _store_target_grad(grad_ptr, row64, grad_row_stride, t0, zt0, lse, p_scale, uniform,
+                                       label_smoothing, grad_scale)  # fmt: skip
         else:
-            if chunk == 0:
-                tl.store(loss_ptr + row64, 0.0)
-                tl.store(lse_ptr + row64, 0.0)
-            if WRITE_GRAD:
-                tl.store(g_row_w + wcols, tl.zeros([WBLOCK], dtype=tl.int32), mask=w_mask)
+            _zero_row(loss_ptr, lse_ptr, g_row_w, row64, wcols, w_mask, chunk, WBLOCK, WRITE_GRAD)
         x1 = x2
         x2 = x3
         t0 = t1
