@@ -191,10 +191,11 @@ def rows_plan(x: torch.Tensor, y: torch.Tensor, num_warps: int) -> tuple[int, in
 def softmax_forward_rows(
     x: torch.Tensor, y: torch.Tensor, *, num_warps: int | None = None, per_sm: int | None = None,
     depth: int | None = None, l2_prefetch: int | None = None, hint: int | None = None, keep_e: int | None = None,
-    maxnreg: int | None = None, sms: int | None = None,
+    maxnreg: int | None = None, sms: int | None = None, programs: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over the rows of the 2-D 16-bit ``x``; returns the launch facts, or None (nothing
-    launched) when the rows are not exactly tiled (:func:`rows_plan`). Options left None: :data:`ROWS_CONFIG`."""
+    launched) when the rows are not exactly tiled (:func:`rows_plan`). Options left None: :data:`ROWS_CONFIG`;
+    ``programs`` caps the grid (else ``per_sm`` x SMs)."""
     cfg = ROWS_CONFIG
     nw = num_warps or cfg["num_warps"]
     pieces = rows_plan(x, y, nw)
@@ -208,7 +209,7 @@ def softmax_forward_rows(
         raise SolkitError(f"softmax rows: depth must be 1, 2 or 3, got {depth}")
     interp = x.device.type != "cuda" or _interp()
     n_sms = sms or (4 if interp else torch.cuda.get_device_properties(x.device).multi_processor_count)
-    grid = max(1, min(x.shape[0], per_sm * n_sms))
+    grid = max(1, min(x.shape[0], programs or per_sm * n_sms))
     is_bf16 = x.dtype == torch.bfloat16
     keep = cfg["keep_e"] if keep_e is None else keep_e
     pf = cfg["l2_prefetch"] if l2_prefetch is None else l2_prefetch
