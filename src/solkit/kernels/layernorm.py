@@ -35,7 +35,6 @@ from solkit.kernels._utils import (
     check_weight,
     config_for_width,
     load_tile,
-    register_cap,
     row_config,
     sum_partials,
     warps_for,
@@ -43,12 +42,11 @@ from solkit.kernels._utils import (
 from solkit.kernels.norm_backward import (
     MAX_SPINS,
     _add_pairs,
-    backward_grid,
+    backward_plan,
     grid_sum_partials,
     launch_layernorm_bwd_tma,
     reduce_tile,
     sync_counter,
-    tma_shape,
 )
 
 #: Measured launch defaults (H200 sweeps; see docs/kernels/norms.md).
@@ -359,39 +357,26 @@ def layernorm_backward(
     n_rows, n_cols = x2.shape
     dx2 = torch.empty_like(x2)
     cfg = config_for_width(LAYERNORM_CONFIG, n_cols)
-    bm, bn, _ = row_config(n_cols, x2.element_size())
-    bm = block_m or cfg.get("bwd_block_m") or bm
-    bpt = cfg["bwd_bytes_per_thread"]
-    nw = (
-        num_warps
-        or cfg.get("bwd_num_warps")
-        or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
-    )
-    programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
+    plan = backward_plan(x2, cfg, [x2, dy2, dx2], block_m=block_m, num_warps=num_warps,
+                         programs_per_sm=programs_per_sm, tma_stages=tma_stages, balanced=balanced,
+                         fused_reduce=fused_reduce, maxnreg=maxnreg)  # fmt: skip
+    programs, fused = plan.programs, plan.fused
     partial_sum = partial_sum or cfg["partial_sum"]
-    n_blocks = triton.cdiv(n_rows, bm)
-    balanced = cfg.get("bwd_balanced", False) if balanced is None else balanced
-    tma_stages = cfg.get("bwd_tma_stages", 0) if tma_stages is None else tma_stages
-    boxes = tma_shape(x2, [x2, dy2, dx2]) if tma_stages and tma_stages > 1 else None
-    if boxes is not None:
-        n_blocks = n_rows  # one row a block
-    fused_reduce = cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce
-    programs, fused = backward_grid(x2, n_blocks, programs_per_sm, balanced, fused_reduce)
     partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)
     n_sums = 2 * n_cols if has_bias else n_cols
     sums = torch.empty(n_sums, dtype=weight.dtype, device=x.device) if fused else partial
     red_p, red_c = reduce_tile(n_sums, programs)
-    if boxes is not None:
+    if plan.boxes is not None:
         launch_layernorm_bwd_tma(dy2, x2, weight, mean, rstd, dx2, partial, sums, fused, programs, has_bias,
-                                 tma_stages, nw, maxnreg or register_cap(programs_per_sm, nw), boxes)  # fmt: skip
+                                 plan.tma_stages, plan.num_warps, plan.maxnreg, plan.boxes)  # fmt: skip
     else:
         _layernorm_bwd_kernel[(programs,)](
             dy2, x2, weight, mean, rstd, dx2, partial, sums, sync_counter(x.device, programs) if fused else partial,
             n_rows, n_cols, dy2.stride(0), x2.stride(0), dx2.stride(0), MAX_SPINS,
             HAS_BIAS=has_bias, PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
-            BLOCK_M=bm, BLOCK_N=bn, FUSED=fused, RED_P=red_p, RED_C=red_c,
+            BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, FUSED=fused, RED_P=red_p, RED_C=red_c,
             W_RELOAD=bool(cfg.get("bwd_w_reload", False) if w_reload is None else w_reload),
-            num_warps=nw, maxnreg=maxnreg or register_cap(programs_per_sm, nw),
+            num_warps=plan.num_warps, maxnreg=plan.maxnreg,
         )  # fmt: skip
     if not fused:
         sums = sum_partials(partial if has_bias else partial[:, :n_cols], weight.dtype, **partial_sum)

@@ -21,11 +21,13 @@ persistent grid requires anyway); the wait is bounded, and a barrier that times 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels._utils import backward_programs, interpreting, load_tile
+from solkit.kernels._utils import backward_programs, interpreting, load_tile, register_cap, row_config, warps_for
 
 #: Spins of the fused reduction's barrier wait before it gives up (and writes NaN).
 MAX_SPINS = 1 << 20
@@ -68,6 +70,48 @@ def backward_grid(
     if balanced:
         programs = balanced_programs(n_blocks, programs)
     return programs, fused_reduce_ok(t, programs) and fused_reduce
+
+
+class BackwardPlan(NamedTuple):
+    """Launch shape of a norm backward (:func:`backward_plan`)."""
+
+    block_m: int  # rows per block (the pointer kernel)
+    block_n: int  # the row's width padded to a power of two
+    num_warps: int
+    programs_per_sm: int
+    maxnreg: int  # register cap so that programs_per_sm programs are resident
+    tma_stages: int
+    boxes: tuple[int, int] | None  # (R, C) of the TMA kernel, or None: the pointer kernel
+    programs: int  # persistent grid
+    fused: bool  # the dW reduction inside the kernel
+
+
+def backward_plan(x2: torch.Tensor, cfg: dict, tma_tensors: list, *, block_m: int | None, num_warps: int | None,
+                  programs_per_sm: int | None, tma_stages: int | None, balanced: bool | None,
+                  fused_reduce: bool | None, maxnreg: int | None, ds: bool = False) -> BackwardPlan:  # fmt: skip
+    """The launch shape shared by the RMSNorm and LayerNorm backwards: each setting the caller left None comes
+    from the width's config ``cfg`` (``bwd_*`` keys; the ``*_ds`` ones for add+RMSNorm with ``ds``); warps so
+    that each thread holds ``bwd_bytes_per_thread`` of a row tile; the TMA kernel (one row a block) where
+    ``tma_stages`` > 1 and :func:`tma_shape` accepts ``tma_tensors``; the grid from :func:`backward_grid`."""
+    sfx = "_ds" if ds else ""
+    bm, bn, _ = row_config(x2.shape[1], x2.element_size())
+    bm = block_m or cfg.get("bwd_block_m") or bm
+    nw = (
+        num_warps
+        or cfg.get("bwd_num_warps" + sfx)
+        or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=cfg["bwd_bytes_per_thread" + sfx]), 4), 16)
+    )
+    programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
+    tma_stages = cfg.get("bwd_tma_stages", 0) if tma_stages is None else tma_stages
+    boxes = tma_shape(x2, tma_tensors) if tma_stages and tma_stages > 1 else None
+    n_blocks = x2.shape[0] if boxes is not None else triton.cdiv(x2.shape[0], bm)
+    programs, fused = backward_grid(
+        x2, n_blocks, programs_per_sm,
+        balanced=cfg.get("bwd_balanced", False) if balanced is None else balanced,
+        fused_reduce=cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce,
+    )  # fmt: skip
+    cap = maxnreg or register_cap(programs_per_sm, nw)
+    return BackwardPlan(bm, bn, nw, programs_per_sm, cap, tma_stages, boxes, programs, fused)
 
 
 def reduce_tile(n_cols: int, programs: int) -> tuple[int, int]:

@@ -54,11 +54,10 @@ from solkit.kernels._utils import (
 from solkit.kernels.norm_backward import (  # noqa: F401  (the backward kernel, re-exported for tools)
     MAX_SPINS,
     _rmsnorm_bwd_kernel,
-    backward_grid,
+    backward_plan,
     launch_rmsnorm_bwd_tma,
     reduce_tile,
     sync_counter,
-    tma_shape,
 )
 
 Casting = Literal["llama", "gemma"]
@@ -440,29 +439,16 @@ def rmsnorm_backward(
     n_rows, n_cols = x2.shape
     dx2 = torch.empty_like(x2)
     cfg = config_for_width(RMSNORM_CONFIG, n_cols)
-    bm, bn, _ = row_config(n_cols, x2.element_size())
-    bm = block_m or cfg.get("bwd_block_m") or bm
-    bpt = cfg["bwd_bytes_per_thread_ds" if ds is not None else "bwd_bytes_per_thread"]
-    nw = (
-        num_warps
-        or cfg.get("bwd_num_warps_ds" if ds is not None else "bwd_num_warps")
-        or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=bpt), 4), 16)
-    )
-    programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
-    tma_stages = cfg.get("bwd_tma_stages", 0) if tma_stages is None else tma_stages
-    boxes = tma_shape(x2, [x2, dy2, ds2, dx2]) if tma_stages and tma_stages > 1 else None
-    n_blocks = n_rows if boxes is not None else triton.cdiv(n_rows, bm)  # the TMA kernel: one row a block
-    programs, fused = backward_grid(
-        x2, n_blocks, programs_per_sm,
-        balanced=cfg.get("bwd_balanced", False) if balanced is None else balanced,
-        fused_reduce=cfg.get("bwd_fused_reduce", False) if fused_reduce is None else fused_reduce,
-    )  # fmt: skip
+    plan = backward_plan(x2, cfg, [x2, dy2, ds2, dx2], block_m=block_m, num_warps=num_warps,
+                         programs_per_sm=programs_per_sm, tma_stages=tma_stages, balanced=balanced,
+                         fused_reduce=fused_reduce, maxnreg=maxnreg, ds=ds is not None)  # fmt: skip
+    programs, fused = plan.programs, plan.fused
     partial = torch.empty(programs, n_cols, dtype=torch.float32, device=x.device)
     dw = torch.empty(n_cols, dtype=weight.dtype, device=x.device) if fused else partial
-    if boxes is not None:
+    if plan.boxes is not None:
         launch_rmsnorm_bwd_tma(dy2, ds2, x2, weight, rstd, dx2, partial, dw, fused, programs, offset,
-                               casting == "gemma", tma_stages, nw, maxnreg or register_cap(programs_per_sm, nw),
-                               boxes)  # fmt: skip
+                               casting == "gemma", plan.tma_stages, plan.num_warps, plan.maxnreg,
+                               plan.boxes)  # fmt: skip
     else:
         red_p, red_c = reduce_tile(n_cols, programs)
         _rmsnorm_bwd_kernel[(programs,)](
@@ -471,10 +457,10 @@ def rmsnorm_backward(
             n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,
             MAX_SPINS, HAS_DS=ds2 is not None, GEMMA=casting == "gemma",
             PREFETCH=int(cfg["bwd_prefetch"] if prefetch is None else prefetch),
-            BLOCK_M=bm, BLOCK_N=bn, FUSED=fused, RED_P=red_p, RED_C=red_c,
+            BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, FUSED=fused, RED_P=red_p, RED_C=red_c,
             W_RELOAD=bool(cfg.get("bwd_w_reload", False) if w_reload is None else w_reload),
             TWO_PASS=bool(cfg.get("bwd_two_pass", False) if two_pass is None else two_pass),
-            num_warps=nw, maxnreg=maxnreg or register_cap(programs_per_sm, nw),
+            num_warps=plan.num_warps, maxnreg=plan.maxnreg,
         )  # fmt: skip
     if fused:
         return dx2.view(x.shape), dw
