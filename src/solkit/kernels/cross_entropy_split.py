@@ -60,10 +60,6 @@ import triton.language as tl
 from solkit.errors import SolkitError
 from solkit.kernels._spin import _poll_tagged, _publish_tagged, _spin_until_tagged, _untag
 
-# (re-exported: _softmax_packed imports them from here until it takes them from _spin)
-from solkit.kernels._spin import _tagged as _tagged
-from solkit.kernels._spin import _tags_match as _tags_match
-
 L2E = tl.constexpr(1.4426950408889634)  # log2(e): exponentials in base 2 (one MUFU.EX2 each)
 LN2 = tl.constexpr(0.6931471805599453)
 
