@@ -9,7 +9,7 @@ helpers should leave the SASS byte-identical: then it cannot change a kernel's s
 needed. Run it with the device's Triton version (numbers of registers and schedules differ between
 compilers), e.g. ``PYTHONPATH=/path/to/triton-3.6 python3 tools/sass_compare.py --base HEAD~3``.
 
-    python3 tools/sass_compare.py --base REV [--groups ce,norm_tma,gluon,regs] [--out report.json]
+    python3 tools/sass_compare.py --base REV [--groups ce,norm_tma,gluon,regs] [--filter NAME] [--out report.json]
 """
 
 from __future__ import annotations
@@ -110,8 +110,9 @@ def _strip_ptx(ptx: str) -> str:
     return "\n".join(ln for ln in lines if ln.strip() != "L:")
 
 
-def dump(out_dir: Path, groups: set[str]) -> None:
-    """Compile every case with the solkit on sys.path; write ``<name>.ptx`` / ``<name>.sass`` and index.json."""
+def dump(out_dir: Path, groups: set[str], name_filter: str = "") -> None:
+    """Compile every case (whose name contains ``name_filter``) with the solkit on sys.path; write
+    ``<name>.ptx`` / ``<name>.sass`` and index.json."""
     os.environ.pop("TRITON_INTERPRET", None)
     import triton
     from triton.backends.compiler import GPUTarget
@@ -121,6 +122,8 @@ def dump(out_dir: Path, groups: set[str]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     index = {}
     for name, kernel, sig, consts, warps, cap in cases(groups):
+        if name_filter not in name:
+            continue
         try:
             if kernel == "gluon":
                 from solkit.kernels import gemm_gluon as GG
@@ -164,21 +167,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default="HEAD", help="git revision to compare the working tree with")
     ap.add_argument("--groups", default=",".join(GROUPS), help=f"kernel groups, of {', '.join(GROUPS)}")
+    ap.add_argument("--filter", default="", help="only variants whose name contains this")
     ap.add_argument("--out", default="", help="write the report as JSON here")
     ap.add_argument("--dump", nargs=2, metavar=("SRC", "DIR"), help=argparse.SUPPRESS)  # the per-tree worker
     args = ap.parse_args()
     groups = set(args.groups.split(","))
     if args.dump:
         sys.path.insert(0, args.dump[0])
-        dump(Path(args.dump[1]), groups)
+        dump(Path(args.dump[1]), groups, args.filter)
         return 0
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         dirs = {}
         for label, src in (("base", _tree_src(args.base, tmp)), ("work", ROOT / "src")):
             dirs[label] = tmp / label
-            subprocess.run([sys.executable, __file__, "--groups", args.groups, "--dump", str(src), str(dirs[label])],
-                           check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+            worker = [sys.executable, __file__, "--groups", args.groups, "--filter", args.filter]
+            subprocess.run([*worker, "--dump", str(src), str(dirs[label])], check=True, stdout=subprocess.DEVNULL)
         base = json.loads((dirs["base"] / "index.json").read_text())
         work = json.loads((dirs["work"] / "index.json").read_text())
         rows = []
