@@ -139,7 +139,7 @@ VARIANTS = {
     "rows_h0": ({"rows": {"hint": 0}}, None),
     "rows_h2": ({"rows": {"hint": 2}}, None),
     "rows_1sm_d3": ({"rows": {"per_sm": 1, "depth": 3}}, {}),
-    "rows_1sm_d3_pf1": ({"rows": {"per_sm": 1, "depth": 3, "l2_prefetch": 1}}, None),
+    "rows_1sm_d3_pf1": ({"rows": {"per_sm": 1, "depth": 3, "l2_prefetch": 1}}, {}),
     "rows_1sm_d2": ({"rows": {"per_sm": 1, "depth": 2}}, None),
     "rows_4sm": ({"rows": {"per_sm": 4}}, {}),
     "rows_4sm_d3": ({"rows": {"per_sm": 4, "depth": 3}}, None),
@@ -166,6 +166,27 @@ VARIANTS = {
     "tma_b64_w16_1_s3": ({"tma": {"blocks": 64, "num_warps": 16, "per_sm": 1, "stages": 3}}, None),
     "tma_b64_w16_1_s4": ({"tma": {"blocks": 64, "num_warps": 16, "per_sm": 1, "stages": 4}}, None),
     "tma_b64_w8_2_s3": ({"tma": {"blocks": 64, "num_warps": 8, "per_sm": 2, "stages": 3}}, None),
+    # round 2 (session 6): one 8-warp rows program an SM with L2 prefetch, deeper; TMA at 32 words a thread
+    "rows_1sm_d3_pf2": ({"rows": {"per_sm": 1, "depth": 3, "l2_prefetch": 2}}, None),
+    "rows_1sm_d4_pf1": ({"rows": {"per_sm": 1, "depth": 4, "l2_prefetch": 1}}, {}),
+    "rows_1sm_d4_pf2": ({"rows": {"per_sm": 1, "depth": 4, "l2_prefetch": 2}}, None),
+    "rows_1sm_d2_pf1": ({"rows": {"per_sm": 1, "depth": 2, "l2_prefetch": 1}}, None),
+    "rows_1sm_d2_pf2": ({"rows": {"per_sm": 1, "depth": 2, "l2_prefetch": 2}}, None),
+    "rows_1sm_d3_pf1_h0": ({"rows": {"per_sm": 1, "depth": 3, "l2_prefetch": 1, "hint": 0}}, None),
+    "rows_1sm_d4_pf1_h0": ({"rows": {"per_sm": 1, "depth": 4, "l2_prefetch": 1, "hint": 0}}, None),
+    "rows_1sm_d3_pf1_g128": ({"rows": {"per_sm": 1, "depth": 3, "l2_prefetch": 1, "programs": 128}}, None),
+    "rows_h0_pf1": ({"rows": {"hint": 0, "l2_prefetch": 1}}, None),
+    "rows_d1_pf1_h0": ({"rows": {"depth": 1, "l2_prefetch": 1, "hint": 0}}, None),
+    "sp1_pf2": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=1, l2_prefetch=2), None),
+    "sp1_h0": (_p(block=16384, num_warps=16, per_sm=1, keep_e=2, hint=0), None),
+    "tma_b32_w4_4_s2": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 2}}, None),
+    "tma_b32_w4_4_s4": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 4}}, None),
+    "tma_b32_w4_4_s3_h0": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3, "hint": 0}}, None),
+    "tma_b32_w4_4_s3_g32": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3, "groups": 32}}, None),
+    "tma_b32_w4_4_s4_g32": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 4, "groups": 32}}, None),
+    "tma_b16_w2_8_s3": ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 3}}, None),
+    "tma_b16_w2_8_s4": ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 4}}, None),
+    "tma256_fill": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3}}, _p(fill=1)),
 }
 DIAG = {
     "pk_nowait",
@@ -283,6 +304,52 @@ PLANS["s6r1"] = [
 PLANS["smoke"].append(
     ("smoke_rows", [("rows", ("fwd",)), ("rows_d1", ("fwd",)), ("copy", ("fwd",)), ("pk_fill", ("fwd", "bwd"))])
 )
+_R2_ROWS = (
+    "rows_1sm_d3_pf1",
+    "rows_1sm_d3_pf2",
+    "rows_1sm_d4_pf1",
+    "rows_1sm_d4_pf2",
+    "rows_1sm_d2_pf1",
+    "rows_1sm_d2_pf2",
+    "rows_1sm_d3_pf1_h0",
+    "rows_1sm_d4_pf1_h0",
+    "rows_1sm_d3_pf1_g128",
+    "rows_h0_pf1",
+    "rows_d1_pf1_h0",
+    "sp1_pf2",
+    "sp1_h0",
+)
+_R2_256K = (
+    "tma_b32_w4_4_s3",
+    "tma_b32_w4_4_s2",
+    "tma_b32_w4_4_s4",
+    "tma_b32_w4_4_s3_h0",
+    "tma_b64_w8_2_s3",
+    "tma_b16_w2_8_s3",
+    "tma_b16_w2_8_s4",
+)
+_R2_VOCAB = (
+    "tma_b16_w2_8_s3",
+    "tma_b16_w2_8_s4",
+    "tma_b32_w4_4_s3_g32",
+    "tma_b32_w4_4_s4_g32",
+    "tma_b32_w4_4_s3",
+    "tma",
+    "tma_b8_w2_8_s6",
+)
+PLANS["s6r2"] = [
+    ("inter", [("default", ("fwd", "fwdbwd")), ("copy", ("fwd",))] + [(v, ("fwd",)) for v in _R2_ROWS]
+     + [("default", ("fwd",)), ("rows_1sm_d3_pf1", ("fwd", "fwdbwd")), ("rows_1sm_d4_pf1", ("fwd", "fwdbwd"))]
+     + [(v, ("fwd",)) for v in _R2_ROWS[:8]] + [("default", ("fwd",)), ("liger", ("fwd",)), ("copy", ("fwd",))]),
+    ("256k", [("default", ALL3), ("copy", ("fwd",))] + [(v, ("fwd",)) for v in _R2_256K]
+     + [("pk_fill", ("bwd",)), ("tma256_fill", ("fwd", "bwd", "fwdbwd")), ("default", ("fwd", "bwd"))]
+     + [(v, ("fwd",)) for v in _R2_256K] + [("tma256_fill", ("fwdbwd",))]),
+    ("vocab8k", [("default", ("fwd",)), ("copy", ("fwd",))] + [(v, ("fwd",)) for v in _R2_VOCAB]
+     + [("default", ("fwd",))] + [(v, ("fwd",)) for v in _R2_VOCAB[:4]]),
+    ("vocab4k", [("default", ("fwd",)), ("tma_b16_w2_8_s3", ("fwd",)), ("tma_b32_w4_4_s3_g32", ("fwd",)),
+                 ("tma_b32_w4_4_s3", ("fwd",)), ("default", ("fwd",))]),
+    ("hidden", [("default", ("fwd", "fwdbwd")), ("liger", ("fwd",)), ("copy", ("fwd",)), ("default", ("fwd",))]),
+]  # fmt: skip
 COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record": ("inter",)}
 
 

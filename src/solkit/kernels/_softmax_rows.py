@@ -31,7 +31,7 @@ import triton.language as tl
 from solkit.kernels._ce_packed import _prefetch_rows
 from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack
 
-#: Launch defaults: warps, resident programs per SM, rows in flight (1-3), L2 prefetch rows ahead of them,
+#: Launch defaults: warps, resident programs per SM, rows in flight (1-4), L2 prefetch rows ahead of them,
 #: cache hints, kept exponentials (2: bf16 pairs for bf16 inputs; f16 pairs otherwise).
 ROWS_CONFIG = {"num_warps": 8, "per_sm": 2, "depth": 2, "l2_prefetch": 0, "hint": 1, "keep_e": 2}
 
@@ -159,6 +159,8 @@ def _softmax_fwd_rows_kernel(
         a2, b2, c2 = _load_row(xu_ptr, pid + step, n_rows, x_stride, R0, R1, R2, U, HINT)
     if DEPTH >= 3:
         a3, b3, c3 = _load_row(xu_ptr, pid + 2 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
+    if DEPTH >= 4:
+        a4, b4, c4 = _load_row(xu_ptr, pid + 3 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
     if PF > 0:
         _prefetch_rows(xu_ptr, pid + DEPTH * step, PF, step, n_rows, x_stride, 0, pf_bytes)
     for row in tl.range(pid, n_rows, step):
@@ -168,10 +170,15 @@ def _softmax_fwd_rows_kernel(
         elif DEPTH == 2:
             a1, b1, c1 = a2, b2, c2
             a2, b2, c2 = _load_row(xu_ptr, row + 2 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
-        else:
+        elif DEPTH == 3:
             a1, b1, c1 = a2, b2, c2
             a2, b2, c2 = a3, b3, c3
             a3, b3, c3 = _load_row(xu_ptr, row + 3 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
+        else:
+            a1, b1, c1 = a2, b2, c2
+            a2, b2, c2 = a3, b3, c3
+            a3, b3, c3 = a4, b4, c4
+            a4, b4, c4 = _load_row(xu_ptr, row + 4 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
         if PF > 0:
             _prefetch_rows(xu_ptr, row + (DEPTH + PF) * step, 1, step, n_rows, x_stride, 0, pf_bytes)
         _softmax_row(a0, b0, c0, yu_ptr, row, n_rows, y_stride, R0, R1, R2, U, IS_BF16, E_BF16, ASM, HINT)
@@ -203,10 +210,10 @@ def softmax_forward_rows(
         return None
     per_sm = per_sm or cfg["per_sm"]
     depth = int(depth or cfg["depth"])
-    if depth not in (1, 2, 3):
+    if depth not in (1, 2, 3, 4):
         from solkit.errors import SolkitError
 
-        raise SolkitError(f"softmax rows: depth must be 1, 2 or 3, got {depth}")
+        raise SolkitError(f"softmax rows: depth must be 1 to 4, got {depth}")
     interp = x.device.type != "cuda" or _interp()
     n_sms = sms or (4 if interp else torch.cuda.get_device_properties(x.device).multi_processor_count)
     grid = max(1, min(x.shape[0], programs or per_sm * n_sms))
