@@ -179,9 +179,8 @@ if _IMPORT_ERROR is None:
 
     @gluon.jit
     def _producer(operands, GROUP_M: gl.constexpr):
-        # ``operands``: the kernel's one tuple for both partition lists, so it holds run-time values only (assigning
-        # a tuple to a name turns its constexprs into run-time values); tile sizes and ring depth come from the
-        # descriptors and the ring
+        # ``operands``: the run-time values (one tuple for both partition lists: assigning a tuple to a name turns
+        # its constexprs into run-time values); tile sizes and ring depth from the descriptors and the ring
         x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles = operands
         BLOCK_M: gl.constexpr = x_desc.block_type.shape[0]
         BLOCK_K: gl.constexpr = x_desc.block_type.shape[1]
@@ -204,12 +203,15 @@ if _IMPORT_ERROR is None:
                 slot += 1
 
     @gluon.jit
-    def _consumer(y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out_buf, res_bar, turn,
-                  num_pid_m, num_pid_n, k_tiles, N, alpha, beta,
-                  CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr, WARPS: gl.constexpr,
-                  HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-                  STAGES: gl.constexpr, RES_K: gl.constexpr, RES_EARLY: gl.constexpr):  # fmt: skip
+    def _consumer(operands, out_buf, res_bar, turn, CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr,
+                  WARPS: gl.constexpr, HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
+                  GROUP_M: gl.constexpr, RES_K: gl.constexpr, RES_EARLY: gl.constexpr):  # fmt: skip
+        # ``operands``: the run-time values every consumer takes (one tuple for the kernel's three partition lists,
+        # as the producer's); tile sizes and ring depth from the output descriptor and the ring
+        y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles, N, alpha, beta = operands
+        BLOCK_M: gl.constexpr = y_desc.block_type.shape[0]
+        BLOCK_N: gl.constexpr = y_desc.block_type.shape[1]
+        STAGES: gl.constexpr = a_ring.shape[0]
         # wgmma: a 64-row slab per warpgroup, each warp 16 rows; with 8 warps two warpgroups split M
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, BLOCK_N, 16]
@@ -325,7 +327,10 @@ if _IMPORT_ERROR is None:
         num_pid_m = gl.cdiv(M, BLOCK_M)
         num_pid_n = gl.cdiv(N, BLOCK_N)
         k_tiles = gl.cdiv(K, BLOCK_K)
+        # the partitions' run-time arguments, one tuple each for all lists (constexprs cannot be held in a name)
         producer_args = (x_desc, w_desc, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles)
+        consumer_args = (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, num_pid_m, num_pid_n, k_tiles, N,
+                         alpha, beta)  # fmt: skip
         if CONSUMERS == 2:
             out1 = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], y_desc.layout)
             res_bar1 = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -335,14 +340,10 @@ if _IMPORT_ERROR is None:
             mbarrier.init(turn.index(1), count=1)
             gl.warp_specialize(
                 [
-                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0, turn,
-                                 num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 2, CONSUMER_WARPS,
-                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
-                                 RES_EARLY)),
-                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out1, res_bar1, turn,
-                                 num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 1, 2, CONSUMER_WARPS,
-                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
-                                 RES_EARLY)),
+                    (_consumer, (consumer_args, out0, res_bar0, turn, 0, 2, CONSUMER_WARPS, HAS_BIAS, HAS_RESIDUAL,
+                                 ACT, GROUP_M, RES_K, RES_EARLY)),
+                    (_consumer, (consumer_args, out1, res_bar1, turn, 1, 2, CONSUMER_WARPS, HAS_BIAS, HAS_RESIDUAL,
+                                 ACT, GROUP_M, RES_K, RES_EARLY)),
                     (_producer, (producer_args, GROUP_M)),
                 ],
                 [CONSUMER_WARPS, 1],
@@ -351,10 +352,8 @@ if _IMPORT_ERROR is None:
         else:
             gl.warp_specialize(
                 [
-                    (_consumer, (y_desc, r_desc, bias_ptr, a_ring, b_ring, ready, empty, out0, res_bar0, empty,
-                                 num_pid_m, num_pid_n, k_tiles, N, alpha, beta, 0, 1, CONSUMER_WARPS,
-                                 HAS_BIAS, HAS_RESIDUAL, ACT, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, RES_K,
-                                 RES_EARLY)),
+                    (_consumer, (consumer_args, out0, res_bar0, empty, 0, 1, CONSUMER_WARPS, HAS_BIAS, HAS_RESIDUAL,
+                                 ACT, GROUP_M, RES_K, RES_EARLY)),
                     (_producer, (producer_args, GROUP_M)),
                 ],
                 [1],
