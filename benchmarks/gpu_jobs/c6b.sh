@@ -1,7 +1,8 @@
 # budget: 100
-# Session 6 helper c6, round 2. (1) GPU tests of the warp-specialised Gluon GEMM after its producer tuple was
-# shared by the two warp_specialize partition lists (PTX/SASS identical before/after for all 10 config x
-# residual variants, Triton 3.6 and 3.9, compiled on the CPU): the default config (one consumer, RES_SPLIT 4),
+# Session 6 helper c6, round 2. (1) GPU tests of the warp-specialised Gluon GEMM after its producer and consumer
+# arguments became one run-time tuple each, shared by the two warp_specialize partition lists (SASS identical
+# before/after for all 10 config x residual variants, Triton 3.6 and 3.9, tools/sass_compare.py on the CPU):
+# the default config (one consumer, RES_SPLIT 4),
 # the two-consumer ping-pong config and gemm()'s dispatch tests, i.e. both partition lists. (2) The 5 CE GPU
 # tests round 1 (c6a) did not reach before its 52 s timeout (47 of 52 passed there, none failed). (3) The
 # other Gluon configs with what is left.
