@@ -187,6 +187,13 @@ VARIANTS = {
     "tma_b16_w2_8_s3": ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 3}}, None),
     "tma_b16_w2_8_s4": ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 4}}, None),
     "tma256_fill": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3}}, _p(fill=1)),
+    "tma_pf1": ({"tma": {"l2_prefetch": 1}}, None),
+    "tma_b32_w4_4_s3_pf1": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3, "l2_prefetch": 1}}, None),
+    "tma_b32_w4_4_s3_g32_pf1": (
+        {"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3, "groups": 32, "l2_prefetch": 1}},
+        None,
+    ),
+    "tma_b16_w2_8_s3_pf1": ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 3, "l2_prefetch": 1}}, None),
 }
 DIAG = {
     "pk_nowait",
@@ -327,6 +334,7 @@ _R2_256K = (
     "tma_b64_w8_2_s3",
     "tma_b16_w2_8_s3",
     "tma_b16_w2_8_s4",
+    "tma_b32_w4_4_s3_pf1",
 )
 _R2_VOCAB = (
     "tma_b16_w2_8_s3",
@@ -336,6 +344,9 @@ _R2_VOCAB = (
     "tma_b32_w4_4_s3",
     "tma",
     "tma_b8_w2_8_s6",
+    "tma_pf1",
+    "tma_b32_w4_4_s3_g32_pf1",
+    "tma_b16_w2_8_s3_pf1",
 )
 PLANS["s6r2"] = [
     ("inter", [("default", ("fwd", "fwdbwd")), ("copy", ("fwd",))] + [(v, ("fwd",)) for v in _R2_ROWS]
@@ -347,7 +358,8 @@ PLANS["s6r2"] = [
     ("vocab8k", [("default", ("fwd",)), ("copy", ("fwd",))] + [(v, ("fwd",)) for v in _R2_VOCAB]
      + [("default", ("fwd",))] + [(v, ("fwd",)) for v in _R2_VOCAB[:4]]),
     ("vocab4k", [("default", ("fwd",)), ("tma_b16_w2_8_s3", ("fwd",)), ("tma_b32_w4_4_s3_g32", ("fwd",)),
-                 ("tma_b32_w4_4_s3", ("fwd",)), ("default", ("fwd",))]),
+                 ("tma_b32_w4_4_s3", ("fwd",)), ("tma_pf1", ("fwd",)), ("tma_b16_w2_8_s3_pf1", ("fwd",)),
+                 ("default", ("fwd",))]),
     ("hidden", [("default", ("fwd", "fwdbwd")), ("liger", ("fwd",)), ("copy", ("fwd",)), ("default", ("fwd",))]),
 ]  # fmt: skip
 COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record": ("inter",)}

@@ -19,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from solkit.kernels._ce_packed import _prefetch_rows
 from solkit.kernels._softmax_packed import _await_stats, _log2
 from solkit.kernels._spin import _poll_tagged, _publish_tagged, _tags_match, _untag
 from solkit.kernels._utils import interpreting
@@ -117,7 +118,7 @@ def _finish(yu_ptr, row, n_rows, y_stride, e, m_ref, big, total, u_offs, u_mask,
 def _softmax_fwd_tma_kernel(
     x_ptr, xu_ptr, yu_ptr, partial_ptr, n_rows, n_blocks, x_stride, y_stride, max_spins,
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BR: tl.constexpr, IS_BF16: tl.constexpr, E_BF16: tl.constexpr,
-    ASM: tl.constexpr, STAGES: tl.constexpr, HINT: tl.constexpr, FALLBACK: tl.constexpr = 0,
+    ASM: tl.constexpr, STAGES: tl.constexpr, HINT: tl.constexpr, FALLBACK: tl.constexpr = 0, PF: tl.constexpr = 0,
 ):  # fmt: skip
     PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf per word
     pid = tl.program_id(0)
@@ -138,8 +139,14 @@ def _softmax_fwd_tma_kernel(
     w = tl.where(valid, tl.reshape(desc.load([group, b0, 0]), [BR, 128]), PAD)
     m_c, m_p, s_c, e_p = _tma_pass1(w, E_BF16, IS_BF16, ASM)
     _publish_tagged(gbase, chunk, 0, m_c, s_c, 0.0, SPLIT_P2, False)
+    pf_bytes = tl.minimum(n_blocks - b0, BR) * 512  # (the chunk's words, contiguous: 16-byte multiple)
+    if PF > 0:  # rows past the pipeline's TMA loads on their way to L2
+        _prefetch_rows(xu_ptr, group + STAGES * n_groups, PF, n_groups, n_rows, x_stride, b0 * 128, pf_bytes)
     j = 1
     for row in tl.range(group + n_groups, n_rows, n_groups, num_stages=STAGES):
+        if PF > 0:
+            _prefetch_rows(xu_ptr, row + (STAGES - 1 + PF) * n_groups, 1, n_groups, n_rows, x_stride, b0 * 128,
+                           pf_bytes)  # fmt: skip
         w = tl.where(valid, tl.reshape(desc.load([row, b0, 0]), [BR, 128]), PAD)
         m_c, m_n, s_c, e_n = _tma_pass1(w, E_BF16, IS_BF16, ASM)
         _publish_tagged(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, 0.0, SPLIT_P2, False)
@@ -169,7 +176,7 @@ _CAPACITY: dict = {}
 def softmax_forward_tma(
     x: torch.Tensor, y: torch.Tensor, *, blocks: int | None = None, num_warps: int | None = None,
     per_sm: int | None = None, stages: int | None = None, hint: int | None = None, keep_e: int = 2,
-    max_spins: int = 1 << 20, maxnreg: int | None = None, groups: int | None = None,
+    max_spins: int = 1 << 20, maxnreg: int | None = None, groups: int | None = None, l2_prefetch: int = 0,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over rows of the 2-D 16-bit ``x``, or None (nothing launched) when the rows do not fit
     the TMA view (width a multiple of 256, 16-byte aligned rows) or one group cannot be resident. Under the
@@ -190,7 +197,8 @@ def softmax_forward_tma(
     is_bf16 = x.dtype == torch.bfloat16
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BR=br, IS_BF16=int(is_bf16),
                 E_BF16=int(keep_e == 2 and is_bf16), ASM=int(not interp), STAGES=int(stages or cfg["stages"]),
-                HINT=int(cfg["hint"] if hint is None else hint), FALLBACK=int(interp), num_warps=nw)  # fmt: skip
+                HINT=int(cfg["hint"] if hint is None else hint), FALLBACK=int(interp),
+                PF=0 if interp else int(l2_prefetch), num_warps=nw)  # fmt: skip
     triton.set_allocator(_descriptor_scratch)
     if interp:
         n_groups = min(n_rows, groups or 2)
