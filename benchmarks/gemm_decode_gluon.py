@@ -39,11 +39,19 @@ SMEM_BUDGET = 220 * 1024
 TRITON_DEFAULT_ROW = {1: 0, 16: 4, 64: 9}
 
 
+def per_sm(cfg: D.DecodeGluonConfig, sms: int = 132) -> int:
+    """Programs that must be resident on one SM at once for the grid to run in one wave."""
+    return max(cfg.ctas_per_sm, -(-cfg.grid // sms)) if cfg.grid else cfg.ctas_per_sm
+
+
+def smem_budget(cfg: D.DecodeGluonConfig) -> int:
+    return SMEM_BUDGET if per_sm(cfg) == 1 else 228 * 1024 // per_sm(cfg) - 2048  # co-resident programs
+
+
 def fit(cfg: D.DecodeGluonConfig, m: int) -> D.DecodeGluonConfig:
     """The config with its stages cut to fit shared memory at this M (x's ring grows with M)."""
     st = cfg.stages
-    budget = SMEM_BUDGET if cfg.ctas_per_sm == 1 else 228 * 1024 // cfg.ctas_per_sm - 2048  # co-resident programs
-    while st > 2 and dataclasses.replace(cfg, stages=st).smem_bytes(D.padded_m(m)) > budget:
+    while st > 2 and dataclasses.replace(cfg, stages=st).smem_bytes(D.padded_m(m)) > smem_budget(cfg):
         st -= 1
     return dataclasses.replace(cfg, stages=st)
 
@@ -84,7 +92,34 @@ def gluon_plan(plan: str) -> list[D.DecodeGluonConfig]:
         C(bw=64, ksub=8, stages=3, no_math=2),
         C(bw=64, ksub=4, stages=6, grid=64, no_math=2),
     ]
+    if plan == "r2":
+        # round 2: the best structures of round 1 taken apart (NO_MATH 2: the ring; 3: + x and wgmma; 1: + the split
+        # reduction and epilogue without the math; 0: everything), and tile-aligned grids of 2 programs per SM
+        best = [C(bw=128, ksub=2, stages=3, ctas_per_sm=2), C(bw=64, ksub=4, stages=5, grid=128),
+                C(bw=64, ksub=1, stages=5, ctas_per_sm=4)]  # fmt: skip
+        out = [dataclasses.replace(c, no_math=nm) for c in best for nm in (0, 3, 1, 2)]
+        out += [C(bw=128, ksub=2, stages=3, grid=256), C(bw=64, ksub=4, stages=3, grid=256),
+                C(bw=64, ksub=2, stages=5, grid=256), C(bw=64, ksub=4, stages=3, grid=256, no_math=2),
+                C(bw=128, ksub=2, stages=3, grid=256, no_math=2)]  # fmt: skip
+        return out
     return base + floors
+
+
+#: round 2: Triton read kernels of benchmarks/_read_kernels.py over the same W (the bare floors of the Triton
+#: decode kernels' structures: pointer chunks, the GEMV with and without x, the persistent GEMV, TMA tiles, launch)
+TRITON_FLOORS = [
+    "chunk 8KB b2048x1 w4",
+    "gemv rows 1x4096 b4096 w4",
+    "gemv rows 1x4096 b4096 w4 NO x (W row sums)",
+    "gemv rows 2x4096 b4096 w4",
+    "gemv persist 4/SM 2x4096 w4",
+    "rows 4x2048w b512w w4 (GEMV pattern)",
+    "tma persist 2/SM 16KBx3 w4",
+    "tma persist 4/SM 8KBx3 w4",
+    "tma chunk 4x16KB st4 w4",
+    "pipe 2/SM b2048 st4 w4",
+    "empty (no reads) 4/SM",
+]
 
 
 def variants(m: int, plan: str) -> list[D.DecodeGluonConfig]:
@@ -93,8 +128,8 @@ def variants(m: int, plan: str) -> list[D.DecodeGluonConfig]:
         c = fit(c, m)
         if c.no_math and m != 1 and c.no_math == 2:
             continue  # the bare ring read does not depend on M: measured at M = 1 only
-        if c.smem_bytes(D.padded_m(m)) > D.SMEM_LIMIT:
-            continue
+        if c.smem_bytes(D.padded_m(m)) > smem_budget(c):
+            continue  # one wave would not fit
         if c not in seen:
             seen.add(c)
             out.append(c)
@@ -214,15 +249,30 @@ class Job(BudgetedRun):
                 rows[name].update(correct=False, error="left out: failed or not reached in the precompile workers")
                 continue
             fns[name] = lambda x, w, r, c=c: D.gemm_decode_gluon(x, w, residual=r, config=c)
-        if m == 1:
-            name = "floor: triton chunk reader 8 KB/program (read_floor's fastest)"
-            rows[name] = {"variant": name, "source": "floor"}
-            words = w.view(torch.int32).reshape(-1)
-            sink = torch.empty(words.numel() // 2048, dtype=torch.int32, device=dev)
-            from _read_kernels import launch
+        if self.args.plan == "r2":  # every Triton decode config of the row class: the fastest of each structure
+            from gemm_decode_sweep import label, variants_for
 
-            spec = dict(kind="chunk", BLOCK=2048, UNROLL=1, CACHE=0, num_warps=4)
-            fns[name] = lambda x, w, r, s=spec, wd=words, o=sink: launch(s, wd, o)
+            compiled = self.doc.get("triton_precompile", {}).get("ok", [])
+            for v in variants_for(m, n, "hopper", "autotune"):
+                name = "triton " + label(v["config"])
+                if name in rows or json.dumps(v["config"], sort_keys=True) not in compiled:
+                    continue
+                rows[name] = {"variant": name, "source": "triton", "config": v["config"]}
+                fns[name] = lambda x, w, r, c=v["config"]: G.gemm(x, w, residual=r, config=c)
+            name = "triton default config (no residual)"
+            rows[name] = {"variant": name, "source": "triton", "config": tcfg}
+            fns[name] = lambda x, w, r, c=tcfg: G.gemm(x, w, config=c)
+        if m == 1:
+            from _read_kernels import launch, triton_families
+
+            words = w.view(torch.int32).reshape(-1)
+            sink = torch.empty(2 * words.numel() // 2048, dtype=torch.int32, device=dev)
+            fams = triton_families(132)
+            names = TRITON_FLOORS if self.args.plan == "r2" else TRITON_FLOORS[:1]
+            for fam in names:
+                name = f"floor: triton {fam}"
+                rows[name] = {"variant": name, "source": "floor", "spec": {k: v for k, v in fams[fam].items()}}
+                fns[name] = lambda x, w, r, s=fams[fam], wd=words, o=sink: launch(s, wd, o)
         for name in list(fns):
             row = rows[name]
             if row["source"] == "floor":
@@ -236,7 +286,8 @@ class Job(BudgetedRun):
                     elif name.startswith("cuBLAS"):
                         y = fns[name](x, w, r)
                     else:
-                        y = G.gemm(x, w, residual=r, config=row.get("config"), out=torch.full_like(r, float("nan")))
+                        res = None if "no residual" in name else r
+                        y = G.gemm(x, w, residual=res, config=row.get("config"), out=torch.full_like(r, float("nan")))
                     target = ref - r.float() if "no residual" in name else ref
                     err = ((y.float() - target).norm() / target.norm()).item()
                     errs.append({"rel_err": err, "allowed": allowed,
@@ -282,6 +333,15 @@ class Job(BudgetedRun):
 
     def run(self) -> int:
         self.precompile()
+        if self.args.plan == "r2":  # the Triton decode configs, compiled in workers as gemm_decode_sweep does
+            from gemm_decode_sweep import precompile as triton_precompile
+            from gemm_decode_sweep import variants_for
+
+            cfgs = {json.dumps(v["config"], sort_keys=True) for m, n, _ in self.shapes()
+                    for v in variants_for(m, n, "hopper", "autotune")}  # fmt: skip
+            self.doc["triton_precompile"] = triton_precompile([json.loads(c) for c in sorted(cfgs)], self.args.workers,
+                                                              self.args.compile_timeout_s)  # fmt: skip
+            self.log(f"triton precompile: {len(self.doc['triton_precompile']['ok'])} of {len(cfgs)} ok")
         self.save()
         for m, n, k in self.shapes():
             if self.left() < 8:

@@ -22,7 +22,8 @@ count reads the sum back, zeroes the workspace and the counter for the next call
 second kernel and no memset.
 
 ``NO_MATH`` (measurement only): 1 skips x and the wgmmas (the ring, reductions and epilogue stay), 2 streams W
-through the ring and nothing else (the bare read floor of this structure).
+through the ring and nothing else (the bare read floor of this structure), 3 runs x and the wgmmas but no split
+reduction (each partial goes straight to the epilogue: wrong values, the cost of the reduction by difference).
 
 Needs sm_90 and ``triton.experimental.gluon`` (Triton >= 3.6); ``available()`` says whether both are there.
 """
@@ -129,13 +130,14 @@ if _IMPORT_ERROR is None:
         BK: gl.constexpr = w_desc.block_type.shape[1]
         row = (u // KT) * BW
         k0 = (u % KT) * (KSUB * BK)
-        if NO_MATH:
+        NO_X: gl.constexpr = NO_MATH == 1 or NO_MATH == 2
+        if NO_X:
             mbarrier.expect(ready.index(slot), KSUB * w_desc.block_type.nbytes)
         else:
             mbarrier.expect(ready.index(slot), KSUB * (w_desc.block_type.nbytes + x_desc.block_type.nbytes))
         for j in gl.static_range(KSUB):
             _tma_load(w_desc, [row, k0 + j * BK], ready.index(slot), w_ring.index(slot * KSUB + j))
-            if not NO_MATH:
+            if not NO_X:
                 _tma_load(x_desc, [0, k0 + j * BK], ready.index(slot), x_ring.index(slot * KSUB + j))
 
     @gluon.jit
@@ -164,7 +166,9 @@ if _IMPORT_ERROR is None:
         mask = (n_idx < N) & (m_idx < M)
         total = acc
         last = count == KT
-        if count != KT:
+        if NO_MATH == 3:  # measurement only: every partial stored as if it were the tile's total (wrong values)
+            last = count > 0
+        elif count != KT:
             ws_offs = t * (BW * MP) + (n_idx - t * BW) * MP + m_idx
             gl.atomic_add(ws_ptr + ws_offs, acc, mask=mask, sem="relaxed", scope="gpu")
             _cta_barrier()  # every thread's partial is added before the ticket is drawn
@@ -223,7 +227,7 @@ if _IMPORT_ERROR is None:
         # off the tail); another tile's residual is loaded when needed
         t_end = (u1 - 1) // KT
         r_pre = gl.zeros([BW, MP], dtype, acc_layout)
-        if HAS_RESIDUAL and PRE_RES and NO_MATH < 2:
+        if HAS_RESIDUAL and PRE_RES and NO_MATH != 2:
             r_pre = _residual_tile(res_ptr, t_end, M, N, stride_rm, BW, MP, acc_layout)
         acc = gl.zeros([BW, MP], gl.float32, acc_layout)
         seg = u0
@@ -231,7 +235,7 @@ if _IMPORT_ERROR is None:
             i = u - u0
             s = i % STAGES
             mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            if NO_MATH == 0:
+            if NO_MATH == 0 or NO_MATH == 3:
                 for j in gl.static_range(KSUB):
                     acc = warpgroup_mma(w_ring.index(s * KSUB + j), x_ring.index(s * KSUB + j).permute((1, 0)), acc,
                                         is_async=True)  # fmt: skip
@@ -239,7 +243,7 @@ if _IMPORT_ERROR is None:
             _cta_barrier()  # every warp is done reading slot s before it is refilled
             if u + STAGES < u1:
                 _issue(w_desc, x_desc, w_ring, x_ring, ready, s, u + STAGES, KT, KSUB, NO_MATH)
-            if NO_MATH < 2:
+            if NO_MATH != 2:
                 t = u // KT
                 if (u % KT == KT - 1) | (u == u1 - 1):
                     r = r_pre
