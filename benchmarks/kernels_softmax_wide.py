@@ -188,6 +188,20 @@ VARIANTS = {
     "tma_b16_w2_8_s4": ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 4}}, None),
     "tma256_fill": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3}}, _p(fill=1)),
     "tma_pf1": ({"tma": {"l2_prefetch": 1}}, None),
+    # 16 warps, 8-byte vectors: 14336 columns as (4 + 2 + 1) x 1024 words, 14 a thread, one program an SM
+    "r16_d2": ({"rows": {"num_warps": 16, "vec": 2, "per_sm": 1, "depth": 2}}, None),
+    "r16_d2_pf1": ({"rows": {"num_warps": 16, "vec": 2, "per_sm": 1, "depth": 2, "l2_prefetch": 1}}, {}),
+    "r16_d3": ({"rows": {"num_warps": 16, "vec": 2, "per_sm": 1, "depth": 3}}, None),
+    "r16_d3_pf1": ({"rows": {"num_warps": 16, "vec": 2, "per_sm": 1, "depth": 3, "l2_prefetch": 1}}, {}),
+    "r16_d4": ({"rows": {"num_warps": 16, "vec": 2, "per_sm": 1, "depth": 4}}, None),
+    "r16_d4_pf1": ({"rows": {"num_warps": 16, "vec": 2, "per_sm": 1, "depth": 4, "l2_prefetch": 1}}, {}),
+    "r16_d3_pf2": ({"rows": {"num_warps": 16, "vec": 2, "per_sm": 1, "depth": 3, "l2_prefetch": 2}}, None),
+    "r16_d3_pf1_h0": (
+        {"rows": {"num_warps": 16, "vec": 2, "per_sm": 1, "depth": 3, "l2_prefetch": 1, "hint": 0}},
+        None,
+    ),
+    "r16_2sm_d1": ({"rows": {"num_warps": 16, "vec": 2, "per_sm": 2, "depth": 1}}, None),
+    "r16_2sm_d1_pf1": ({"rows": {"num_warps": 16, "vec": 2, "per_sm": 2, "depth": 1, "l2_prefetch": 1}}, None),
     "tma_b32_w4_4_s3_pf1": ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3, "l2_prefetch": 1}}, None),
     "tma_b32_w4_4_s3_g32_pf1": (
         {"tma": {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3, "groups": 32, "l2_prefetch": 1}},
@@ -312,6 +326,16 @@ PLANS["smoke"].append(
     ("smoke_rows", [("rows", ("fwd",)), ("rows_d1", ("fwd",)), ("copy", ("fwd",)), ("pk_fill", ("fwd", "bwd"))])
 )
 _R2_ROWS = (
+    "r16_d2",
+    "r16_d2_pf1",
+    "r16_d3",
+    "r16_d3_pf1",
+    "r16_d4",
+    "r16_d4_pf1",
+    "r16_d3_pf2",
+    "r16_d3_pf1_h0",
+    "r16_2sm_d1",
+    "r16_2sm_d1_pf1",
     "rows_1sm_d3_pf1",
     "rows_1sm_d3_pf2",
     "rows_1sm_d4_pf1",
@@ -350,8 +374,9 @@ _R2_VOCAB = (
 )
 PLANS["s6r2"] = [
     ("inter", [("default", ("fwd", "fwdbwd")), ("copy", ("fwd",))] + [(v, ("fwd",)) for v in _R2_ROWS]
-     + [("default", ("fwd",)), ("rows_1sm_d3_pf1", ("fwd", "fwdbwd")), ("rows_1sm_d4_pf1", ("fwd", "fwdbwd"))]
-     + [(v, ("fwd",)) for v in _R2_ROWS[:8]] + [("default", ("fwd",)), ("liger", ("fwd",)), ("copy", ("fwd",))]),
+     + [("default", ("fwd",)), ("rows_1sm_d3_pf1", ("fwd", "fwdbwd")), ("rows_1sm_d4_pf1", ("fwd", "fwdbwd")),
+        ("r16_d3_pf1", ("fwdbwd",)), ("r16_d4_pf1", ("fwdbwd",)), ("r16_d2_pf1", ("fwdbwd",))]
+     + [(v, ("fwd",)) for v in _R2_ROWS[:18]] + [("default", ("fwd",)), ("liger", ("fwd",)), ("copy", ("fwd",))]),
     ("256k", [("default", ALL3), ("copy", ("fwd",))] + [(v, ("fwd",)) for v in _R2_256K]
      + [("pk_fill", ("bwd",)), ("tma256_fill", ("fwd", "bwd", "fwdbwd")), ("default", ("fwd", "bwd"))]
      + [(v, ("fwd",)) for v in _R2_256K] + [("tma256_fill", ("fwdbwd",))]),
@@ -360,7 +385,8 @@ PLANS["s6r2"] = [
     ("vocab4k", [("default", ("fwd",)), ("tma_b16_w2_8_s3", ("fwd",)), ("tma_b32_w4_4_s3_g32", ("fwd",)),
                  ("tma_b32_w4_4_s3", ("fwd",)), ("tma_pf1", ("fwd",)), ("tma_b16_w2_8_s3_pf1", ("fwd",)),
                  ("default", ("fwd",))]),
-    ("hidden", [("default", ("fwd", "fwdbwd")), ("liger", ("fwd",)), ("copy", ("fwd",)), ("default", ("fwd",))]),
+    ("hidden", [("default", ("fwd", "fwdbwd")), ("liger", ("fwd",)), ("copy", ("fwd",)), ("r16_d2", ("fwd",)),
+                ("r16_d3_pf1", ("fwd",)), ("default", ("fwd",))]),
 ]  # fmt: skip
 COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record": ("inter",)}
 

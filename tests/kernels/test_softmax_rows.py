@@ -39,6 +39,7 @@ def test_row_pieces():
     assert row_pieces(1792, 1) == (4, 2, 1)
     assert row_pieces(15 * 256, 1) is None  # four pieces
     assert row_pieces(1000, 1) is None  # not whole tiles
+    assert row_pieces(14336, 16, 2) == (4, 2, 1)  # 8-byte vectors at 16 warps
 
 
 def test_rows_options():
@@ -51,12 +52,14 @@ def test_rows_options():
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3, 4])
-@pytest.mark.parametrize("shape,num_warps", [((5, 1792), 1), ((9, 1280), 1), ((1, 512), 2), ((6, 512), 1)])
-def test_rows_values(shape, num_warps, depth, device):
+@pytest.mark.parametrize(
+    "shape,num_warps,vec", [((5, 1792), 1, 4), ((9, 1280), 1, 4), ((1, 512), 2, 4), ((6, 512), 1, 4), ((5, 1792), 2, 2)]
+)
+def test_rows_values(shape, num_warps, vec, depth, device):
     """Rows of three, two and one pieces; more rows than programs (4 stand-in SMs x 1 program), one row."""
     x = _inputs(shape, torch.float16, device)
     y = torch.full_like(x, float("nan"))
-    info = softmax_forward_rows(x, y, num_warps=num_warps, depth=depth, per_sm=1)
+    info = softmax_forward_rows(x, y, num_warps=num_warps, depth=depth, per_sm=1, vec=vec)
     assert info is not None and info["path"] == "rows"
     _assert_close(y, x)
 
@@ -98,7 +101,7 @@ def test_packed_fill_values(device):
 @pytest.mark.parametrize(
     "opts",
     [{}, {"depth": 1}, {"depth": 3, "per_sm": 1}, {"l2_prefetch": 1}, {"hint": 2},
-     {"depth": 4, "per_sm": 1, "l2_prefetch": 1}],
+     {"depth": 4, "per_sm": 1, "l2_prefetch": 1}, {"num_warps": 16, "vec": 2, "per_sm": 1, "depth": 3}],
 )  # fmt: skip
 @pytest.mark.parametrize("shape", [(1000, 14336), (1, 14336), (263, 14336), (300, 4096), (7, 12288)])
 def test_rows_bf16_gpu(shape, opts):

@@ -5,12 +5,13 @@ Math, per row ``x`` of ``N`` columns (fp32 arithmetic, base-2 exponentials, ``L 
     m = max x,   e = 2^((x - m) L),   s = sum e,   y = e / s
 
 The row is read as int32 words (two 16-bit values each) and cut into up to three pieces of ``R_i x U`` words,
-``U = 128 * num_warps`` (four words, 16 bytes, per thread per tile row) and ``R_i`` powers of two: 14336
-columns at 8 warps are ``(4 + 2 + 1) x 1024`` words, where one power-of-two tile would be 16384 columns with
-an eighth of its lanes masked (their loads, exponentials and reductions wasted). A ``[R, U]`` tile puts its
-``R`` rows in the same thread's registers (Triton's default layout for such a load), so the three pieces
-reduce to one ``[U]`` vector inside each thread and the row still takes one block reduction for the max and
-one for the sum. Pass 1 keeps the exponentials as 16-bit pairs (bf16 for bf16 inputs: pass 2 is one
+``U = 32 * VEC * num_warps`` (``VEC`` words, 16 or 8 bytes, per thread per tile row) and ``R_i`` powers of two:
+14336 columns at 8 warps and ``VEC = 4`` (or 16 warps and ``VEC = 2``) are ``(4 + 2 + 1) x 1024`` words, where
+one power-of-two tile would be 16384 columns with an eighth of its lanes masked (their loads, exponentials and
+reductions wasted). A ``[R, U]`` tile puts its ``R`` rows in the same thread's registers (Triton's default
+layout for such a load; ``VEC = 2`` caps the contiguity Triton sees with ``tl.max_contiguous``), so the three
+pieces reduce to one ``[U]`` vector inside each thread and the row still takes one block reduction for the max
+and one for the sum. Pass 1 keeps the exponentials as 16-bit pairs (bf16 for bf16 inputs: pass 2 is one
 ``fma.rn.bf16x2`` per pair, ``y = e * (1 / s)``; f16 otherwise, unpacked and multiplied); ``y`` is stored
 with ``.cs`` (``HINT`` >= 1; 2 also loads ``evict_first``).
 
@@ -32,14 +33,15 @@ from solkit.kernels._ce_packed import _prefetch_rows
 from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack
 
 #: Launch defaults: warps, resident programs per SM, rows in flight (1-4), L2 prefetch rows ahead of them,
-#: cache hints, kept exponentials (2: bf16 pairs for bf16 inputs; f16 pairs otherwise).
-ROWS_CONFIG = {"num_warps": 8, "per_sm": 2, "depth": 2, "l2_prefetch": 0, "hint": 1, "keep_e": 2}
+#: cache hints, kept exponentials (2: bf16 pairs for bf16 inputs; f16 pairs otherwise), words per thread and
+#: vector (``vec`` 4: 16-byte loads, tiles of ``128 num_warps`` words; 2: 8-byte loads, ``64 num_warps``).
+ROWS_CONFIG = {"num_warps": 8, "per_sm": 2, "depth": 2, "l2_prefetch": 0, "hint": 1, "keep_e": 2, "vec": 4}
 
 
-def row_pieces(n_cols: int, num_warps: int) -> tuple[int, int, int] | None:
+def row_pieces(n_cols: int, num_warps: int, vec: int = 4) -> tuple[int, int, int] | None:
     """``(R0, R1, R2)`` tile rows (powers of two, descending, 0 = no piece) covering a row of ``n_cols`` 16-bit
-    columns exactly with tiles of ``128 * num_warps`` words, or None when no three such pieces do."""
-    unit = 256 * num_warps  # columns per tile row
+    columns exactly with tiles of ``32 * vec * num_warps`` words, or None when no three such pieces do."""
+    unit = 64 * vec * num_warps  # columns per tile row
     if n_cols % unit:
         return None
     k = n_cols // unit
@@ -50,8 +52,14 @@ def row_pieces(n_cols: int, num_warps: int) -> tuple[int, int, int] | None:
 
 
 @triton.jit
-def _tile_offsets(OFF: tl.constexpr, R: tl.constexpr, U: tl.constexpr):
-    return OFF + tl.arange(0, R)[:, None] * U + tl.arange(0, U)[None, :]
+def _tile_offsets(OFF: tl.constexpr, R: tl.constexpr, U: tl.constexpr, VEC: tl.constexpr):
+    """Word offsets of a ``[R, U]`` tile; ``VEC`` (< 4) caps the contiguity Triton sees, so its default layout
+    gives each thread ``VEC``-word vectors along a tile row (``U = 32 VEC num_warps``) and the tile rows stay in
+    the thread's registers."""
+    offs = OFF + tl.arange(0, R)[:, None] * U + tl.arange(0, U)[None, :]
+    if VEC < 4:
+        offs = tl.max_contiguous(offs, [1, VEC])
+    return offs
 
 
 @triton.jit
@@ -64,16 +72,16 @@ def _ld(ptrs, HINT: tl.constexpr):
 
 @triton.jit
 def _load_row(xu_ptr, row, n_rows, stride, R0: tl.constexpr, R1: tl.constexpr, R2: tl.constexpr,
-              U: tl.constexpr, HINT: tl.constexpr):  # fmt: skip
+              U: tl.constexpr, HINT: tl.constexpr, VEC: tl.constexpr):  # fmt: skip
     """The row's pieces (a row past the last reads the last row: no mask, never stored); absent pieces are 0."""
     base = xu_ptr + tl.cast(tl.minimum(row, n_rows - 1), tl.int64) * stride
-    a = _ld(base + _tile_offsets(0, R0, U), HINT)
+    a = _ld(base + _tile_offsets(0, R0, U, VEC), HINT)
     b = 0
     c = 0
     if R1 > 0:
-        b = _ld(base + _tile_offsets(R0 * U, R1, U), HINT)
+        b = _ld(base + _tile_offsets(R0 * U, R1, U, VEC), HINT)
     if R2 > 0:
-        c = _ld(base + _tile_offsets((R0 + R1) * U, R2, U), HINT)
+        c = _ld(base + _tile_offsets((R0 + R1) * U, R2, U, VEC), HINT)
     return a, b, c
 
 
@@ -116,7 +124,7 @@ def _st(ptrs, v, HINT: tl.constexpr):
 @triton.jit
 def _softmax_row(a, b, c, yu_ptr, row, n_rows, y_stride, R0: tl.constexpr, R1: tl.constexpr, R2: tl.constexpr,
                  U: tl.constexpr, IS_BF16: tl.constexpr, E_BF16: tl.constexpr, ASM: tl.constexpr,
-                 HINT: tl.constexpr):  # fmt: skip
+                 HINT: tl.constexpr, VEC: tl.constexpr):  # fmt: skip
     """Pass 1 (max, exponentials, sum: two block reductions) and pass 2 (scale, store) of one row."""
     mv = _piece_max(a, IS_BF16)
     if R1 > 0:
@@ -138,53 +146,53 @@ def _softmax_row(a, b, c, yu_ptr, row, n_rows, y_stride, R0: tl.constexpr, R1: t
     if row < n_rows:
         base = yu_ptr + tl.cast(row, tl.int64) * y_stride
         dt = yu_ptr.dtype.element_ty
-        _st(base + _tile_offsets(0, R0, U), _piece_out(ea, inv, IS_BF16, E_BF16, ASM).to(dt), HINT)
+        _st(base + _tile_offsets(0, R0, U, VEC), _piece_out(ea, inv, IS_BF16, E_BF16, ASM).to(dt), HINT)
         if R1 > 0:
-            _st(base + _tile_offsets(R0 * U, R1, U), _piece_out(eb, inv, IS_BF16, E_BF16, ASM).to(dt), HINT)
+            _st(base + _tile_offsets(R0 * U, R1, U, VEC), _piece_out(eb, inv, IS_BF16, E_BF16, ASM).to(dt), HINT)
         if R2 > 0:
-            _st(base + _tile_offsets((R0 + R1) * U, R2, U), _piece_out(ec, inv, IS_BF16, E_BF16, ASM).to(dt), HINT)
+            _st(base + _tile_offsets((R0 + R1) * U, R2, U, VEC), _piece_out(ec, inv, IS_BF16, E_BF16, ASM).to(dt), HINT)
 
 
 @triton.jit
 def _softmax_fwd_rows_kernel(
     xu_ptr, yu_ptr, n_rows, x_stride, y_stride, R0: tl.constexpr, R1: tl.constexpr, R2: tl.constexpr,
     U: tl.constexpr, IS_BF16: tl.constexpr, E_BF16: tl.constexpr, ASM: tl.constexpr, DEPTH: tl.constexpr,
-    PF: tl.constexpr, HINT: tl.constexpr,
+    PF: tl.constexpr, HINT: tl.constexpr, VEC: tl.constexpr = 4,
 ):  # fmt: skip
     pid = tl.program_id(0)
     step = tl.num_programs(0)
     pf_bytes = (R0 + R1 + R2) * U * 4
-    a1, b1, c1 = _load_row(xu_ptr, pid, n_rows, x_stride, R0, R1, R2, U, HINT)
+    a1, b1, c1 = _load_row(xu_ptr, pid, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
     if DEPTH >= 2:
-        a2, b2, c2 = _load_row(xu_ptr, pid + step, n_rows, x_stride, R0, R1, R2, U, HINT)
+        a2, b2, c2 = _load_row(xu_ptr, pid + step, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
     if DEPTH >= 3:
-        a3, b3, c3 = _load_row(xu_ptr, pid + 2 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
+        a3, b3, c3 = _load_row(xu_ptr, pid + 2 * step, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
     if DEPTH >= 4:
-        a4, b4, c4 = _load_row(xu_ptr, pid + 3 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
+        a4, b4, c4 = _load_row(xu_ptr, pid + 3 * step, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
     if PF > 0:
         _prefetch_rows(xu_ptr, pid + DEPTH * step, PF, step, n_rows, x_stride, 0, pf_bytes)
     for row in tl.range(pid, n_rows, step):
         a0, b0, c0 = a1, b1, c1
         if DEPTH == 1:
-            a1, b1, c1 = _load_row(xu_ptr, row + step, n_rows, x_stride, R0, R1, R2, U, HINT)
+            a1, b1, c1 = _load_row(xu_ptr, row + step, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
         elif DEPTH == 2:
             a1, b1, c1 = a2, b2, c2
-            a2, b2, c2 = _load_row(xu_ptr, row + 2 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
+            a2, b2, c2 = _load_row(xu_ptr, row + 2 * step, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
         elif DEPTH == 3:
             a1, b1, c1 = a2, b2, c2
             a2, b2, c2 = a3, b3, c3
-            a3, b3, c3 = _load_row(xu_ptr, row + 3 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
+            a3, b3, c3 = _load_row(xu_ptr, row + 3 * step, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
         else:
             a1, b1, c1 = a2, b2, c2
             a2, b2, c2 = a3, b3, c3
             a3, b3, c3 = a4, b4, c4
-            a4, b4, c4 = _load_row(xu_ptr, row + 4 * step, n_rows, x_stride, R0, R1, R2, U, HINT)
+            a4, b4, c4 = _load_row(xu_ptr, row + 4 * step, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
         if PF > 0:
             _prefetch_rows(xu_ptr, row + (DEPTH + PF) * step, 1, step, n_rows, x_stride, 0, pf_bytes)
-        _softmax_row(a0, b0, c0, yu_ptr, row, n_rows, y_stride, R0, R1, R2, U, IS_BF16, E_BF16, ASM, HINT)
+        _softmax_row(a0, b0, c0, yu_ptr, row, n_rows, y_stride, R0, R1, R2, U, IS_BF16, E_BF16, ASM, HINT, VEC)
 
 
-def rows_plan(x: torch.Tensor, y: torch.Tensor, num_warps: int) -> tuple[int, int, int] | None:
+def rows_plan(x: torch.Tensor, y: torch.Tensor, num_warps: int, vec: int = 4) -> tuple[int, int, int] | None:
     """The pieces of :func:`row_pieces` when ``x`` and ``y`` can take this path (16-bit, 2-D, unit column
     stride, rows exactly tiled, 16-byte aligned rows), else None."""
     if x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype or x.dim() != 2:
@@ -192,20 +200,21 @@ def rows_plan(x: torch.Tensor, y: torch.Tensor, num_warps: int) -> tuple[int, in
     for t in (x, y):
         if t.stride(1) != 1 or t.stride(0) % 8 or t.data_ptr() % 16:
             return None
-    return row_pieces(x.shape[1], num_warps)
+    return row_pieces(x.shape[1], num_warps, vec)
 
 
 def softmax_forward_rows(
     x: torch.Tensor, y: torch.Tensor, *, num_warps: int | None = None, per_sm: int | None = None,
     depth: int | None = None, l2_prefetch: int | None = None, hint: int | None = None, keep_e: int | None = None,
-    maxnreg: int | None = None, sms: int | None = None, programs: int | None = None,
+    maxnreg: int | None = None, sms: int | None = None, programs: int | None = None, vec: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over the rows of the 2-D 16-bit ``x``; returns the launch facts, or None (nothing
     launched) when the rows are not exactly tiled (:func:`rows_plan`). Options left None: :data:`ROWS_CONFIG`;
     ``programs`` caps the grid (else ``per_sm`` x SMs)."""
     cfg = ROWS_CONFIG
     nw = num_warps or cfg["num_warps"]
-    pieces = rows_plan(x, y, nw)
+    vec = int(vec or cfg["vec"])
+    pieces = rows_plan(x, y, nw, vec)
     if pieces is None or x.shape[0] == 0:
         return None
     per_sm = per_sm or cfg["per_sm"]
@@ -220,14 +229,14 @@ def softmax_forward_rows(
     is_bf16 = x.dtype == torch.bfloat16
     keep = cfg["keep_e"] if keep_e is None else keep_e
     pf = cfg["l2_prefetch"] if l2_prefetch is None else l2_prefetch
-    meta = dict(R0=pieces[0], R1=pieces[1], R2=pieces[2], U=128 * nw, IS_BF16=int(is_bf16),
+    meta = dict(R0=pieces[0], R1=pieces[1], R2=pieces[2], U=32 * vec * nw, VEC=vec, IS_BF16=int(is_bf16),
                 E_BF16=int(keep == 2 and is_bf16), ASM=int(not interp), DEPTH=depth, PF=0 if interp else int(pf),
                 HINT=int(cfg["hint"] if hint is None else hint), num_warps=nw)  # fmt: skip
     if not interp:
         meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8)
     k = _softmax_fwd_rows_kernel[(grid,)](x.view(torch.int32), y.view(torch.int32), x.shape[0], x.stride(0) // 2,
                                           y.stride(0) // 2, **meta)  # fmt: skip
-    facts = {"path": "rows", "pieces": pieces, "programs": grid, "depth": depth, "num_warps": nw}
+    facts = {"path": "rows", "pieces": pieces, "programs": grid, "depth": depth, "num_warps": nw, "vec": vec}
     if not interp and k is not None:
         facts.update(n_regs=int(getattr(k, "n_regs", -1)), n_spills=int(getattr(k, "n_spills", -1)))
     return facts
