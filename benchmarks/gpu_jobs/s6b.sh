@@ -3,8 +3,9 @@
 # 14336 with 2 programs an SM lost (124 us against the one-chunk packed 120.1), but one 8-warp program an SM with
 # 3 rows in flight and the L2 prefetch was the fastest (119.8); the TMA-staged packed forward tied the default at
 # 128256 and won at 262144 with 8192-column chunks, 4 warps, 4 programs an SM (285.6 us against 304.0); the fill
-# helped only the 262144 backward (405.9 against 439.6). Here: one-program rows variants (depth 2-4, prefetch 1-2,
-# hints, 128 programs) against the default, twice, interleaved; at 262144 TMA stages/shapes twice and the TMA
+# helped only the 262144 backward (405.9 against 439.6). Here: one-program rows variants (8 warps with 16-byte
+# vectors, or 16 warps with 8-byte vectors: both tile 14336 exactly; depth 1-4, prefetch 1-2, hints, 128 programs)
+# against the default, twice, interleaved; at 262144 TMA stages/shapes twice and the TMA
 # forward with the filled backward (fwd+bwd); at 128256 TMA at 32 words a thread (2 warps x 8, or 4 x 4 on 32
 # groups); 8192x4096 default and Liger (must not regress); copy floors. Then every softmax GPU test but coop.
 set -u
