@@ -388,7 +388,21 @@ PLANS["s6r2"] = [
     ("hidden", [("default", ("fwd", "fwdbwd")), ("liger", ("fwd",)), ("copy", ("fwd",)), ("r16_d2", ("fwd",)),
                 ("r16_d3_pf1", ("fwd",)), ("default", ("fwd",))]),
 ]  # fmt: skip
-COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record": ("inter",)}
+#: Session 6's table of record (round 3): the module defaults at every shape (forward, backward alone, forward +
+#: backward), the previous defaults (the one-chunk packed forward at 14336, the packed forward at vocabulary
+#: widths), Liger and torch.compile (max-autotune, compiled in a warm-up process first) where they run, eager, and
+#: the bare copy at each shape.
+PLANS["s6rec"] = [
+    ("inter", [("default", ALL3), ("sp1_16k_w16_ebf_h1", ("fwd",)), ("liger", ("fwd", "fwdbwd")),
+               ("compile", ("fwd", "fwdbwd")), ("eager", ("fwd",)), ("copy", ("fwd",)), ("default", ("fwd",))]),
+    ("hidden", [("default", ALL3), ("liger", ("fwd",)), ("compile", ("fwd", "fwdbwd")), ("copy", ("fwd",)),
+                ("default", ("fwd",))]),
+    ("vocab8k", [("default", ALL3), ("pk", ("fwd",)), ("compile", ("fwd", "fwdbwd")), ("copy", ("fwd",))]),
+    ("256k", [("default", ALL3), ("pk", ("fwd", "bwd")), ("copy", ("fwd",))]),
+    ("vocab4k", [("default", ALL3), ("pk", ("fwd",)), ("copy", ("fwd",))]),
+]  # fmt: skip
+COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record": ("inter",),
+                  "s6rec": ("inter", "hidden", "vocab8k")}  # fmt: skip
 
 
 def elapsed() -> float:
