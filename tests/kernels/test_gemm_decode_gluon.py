@@ -97,19 +97,38 @@ def test_forced_config_without_a_gpu_is_a_solkit_error():
         G.gemm(x, w, residual=r, config={"kernel": "gluon_decode", "bw": 64})
 
 
-@pytest.mark.skipif(not GLUON, reason="triton.experimental.gluon not importable")
-@pytest.mark.parametrize(
-    ("cfg", "m"),
-    [(D.DecodeGluonConfig(), 1), (D.DecodeGluonConfig(bw=64, ksub=4, stages=5), 16),
-     (D.DecodeGluonConfig(bw=128, ksub=2, stages=4, warps=8), 64), (D.DecodeGluonConfig(no_math=2), 1)],
-)  # fmt: skip
-def test_compiles_for_sm90(cfg, m):
-    """The kernel compiles for sm_90 without a GPU; the ring fits in shared memory; the stream issues wgmmas."""
-    k = D.compile_sm90(cfg, m=m, has_bias=True, act=1)
-    assert k.metadata.shared <= D.SMEM_LIMIT
+_COMPILE_SCRIPT = """
+import json
+from solkit.kernels import gemm_decode_gluon as D
+out = []
+for fields, m in [({}, 1), ({"bw": 64, "ksub": 4, "stages": 5}, 16), ({"bw": 128, "stages": 4, "warps": 8}, 64),
+                  ({"no_math": 2}, 1)]:
+    k = D.compile_sm90(D.DecodeGluonConfig(**fields), m=m, has_bias=True, act=1)
     ptx = k.asm["ptx"]
-    assert "cp.async.bulk.tensor.2d" in ptx
-    assert ("wgmma.mma_async" in ptx) == (cfg.no_math == 0)
+    out.append({"shared": k.metadata.shared, "tma": "cp.async.bulk.tensor.2d" in ptx, "wgmma": "wgmma.mma_async" in ptx,
+                "no_math": fields.get("no_math", 0)})
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not GLUON, reason="triton.experimental.gluon not importable")
+def test_compiles_for_sm90():
+    """The kernel compiles for sm_90 without a GPU; the ring fits in shared memory; the stream issues wgmmas. In a
+    fresh process without TRITON_INTERPRET: the interpreter's patches of triton.language (left by other tests in
+    this process) break Gluon's code generation."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, proc.stderr[-2000:]
+    for r in json.loads(line[len("RESULT ") :]):
+        assert r["shared"] <= D.SMEM_LIMIT
+        assert r["tma"]
+        assert r["wgmma"] == (r["no_math"] == 0)
 
 
 # ------------------------------------------------------------------------------------------------ GPU
