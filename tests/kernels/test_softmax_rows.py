@@ -72,6 +72,18 @@ def test_rows_falls_back_when_not_tiled(device):
     assert softmax_forward_rows(x.float(), torch.empty_like(x.float()), num_warps=1) is None  # fp32: not this path
 
 
+def test_tma_options(monkeypatch):
+    """An explicit ``tma`` wins; an explicit other path excludes the default; the default by width is GPU-only."""
+    import solkit.kernels._softmax_tma as st
+
+    t = torch.empty(2, 262144, dtype=torch.bfloat16)
+    monkeypatch.setitem(st.TMA_DEFAULT, "ranges", [(196608, None, {"blocks": 32})])
+    assert st.tma_options(None, (None, None, None, None), t) is None  # CPU: never by default
+    assert st.tma_options(True, (None, None, None, None), t) == {}
+    assert st.tma_options({"stages": 4}, (None, {"block": 64}, None, None), t) == {"stages": 4}
+    assert st.tma_options(None, (None, {"block": 64}, None, None), t) is None
+
+
 def test_packed_fill_layout(monkeypatch):
     """``fill``: the fewest chunks, no wider than the block, whose count divides the resident slots."""
     import solkit.kernels._softmax_packed as sp

@@ -28,6 +28,28 @@ from solkit.kernels.softmax_split import _online_max_sum
 
 #: Launch defaults: 128-word blocks per chunk (16: 4096 columns), warps, programs per SM, pipeline stages.
 TMA_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "hint": 1}
+#: When the caller leaves ``tma``, ``rows``, ``packed``, ``coop`` and ``split`` None: the TMA forward on a GPU for
+#: 16-bit rows whose width lies in one of ``ranges`` ``(min_cols, max_cols, options)`` (and is a multiple of 256;
+#: else the next path).
+TMA_DEFAULT: dict = {"ranges": []}
+
+
+def tma_options(tma, explicit: tuple, t: torch.Tensor) -> dict | None:
+    """Options of the TMA forward, or None when it is not taken: an explicit ``tma`` wins, any other explicit
+    path choice (``explicit``: rows, packed, coop, split) excludes it, else :data:`TMA_DEFAULT` (16-bit, GPU)."""
+    if tma is None:
+        if any(v is not None for v in explicit) or not t.is_cuda or interpreting():
+            return None
+        if t.dtype not in (torch.bfloat16, torch.float16):
+            return None
+        n = t.shape[-1]
+        for lo, hi, opts in TMA_DEFAULT["ranges"]:
+            if n >= lo and (hi is None or n <= hi):
+                return dict(opts)
+        return None
+    if isinstance(tma, dict):
+        return dict(tma)
+    return {} if tma else None
 
 
 @triton.jit

@@ -58,7 +58,7 @@ from solkit.kernels._softmax_packed import (  # noqa: F401 (PACKED_DEFAULT, defa
     softmax_forward_packed,
 )
 from solkit.kernels._softmax_rows import rows_options, softmax_forward_rows
-from solkit.kernels._softmax_tma import softmax_forward_tma
+from solkit.kernels._softmax_tma import softmax_forward_tma, tma_options
 from solkit.kernels._utils import check_rows, interpreting, register_cap, row_config, sm_count, warps_for
 from solkit.kernels.softmax_coop import (  # noqa: F401 (_coop_plan: re-exported for the tests)
     _coop_launch,
@@ -306,7 +306,7 @@ def softmax_forward(
 
     ``rows`` True or a dict of ``_softmax_rows.ROWS_CONFIG`` overrides takes the exact-tile whole-row path where
     the rows tile exactly (None: ``_softmax_rows.ROWS_DEFAULT``); ``tma`` (True or a dict) the TMA-staged packed
-    forward (``_softmax_tma``, GPU only). ``packed`` True or a dict of
+    forward (``_softmax_tma``; None: ``_softmax_tma.TMA_DEFAULT``). ``packed`` True or a dict of
     ``_softmax_packed.PACKED_CONFIG`` overrides takes the packed path at any width (None: :data:`PACKED_DEFAULT`).
     Rows wider than ``max_single_block`` take the cooperative path when ``coop`` is True, the split-row path when
     ``split`` is True or a dict of :data:`SPLIT_CONFIG` overrides (None: the measured defaults), else the looped
@@ -314,7 +314,8 @@ def softmax_forward(
     x2 = check_rows(x, "softmax input", max_cols=None)
     n_rows, n_cols = x2.shape
     y2 = torch.empty_like(x2)
-    if tma and softmax_forward_tma(x2, y2, **(tma if isinstance(tma, dict) else {})) is not None:
+    topts = tma_options(tma, (rows, packed, coop, split), x2)
+    if topts is not None and softmax_forward_tma(x2, y2, **topts) is not None:
         return y2.view(x.shape)
     ropts = rows_options(rows, packed, coop, split, x2)
     if ropts is not None and softmax_forward_rows(x2, y2, **ropts) is not None:
