@@ -101,6 +101,10 @@ def gluon_plan(plan: str) -> list[D.DecodeGluonConfig]:
         out += [C(bw=128, ksub=2, stages=3, grid=256), C(bw=64, ksub=4, stages=3, grid=256),
                 C(bw=64, ksub=2, stages=5, grid=256), C(bw=64, ksub=4, stages=3, grid=256, no_math=2),
                 C(bw=128, ksub=2, stages=3, grid=256, no_math=2)]  # fmt: skip
+        # a producer warp refilling the ring (warp-specialised) on the same structures, and on deep 1-per-SM rings
+        out += [dataclasses.replace(c, ws=1) for c in best]
+        out += [C(bw=128, ksub=2, stages=6, ws=1), C(bw=64, ksub=4, stages=5, ws=1),
+                C(bw=128, ksub=2, stages=3, grid=256, ws=1)]  # fmt: skip
         return out
     return base + floors
 

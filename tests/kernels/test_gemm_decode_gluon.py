@@ -138,6 +138,7 @@ GPU_CONFIGS = {
     "two_per_sm": D.DecodeGluonConfig(bw=128, ksub=2, stages=3, ctas_per_sm=2),
     "whole_tiles": D.DecodeGluonConfig(bw=64, ksub=2, stages=4, grid=8),  # every program owns whole row tiles
     "w8_no_pre": D.DecodeGluonConfig(bw=128, ksub=1, stages=4, warps=8, pre_res=0),
+    "producer_warp": D.DecodeGluonConfig(bw=128, ksub=2, stages=3, ctas_per_sm=2, ws=1),
 }
 
 

@@ -71,12 +71,14 @@ class DecodeGluonConfig:
     warps: int = 4
     pre_res: int = 1
     no_math: int = 0
+    ws: int = 0  # 1: a producer warp refills the ring (warp-specialised), 0: the compute warps refill it
 
     @property
     def name(self) -> str:
         g = f"g{self.grid}" if self.grid else f"c{self.ctas_per_sm}"
         s = f"gl {self.bw}x{self.ksub}x{self.bk} st{self.stages} {g} w{self.warps}"
-        return s + (" pre" if self.pre_res else "") + (f" nomath{self.no_math}" if self.no_math else "")
+        s += (" pre" if self.pre_res else "") + (" ws" if self.ws else "")
+        return s + (f" nomath{self.no_math}" if self.no_math else "")
 
     def smem_bytes(self, mp: int, itemsize: int = 2) -> int:
         return self.stages * self.ksub * (self.bw + mp) * self.bk * itemsize + 8 * self.stages + 64
@@ -197,36 +199,21 @@ if _IMPORT_ERROR is None:
             gl.store(y_ptr + m_idx * stride_ym + n_idx, total.to(y_ptr.dtype.element_ty), mask=mask)
 
     @gluon.jit
-    def _decode_swap_kernel(w_desc, x_desc, y_ptr, res_ptr, bias_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ym, stride_rm,
-                            alpha, beta, HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
-                            STAGES: gl.constexpr, KSUB: gl.constexpr, PRE_RES: gl.constexpr,
-                            NO_MATH: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    def _consume(w_desc, w_ring, x_ring, ready, empty, u0, u1, KT, y_ptr, res_ptr, bias_ptr, ws_ptr, cnt_ptr, M, N,
+                 stride_ym, stride_rm, alpha, beta, x_desc, HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr,
+                 ACT: gl.constexpr, STAGES: gl.constexpr, KSUB: gl.constexpr, PRE_RES: gl.constexpr,
+                 NO_MATH: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr):  # fmt: skip
+        # the units' wgmmas out of the ring, and each tile segment's flush. WS 0: this partition also refills each
+        # slot (the unit STAGES ahead) once its wgmmas retire; WS 1: it releases the slot to the producer warp.
         BW: gl.constexpr = w_desc.block_type.shape[0]
-        BK: gl.constexpr = w_desc.block_type.shape[1]
         MP: gl.constexpr = x_desc.block_type.shape[0]
-        dtype: gl.constexpr = w_desc.dtype
         acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, MP, 16]
         )
-        n_tiles = gl.cdiv(N, BW)
-        KT = gl.cdiv(K, KSUB * BK)
-        units = n_tiles * KT
-        pid = gl.program_id(0)
-        progs = gl.num_programs(0)
-        u0 = (pid * units) // progs
-        u1 = ((pid + 1) * units) // progs
-        w_ring = gl.allocate_shared_memory(dtype, [STAGES * KSUB, BW, BK], w_desc.layout)
-        x_ring = gl.allocate_shared_memory(dtype, [STAGES * KSUB, MP, BK], x_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for p in gl.static_range(STAGES):
-            mbarrier.init(ready.index(p), count=1)
-        for p in gl.static_range(STAGES):
-            if u0 + p < u1:
-                _issue(w_desc, x_desc, w_ring, x_ring, ready, p, u0 + p, KT, KSUB, NO_MATH)
         # the residual of the row tile this program ends in, in registers before the stream (its DRAM latency
         # off the tail); another tile's residual is loaded when needed
         t_end = (u1 - 1) // KT
-        r_pre = gl.zeros([BW, MP], dtype, acc_layout)
+        r_pre = gl.zeros([BW, MP], w_desc.dtype, acc_layout)
         if HAS_RESIDUAL and PRE_RES and NO_MATH != 2:
             r_pre = _residual_tile(res_ptr, t_end, M, N, stride_rm, BW, MP, acc_layout)
         acc = gl.zeros([BW, MP], gl.float32, acc_layout)
@@ -240,9 +227,12 @@ if _IMPORT_ERROR is None:
                     acc = warpgroup_mma(w_ring.index(s * KSUB + j), x_ring.index(s * KSUB + j).permute((1, 0)), acc,
                                         is_async=True)  # fmt: skip
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            _cta_barrier()  # every warp is done reading slot s before it is refilled
-            if u + STAGES < u1:
-                _issue(w_desc, x_desc, w_ring, x_ring, ready, s, u + STAGES, KT, KSUB, NO_MATH)
+            if WS:
+                mbarrier.arrive(empty.index(s))
+            else:
+                _cta_barrier()  # every warp is done reading slot s before it is refilled
+                if u + STAGES < u1:
+                    _issue(w_desc, x_desc, w_ring, x_ring, ready, s, u + STAGES, KT, KSUB, NO_MATH)
             if NO_MATH != 2:
                 t = u // KT
                 if (u % KT == KT - 1) | (u == u1 - 1):
@@ -255,7 +245,60 @@ if _IMPORT_ERROR is None:
                     acc = gl.zeros([BW, MP], gl.float32, acc_layout)
                     seg = u + 1
         if NO_MATH == 2:  # one word per program into y (not the workspace, which stays zero), an observable end
-            gl.store(y_ptr + pid % N, (u1 - u0).to(y_ptr.dtype.element_ty))
+            gl.store(y_ptr + gl.program_id(0) % N, (u1 - u0).to(y_ptr.dtype.element_ty))
+
+    @gluon.jit
+    def _produce(w_desc, x_desc, w_ring, x_ring, ready, empty, u0, u1, KT, STAGES: gl.constexpr, KSUB: gl.constexpr,
+                 NO_MATH: gl.constexpr):  # fmt: skip
+        # WS 1: one warp keeps the ring full, refilling each slot as soon as the consumer releases it
+        for u in range(u0 + STAGES, u1):
+            i = u - u0
+            s = i % STAGES
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+            _issue(w_desc, x_desc, w_ring, x_ring, ready, s, u, KT, KSUB, NO_MATH)
+
+    @gluon.jit
+    def _decode_swap_kernel(w_desc, x_desc, y_ptr, res_ptr, bias_ptr, ws_ptr, cnt_ptr, M, N, K, stride_ym, stride_rm,
+                            alpha, beta, HAS_BIAS: gl.constexpr, HAS_RESIDUAL: gl.constexpr, ACT: gl.constexpr,
+                            STAGES: gl.constexpr, KSUB: gl.constexpr, PRE_RES: gl.constexpr,
+                            NO_MATH: gl.constexpr, WARPS: gl.constexpr, WS: gl.constexpr):  # fmt: skip
+        BW: gl.constexpr = w_desc.block_type.shape[0]
+        BK: gl.constexpr = w_desc.block_type.shape[1]
+        MP: gl.constexpr = x_desc.block_type.shape[0]
+        dtype: gl.constexpr = w_desc.dtype
+        n_tiles = gl.cdiv(N, BW)
+        KT = gl.cdiv(K, KSUB * BK)
+        units = n_tiles * KT
+        pid = gl.program_id(0)
+        progs = gl.num_programs(0)
+        u0 = (pid * units) // progs
+        u1 = ((pid + 1) * units) // progs
+        w_ring = gl.allocate_shared_memory(dtype, [STAGES * KSUB, BW, BK], w_desc.layout)
+        x_ring = gl.allocate_shared_memory(dtype, [STAGES * KSUB, MP, BK], x_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for p in gl.static_range(STAGES):
+            mbarrier.init(ready.index(p), count=1)
+            mbarrier.init(empty.index(p), count=1)
+        # the first STAGES units before anything else (the producer warp, if any, takes over from there)
+        for p in gl.static_range(STAGES):
+            if u0 + p < u1:
+                _issue(w_desc, x_desc, w_ring, x_ring, ready, p, u0 + p, KT, KSUB, NO_MATH)
+        if WS:
+            gl.warp_specialize(
+                [
+                    (_consume, (w_desc, w_ring, x_ring, ready, empty, u0, u1, KT, y_ptr, res_ptr, bias_ptr, ws_ptr,
+                                cnt_ptr, M, N, stride_ym, stride_rm, alpha, beta, x_desc, HAS_BIAS, HAS_RESIDUAL, ACT,
+                                STAGES, KSUB, PRE_RES, NO_MATH, WARPS, WS)),
+                    (_produce, (w_desc, x_desc, w_ring, x_ring, ready, empty, u0, u1, KT, STAGES, KSUB, NO_MATH)),
+                ],
+                [1],
+                [40],
+            )  # fmt: skip
+        else:
+            _consume(w_desc, w_ring, x_ring, ready, empty, u0, u1, KT, y_ptr, res_ptr, bias_ptr, ws_ptr, cnt_ptr, M, N,
+                     stride_ym, stride_rm, alpha, beta, x_desc, HAS_BIAS, HAS_RESIDUAL, ACT, STAGES, KSUB, PRE_RES,
+                     NO_MATH, WARPS, WS)  # fmt: skip
 
 
 def _smem_layout(block: list[int], dtype: torch.dtype) -> Any:
@@ -322,7 +365,7 @@ def gemm_decode_gluon(
         w_desc, x_desc, y, residual if residual is not None else y, bias if bias is not None else y, ws, cnt,
         m, n, k, y.stride(0), residual.stride(0) if residual is not None else 0, float(alpha), float(beta),
         HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None, ACT=ACTIVATIONS[activation],
-        STAGES=cfg.stages, KSUB=cfg.ksub, PRE_RES=cfg.pre_res, NO_MATH=cfg.no_math, WARPS=cfg.warps,
+        STAGES=cfg.stages, KSUB=cfg.ksub, PRE_RES=cfg.pre_res, NO_MATH=cfg.no_math, WARPS=cfg.warps, WS=cfg.ws,
         num_warps=cfg.warps,
     )  # fmt: skip
     return y
@@ -345,11 +388,11 @@ def compile_sm90(cfg: DecodeGluonConfig = DEFAULT_CONFIG, *, m: int = 1, dtype: 
         "res_ptr": f"*{dtype}", "bias_ptr": f"*{dtype}", "ws_ptr": "*fp32", "cnt_ptr": "*i32", "M": "i32",
         "N": "i32", "K": "i32", "stride_ym": "i32", "stride_rm": "i32", "alpha": "fp32", "beta": "fp32",
         "HAS_BIAS": "constexpr", "HAS_RESIDUAL": "constexpr", "ACT": "constexpr", "STAGES": "constexpr",
-        "KSUB": "constexpr", "PRE_RES": "constexpr", "NO_MATH": "constexpr", "WARPS": "constexpr",
+        "KSUB": "constexpr", "PRE_RES": "constexpr", "NO_MATH": "constexpr", "WARPS": "constexpr", "WS": "constexpr",
     }  # fmt: skip
     constexprs = {
         "HAS_BIAS": has_bias, "HAS_RESIDUAL": has_residual, "ACT": act, "STAGES": cfg.stages, "KSUB": cfg.ksub,
-        "PRE_RES": cfg.pre_res, "NO_MATH": cfg.no_math, "WARPS": cfg.warps,
+        "PRE_RES": cfg.pre_res, "NO_MATH": cfg.no_math, "WARPS": cfg.warps, "WS": cfg.ws,
     }  # fmt: skip
     src = GluonASTSource(_decode_swap_kernel, sig, constexprs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.warps})
