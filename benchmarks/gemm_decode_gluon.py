@@ -92,6 +92,12 @@ def gluon_plan(plan: str) -> list[D.DecodeGluonConfig]:
         C(bw=64, ksub=8, stages=3, no_math=2),
         C(bw=64, ksub=4, stages=6, grid=64, no_math=2),
     ]
+    if plan == "r3":
+        # round 3 (the account of record): the fastest Gluon structures of round 2 taken apart, and the producer warp
+        best = [C(bw=128, ksub=2, stages=3, grid=256), C(bw=64, ksub=4, stages=5, grid=128)]
+        return [dataclasses.replace(c, no_math=nm) for c in best for nm in (0, 3, 1, 2)] + [
+            C(bw=64, ksub=4, stages=5, grid=128, ws=1)
+        ]
     if plan == "r2":
         # round 2: the best structures of round 1 taken apart (NO_MATH 2: the ring; 3: + x and wgmma; 1: + the split
         # reduction and epilogue without the math; 0: everything), and tile-aligned grids of 2 programs per SM
@@ -253,7 +259,7 @@ class Job(BudgetedRun):
                 rows[name].update(correct=False, error="left out: failed or not reached in the precompile workers")
                 continue
             fns[name] = lambda x, w, r, c=c: D.gemm_decode_gluon(x, w, residual=r, config=c)
-        if self.args.plan == "r2":  # every Triton decode config of the row class: the fastest of each structure
+        if self.args.plan in ("r2", "r3"):  # every Triton decode config of the row class: the fastest of each structure
             from gemm_decode_sweep import label, variants_for
 
             compiled = self.doc.get("triton_precompile", {}).get("ok", [])
@@ -272,7 +278,7 @@ class Job(BudgetedRun):
             words = w.view(torch.int32).reshape(-1)
             sink = torch.empty(2 * words.numel() // 2048, dtype=torch.int32, device=dev)
             fams = triton_families(132)
-            names = TRITON_FLOORS if self.args.plan == "r2" else TRITON_FLOORS[:1]
+            names = TRITON_FLOORS if self.args.plan in ("r2", "r3") else TRITON_FLOORS[:1]
             for fam in names:
                 name = f"floor: triton {fam}"
                 rows[name] = {"variant": name, "source": "floor", "spec": {k: v for k, v in fams[fam].items()}}
@@ -337,7 +343,7 @@ class Job(BudgetedRun):
 
     def run(self) -> int:
         self.precompile()
-        if self.args.plan == "r2":  # the Triton decode configs, compiled in workers as gemm_decode_sweep does
+        if self.args.plan in ("r2", "r3"):  # the Triton decode configs, compiled in workers as gemm_decode_sweep does
             from gemm_decode_sweep import precompile as triton_precompile
             from gemm_decode_sweep import variants_for
 
