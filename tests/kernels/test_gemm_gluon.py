@@ -6,6 +6,11 @@ GPU tests (sm_90 with Gluon) compare against an fp32 reference: error <= 2x torc
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -111,17 +116,33 @@ def test_config_shared_memory_fits():
         assert cfg.smem_bytes() <= GG.SMEM_LIMIT, cfg.name
 
 
+_COMPILE_SCRIPT = """
+import json, sys
+from solkit.kernels import gemm_gluon as GG
+cfg = next(c for c in GG.CONFIGS if c.name == sys.argv[1])
+k = GG.compile_sm90(cfg, has_bias=True, has_residual=True, act=1)
+ptx = k.asm["ptx"]
+print("RESULT " + json.dumps({"shared": k.metadata.shared, "tma": "cp.async.bulk.tensor.2d" in ptx,
+                              "wgmma": "wgmma.mma_async" in ptx}))
+"""
+
+
 @pytest.mark.skipif(GG._IMPORT_ERROR is not None, reason="triton.experimental.gluon not importable")
 @pytest.mark.parametrize("cfg", [GG.DEFAULT_CONFIG, next(c for c in GG.CONFIGS if c.consumers == 2)],
                          ids=lambda c: c.name)  # fmt: skip
 def test_compiles_for_sm90(cfg):
     """Both partition lists (one consumer, two) compile for sm_90 without a GPU, within the shared memory the
-    config claims; the producer streams by TMA, the consumers issue wgmmas."""
-    k = GG.compile_sm90(cfg, has_bias=True, has_residual=True, act=1)
-    assert k.metadata.shared <= GG.SMEM_LIMIT
-    ptx = k.asm["ptx"]
-    assert "cp.async.bulk.tensor.2d" in ptx
-    assert "wgmma.mma_async" in ptx
+    config claims; the producer streams by TMA, the consumers issue wgmmas. In a fresh process without
+    TRITON_INTERPRET: the interpreter's patches of triton.language, left by other tests in this process, break
+    Gluon's code generation (the test passed alone and failed inside the whole suite)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    cmd = [sys.executable, "-c", _COMPILE_SCRIPT, cfg.name]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, proc.stderr[-2000:]
+    result = json.loads(line[len("RESULT ") :])
+    assert result["shared"] <= GG.SMEM_LIMIT
+    assert result["tma"] and result["wgmma"]
 
 
 def test_backend_gluon_falls_back_without_a_gpu():
