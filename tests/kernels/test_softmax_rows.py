@@ -176,3 +176,31 @@ def test_tma_declines_gpu():
 def test_packed_fill_bf16_gpu(shape):
     x = _inputs(shape, torch.bfloat16, "cuda")
     _assert_close(softmax_forward(x, packed={"fill": 1}), x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape,dtype,path",
+    [((64, 14336), torch.bfloat16, "rows"), ((257, 14336), torch.float16, "rows"),
+     ((300, 128256), torch.bfloat16, "tma"), ((33, 128256), torch.float16, "tma"), ((8, 262144), torch.bfloat16, "tma"),
+     ((3, 128255), torch.bfloat16, None)],
+)  # fmt: skip
+def test_defaults_by_width_gpu(shape, dtype, path):
+    """The session-6 defaults on a GPU: the rows forward at 14336, the TMA forward at 128256 and 262144 (an odd
+    width takes neither), values and gradients through autograd."""
+    from solkit.kernels._softmax_tma import tma_options
+    from solkit.kernels.softmax import softmax
+
+    x = _inputs(shape, dtype, "cuda")
+    taken = "rows" if rows_options(None, None, None, None, x) is not None else None
+    if tma_options(None, (None, None, None, None), x) is not None and shape[1] % 256 == 0:
+        taken = "tma"
+    assert taken == path
+    xg = x.clone().requires_grad_()
+    y = softmax(xg)
+    _assert_close(y.detach(), x)
+    dy = torch.randn_like(x)
+    (dx,) = torch.autograd.grad(y, xg, dy)
+    yd = torch.softmax(x.double(), -1)
+    ref = yd * (dy.double() - (yd * dy.double()).sum(-1, keepdim=True))
+    assert (dx.double() - ref).abs().max().item() <= 2e-2 * ref.abs().max().item() + 1e-4

@@ -61,11 +61,13 @@ from solkit.kernels.softmax_split import _dot_range, _online_max_sum
 #: H200 (session 5, bf16), 8192 x 128256: forward bf16 exponentials + hint 2 1140.1 us, f16 exponentials + hint 2
 #: 1155.6 (round 3), recomputed exponentials 1257.9 (round 1); backward with the next row's load after pass 1
 #: 1572.6 against 1668.5 before it. 1024 x 262144 forward: 8192-column chunks, 8 warps, 2 per SM 311.1 us
-#: against 322.7 (round 2; docs/kernels/norms.md).
+#: against 322.7 (round 2; docs/kernels/norms.md). Session 6: the 262144-wide backward with the chunk count
+#: filling every resident slot (``fill``: 132 chunks x 4 groups) 404.5-405.9 us against 438.4-439.6.
 PACKED_CONFIG = {
     "fwd": {"block": 4096, "num_warps": 4, "per_sm": 4, "keep_e": 2, "early_load": 1, "l2_prefetch": 1, "hint": 2,
             "by_width": {262144: {"block": 8192, "num_warps": 8, "per_sm": 2}}},
-    "bwd": {"block": 2048, "num_warps": 4, "per_sm": 4, "early_load": 0, "l2_prefetch": 1, "hint": 0},
+    "bwd": {"block": 2048, "num_warps": 4, "per_sm": 4, "early_load": 0, "l2_prefetch": 1, "hint": 0,
+            "by_width": {262144: {"fill": 1}}},
 }  # fmt: skip
 
 
