@@ -148,6 +148,7 @@ VARIANTS = {
     "rows_w4_4_d1": ({"rows": {"num_warps": 4, "per_sm": 4, "depth": 1}}, None),
     "rows_w4_6_d1": ({"rows": {"num_warps": 4, "per_sm": 6, "depth": 1}}, None),
     "pk_fill": (_p(fill=1), _p(fill=1)),
+    "pk_nofill": (_p(fill=0), _p(fill=0)),  # the packed path as the session-5 default (before the 262144 fill)
     "pk_fill_h1": (_p(fill=1, hint=1), _p(fill=1, hint=1)),
     "tma": ({"tma": {}}, {}),
     "tma_s4": ({"tma": {"stages": 4}}, {}),
@@ -394,13 +395,15 @@ PLANS["s6r2"] = [
 #: 128256 torch.compile is session 5's round 2: its compile alone takes ~15 s; Liger refuses rows over 65536),
 #: eager, and the bare copy at each shape.
 PLANS["s6rec"] = [
-    ("inter", [("default", ALL3), ("sp1_16k_w16_ebf_h1", ("fwd",)), ("liger", ("fwd", "fwdbwd")),
-               ("compile", ("fwd", "fwdbwd")), ("eager", ("fwd",)), ("copy", ("fwd",)), ("default", ("fwd",))]),
+    ("inter", [("default", ALL3), ("sp1_16k_w16_ebf_h1", ("fwd",)), ("rows_1sm_d3_pf1", ("fwd",)),
+               ("liger", ("fwd", "fwdbwd")), ("compile", ("fwd", "fwdbwd")), ("eager", ("fwd",)), ("copy", ("fwd",)),
+               ("default", ("fwd", "fwdbwd")), ("sp1_16k_w16_ebf_h1", ("fwd",))]),
+    ("vocab8k", [("default", ALL3), ("pk", ("fwd",)), ("tma", ("fwd",)), ("copy", ("fwd",)),
+                 ("default", ("fwd", "fwdbwd")), ("pk", ("fwd",))]),
+    ("256k", [("default", ALL3), ("pk_nofill", ALL3), ("copy", ("fwd",)), ("default", ("fwd", "bwd"))]),
+    ("vocab4k", [("default", ALL3), ("pk", ("fwd",)), ("copy", ("fwd",)), ("default", ("fwd",))]),
     ("hidden", [("default", ALL3), ("liger", ("fwd",)), ("compile", ("fwd", "fwdbwd")), ("copy", ("fwd",)),
-                ("default", ("fwd",))]),
-    ("vocab8k", [("default", ALL3), ("pk", ("fwd",)), ("copy", ("fwd",))]),
-    ("256k", [("default", ALL3), ("pk", ("fwd", "bwd")), ("copy", ("fwd",))]),
-    ("vocab4k", [("default", ALL3), ("pk", ("fwd",)), ("copy", ("fwd",))]),
+                ("default", ("fwd", "fwdbwd"))]),
 ]  # fmt: skip
 COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record": ("inter",),
                   "s6rec": ("inter", "hidden")}  # fmt: skip

@@ -3,8 +3,8 @@
 # benchmarks/kernels_softmax_wide.py): at 8192x14336, 8192x4096, 8192x128256, 1024x262144 and 4096x128256 the
 # module defaults (forward, backward alone, forward + backward), the previous defaults, Liger-Kernel and
 # torch.compile (max-autotune, compiled in a warm-up process first, alone with the Triton warm-up) where they run,
-# eager, and the bare copy; every row checked against fp64 over every row. Then the GPU tests of the new paths and
-# of the defaults at Llama shapes.
+# eager, and the bare copy; every row checked against fp64 over every row. Then the GPU tests of the new defaults
+# (rows at 14336, TMA at 128256 and 262144, the filled 262144 backward) at Llama shapes, > 2^31 elements included.
 set -u
 export TRITON_CACHE_DIR=/tmp/s6_triton
 START=$(date +%s)
@@ -27,7 +27,7 @@ cd ..
 T=$(left)
 echo "pytest with ${T}s left"
 [ "$T" -gt 8 ] && timeout "$T" python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_softmax_rows.py \
-  tests/kernels/test_softmax.py -k "rows or tma or fill or bf16_gpu or packed_launches or wide_auto" \
-  >"$OUT/pytest_gpu.txt" 2>&1
+  tests/kernels/test_softmax.py -k "defaults_by_width or declines or fill_bf16 or softmax_bf16_gpu or wide_auto \
+  or packed_launches or beyond_int32 or rows_bf16" >"$OUT/pytest_gpu.txt" 2>&1
 tail -n 12 "$OUT/pytest_gpu.txt"
 date -u
