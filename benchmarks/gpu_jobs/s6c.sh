@@ -12,7 +12,7 @@ left() { echo $(( 126 - ($(date +%s) - START) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
 cd benchmarks
 PIDS=""
-timeout 40 python3 kernels_softmax_wide.py --plan s6rec --warm-compile >"$OUT/warm_compile.log" 2>&1 &
+timeout 45 python3 kernels_softmax_wide.py --plan s6rec --warm-compile >"$OUT/warm_compile.log" 2>&1 &
 PIDS="$PIDS $!"
 for k in 0 1 2; do
   timeout 30 python3 kernels_softmax_wide.py --plan s6rec --warm $k/3 >"$OUT/warm$k.log" 2>&1 &
@@ -21,8 +21,8 @@ done
 wait $PIDS
 echo "warm done at $(( $(date +%s) - START ))s"; tail -q -n 3 "$OUT"/warm*.log
 T=$(left)
-[ "$T" -gt 40 ] && timeout $(( T - 35 )) python3 kernels_softmax_wide.py --plan s6rec --reps 40 \
-  --out "$OUT/kernels_softmax_wide_s6rec.json" --budget-s $(( T - 50 )) 2>&1 | tee "$OUT/s6rec.txt" | tail -n 60
+[ "$T" -gt 40 ] && timeout $(( T - 30 )) python3 kernels_softmax_wide.py --plan s6rec --reps 40 \
+  --out "$OUT/kernels_softmax_wide_s6rec.json" --budget-s $(( T - 45 )) 2>&1 | tee "$OUT/s6rec.txt" | tail -n 60
 cd ..
 T=$(left)
 echo "pytest with ${T}s left"
