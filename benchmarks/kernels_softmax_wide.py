@@ -148,7 +148,12 @@ VARIANTS = {
     "rows_w4_4_d1": ({"rows": {"num_warps": 4, "per_sm": 4, "depth": 1}}, None),
     "rows_w4_6_d1": ({"rows": {"num_warps": 4, "per_sm": 6, "depth": 1}}, None),
     "pk_fill": (_p(fill=1), _p(fill=1)),
-    "pk_nofill": (_p(fill=0), _p(fill=0)),  # the packed path as the session-5 default (before the 262144 fill)
+    "pk_nofill": (_p(fill=0), _p(fill=0)),
+    # the round-2 TMA forwards as measured (the width a runtime argument, before static_width)
+    "tma_w2_rt": (
+        {"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 3, "l2_prefetch": 1, "static_width": False}},
+        None,
+    ),  # the packed path as the session-5 default (before the 262144 fill)
     "pk_fill_h1": (_p(fill=1, hint=1), _p(fill=1, hint=1)),
     "tma": ({"tma": {}}, {}),
     "tma_s4": ({"tma": {"stages": 4}}, {}),
@@ -398,10 +403,11 @@ PLANS["s6rec"] = [
     ("inter", [("default", ALL3), ("sp1_16k_w16_ebf_h1", ("fwd",)), ("rows_1sm_d3_pf1", ("fwd",)),
                ("liger", ("fwd", "fwdbwd")), ("compile", ("fwd", "fwdbwd")), ("eager", ("fwd",)), ("copy", ("fwd",)),
                ("default", ("fwd", "fwdbwd")), ("sp1_16k_w16_ebf_h1", ("fwd",))]),
-    ("vocab8k", [("default", ALL3), ("pk", ("fwd",)), ("tma", ("fwd",)), ("copy", ("fwd",)),
-                 ("default", ("fwd", "fwdbwd")), ("pk", ("fwd",))]),
+    ("vocab8k", [("default", ALL3), ("pk", ("fwd",)), ("tma_w2_rt", ("fwd",)), ("copy", ("fwd",)),
+                 ("default", ("fwd", "fwdbwd")), ("pk", ("fwd",)), ("tma_w2_rt", ("fwd",))]),
     ("256k", [("default", ALL3), ("pk_nofill", ALL3), ("copy", ("fwd",)), ("default", ("fwd", "bwd"))]),
-    ("vocab4k", [("default", ALL3), ("pk", ("fwd",)), ("copy", ("fwd",)), ("default", ("fwd",))]),
+    ("vocab4k", [("default", ALL3), ("pk", ("fwd",)), ("tma_w2_rt", ("fwd",)), ("copy", ("fwd",)),
+                 ("default", ("fwd",))]),
     ("hidden", [("default", ALL3), ("liger", ("fwd",)), ("compile", ("fwd", "fwdbwd")), ("copy", ("fwd",)),
                 ("default", ("fwd", "fwdbwd"))]),
 ]  # fmt: skip

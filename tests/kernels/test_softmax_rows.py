@@ -135,10 +135,11 @@ def test_tma_values_cpu(shape, blocks, groups, device):
     from solkit.kernels._softmax_tma import softmax_forward_tma
 
     x = _inputs(shape, torch.float16, device)
-    y = torch.full_like(x, float("nan"))
-    info = softmax_forward_tma(x, y, blocks=blocks, groups=groups, num_warps=1)
-    assert info is not None and info["groups"] == min(groups, shape[0])
-    _assert_close(y, x)
+    for static_width in (True, False):  # the width compiled in, or a runtime argument
+        y = torch.full_like(x, float("nan"))
+        info = softmax_forward_tma(x, y, blocks=blocks, groups=groups, num_warps=1, static_width=static_width)
+        assert info is not None and info["groups"] == min(groups, shape[0])
+        _assert_close(y, x)
 
 
 @pytest.mark.gpu

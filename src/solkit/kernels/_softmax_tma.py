@@ -149,8 +149,11 @@ def _softmax_fwd_tma_kernel(
     x_ptr, xu_ptr, yu_ptr, partial_ptr, n_rows, n_blocks, x_stride, y_stride, max_spins,
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BR: tl.constexpr, IS_BF16: tl.constexpr, E_BF16: tl.constexpr,
     ASM: tl.constexpr, STAGES: tl.constexpr, HINT: tl.constexpr, FALLBACK: tl.constexpr = 0, PF: tl.constexpr = 0,
+    NB_STATIC: tl.constexpr = 0,
 ):  # fmt: skip
     PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf per word
+    if NB_STATIC > 0:  # the width as a compile-time constant (see softmax_forward_tma's static_width)
+        n_blocks = NB_STATIC
     pid = tl.program_id(0)
     n_groups = tl.num_programs(0) // SPLIT
     group = pid // SPLIT
@@ -207,11 +210,14 @@ def softmax_forward_tma(
     x: torch.Tensor, y: torch.Tensor, *, blocks: int | None = None, num_warps: int | None = None,
     per_sm: int | None = None, stages: int | None = None, hint: int | None = None, keep_e: int = 2,
     max_spins: int = 1 << 20, maxnreg: int | None = None, groups: int | None = None, l2_prefetch: int = 0,
+    static_width: bool = True,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over rows of the 2-D 16-bit ``x``, or None (nothing launched) when the rows do not fit
     the TMA view (width a multiple of 256, 16-byte aligned rows) or one group cannot be resident. Under the
     interpreter (``groups`` groups, default 2) a program whose partners have not run computes the row's
-    statistics itself."""
+    statistics itself. ``static_width`` compiles the width in (one kernel per width): with the width a runtime
+    argument that Triton cannot specialise (128256 columns: 501 blocks, not a multiple of 16) ptxas spills 4-24
+    bytes in these kernels with Triton 3.6, and such kernels ran erratically slowly on the H200 (session 6)."""
     if x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype:
         return None
     n_rows, n_cols = x.shape
@@ -228,7 +234,8 @@ def softmax_forward_tma(
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BR=br, IS_BF16=int(is_bf16),
                 E_BF16=int(keep_e == 2 and is_bf16), ASM=int(not interp), STAGES=int(stages or cfg["stages"]),
                 HINT=int(cfg["hint"] if hint is None else hint), FALLBACK=int(interp),
-                PF=0 if interp else int(l2_prefetch), num_warps=nw)  # fmt: skip
+                PF=0 if interp else int(l2_prefetch), NB_STATIC=n_blocks if static_width else 0,
+                num_warps=nw)  # fmt: skip
     triton.set_allocator(_descriptor_scratch)
     if interp:
         n_groups = min(n_rows, groups or 2)
