@@ -492,23 +492,20 @@ def gemm(
         z = torch.zeros((M, N), dtype=torch.float32, device=x.device)
         return y.copy_(_torch_epilogue(z, bias, r2, alpha, beta, activation)).reshape(*lead, N)
 
-    ran = _gluon.try_gemm(x2, w, bias, r2, y, backend=backend, config=config, activation=activation, alpha=alpha,
-                          beta=beta, min_prefill_m=int(load_config_table()["decode_max_m"]) + 1)  # fmt: skip
-    if ran is not None:  # the warp-specialised Gluon kernel took the call (gemm_gluon.py)
+    # The Gluon kernels take the call first where they apply: gemm_gluon.py for prefill or a forced config,
+    # gemm_decode_gluon.py where a hopper.decode.gluon rule or a forced config says so.
+    table = load_config_table()
+    decode_rows = int(table["decode_max_m"])
+    launch = dict(backend=backend, config=config, activation=activation, alpha=alpha, beta=beta)
+    regime, name = "prefill", "gluon_ws"
+    ran = _gluon.try_gemm(x2, w, bias, r2, y, min_prefill_m=decode_rows + 1, **launch)
+    if ran is None and decode_rows >= M:
+        regime, name = "decode", "gluon_decode"
+        ran = _gluon_decode.try_gemm(x2, w, bias, r2, y, rules=table["hopper"]["decode"].get("gluon"), **launch)
+    if ran is not None:
         LAST_LAUNCH.clear()
-        LAST_LAUNCH.update(family="hopper", regime="prefill", kernel="gluon_ws", m_bucket=m_bucket(M), config=ran)
+        LAST_LAUNCH.update(family="hopper", regime=regime, kernel=name, m_bucket=m_bucket(M), config=ran)
         return y.reshape(*lead, N)
-    decode_rows = int(load_config_table()["decode_max_m"])
-    if decode_rows >= M:  # the swap-AB Gluon decode kernel (gemm_decode_gluon.py) where a rule says so
-        rules = load_config_table()["hopper"]["decode"].get("gluon")
-        ran = _gluon_decode.try_gemm(x2, w, bias, r2, y, backend=backend, config=config, activation=activation,
-                                     alpha=alpha, beta=beta, rules=rules)  # fmt: skip
-        if ran is not None:
-            LAST_LAUNCH.clear()
-            LAST_LAUNCH.update(
-                family="hopper", regime="decode", kernel="gluon_decode", m_bucket=m_bucket(M), config=ran
-            )
-            return y.reshape(*lead, N)
     tensors = [t for t in (x2, w, y, r2) if t is not None]
     family, regime, kernel = select(M, x.device, _tma_ok(*tensors) and x.dtype != torch.float32)
     if config is not None:
