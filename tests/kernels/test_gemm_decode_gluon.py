@@ -11,35 +11,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gemm_decode_helpers import check_decode as _check
+from gemm_decode_helpers import decode_case as _case
 
 from solkit.errors import SolkitError
 from solkit.kernels import gemm as G
 from solkit.kernels import gemm_decode_gluon as D
 
-ATOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
 GLUON = D._IMPORT_ERROR is None
-
-
-def _case(M, N, K, dtype, device, seed=0, bias=False):
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(M, K, generator=gen).to(device, dtype)
-    w = (torch.randn(N, K, generator=gen) / K**0.5).to(device, dtype)
-    r = torch.randn(M, N, generator=gen).to(device, dtype)
-    b = torch.randn(N, generator=gen).to(device, dtype) if bias else None
-    return x, w, r, b
-
-
-def _check(y, x, w, r, b=None, **kw):
-    """Error against fp32 at most 2x torch's own same-dtype error + atol; every element written."""
-    ref = G.reference(x, w, b, r, **kw)
-    z = torch.nn.functional.linear(x, w, b)
-    if kw.get("activation") == "silu":
-        z = torch.nn.functional.silu(z)
-    mine = z * kw.get("alpha", 1.0) + r * kw.get("beta", 1.0)
-    assert torch.isfinite(y).all(), "unwritten (NaN-poisoned) or overflowing output"
-    err = (y.float() - ref).abs().max().item()
-    budget = 2 * (mine.float() - ref).abs().max().item() + ATOL[x.dtype]
-    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
 
 
 # ------------------------------------------------------------------------------------------------ CPU
