@@ -29,6 +29,16 @@ from typing import Any
 
 import torch
 from _budgeted_run import BudgetedRun, run_workers, versions  # noqa: E402  (benchmarks/ is the script's directory)
+from gemm_decode_sweep import (
+    check_variants,
+    cublas_baselines,
+    decode_inputs,
+    gemm_or_cublas,
+    kernel_spans,
+    normalize,
+    record_spans,
+    references,
+)
 
 from solkit.kernels import gemm as G
 from solkit.kernels import gemm_decode_gluon as D
@@ -146,14 +156,6 @@ def variants(m: int, plan: str) -> list[D.DecodeGluonConfig]:
     return out
 
 
-def _inputs(m: int, n: int, k: int, dev: torch.device, seed: int, sets: int = 4):
-    gen = torch.Generator(device=dev).manual_seed(seed)
-    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=gen) / k**0.5
-    pool = [(torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=gen), w,
-             torch.randn(m, n, device=dev, dtype=torch.bfloat16, generator=gen)) for _ in range(sets)]  # fmt: skip
-    return w, pool
-
-
 def warm_worker(shard: list) -> int:
     """Compile (launch once at the real shape) each [M, N, K, config] of the shard; prints a JSON line per item."""
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -161,7 +163,7 @@ def warm_worker(shard: list) -> int:
         t0 = time.time()
         cfg = D.DecodeGluonConfig(**cfgd)
         try:
-            w, pool = _inputs(m, n, k, dev, 1, sets=1)
+            w, pool = decode_inputs(m, n, k, dev, 1, sets=1)
             x, _, r = pool[0]
             y = D.gemm_decode_gluon(x, w, residual=r, config=cfg)
             torch.cuda.synchronize(dev)
@@ -222,23 +224,14 @@ class Job(BudgetedRun):
                  f"{[r['error'][:120] for r in res if not r['ok']][:6]}")  # fmt: skip
 
     def shape(self, m: int, n: int, k: int) -> None:
-        from gemm_decode_sweep import kernel_spans, normalize
-
         dev = self.device
-        w, pool = _inputs(m, n, k, dev, m * 31 + n * 7 + k)
+        w, pool = decode_inputs(m, n, k, dev, m * 31 + n * 7 + k)
         nbytes = 2.0 * (n * k + m * k + 2 * m * n)
         t_sol_ms = nbytes / self.args.bandwidth * 1e3
         rec: dict[str, Any] = {"M": m, "N": n, "K": k, "bytes": nbytes, "t_sol_ms": t_sol_ms, "rows": []}
-        refs = []
-        for x, _, r in pool[:2]:
-            ref = x.float() @ w.float().t() + r.float()
-            t_err = ((torch.addmm(r, x, w.t()).float() - ref).norm() / ref.norm()).item()
-            refs.append((ref, 2 * t_err + 1e-3))
+        refs = references(pool, w)
         rows: dict[str, dict[str, Any]] = {}
-        fns: dict[str, Any] = {
-            "cuBLAS addmm (beta=1)": lambda x, w, r: torch.addmm(r, x, w.t()),
-            "cuBLAS mm (x @ W.T, no residual)": lambda x, w, r: torch.matmul(x, w.t()),
-        }
+        fns: dict[str, Any] = cublas_baselines()
         for name in fns:
             rows[name] = {"variant": name, "source": "baseline"}
         tcfg = normalize(G.load_config_table()["hopper"]["decode"]["autotune"][TRITON_DEFAULT_ROW[m]])
@@ -283,40 +276,18 @@ class Job(BudgetedRun):
                 name = f"floor: triton {fam}"
                 rows[name] = {"variant": name, "source": "floor", "spec": {k: v for k, v in fams[fam].items()}}
                 fns[name] = lambda x, w, r, s=fams[fam], wd=words, o=sink: launch(s, wd, o)
-        for name in list(fns):
-            row = rows[name]
-            if row["source"] == "floor":
-                continue
-            try:
-                errs = []
-                for (x, _, r), (ref, allowed) in zip(pool[:2], refs):
-                    if row["source"] == "gluon":
-                        y = torch.full_like(r, float("nan"))
-                        D.gemm_decode_gluon(x, w, residual=r, config=D.DecodeGluonConfig(**row["config"]), out=y)
-                    elif name.startswith("cuBLAS"):
-                        y = fns[name](x, w, r)
-                    else:
-                        res = None if "no residual" in name else r
-                        y = G.gemm(x, w, residual=res, config=row.get("config"), out=torch.full_like(r, float("nan")))
-                    target = ref - r.float() if "no residual" in name else ref
-                    err = ((y.float() - target).norm() / target.norm()).item()
-                    errs.append({"rel_err": err, "allowed": allowed,
-                                 "ok": bool(torch.isfinite(y).all().item()) and err <= allowed})  # fmt: skip
-                row["check"] = errs
-                row["correct"] = all(e["ok"] for e in errs)
-                if not row["correct"]:
-                    fns.pop(name)
-            except Exception as e:  # noqa: BLE001 - a failing variant is a row with its error
-                row.update(correct=False, error=f"{type(e).__name__}: {str(e)[:300]}")
-                fns.pop(name)
+        gemm_run = gemm_or_cublas(fns, w)
+
+        def run(name, row, x, r):
+            if row["source"] != "gluon":
+                return gemm_run(name, row, x, r)
+            y = torch.full_like(r, float("nan"))
+            return D.gemm_decode_gluon(x, w, residual=r, config=D.DecodeGluonConfig(**row["config"]), out=y)
+
+        check_variants(fns, rows, pool, w, refs, run, skip=("floor",))
         torch.cuda.synchronize(dev)
         spans = kernel_spans(fns, pool, dev, self.args.reps)
-        for name, row in rows.items():
-            if name in spans:
-                row["kernel_span"] = spans[name]
-                if "median_ms" in spans[name]:
-                    row["sol_kernel_span"] = min(1.0, t_sol_ms / spans[name]["median_ms"])
-                    row["below_t_sol"] = spans[name]["median_ms"] < t_sol_ms
+        record_spans(rows, spans, t_sol_ms)
         ranked = sorted((r for r in rows.values() if r.get("kernel_span", {}).get("median_ms")),
                         key=lambda r: r["kernel_span"]["median_ms"])  # fmt: skip
         if self.left() > 10:  # the harness's own entry point on the baselines and the two fastest Gluon rows

@@ -162,6 +162,87 @@ def precompile(cfgs: list[dict[str, Any]], workers: int, timeout_s: float) -> di
 
 
 # --------------------------------------------------------------------------------------------- timing
+
+
+def decode_inputs(M: int, N: int, K: int, dev: torch.device, seed: int, sets: int = 4, dtype=torch.bfloat16):
+    """The weight (scaled by 1/sqrt(K)) and ``sets`` rotating (x, W, residual) input sets of one decode shape."""
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    w = torch.randn(N, K, device=dev, dtype=dtype, generator=gen) / K**0.5
+    pool = [(torch.randn(M, K, device=dev, dtype=dtype, generator=gen), w,
+             torch.randn(M, N, device=dev, dtype=dtype, generator=gen)) for _ in range(sets)]  # fmt: skip
+    return w, pool
+
+
+def references(pool: list[tuple], w: torch.Tensor) -> list[tuple[torch.Tensor, float]]:
+    """fp32 references of the first two input sets, each with its error budget: 2x cuBLAS addmm's own relative
+    error + 1e-3."""
+    refs = []
+    for x, _, r in pool[:2]:
+        ref = x.float() @ w.float().t() + r.float()
+        t_err = ((torch.addmm(r, x, w.t()).float() - ref).norm() / ref.norm()).item()
+        refs.append((ref, 2 * t_err + 1e-3))
+    return refs
+
+
+def cublas_baselines() -> dict[str, Any]:
+    return {
+        "cuBLAS addmm (beta=1)": lambda x, w, r: torch.addmm(r, x, w.t()),
+        "cuBLAS mm (x @ W.T, no residual)": lambda x, w, r: torch.matmul(x, w.t()),
+    }
+
+
+def check_variants(fns: dict[str, Any], rows: dict[str, dict[str, Any]], pool: list[tuple], w: torch.Tensor,
+                   refs: list, run, skip: tuple[str, ...]) -> None:  # fmt: skip
+    """Correctness first, on two input sets: ``run(name, row, x, r)`` returns the variant's output (solkit's
+    into a NaN-poisoned buffer, so an unwritten element fails); a row whose output is non-finite or off by
+    more than its budget, or that raises, is marked and dropped from ``fns`` (rows of a source in ``skip``
+    are not GEMMs and are not checked)."""
+    for name in list(fns):
+        row = rows[name]
+        if row["source"] in skip:
+            continue
+        try:
+            errs = []
+            for (x, _, r), (ref, allowed) in zip(pool[:2], refs):
+                y = run(name, row, x, r)
+                target = ref - r.float() if "no residual" in name else ref
+                err = ((y.float() - target).norm() / target.norm()).item()
+                errs.append({"rel_err": err, "allowed": allowed,
+                             "ok": bool(torch.isfinite(y).all().item()) and err <= allowed})  # fmt: skip
+            row["check"] = errs
+            row["correct"] = all(e["ok"] for e in errs)
+            if not row["correct"]:
+                fns.pop(name)
+        except Exception as e:  # noqa: BLE001 - a failing variant is a row with its error
+            row.update(correct=False, error=f"{type(e).__name__}: {str(e)[:300]}")
+            fns.pop(name)
+
+
+def gemm_or_cublas(fns: dict[str, Any], w: torch.Tensor):
+    """The ``run`` of :func:`check_variants` for cuBLAS rows and ``gemm()`` rows (by their config, without the
+    residual where the name says so)."""
+
+    def run(name: str, row: dict[str, Any], x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        if name.startswith("cuBLAS"):
+            return fns[name](x, w, r)
+        res = None if "no residual" in name else r
+        return G.gemm(x, w, residual=res, config=row.get("config"), out=torch.full_like(r, float("nan")))
+
+    return run
+
+
+def record_spans(rows: dict[str, dict[str, Any]], spans: dict[str, Any], t_sol_ms: float, key: str = "kernel_span",
+                 sol_key: str = "sol_kernel_span", flag_below: bool = True) -> None:  # fmt: skip
+    """Each row's timing under ``key`` and its SOL fraction (clamped at 1; a median below T_SOL flagged)."""
+    for name, row in rows.items():
+        if name in spans:
+            row[key] = spans[name]
+            if "median_ms" in spans[name]:
+                row[sol_key] = min(1.0, t_sol_ms / spans[name]["median_ms"])
+                if flag_below:
+                    row["below_t_sol"] = spans[name]["median_ms"] < t_sol_ms
+
+
 def kernel_spans(fns: dict[str, Any], pool: list[tuple], device: torch.device, reps: int) -> dict[str, Any]:
     """Per variant: the median GPU kernel span per call (ms) over ``reps`` calls, all variants interleaved
     in one profiler session, each call after an L2 read flush (outside the timed range)."""
@@ -280,24 +361,14 @@ class Sweep(BudgetedRun):
         self.log(f"copy bandwidth in job: {self.doc['copy_bandwidth_in_job_Bps'] / 1e12:.2f} TB/s")
 
     def shape(self, M: int, N: int, K: int) -> None:
-        dev, dt_ = self.device, self.dtype
-        gen = torch.Generator(device=dev).manual_seed(M * 31 + N * 7 + K)
-        w = torch.randn(N, K, device=dev, dtype=dt_, generator=gen) / K**0.5
-        pool = [(torch.randn(M, K, device=dev, dtype=dt_, generator=gen), w,
-                 torch.randn(M, N, device=dev, dtype=dt_, generator=gen)) for _ in range(4)]  # fmt: skip
+        dev = self.device
+        w, pool = decode_inputs(M, N, K, dev, M * 31 + N * 7 + K, dtype=self.dtype)
         nbytes = 2.0 * (N * K + M * K + 2 * M * N)
         t_sol_ms = nbytes / self.args.bandwidth * 1e3
         rec: dict[str, Any] = {"M": M, "N": N, "K": K, "bytes": nbytes, "t_sol_ms": t_sol_ms, "rows": []}
-        refs = []
-        for x, _, r in pool[:2]:
-            ref = x.float() @ w.float().t() + r.float()
-            t_err = ((torch.addmm(r, x, w.t()).float() - ref).norm() / ref.norm()).item()
-            refs.append((ref, 2 * t_err + 1e-3))
+        refs = references(pool, w)
         rows: dict[str, dict[str, Any]] = {}
-        fns: dict[str, Any] = {
-            "cuBLAS addmm (beta=1)": lambda x, w, r: torch.addmm(r, x, w.t()),
-            "cuBLAS mm (x @ W.T, no residual)": lambda x, w, r: torch.matmul(x, w.t()),
-        }
+        fns: dict[str, Any] = cublas_baselines()
         if not self.args.no_default_path:  # gemm's own config choice (solkit.tune or triton.autotune)
             fns["solkit autotuned (default path)"] = lambda x, w, r: G.gemm(x, w, residual=r)
         for name in fns:
@@ -332,47 +403,22 @@ class Sweep(BudgetedRun):
                 rows[name] = {"variant": name, "source": "probe"}
                 sink = torch.empty(N // 4, device=dev, dtype=torch.float32)
                 fns[name] = lambda x, w, r, sink=sink: read_probe(w, sink)
-        for name in list(fns):  # correctness first: two input sets, NaN-poisoned outputs
-            row = rows[name]
-            if row["source"] == "probe":
-                continue
-            try:
-                errs = []
-                for (x, _, r), (ref, allowed) in zip(pool[:2], refs):
-                    if name.startswith("cuBLAS"):
-                        y = fns[name](x, w, r)
-                    else:  # solkit writes into a NaN-poisoned output: an unwritten element fails the check
-                        res = None if "no residual" in name else r
-                        y = G.gemm(x, w, residual=res, config=row.get("config"), out=torch.full_like(r, float("nan")))
-                    target = ref - r.float() if "no residual" in name else ref
-                    err = ((y.float() - target).norm() / target.norm()).item()
-                    ok = bool(torch.isfinite(y).all().item()) and err <= allowed
-                    errs.append({"rel_err": err, "allowed": allowed, "ok": ok})
-                row["check"] = errs
-                row["correct"] = all(e["ok"] for e in errs)
-                if name.startswith("solkit autotuned"):
-                    row["launch"] = json.loads(json.dumps(G.LAST_LAUNCH, default=str))
-                if not row["correct"]:
-                    fns.pop(name)
-            except Exception as e:  # noqa: BLE001 - a failing variant is a row with its error
-                row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
-                row["correct"] = False
-                fns.pop(name)
+        run = gemm_or_cublas(fns, w)
+
+        def run_and_record(name, row, x, r):  # the default path's row keeps the config gemm chose
+            y = run(name, row, x, r)
+            if name.startswith("solkit autotuned"):
+                row["launch"] = json.loads(json.dumps(G.LAST_LAUNCH, default=str))
+            return y
+
+        check_variants(fns, rows, pool, w, refs, run_and_record, skip=("probe",))
         if self.device.type == "cuda":
             spans = kernel_spans(fns, pool, dev, self.args.reps)
             ge = graph_events(fns, pool, dev, self.args.graph_reps, 2) if self.left() > 8 else {}
             if self.args.harness_kernel:
                 self.harness_kernel(fns, pool, rows, t_sol_ms)
-            for name, row in rows.items():
-                if name in spans:
-                    row["kernel_span"] = spans[name]
-                    if "median_ms" in spans[name]:
-                        row["sol_kernel_span"] = min(1.0, t_sol_ms / spans[name]["median_ms"])
-                        row["below_t_sol"] = spans[name]["median_ms"] < t_sol_ms
-                if name in ge:
-                    row["graph_events"] = ge[name]
-                    if "median_ms" in ge[name]:
-                        row["sol_graph_events"] = min(1.0, t_sol_ms / ge[name]["median_ms"])
+            record_spans(rows, spans, t_sol_ms)
+            record_spans(rows, ge, t_sol_ms, "graph_events", "sol_graph_events", flag_below=False)
         rec["rows"] = list(rows.values())
         self.doc["shapes"].append(rec)
         self.save()
