@@ -467,6 +467,23 @@ def _layout(n_cols: int, block: int, per_sm: int, t: torch.Tensor, interp: bool,
     return split, chunk_cols, blk
 
 
+def _fill(cfg: dict, fill: int | None) -> int:
+    return cfg.get("fill", 0) if fill is None else fill
+
+
+def _plan(t: torch.Tensor, packed: bool, block: int, per_sm: int, interp: bool, fill: int, groups: int | None,
+          words: int) -> tuple[int, int, int, torch.Tensor]:  # fmt: skip
+    """Both directions' launch plan: the row's chunk layout (16-bit rows that cannot be read as 32-bit words take
+    half-size blocks: the same registers as packed) and the zeroed partials of the groups that run at once
+    (``words`` tagged values per chunk: forward max, sum and the protocol's third word, unused here; backward one
+    sum)."""
+    n_rows, n_cols = t.shape
+    split, chunk_cols, blk = _layout(n_cols, block if packed else max(block // 2, 16), per_sm, t, interp, fill)
+    most = max(1, min(n_rows, groups or n_rows))
+    partials = _partials(most if interp else min(most, max(per_sm * _sms(t) // split, 1)), split, words, t.device)
+    return split, chunk_cols, blk, partials
+
+
 def _partials(n_groups: int, split: int, words_per_chunk: int, device) -> torch.Tensor:
     """Eight slots of tagged 64-bit partials per group, zeroed (one memset per call: tags restart at 1)."""
     sp2 = max(triton.next_power_of_2(split), 2)
@@ -488,16 +505,7 @@ def softmax_forward_packed(
     n_rows, n_cols = x.shape
     interp = x.device.type != "cuda" or _interp()
     packed = _packable(x, y)
-    split, chunk_cols, blk = _layout(
-        n_cols,
-        block if packed else max(block // 2, 16),
-        per_sm,
-        x,
-        interp,
-        cfg.get("fill", 0) if fill is None else fill,
-    )  # (registers: as packed)
-    most = max(1, min(n_rows, groups or n_rows))
-    partials = _partials(most if interp else min(most, max(per_sm * _sms(x) // split, 1)), split, 3, x.device)
+    split, chunk_cols, blk, partials = _plan(x, packed, block, per_sm, interp, _fill(cfg, fill), groups, words=3)
     xu, xu_stride = _units(x, packed)
     yu, yu_stride = _units(y, packed)
     pf = cfg["l2_prefetch"] if l2_prefetch is None else l2_prefetch
@@ -533,16 +541,7 @@ def softmax_backward_packed(
     n_rows, n_cols = y.shape
     interp = y.device.type != "cuda" or _interp()
     packed = _packable(y, dy, dx)
-    split, chunk_cols, blk = _layout(
-        n_cols,
-        block if packed else max(block // 2, 16),
-        per_sm,
-        y,
-        interp,
-        cfg.get("fill", 0) if fill is None else fill,
-    )
-    most = max(1, min(n_rows, groups or n_rows))
-    partials = _partials(most if interp else min(most, max(per_sm * _sms(y) // split, 1)), split, 1, y.device)
+    split, chunk_cols, blk, partials = _plan(y, packed, block, per_sm, interp, _fill(cfg, fill), groups, words=1)
     yu, yu_stride = _units(y, packed)
     du, du_stride = _units(dy, packed)
     dxu, dxu_stride = _units(dx, packed)

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from solkit.kernels._ce_packed import _prefetch_rows
-from solkit.kernels._softmax_packed import _await_stats, _log2
+from solkit.kernels._softmax_packed import _await_stats, _log2, _partials, _sms
 from solkit.kernels._spin import _poll_tagged, _publish_tagged, _tags_match, _untag
 from solkit.kernels._utils import interpreting
 from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack, resident_programs
@@ -241,9 +241,8 @@ def softmax_forward_tma(
         n_groups = min(n_rows, groups or 2)
     else:
         meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8)
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        n_groups = min(n_rows, groups or n_rows, per_sm * sms // split)
-    partials = torch.zeros(8 * max(n_groups, 1) * 3 * meta["SPLIT_P2"], dtype=torch.int64, device=x.device)
+        n_groups = min(n_rows, groups or n_rows, per_sm * _sms(x) // split)
+    partials = _partials(max(n_groups, 1), split, 3, x.device)
     args = [x, x.view(torch.int32), y.view(torch.int32), partials, n_rows, n_blocks, x.stride(0) // 2,
             y.stride(0) // 2, 0 if interp else max_spins]  # fmt: skip
     occ: dict = {}
