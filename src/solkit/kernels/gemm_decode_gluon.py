@@ -429,6 +429,9 @@ def try_gemm(x2, w, bias, r2, y, *, backend: str | None, config: dict | None, ac
         return None
     m, k = x2.shape
     n = w.shape[0]
+    cfg = config_from(config) if forced else rule_for(rules, m, n, k)
+    if cfg is None:  # no rule for this shape (the default table has none): no device checks on the decode path
+        return None
     bias_ok = bias is None or (bias.is_contiguous() and bias.dtype == x2.dtype)
     ok = x2.is_cuda and bias_ok and unavailable_reason(x2.device) is None and supports(x2, w, r2)
     if not ok:
@@ -437,9 +440,6 @@ def try_gemm(x2, w, bias, r2, y, *, backend: str | None, config: dict | None, ac
 
             raise SolkitError("gemm: config asks for gluon_decode, which needs sm_90 with Gluon, bf16/fp16 operands, "
                               "M <= 64 and 16-byte aligned rows of x and W")  # fmt: skip
-        return None
-    cfg = config_from(config) if forced else rule_for(rules, m, n, k)
-    if cfg is None:
         return None
     gemm_decode_gluon(x2, w, bias, r2, activation=activation, alpha=alpha, beta=beta, config=cfg, out=y)
     return {"kernel": "gluon_decode", **vars(cfg)}
