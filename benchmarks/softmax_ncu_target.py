@@ -1,7 +1,8 @@
 """Target for an Nsight Compute profile of the wide softmax forwards against a plain copy (job lead18).
 
 Runs, twice (the first pass compiles), ``y.copy_(x)`` and the default ``softmax_forward`` at 8192 x 128256 and
-8192 x 14336 bf16, so ``ncu --launch-skip 3 --launch-count 3`` profiles the second pass of each.
+8192 x 14336 bf16, so ``ncu --kernel-name regex:_softmax_fwd_ --launch-skip 2 --launch-count 2`` profiles the
+second call of each softmax kernel.
 """
 
 import torch

@@ -36,16 +36,48 @@ def sm_clock() -> int | None:
         return None
 
 
+def sequence(doc: dict, args) -> int:
+    """Per trial: a 1024x262144 timing (the shape before), then 8192x4096 timed four times in a row, recording
+    the input and output addresses each timing used (the output is allocated inside the captured graph)."""
+    for trial in range(args.trials):
+        big = [(torch.randn(1024, 262144, device="cuda", dtype=torch.bfloat16) * 4,) for _ in range(2)]
+        benchmark(lambda a: softmax_forward(a), big, method="auto", reps=40, trials=3, warmup=3)
+        del big
+        if trial == 2:
+            torch.cuda.empty_cache()
+        x = [(torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16) * 4,) for _ in range(2)]
+        for k in range(4):
+            outs: list[int] = []
+
+            def fn(a, outs=outs):
+                y = softmax_forward(a)
+                outs.append(y.data_ptr())
+                return y
+
+            r = benchmark(fn, x, method="auto", reps=40, trials=3, warmup=3)
+            row = {"trial": trial, "timing": k, "median_us": r.median_ms * 1e3, "q1_us": r.q1_ms * 1e3,
+                   "q3_us": r.q3_ms * 1e3, "x_ptrs": [hex(a[0].data_ptr()) for a in x],
+                   "out_ptrs_last": sorted({hex(p) for p in outs[-4:]}), "empty_cache_before": trial == 2}  # fmt: skip
+            doc["rows"].append(row)
+            print(trial, k, round(row["median_us"], 1), row["x_ptrs"], row["out_ptrs_last"], flush=True)
+            with open(args.out, "w") as fh:
+                json.dump(doc, fh, indent=1)
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--sequence", action="store_true", help="after a 1024x262144 row, time 8192x4096 four times")
     args = p.parse_args()
     doc = {"benchmark": "warmup_probe", "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "device": torch.cuda.get_device_name(0), "command": "python3 benchmarks/warmup_probe.py --out ...",
            "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()},
            "timing": {"method": "auto", "reps": 40, "trials": 3, "warmup": 3, "l2_flush_mode": "read"},
            "rows": []}  # fmt: skip
+    if args.sequence:
+        return sequence(doc, args)
     orders = [(0.0, 50.0, 200.0), (50.0, 200.0, 0.0), (200.0, 0.0, 50.0)]
     for trial in range(args.trials):
         for shape in SHAPES:
