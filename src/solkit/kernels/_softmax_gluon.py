@@ -1,0 +1,370 @@
+"""Row softmax forward for vocabulary-wide 16-bit rows in Gluon: a TMA loader warp feeding a shared-memory ring.
+
+Math (fp32, base-2 exponentials, ``L = log2 e``). The row of ``N`` columns is cut into ``SPLIT`` chunks, one per
+program of a *group*; ``G`` groups of ``SPLIT`` co-resident programs walk rows ``g, g + G, ...``. For chunk ``c``:
+
+* pass 1 (from shared memory): ``m_c = max x``, ``s_c = sum 2^((x - m_c) L)`` (online over the chunk's boxes);
+  ``(m_c, s_c)`` is published as tagged words (:mod:`solkit.kernels._spin`: ``(j + 1) << 32 | fp32 bits``);
+* exchange: ``M = max_i m_i``, ``S = sum_i s_i 2^((m_i - M) L)``, read by a bounded PTX spin;
+* pass 2 (the chunk read again from shared memory): ``y = 2^(x L - (M L + log2 S))``, streaming stores.
+
+Structure. The row is viewed as ``[N / 256, 128]`` int32 words (two 16-bit values a word); a chunk covers blocks
+``[c B / SPLIT, (c + 1) B / SPLIT)`` of the ``B = N / 256`` blocks (balanced chunks) and is loaded as ``NBOX`` TMA
+boxes of ``[1, BR, 128]`` words; the last box of a chunk is moved back to end at the chunk's end (its blocks
+already covered are masked), so no box reads a partner's columns. A 1-warp *loader* partition keeps a ring of
+``STAGES`` chunk slots full (one ``ready`` mbarrier a slot with the TMA byte count, one ``empty`` mbarrier a slot
+released by the compute warps); the *compute* partition runs pass 1 of row ``i`` and publishes it, then pass 2 of
+row ``i - LAG`` whose partners' words have arrived, and releases that slot. The loader never waits for the
+exchange: up to ``STAGES - LAG - 1`` rows are in flight in shared memory per program, not in registers.
+
+Deadlock rule: all programs of a group must be resident at once (the launcher sizes the grid from the compiled
+kernel's shared memory and registers) and the spin is bounded (``max_spins``): on a timeout the row is written
+as NaN and the program never waits again (a visible failure, never a hang).
+
+Bytes per call, ``M x N`` of ``e`` bytes: read ``M N e``, write ``M N e`` (the tagged words stay in L2).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from solkit.kernels._utils import interpreting
+
+try:  # Gluon is experimental: without it (older Triton) or with a changed API this path is only unavailable
+    import triton
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    # Triton 3.6 names: async_copy_global_to_shared, thread_barrier; later versions async_load, barrier
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    _cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+    _IMPORT_ERROR: str | None = None
+except Exception as exc:  # pragma: no cover - depends on the installed Triton
+    _IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
+
+#: Launch defaults: ``split`` programs a row (0: picked from the width), ``box`` 128-word blocks a TMA box,
+#: ``stages`` ring slots (0: as many as the shared memory holds), compute ``warps``, ``lag`` rows between pass 1
+#: and pass 2, ``per_sm`` programs an SM, ``hint`` 1: streaming (``.cs``) stores.
+GLUON_CONFIG = {"split": 0, "box": 16, "stages": 0, "warps": 4, "lag": 1, "per_sm": 1, "hint": 1, "target": 40}
+SMEM_PER_SM = 228 * 1024  # H100/H200: 228 KB an SM, at most 227 KB a block, 1 KB reserved by the driver a block
+SMEM_PER_BLOCK = 227 * 1024
+STAT_SLOTS = 16  # rotating slots of tagged words: a fast program may be 2 LAG + 1 rows ahead of a slow reader
+L2E_PY = 1.4426950408889634
+
+
+def unavailable_reason(device: torch.device | None = None) -> str | None:
+    """Why the kernel cannot run on ``device`` (default: the current CUDA device), or None if it can."""
+    if _IMPORT_ERROR is not None:
+        return f"triton.experimental.gluon not importable ({_IMPORT_ERROR})"
+    if interpreting():
+        return "the Triton interpreter does not run Gluon"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    capability = torch.cuda.get_device_capability(device)
+    if capability != (9, 0):
+        return f"needs sm_90, device is sm_{''.join(map(str, capability))}"
+    return None
+
+
+if _IMPORT_ERROR is None:
+    L2E = gl.constexpr(L2E_PY)
+    NSLOT = gl.constexpr(STAT_SLOTS)
+
+    @gluon.jit
+    def _box_start(b0, b1, k, BR: gl.constexpr):
+        # box k of the chunk [b0, b1): b0 + k BR, moved back to end at b1 when it would run past it
+        return gl.minimum(b0 + k * BR, gl.maximum(b1 - BR, b0))
+
+    @gluon.jit
+    def _loader(x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, STAGES: gl.constexpr,
+                NBOX: gl.constexpr, BR: gl.constexpr):  # fmt: skip
+        # one warp: refill each slot with the program's chunk of its next row as soon as the compute warps free it
+        for i in range(n_mine):
+            s = i % STAGES
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), NBOX * x_desc.block_type.nbytes)
+            row = group + i * n_groups
+            for k in gl.static_range(NBOX):
+                _tma_load(x_desc, [row, _box_start(b0, b1, k, BR), 0], ready.index(s), ring.index(s * NBOX + k))
+
+    @gluon.jit
+    def _unpack(w, IS_BF16: gl.constexpr):
+        # two 16-bit values of an int32 word (the even column in the low half) -> fp32
+        if IS_BF16:
+            lo = (w << 16).to(gl.float32, bitcast=True)
+            hi = (w & -65536).to(gl.float32, bitcast=True)
+        else:
+            lo = (w & 0xFFFF).to(gl.int16).to(gl.float16, bitcast=True).to(gl.float32)
+            hi = (w >> 16).to(gl.int16).to(gl.float16, bitcast=True).to(gl.float32)
+        return lo, hi
+
+    @gluon.jit
+    def _pack(lo, hi, IS_BF16: gl.constexpr):
+        # fp32 pairs -> one word, one cvt.rn.{bf16,f16}x2.f32 each (full rate)
+        cvt: gl.constexpr = "cvt.rn.bf16x2.f32 $0, $1, $2;" if IS_BF16 else "cvt.rn.f16x2.f32 $0, $1, $2;"
+        return gl.inline_asm_elementwise(cvt, "=r,f,f", [hi, lo], dtype=gl.int32, is_pure=True, pack=1)
+
+    @gluon.jit
+    def _box_blocks(b0, b1, k, BR: gl.constexpr, L3: gl.constexpr):
+        # [1, BR, 1] block indices of box k and whether each is this box's to use (in the chunk, not a repeat)
+        j = gl.arange(0, BR, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
+        g = gl.expand_dims(gl.expand_dims(j, 0), 2) + _box_start(b0, b1, k, BR)
+        return g, (g >= b0 + k * BR) & (g < b1)
+
+    @gluon.jit
+    def _pass1(ring, slot, b0, b1, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr):
+        PAD: gl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf a word
+        m = -float("inf")
+        s = 0.0
+        for k in gl.static_range(NBOX):
+            w = ring.index(slot * NBOX + k).load(L3)
+            _g, ok = _box_blocks(b0, b1, k, BR, L3)
+            lo, hi = _unpack(gl.where(ok, w, PAD), IS_BF16)
+            m_k = gl.max(gl.max(gl.max(gl.maximum(lo, hi), axis=2), axis=1), axis=0)
+            m_new = gl.maximum(m, m_k)
+            m_ref = gl.where(m_new == -float("inf"), 0.0, m_new)
+            e = gl.exp2(lo * L2E - m_ref * L2E) + gl.exp2(hi * L2E - m_ref * L2E)
+            s = s * gl.exp2(m * L2E - m_ref * L2E) + gl.sum(gl.sum(gl.sum(e, axis=2), axis=1), axis=0)
+            m = m_new
+        return m, s
+
+    @gluon.jit
+    def _publish(base, chunk, j, m_c, s_c, SP2: gl.constexpr, L1: gl.constexpr):
+        # lane `chunk` of arrival j's (max, sum) words: two relaxed 64-bit exchanges, one thread each
+        idx = gl.arange(0, 2, layout=L1)
+        tag = (j + 1).to(gl.int64) << 32
+        bits = gl.where(idx == 0, m_c, s_c).to(gl.int32, bitcast=True).to(gl.int64) & 0xFFFFFFFF
+        gl.atomic_xchg(base + idx * SP2 + chunk, tag | bits, sem="relaxed", scope="gpu")
+
+    @gluon.jit
+    def _spin(base, j, budget, SPLIT: gl.constexpr, SP2: gl.constexpr, L1: gl.constexpr):
+        # arrival j's words of every chunk (re-read in PTX until all tags read j + 1, at most `budget` times):
+        # the row's (M, S) and 1 if every partner arrived
+        offs = gl.arange(0, SP2, layout=L1)
+        lane = gl.where(offs < SPLIT, offs, 0)
+        zero = gl.full([SP2], 0, gl.int32, L1)
+        wm, ws = gl.inline_asm_elementwise(
+            "{ .reg .pred p, q; .reg .b32 l0, h0, l1, h1, n; mov.u32 n, 0; "
+            "SPIN: ld.volatile.global.b64 $0, [$2]; ld.volatile.global.b64 $1, [$3]; "
+            "mov.b64 {l0, h0}, $0; mov.b64 {l1, h1}, $1; setp.eq.u32 p, h0, $4; setp.eq.and.u32 p, h1, $4, p; "
+            "@p bra DONE; add.u32 n, n, 1; setp.lt.u32 q, n, $5; @q bra SPIN; DONE: }",
+            "=l,=l,l,l,r,r", [base + lane, base + SP2 + lane, zero + (j + 1), zero + budget],
+            dtype=(gl.int64, gl.int64), is_pure=False, pack=1,
+        )  # fmt: skip
+        want = (j + 1).to(gl.int64)
+        ok = ((wm >> 32) == want) & ((ws >> 32) == want)
+        ready = gl.min(gl.where(offs < SPLIT, ok, True).to(gl.int32), axis=0)
+        ms = gl.where(offs < SPLIT, (wm & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
+        ss = gl.where(offs < SPLIT, (ws & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
+        big = gl.max(ms, axis=0)
+        return big, gl.sum(ss * gl.exp2(ms * L2E - big * L2E), axis=0), ready
+
+    @gluon.jit
+    def _pass2(ring, slot, yrow_ptr, b0, b1, lse2, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr,
+               HINT: gl.constexpr, L3: gl.constexpr):  # fmt: skip
+        col = gl.arange(0, 128, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
+        col3 = gl.expand_dims(gl.expand_dims(col, 0), 1)
+        for k in gl.static_range(NBOX):
+            w = ring.index(slot * NBOX + k).load(L3)
+            g, ok = _box_blocks(b0, b1, k, BR, L3)
+            lo, hi = _unpack(w, IS_BF16)
+            y = _pack(gl.exp2(lo * L2E - lse2), gl.exp2(hi * L2E - lse2), IS_BF16)
+            ptrs = yrow_ptr + g * 128 + col3
+            mask = ok & (col3 < 128)
+            if HINT >= 1:
+                gl.store(ptrs, y, mask=mask, cache_modifier=".cs")
+            else:
+                gl.store(ptrs, y, mask=mask)
+
+    @gluon.jit
+    def _compute(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride, max_spins,
+                 SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
+                 LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+        L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, WARPS, 1], [2, 1, 0])
+        # the group's words: one lane a thread in every warp (the reductions over them stay inside a warp)
+        L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
+        gbase = part_ptr + group * (NSLOT * 2 * SP2)
+        budget = max_spins
+        for i in range(n_mine + LAG):
+            if i < n_mine:  # pass 1 of row i, published
+                s = i % STAGES
+                mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+                m_c, s_c = _pass1(ring, s, b0, b1, NBOX, BR, IS_BF16, L3)
+                _publish(gbase + (i % NSLOT) * (2 * SP2), chunk, i, m_c, s_c, SP2, L1)
+            if i >= LAG:  # pass 2 of row i - LAG once the partners' words are in; its slot back to the loader
+                r = i - LAG
+                big, total, ok = _spin(gbase + (r % NSLOT) * (2 * SP2), r, budget, SPLIT, SP2, L1)
+                if ok == 0:  # a partner never arrived: NaN for this row, and no more waiting
+                    big = big + float("nan")
+                    budget = 0
+                lse2 = big * L2E + gl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [total],
+                                                             dtype=gl.float32, is_pure=True, pack=1)  # fmt: skip
+                row = group + r * n_groups
+                _pass2(ring, r % STAGES, yu_ptr + row.to(gl.int64) * y_stride, b0, b1, lse2, NBOX, BR, IS_BF16, HINT,
+                       L3)  # fmt: skip
+                _cta_barrier()  # every compute warp is done reading the slot before the loader may refill it
+                mbarrier.arrive(empty.index(r % STAGES))
+
+    @gluon.jit
+    def _softmax_fwd_gluon_kernel(x_desc, yu_ptr, part_ptr, n_rows, n_blocks, y_stride, max_spins,
+                                  SPLIT: gl.constexpr, SP2: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
+                                  LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr,
+                                  WARPS: gl.constexpr, LOADER_REGS: gl.constexpr):  # fmt: skip
+        BR: gl.constexpr = x_desc.block_type.shape[1]
+        pid = gl.program_id(0)
+        n_groups = gl.num_programs(0) // SPLIT
+        group = pid // SPLIT
+        chunk = pid % SPLIT
+        b0 = chunk * n_blocks // SPLIT
+        b1 = (chunk + 1) * n_blocks // SPLIT
+        n_mine = (n_rows - group + n_groups - 1) // n_groups
+        ring = gl.allocate_shared_memory(gl.int32, [STAGES * NBOX, 1, BR, 128], x_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for p in gl.static_range(STAGES):
+            mbarrier.init(ready.index(p), count=1)
+            mbarrier.init(empty.index(p), count=1)
+        fence_async_shared()
+        gl.warp_specialize(
+            [
+                (_compute, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride,
+                            max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT, WARPS)),
+                (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, STAGES, NBOX, BR)),
+            ],
+            [1],
+            [LOADER_REGS],
+        )  # fmt: skip
+
+
+def _layout() -> Any:
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=3)
+
+
+def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0, per_sm: int = 0,
+         target: int = 0) -> dict | None:  # fmt: skip
+    """The launch layout for rows of ``n_cols`` (a multiple of 256) on ``sms`` SMs: ``split`` programs a row (default:
+    the divisor of the resident slots whose chunk is nearest ``target`` blocks, so every slot holds a program),
+    ``box`` blocks a TMA box (default: the largest power of 2 <= the chunk, at most 64), ``nbox`` boxes a chunk,
+    ``stages`` ring slots (default: all that fit), ``groups``. None when nothing fits."""
+    cfg = GLUON_CONFIG
+    n_blocks = n_cols // 256
+    per_sm = per_sm or cfg["per_sm"]
+    slots = per_sm * sms
+    if not split:
+        target = target or cfg["target"]
+        divisors = [d for d in range(1, slots + 1) if slots % d == 0 and d <= n_blocks]
+        split = min(divisors, key=lambda d: (abs(n_blocks / d - target), d))
+    split = min(split, n_blocks)
+    chunk = -(-n_blocks // split)
+    if not box:
+        box = min(64, 1 << (chunk.bit_length() - 1))
+    nbox = -(-chunk // box)
+    slot_bytes = nbox * box * 512
+    budget = min(SMEM_PER_BLOCK, SMEM_PER_SM // per_sm - 1024) - 2048  # barriers and the compiler's scratch
+    stages = stages or budget // slot_bytes
+    if stages < 2 or stages * slot_bytes > budget or slots // split < 1:
+        return None
+    return {"split": split, "box": box, "nbox": nbox, "stages": stages, "per_sm": per_sm, "chunk_blocks": chunk,
+            "slot_bytes": slot_bytes, "groups": slots // split}  # fmt: skip
+
+
+@functools.cache
+def _num_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _stat_words(n_groups: int, sp2: int, device: torch.device) -> torch.Tensor:
+    # zeroed every call: the tags restart at 1
+    return torch.zeros(n_groups * STAT_SLOTS * 2 * sp2, dtype=torch.int64, device=device)
+
+
+_COMPILED: dict = {}
+
+
+def softmax_forward_gluon(
+    x: torch.Tensor, y: torch.Tensor, *, split: int = 0, box: int = 0, stages: int = 0, warps: int | None = None,
+    lag: int | None = None, per_sm: int = 0, hint: int | None = None, target: int = 0, groups: int | None = None,
+    max_spins: int = 1 << 20, loader_regs: int = 40,
+) -> dict | None:  # fmt: skip
+    """``y = softmax(x)`` over the rows of the 2-D 16-bit CUDA tensor ``x`` (``y`` preallocated, same shape and
+    dtype), or None (nothing launched) where the kernel does not apply: no sm_90 / Gluon, other dtypes, a width
+    that is not a multiple of 256, rows not 16-byte aligned, or a group that cannot be resident. Returns the
+    launch facts."""
+    if unavailable_reason(x.device if x.is_cuda else None) is not None or not x.is_cuda:
+        return None
+    if x.dim() != 2 or x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype or y.shape != x.shape:
+        return None
+    n_rows, n_cols = x.shape
+    if n_rows == 0 or n_cols % 256 or any(t.stride(1) != 1 or t.stride(0) % 8 or t.data_ptr() % 16 for t in (x, y)):
+        return None
+    cfg = GLUON_CONFIG
+    warps = warps or cfg["warps"]
+    lag = cfg["lag"] if lag is None else lag
+    if not 0 <= lag <= (STAT_SLOTS - 2) // 2:
+        return None
+    p = plan(n_cols, _num_sms(x.device.index or 0), split=split, box=box, stages=stages, per_sm=per_sm,
+             target=target)  # fmt: skip
+    if p is None or p["stages"] <= lag:
+        return None
+    n_blocks = n_cols // 256
+    sp2 = max(triton.next_power_of_2(p["split"]), 2)
+    xu = x.view(torch.int32)
+    desc = TensorDescriptor(xu, [n_rows, n_blocks, 128], [x.stride(0) // 2, 128, 1], [1, p["box"], 128], _layout())
+    meta = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag, IS_BF16=int(x.dtype ==
+                torch.bfloat16), HINT=int(cfg["hint"] if hint is None else hint), WARPS=warps,
+                LOADER_REGS=loader_regs, num_warps=warps)  # fmt: skip
+    n_groups = min(n_rows, groups or p["groups"], p["groups"])
+    parts = _stat_words(n_groups, sp2, x.device)
+    args = [desc, y.view(torch.int32), parts, n_rows, n_blocks, y.stride(0) // 2, max_spins]
+    key = (x.device.index, n_blocks, tuple(sorted(meta.items())))
+    if key not in _COMPILED:  # compile without a launch: the whole grid must be resident at once
+        kernel = _softmax_fwd_gluon_kernel.warmup(*args, grid=(1,), **meta)
+        _COMPILED[key] = _resident(kernel, warps, x.device)
+    capacity, occ = _COMPILED[key]
+    n_groups = min(n_groups, capacity // p["split"])
+    if n_groups < 1:
+        return None
+    _softmax_fwd_gluon_kernel[(n_groups * p["split"],)](*args, **meta)
+    return {"path": "gluon", **p, "groups": n_groups, "warps": warps, "lag": lag, **occ}
+
+
+def _resident(kernel: Any, warps: int, device: torch.device) -> tuple[int, dict]:
+    """Programs the GPU holds at once (shared memory, registers of the compute and loader warps, threads)."""
+    from solkit.kernels.cross_entropy_split import programs_per_sm
+
+    if hasattr(kernel, "_init_handles"):
+        kernel._init_handles()
+    props = torch.cuda.get_device_properties(device)
+    total_warps = int(getattr(kernel.metadata, "num_warps", warps)) + 1  # + the loader warp
+    n_regs, shared = int(kernel.n_regs), int(kernel.metadata.shared)
+    limits = programs_per_sm(n_regs, shared, -(-total_warps // 4) * 4,
+                             smem_sm=getattr(props, "shared_memory_per_multiprocessor", SMEM_PER_SM))  # fmt: skip
+    per_sm = min(limits.values())
+    info = {"n_regs": n_regs, "n_spills": int(getattr(kernel, "n_spills", 0)), "shared": shared,
+            "per_sm_limits": limits, "resident_per_sm": per_sm}  # fmt: skip
+    return per_sm * props.multi_processor_count, info
+
+
+def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, lag: int = 1, sms: int = 132,
+                 **plan_opts: Any) -> Any:  # fmt: skip
+    """Compile the kernel for sm_90 without a GPU (to read its PTX / SASS and catch API errors early)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    p = plan(n_cols, sms, **plan_opts)
+    assert p is not None, "no plan"
+    sp2 = max(triton.next_power_of_2(p["split"]), 2)
+    sig = {"x_desc": f"tensordesc<i32[1, {p['box']}, 128],{_layout()!r}>", "yu_ptr": "*i32", "part_ptr": "*i64",
+           "n_rows": "i32", "n_blocks": "i32", "y_stride": "i32", "max_spins": "i32"}  # fmt: skip
+    consts = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag,
+                  IS_BF16=int(dtype == "bf16"), HINT=1, WARPS=warps, LOADER_REGS=40)  # fmt: skip
+    sig.update({k: "constexpr" for k in consts})
+    aligned = [["tt.divisibility", 16]]  # as the launcher specialises 16-byte aligned pointers and strides
+    attrs = {(1,): aligned, (2,): aligned, (5,): aligned}
+    src = GluonASTSource(_softmax_fwd_gluon_kernel, sig, consts, attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps}), p
