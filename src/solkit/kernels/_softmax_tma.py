@@ -236,23 +236,35 @@ def softmax_forward_tma(
                 HINT=int(cfg["hint"] if hint is None else hint), FALLBACK=int(interp),
                 PF=0 if interp else int(l2_prefetch), NB_STATIC=n_blocks if static_width else 0,
                 num_warps=nw)  # fmt: skip
+    launched = launch_grouped(_softmax_fwd_tma_kernel, x, y, meta, split, per_sm, nw, groups, max_spins, maxnreg)
+    return None if launched is None else {"path": "tma", **launched}
+
+
+def launch_grouped(kernel, x: torch.Tensor, y: torch.Tensor, meta: dict, split: int, per_sm: int, nw: int,
+                   groups: int | None, max_spins: int, maxnreg: int | None) -> dict | None:  # fmt: skip
+    """Launch a grouped forward kernel (``kernel(x, x words, y words, partials, n_rows, n_blocks, x word stride,
+    y word stride, max_spins, **meta)``) on as many groups of ``split`` programs as are resident at once (the
+    compiled kernel's registers and shared memory decide, cached per configuration), at most ``per_sm`` programs
+    an SM; under the interpreter ``groups`` groups (default 2). None when one group cannot be resident."""
+    n_rows, n_cols = x.shape
+    interp = not x.is_cuda or interpreting()
     triton.set_allocator(_descriptor_scratch)
     if interp:
         n_groups = min(n_rows, groups or 2)
     else:
-        meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8)
+        meta = {**meta, "maxnreg": maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8)}
         n_groups = min(n_rows, groups or n_rows, per_sm * _sms(x) // split)
     partials = _partials(max(n_groups, 1), split, 3, x.device)
-    args = [x, x.view(torch.int32), y.view(torch.int32), partials, n_rows, n_blocks, x.stride(0) // 2,
+    args = [x, x.view(torch.int32), y.view(torch.int32), partials, n_rows, n_cols // 256, x.stride(0) // 2,
             y.stride(0) // 2, 0 if interp else max_spins]  # fmt: skip
     occ: dict = {}
     if not interp:
-        key = (x.device.index, x.dtype, tuple(sorted(meta.items())))
+        key = (id(kernel), x.device.index, x.dtype, tuple(sorted(meta.items())))
         if key not in _CAPACITY:  # compile (no launch): the whole grid must be resident at once
-            _CAPACITY[key] = resident_programs(_softmax_fwd_tma_kernel.warmup(*args, grid=(1,), **meta), nw, x.device)
+            _CAPACITY[key] = resident_programs(kernel.warmup(*args, grid=(1,), **meta), nw, x.device)
         capacity, occ = _CAPACITY[key]
         n_groups = min(n_groups, capacity // split)
     if n_groups < 1:
         return None
-    _softmax_fwd_tma_kernel[(n_groups * split,)](*args, **meta)
-    return {"path": "tma", "split": split, "groups": n_groups, **occ}
+    kernel[(n_groups * split,)](*args, **meta)
+    return {"split": split, "groups": n_groups, **occ}

@@ -29,6 +29,8 @@ Paths:
 * **TMA-staged packed** (forward, ``tma=True`` or a dict; :mod:`solkit.kernels._softmax_tma`): the packed
   exchange with each chunk a TMA box that Triton's pipeliner stages through shared memory, so the chunks in
   flight hold no registers;
+* **re-read** (forward, ``reread=True`` or a dict; :mod:`solkit.kernels._softmax_reread`): the grouped exchange
+  with no row held across it: pass 2 re-reads its chunk from L2 ``K`` rows after pass 1 read it;
 * **split-row** (wide rows; :mod:`solkit.kernels.softmax_split`): programs split each row into
   segments, publish per-segment statistics, and re-read their segment from L2 for the output: one
   DRAM read. The default on a GPU when one row per SM would overflow the L2 (:data:`SPLIT_CONFIG`);
@@ -57,6 +59,7 @@ from solkit.kernels._softmax_packed import (  # noqa: F401 (PACKED_DEFAULT, defa
     softmax_backward_packed,
     softmax_forward_packed,
 )
+from solkit.kernels._softmax_reread import reread_options, softmax_forward_reread
 from solkit.kernels._softmax_rows import rows_options, softmax_forward_rows
 from solkit.kernels._softmax_tma import softmax_forward_tma, tma_options
 from solkit.kernels._utils import check_rows, interpreting, register_cap, row_config, sm_count, warps_for
@@ -301,20 +304,26 @@ def softmax_forward(
     one_row: bool | None = None,
     rows: bool | dict | None = None,
     tma: bool | dict | None = None,
+    reread: bool | dict | None = None,
 ) -> torch.Tensor:
     """Softmax over the last dimension of ``x`` (any leading shape).
 
     ``rows`` True or a dict of ``_softmax_rows.ROWS_CONFIG`` overrides takes the exact-tile whole-row path where
     the rows tile exactly (None: ``_softmax_rows.ROWS_DEFAULT``); ``tma`` (True or a dict) the TMA-staged packed
-    forward (``_softmax_tma``; None: ``_softmax_tma.TMA_DEFAULT``). ``packed`` True or a dict of
-    ``_softmax_packed.PACKED_CONFIG`` overrides takes the packed path at any width (None: :data:`PACKED_DEFAULT`).
+    forward (``_softmax_tma``; None: ``_softmax_tma.TMA_DEFAULT``); ``reread`` (True or a dict) the grouped forward
+    whose pass 2 re-reads its chunk from L2 (``_softmax_reread``; None: ``_softmax_reread.REREAD_DEFAULT``).
+    ``packed`` True or a dict of ``_softmax_packed.PACKED_CONFIG`` overrides takes the packed path at any width
+    (None: :data:`PACKED_DEFAULT`).
     Rows wider than ``max_single_block`` take the cooperative path when ``coop`` is True, the split-row path when
     ``split`` is True or a dict of :data:`SPLIT_CONFIG` overrides (None: the measured defaults), else the looped
     one."""
     x2 = check_rows(x, "softmax input", max_cols=None)
     n_rows, n_cols = x2.shape
     y2 = torch.empty_like(x2)
-    topts = tma_options(tma, (rows, packed, coop, split), x2)
+    qopts = reread_options(reread, (tma, rows, packed, coop, split), x2)
+    if qopts is not None and softmax_forward_reread(x2, y2, **qopts) is not None:
+        return y2.view(x.shape)
+    topts = tma_options(tma, (reread, rows, packed, coop, split), x2)
     if topts is not None and softmax_forward_tma(x2, y2, **topts) is not None:
         return y2.view(x.shape)
     ropts = rows_options(rows, packed, coop, split, x2)

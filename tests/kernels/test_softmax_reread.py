@@ -1,0 +1,85 @@
+"""solkit.kernels._softmax_reread (grouped forward, pass 2 re-reads its chunk): values against float64 (max error at
+most 2x torch's own same-dtype error + atol).
+
+CPU: the interpreter's form in fp16 (descriptor or plain loads, one poll, then the whole-row fallback; the last
+program of a group finds its partners' words and takes the exchange), skews 1-3, a short last chunk, one chunk a
+row, one row, fewer rows than the skew. GPU: bf16 / fp16 at Llama vocabulary widths with the real exchange.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from solkit.errors import SolkitError
+from solkit.kernels._softmax_reread import reread_options, softmax_forward_reread
+from solkit.kernels.softmax import softmax_forward
+
+ATOL = {torch.float16: 1e-4, torch.bfloat16: 1e-3}
+
+
+def _inputs(shape, dtype, device):
+    x = torch.randn(*shape, dtype=torch.float32) * 4
+    x[0, 1] = float("-inf")  # a masked logit: probability 0
+    return x.to(device=device, dtype=dtype)
+
+
+def _assert_close(out, x):
+    ref = torch.softmax(x.double(), -1)
+    assert torch.isfinite(out).all(), "non-finite output (unwritten element?)"
+    err = (out.double() - ref).abs().max().item()
+    budget = 2 * (torch.softmax(x, -1).double() - ref).abs().max().item() + ATOL[x.dtype]
+    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
+
+
+@pytest.mark.parametrize(
+    "shape,blocks,groups,opts",
+    [((5, 1024), 2, 2, {}), ((3, 768), 2, 1, {"skew": 2}), ((7, 1280), 4, 3, {"skew": 3, "tma1": 0, "tma2": 0}),
+     ((1, 256), 1, 1, {"skew": 3}), ((7, 1280), 4, 3, {"skew": 2, "tma2": 0, "ev1": 1, "ev2": 2}),
+     ((4, 1792), 2, 2, {"tma1": 0, "static_width": False})],
+)  # fmt: skip
+def test_reread_values_cpu(shape, blocks, groups, opts, device):
+    if device != "cpu":
+        pytest.skip("the interpreter's form (the GPU form is test_reread_gpu)")
+    x = _inputs(shape, torch.float16, device)
+    y = torch.full_like(x, float("nan"))
+    info = softmax_forward_reread(x, y, blocks=blocks, groups=groups, num_warps=1, **opts)
+    assert info is not None and info["path"] == "reread" and info["groups"] == min(groups, shape[0])
+    _assert_close(y, x)
+
+
+def test_reread_declines_and_options(device):
+    x = torch.randn(3, 1000, device=device, dtype=torch.float16)
+    assert softmax_forward_reread(x, torch.empty_like(x)) is None  # not whole 256-column blocks
+    x = torch.randn(3, 1024, device=device)
+    assert softmax_forward_reread(x, torch.empty_like(x)) is None  # fp32
+    x = torch.randn(3, 1024, device=device, dtype=torch.float16)
+    with pytest.raises(SolkitError):
+        softmax_forward_reread(x, torch.empty_like(x), skew=4)
+    t = torch.empty(2, 128256, dtype=torch.bfloat16)
+    assert reread_options(None, (None,) * 5, t) is None  # CPU: never by default
+    assert reread_options({"skew": 2}, (True, None, None, None, None), t) == {"skew": 2}
+    assert reread_options(None, (True, None, None, None, None), t) is None
+    if device == "cpu":  # through softmax_forward's path choice
+        xs = _inputs((3, 512), torch.float16, device)
+        _assert_close(softmax_forward(xs, reread={"blocks": 1, "groups": 2, "num_warps": 1}), xs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "opts",
+    [{}, {"skew": 2}, {"skew": 3, "tma1": 0, "tma2": 0, "ev1": 1, "ev2": 2}, {"blocks": 8, "num_warps": 2, "per_sm": 8},
+     {"blocks": 32, "num_warps": 8, "per_sm": 2}, {"l2_prefetch": 1, "per_sm": 6}],
+)  # fmt: skip
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [((300, 128256), torch.bfloat16), ((1, 128256), torch.bfloat16), ((33, 262144), torch.bfloat16),
+     ((17, 128000), torch.bfloat16), ((40, 65536), torch.float16), ((2, 14336), torch.bfloat16)],
+)  # fmt: skip
+def test_reread_gpu(shape, dtype, opts):
+    x = _inputs(shape, dtype, "cuda")
+    y = torch.full_like(x, float("nan"))
+    info = softmax_forward_reread(x, y, **opts)
+    assert info is not None and info["path"] == "reread"
+    assert info["n_spills"] == 0
+    _assert_close(y, x)
