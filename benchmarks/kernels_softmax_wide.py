@@ -206,6 +206,14 @@ def launch_facts(name, mode, ref) -> dict:
             return softmax_forward_tma(x, torch.empty_like(x), **opts["tma"]) or {}
         except Exception as exc:  # noqa: BLE001
             return {"facts_error": str(exc)[:200]}
+    if opts and isinstance(opts.get("reread"), dict) and mode == "fwd":
+        from solkit.kernels._softmax_reread import softmax_forward_reread
+
+        try:
+            x = ref.x[:64]
+            return softmax_forward_reread(x, torch.empty_like(x), **opts["reread"]) or {}
+        except Exception as exc:  # noqa: BLE001
+            return {"facts_error": str(exc)[:200]}
     if opts and isinstance(opts.get("rows"), dict) and mode == "fwd":
         from solkit.kernels._softmax_rows import softmax_forward_rows
 
