@@ -381,14 +381,16 @@ COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record"
 
 
 # ----------------------------------------------------------------------------------------- session 7: re-read
-def _rr(blocks, warps, per_sm, stages, skew, tma="11", ev="00", pf=0) -> str:
+def _rr(blocks, warps, per_sm, stages, skew, tma="11", ev="00", pf=0, tst=0) -> str:
     """Register a re-read forward variant (:mod:`solkit.kernels._softmax_reread`) and return its name:
-    ``rr_b{blocks}_w{warps}_{per_sm}_s{stages}_k{skew}[_t{tma1}{tma2}][_e{ev1}{ev2}][_pf{pf}]``."""
+    ``rr_b{blocks}_w{warps}_{per_sm}_s{stages}_k{skew}[_t{tma1}{tma2}][_e{ev1}{ev2}][_pf{pf}][_ts]`` (``_ts``: TMA
+    stores)."""
     name = f"rr_b{blocks}_w{warps}_{per_sm}_s{stages}_k{skew}"
     name += (f"_t{tma}" if tma != "11" else "") + (f"_e{ev}" if ev != "00" else "") + (f"_pf{pf}" if pf else "")
+    name += "_ts" if tst else ""
     opts = {"blocks": blocks, "num_warps": warps, "per_sm": per_sm, "stages": stages, "skew": skew,
             "tma1": int(tma[0]), "tma2": int(tma[1]), "ev1": int(ev[0]), "ev2": int(ev[1]),
-            "l2_prefetch": pf}  # fmt: skip
+            "l2_prefetch": pf, "tstore": tst}  # fmt: skip
     VARIANTS[name] = ({"reread": opts}, None)
     return name
 
@@ -402,16 +404,19 @@ _A71_VOCAB = [
     _rr(16, 4, 5, 3, 1), _rr(16, 4, 6, 3, 1), _rr(16, 2, 6, 3, 1), _rr(8, 2, 8, 3, 1), _rr(8, 2, 8, 4, 2),
     _rr(8, 2, 8, 4, 1), _rr(8, 2, 8, 3, 1, "00"), _rr(8, 2, 10, 3, 1), _rr(8, 2, 12, 3, 1), _rr(32, 8, 2, 3, 1),
     _rr(16, 4, 4, 3, 1, pf=1), _rr(16, 8, 2, 4, 1), _rr(8, 1, 16, 2, 1), _rr(8, 2, 8, 3, 2), _rr(8, 2, 8, 3, 1, "10"),
-    _rr(16, 4, 4, 3, 2, "10"), _rr(16, 4, 5, 3, 2),
+    _rr(16, 4, 4, 3, 2, "10"), _rr(16, 4, 5, 3, 2), _rr(16, 4, 4, 3, 1, tst=1), _rr(16, 4, 4, 3, 2, tst=1),
+    _rr(8, 2, 8, 3, 1, tst=1), _rr(16, 4, 5, 3, 1, tst=1), _rr(8, 2, 8, 3, 2, tst=1),
 ]  # fmt: skip
 _A71_4K = [_rr(16, 4, 4, 3, 1), _rr(16, 4, 4, 3, 2), _rr(16, 4, 6, 3, 1), _rr(8, 2, 8, 3, 1), _rr(8, 2, 10, 3, 1),
-           _rr(16, 4, 4, 3, 1, "00")]  # fmt: skip
+           _rr(16, 4, 4, 3, 1, "00"), _rr(16, 4, 4, 3, 1, tst=1)]  # fmt: skip
 _A71_256K = [_rr(32, 8, 2, 3, 1), _rr(32, 4, 3, 3, 1), _rr(16, 4, 4, 3, 1), _rr(16, 4, 6, 3, 1), _rr(8, 2, 8, 3, 1),
-             _rr(16, 4, 4, 3, 2)]  # fmt: skip
+             _rr(16, 4, 4, 3, 2), _rr(16, 4, 4, 3, 1, tst=1)]  # fmt: skip
 _D = [("default", FWD), ("copy", FWD)]
 PLANS["a71"] = [
     ("vocab8k", _D + [(v, FWD) for v in _A71_VOCAB] + [("default", FWD)] + [(v, FWD) for v in _A71_VOCAB] + _D),
     ("vocab4k", _D + [(v, FWD) for v in _A71_4K] + [("default", FWD)]),
     ("256k", _D + [(v, FWD) for v in _A71_256K] + [("default", FWD)]),
 ]
-PLANS["smoke"].append(("smoke_rr", [(_rr(2, 1, 4, 3, 1), FWD), (_rr(2, 1, 4, 3, 2, "00", "12"), FWD)]))
+PLANS["smoke"].append(
+    ("smoke_rr", [(_rr(2, 1, 4, 3, 1), FWD), (_rr(2, 1, 4, 3, 2, "00", "12"), FWD), (_rr(2, 1, 4, 3, 1, tst=1), FWD)])
+)

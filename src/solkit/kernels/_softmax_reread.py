@@ -17,7 +17,8 @@ What it changes against the register-held form: no row waits in registers across
 wait is almost never a spin). The cost is a second exponential per element (MUFU) and twice the L2 -> SM reads.
 Loads: pass 1 through a TMA descriptor (``TMA1``: pipelined by Triton, ``STAGES - 1`` chunks in flight in shared
 memory) or plain loads; the re-read likewise (``TMA2``). ``EV1`` / ``EV2``: eviction policy of the first read /
-the re-read (0 default, 1 ``evict_last``, 2 ``evict_first``; plain loads only); stores are streaming (``.cs``).
+the re-read (0 default, 1 ``evict_last``, 2 ``evict_first``; plain loads only); stores are streaming (``.cs``),
+or TMA bulk stores from shared memory (``TST``).
 ``PF`` > 0: the chunk of the row ``STAGES - 1 + PF`` rows ahead is bulk-prefetched into L2.
 
 Bytes per call, ``M x N`` of ``e`` bytes: DRAM read ``M N e``, write ``M N e`` (the re-read is an L2 hit; the
@@ -42,7 +43,7 @@ from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack
 #: Launch defaults: 128-word blocks per chunk (16: 4096 columns), warps, programs per SM, pipeline stages, skew,
 #: TMA for pass 1 / the re-read, eviction policies, L2 prefetch rows.
 REREAD_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "skew": 1, "tma1": 1, "tma2": 1, "ev1": 0,
-                 "ev2": 0, "l2_prefetch": 0}  # fmt: skip
+                 "ev2": 0, "l2_prefetch": 0, "tstore": 0}  # fmt: skip
 #: When the caller leaves every path None: the re-read forward on a GPU for 16-bit rows whose width lies in one of
 #: ``ranges`` ``(min_cols, max_cols, options)`` (and is a multiple of 256). Empty until measured faster.
 REREAD_DEFAULT: dict = {"ranges": []}
@@ -95,10 +96,10 @@ def _pass1(desc, xu_ptr, row, j, n_rows, x_stride, b0, u_offs, u_mask, gbase, sl
 
 
 @triton.jit
-def _pass2(desc, x_ptr, xu_ptr, yu_ptr, row, j, n_rows, x_stride, y_stride, n_cols, b0, u_offs, u_mask, gbase,
+def _pass2(desc, ydesc, x_ptr, xu_ptr, yu_ptr, row, j, n_rows, x_stride, y_stride, n_cols, b0, u_offs, u_mask, gbase,
            slot_stride, spin_budget, PAD, BR: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
            IS_BF16: tl.constexpr, ASM: tl.constexpr, FALLBACK: tl.constexpr, TMA2: tl.constexpr,
-           EV2: tl.constexpr):  # fmt: skip
+           EV2: tl.constexpr, TST: tl.constexpr):  # fmt: skip
     """Re-read the chunk of ``row`` (issued before the wait: its latency overlaps it), wait for arrival ``j``'s
     statistics, store ``y = 2^(x L - lse_2)`` (streaming); returns the spin budget left."""
     w = _load_chunk(desc, xu_ptr, row, n_rows, x_stride, b0, u_offs, u_mask, PAD, BR, TMA2, EV2)
@@ -108,8 +109,11 @@ def _pass2(desc, x_ptr, xu_ptr, yu_ptr, row, j, n_rows, x_stride, y_stride, n_co
     lse2 = big * L2E + _log2(total, ASM)
     lo, hi = _unpack(w, IS_BF16)
     y = _pack(tl.exp2(lo * L2E - lse2), tl.exp2(hi * L2E - lse2), IS_BF16, ASM)
-    ptrs = yu_ptr + tl.cast(row, tl.int64) * y_stride + u_offs
-    tl.store(ptrs, y, mask=u_mask & ((u_offs * 0 + row) < n_rows), cache_modifier=".cs")
+    if TST:  # a TMA bulk store from shared memory (blocks and rows out of bounds are clipped by the descriptor)
+        ydesc.store([row, b0, 0], tl.reshape(y, [1, BR, 128]))
+    else:
+        ptrs = yu_ptr + tl.cast(row, tl.int64) * y_stride + u_offs
+        tl.store(ptrs, y, mask=u_mask & ((u_offs * 0 + row) < n_rows), cache_modifier=".cs")
     return spin_budget
 
 
@@ -119,6 +123,7 @@ def _softmax_fwd_reread_kernel(
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BR: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
     STAGES: tl.constexpr, SKEW: tl.constexpr, TMA1: tl.constexpr, TMA2: tl.constexpr, EV1: tl.constexpr,
     EV2: tl.constexpr, FALLBACK: tl.constexpr = 0, PF: tl.constexpr = 0, NB_STATIC: tl.constexpr = 0,
+    TST: tl.constexpr = 0,
 ):  # fmt: skip
     PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf per word
     if NB_STATIC > 0:  # the width compiled in (runtime widths made ptxas spill in the TMA kernels, session 6)
@@ -132,6 +137,10 @@ def _softmax_fwd_reread_kernel(
     if TMA1 or TMA2:
         desc = tl.make_tensor_descriptor(xu_ptr, shape=[n_rows, n_blocks, 128], strides=[x_stride, 128, 1],
                                          block_shape=[1, BR, 128])  # fmt: skip
+    ydesc = yu_ptr
+    if TST:
+        ydesc = tl.make_tensor_descriptor(yu_ptr, shape=[n_rows, n_blocks, 128], strides=[y_stride, 128, 1],
+                                          block_shape=[1, BR, 128])  # fmt: skip
     blk = tl.arange(0, BR)[:, None]
     u_offs = (b0 + blk) * 128 + tl.arange(0, 128)[None, :]
     u_mask = ((b0 + blk) < n_blocks) & (tl.arange(0, 128)[None, :] >= 0)
@@ -154,22 +163,23 @@ def _softmax_fwd_reread_kernel(
                            pf_bytes)  # fmt: skip
         _pass1(desc, xu_ptr, row, j, n_rows, x_stride, b0, u_offs, u_mask, gbase, slot_stride, chunk, PAD, BR,
                SPLIT_P2, IS_BF16, ASM, TMA1, EV1)  # fmt: skip
-        spin_budget = _pass2(desc, x_ptr, xu_ptr, yu_ptr, row - SKEW * n_groups, j - SKEW, n_rows, x_stride, y_stride,
-                             n_cols, b0, u_offs, u_mask, gbase, slot_stride, spin_budget, PAD, BR, SPLIT, SPLIT_P2,
-                             IS_BF16, ASM, FALLBACK, TMA2, EV2)  # fmt: skip
+        spin_budget = _pass2(desc, ydesc, x_ptr, xu_ptr, yu_ptr, row - SKEW * n_groups, j - SKEW, n_rows, x_stride,
+                             y_stride, n_cols, b0, u_offs, u_mask, gbase, slot_stride, spin_budget, PAD, BR, SPLIT,
+                             SPLIT_P2, IS_BF16, ASM, FALLBACK, TMA2, EV2, TST)  # fmt: skip
         j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
     for k in tl.static_range(SKEW):  # the last SKEW arrivals (rows past the last: stores masked)
         jj = j - SKEW + k
-        spin_budget = _pass2(desc, x_ptr, xu_ptr, yu_ptr, group + jj * n_groups, jj, n_rows, x_stride, y_stride,
+        spin_budget = _pass2(desc, ydesc, x_ptr, xu_ptr, yu_ptr, group + jj * n_groups, jj, n_rows, x_stride, y_stride,
                              n_cols, b0, u_offs, u_mask, gbase, slot_stride, spin_budget, PAD, BR, SPLIT, SPLIT_P2,
-                             IS_BF16, ASM, FALLBACK, TMA2, EV2)  # fmt: skip
+                             IS_BF16, ASM, FALLBACK, TMA2, EV2, TST)  # fmt: skip
 
 
 def softmax_forward_reread(
     x: torch.Tensor, y: torch.Tensor, *, blocks: int | None = None, num_warps: int | None = None,
     per_sm: int | None = None, stages: int | None = None, skew: int | None = None, tma1: int | None = None,
     tma2: int | None = None, ev1: int | None = None, ev2: int | None = None, l2_prefetch: int | None = None,
-    max_spins: int = 1 << 20, maxnreg: int | None = None, groups: int | None = None, static_width: bool = True,
+    tstore: int | None = None, max_spins: int = 1 << 20, maxnreg: int | None = None, groups: int | None = None,
+    static_width: bool = True,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over rows of the 2-D 16-bit ``x``, or None (nothing launched) when the rows do not fit
     the ``[N / 256, 128]`` word view (width a multiple of 256, 16-byte aligned rows) or one group cannot be
@@ -181,7 +191,7 @@ def softmax_forward_reread(
     if n_rows == 0 or n_cols % 256 or any(t.stride(1) != 1 or t.stride(0) % 8 or t.data_ptr() % 16 for t in (x, y)):
         return None
     given = dict(blocks=blocks, num_warps=num_warps, per_sm=per_sm, stages=stages, skew=skew, tma1=tma1, tma2=tma2,
-                 ev1=ev1, ev2=ev2, l2_prefetch=l2_prefetch)  # fmt: skip
+                 ev1=ev1, ev2=ev2, l2_prefetch=l2_prefetch, tstore=tstore)  # fmt: skip
     o = {**REREAD_CONFIG, **{k: v for k, v in given.items() if v is not None}}
     if not 1 <= o["skew"] <= 3:
         raise SolkitError(f"softmax reread: skew must be 1, 2 or 3 (eight partial slots), got {o['skew']}")
@@ -193,7 +203,7 @@ def softmax_forward_reread(
                 IS_BF16=int(x.dtype == torch.bfloat16), ASM=int(not interp), STAGES=int(o["stages"]),
                 SKEW=int(o["skew"]), TMA1=int(o["tma1"]), TMA2=int(o["tma2"]), EV1=int(o["ev1"]), EV2=int(o["ev2"]),
                 FALLBACK=int(interp), PF=0 if interp else int(o["l2_prefetch"]),
-                NB_STATIC=n_blocks if static_width else 0, num_warps=nw)  # fmt: skip
+                NB_STATIC=n_blocks if static_width else 0, TST=int(o["tstore"]), num_warps=nw)  # fmt: skip
     launched = launch_grouped(_softmax_fwd_reread_kernel, x, y, meta, split, int(o["per_sm"]), nw, groups, max_spins,
                               maxnreg)  # fmt: skip
     return None if launched is None else {"path": "reread", **launched}
