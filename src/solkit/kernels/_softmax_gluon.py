@@ -117,21 +117,36 @@ if _IMPORT_ERROR is None:
         return g, (g >= b0 + k * BR) & (g < b1)
 
     @gluon.jit
-    def _pass1(ring, slot, b0, b1, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr):
+    def _box_words(ring, slot, b0, b1, k, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr,
+                   L3: gl.constexpr):  # fmt: skip
+        # box k of the slot as fp32 pairs; -inf for blocks that are not this box's to use
         PAD: gl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf a word
-        m = -float("inf")
-        s = 0.0
+        _g, ok = _box_blocks(b0, b1, k, BR, L3)
+        return _unpack(gl.where(ok, ring.index(slot * NBOX + k).load(L3), PAD), IS_BF16)
+
+    @gluon.jit
+    def _reduce_all(t, MAX: gl.constexpr):
+        # over the block rows first (in-thread, then one exchange between the warps), then the 128 columns (shuffles)
+        if MAX:
+            return gl.max(gl.max(gl.max(t, axis=1), axis=1), axis=0)
+        else:
+            return gl.sum(gl.sum(gl.sum(t, axis=1), axis=1), axis=0)
+
+    @gluon.jit
+    def _pass1(ring, slot, b0, b1, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr):
+        # the chunk's (max, sum 2^((x - max) L)): the max first (elementwise over the boxes, then one reduction),
+        # then the sum from a second read of shared memory: two exchanges between the warps whatever NBOX is
+        mx = gl.full([1, BR, 128], -float("inf"), gl.float32, L3)
         for k in gl.static_range(NBOX):
-            w = ring.index(slot * NBOX + k).load(L3)
-            _g, ok = _box_blocks(b0, b1, k, BR, L3)
-            lo, hi = _unpack(gl.where(ok, w, PAD), IS_BF16)
-            m_k = gl.max(gl.max(gl.max(gl.maximum(lo, hi), axis=2), axis=1), axis=0)
-            m_new = gl.maximum(m, m_k)
-            m_ref = gl.where(m_new == -float("inf"), 0.0, m_new)
-            e = gl.exp2(lo * L2E - m_ref * L2E) + gl.exp2(hi * L2E - m_ref * L2E)
-            s = s * gl.exp2(m * L2E - m_ref * L2E) + gl.sum(gl.sum(gl.sum(e, axis=2), axis=1), axis=0)
-            m = m_new
-        return m, s
+            lo, hi = _box_words(ring, slot, b0, b1, k, NBOX, BR, IS_BF16, L3)
+            mx = gl.maximum(mx, gl.maximum(lo, hi))
+        m = _reduce_all(mx, True)
+        m_ref = gl.where(m == -float("inf"), 0.0, m) * L2E
+        e = gl.zeros([1, BR, 128], gl.float32, L3)
+        for k in gl.static_range(NBOX):
+            lo, hi = _box_words(ring, slot, b0, b1, k, NBOX, BR, IS_BF16, L3)
+            e += gl.exp2(lo * L2E - m_ref) + gl.exp2(hi * L2E - m_ref)
+        return m, _reduce_all(e, False)
 
     @gluon.jit
     def _publish(base, chunk, j, m_c, s_c, SP2: gl.constexpr, L1: gl.constexpr):
@@ -246,7 +261,7 @@ def _layout() -> Any:
 
 
 def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0, per_sm: int = 0,
-         target: int = 0) -> dict | None:  # fmt: skip
+         target: int = 0, warps: int = 4) -> dict | None:  # fmt: skip
     """The launch layout for rows of ``n_cols`` (a multiple of 256) on ``sms`` SMs: ``split`` programs a row (default:
     the divisor of the resident slots whose chunk is nearest ``target`` blocks, so every slot holds a program),
     ``box`` blocks a TMA box (default: the largest power of 2 <= the chunk, at most 64), ``nbox`` boxes a chunk,
@@ -265,7 +280,8 @@ def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0
         box = min(64, 1 << (chunk.bit_length() - 1))
     nbox = -(-chunk // box)
     slot_bytes = nbox * box * 512
-    budget = min(SMEM_PER_BLOCK, SMEM_PER_SM // per_sm - 1024) - 2048  # barriers and the compiler's scratch
+    # less the barriers and the reductions' scratch (512 bytes a compute warp: Triton 3.6, sm_90)
+    budget = min(SMEM_PER_BLOCK, SMEM_PER_SM // per_sm - 1024) - 512 * warps - 256
     stages = stages or budget // slot_bytes
     if stages < 2 or stages * slot_bytes > budget or slots // split < 1:
         return None
@@ -289,12 +305,12 @@ _COMPILED: dict = {}
 def softmax_forward_gluon(
     x: torch.Tensor, y: torch.Tensor, *, split: int = 0, box: int = 0, stages: int = 0, warps: int | None = None,
     lag: int | None = None, per_sm: int = 0, hint: int | None = None, target: int = 0, groups: int | None = None,
-    max_spins: int = 1 << 20, loader_regs: int = 40,
+    max_spins: int = 1 << 20, loader_regs: int = 40, maxnreg: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over the rows of the 2-D 16-bit CUDA tensor ``x`` (``y`` preallocated, same shape and
     dtype), or None (nothing launched) where the kernel does not apply: no sm_90 / Gluon, other dtypes, a width
     that is not a multiple of 256, rows not 16-byte aligned, or a group that cannot be resident. Returns the
-    launch facts."""
+    launch facts. ``maxnreg`` caps the registers a thread at launch (default: what ``per_sm`` programs need)."""
     if unavailable_reason(x.device if x.is_cuda else None) is not None or not x.is_cuda:
         return None
     if x.dim() != 2 or x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype or y.shape != x.shape:
@@ -308,7 +324,7 @@ def softmax_forward_gluon(
     if not 0 <= lag <= (STAT_SLOTS - 2) // 2:
         return None
     p = plan(n_cols, _num_sms(x.device.index or 0), split=split, box=box, stages=stages, per_sm=per_sm,
-             target=target)  # fmt: skip
+             target=target, warps=warps)  # fmt: skip
     if p is None or p["stages"] <= lag:
         return None
     n_blocks = n_cols // 256
@@ -318,6 +334,8 @@ def softmax_forward_gluon(
     meta = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag, IS_BF16=int(x.dtype ==
                 torch.bfloat16), HINT=int(cfg["hint"] if hint is None else hint), WARPS=warps,
                 LOADER_REGS=loader_regs, num_warps=warps)  # fmt: skip
+    if maxnreg or p["per_sm"] > 1:  # registers for per_sm programs of the compute warps and the loader's warpgroup
+        meta["maxnreg"] = maxnreg or 65536 // (p["per_sm"] * (-(-(warps + 1) // 4) * 4) * 32) // 8 * 8
     n_groups = min(n_rows, groups or p["groups"], p["groups"])
     parts = _stat_words(n_groups, sp2, x.device)
     args = [desc, y.view(torch.int32), parts, n_rows, n_blocks, y.stride(0) // 2, max_spins]
@@ -340,9 +358,10 @@ def _resident(kernel: Any, warps: int, device: torch.device) -> tuple[int, dict]
     if hasattr(kernel, "_init_handles"):
         kernel._init_handles()
     props = torch.cuda.get_device_properties(device)
-    total_warps = int(getattr(kernel.metadata, "num_warps", warps)) + 1  # + the loader warp
+    launched = int(getattr(kernel.metadata, "num_warps", warps))  # Triton 3.6: the compute and the loader warpgroup
+    total_warps = launched if launched > warps else -(-(warps + 1) // 4) * 4
     n_regs, shared = int(kernel.n_regs), int(kernel.metadata.shared)
-    limits = programs_per_sm(n_regs, shared, -(-total_warps // 4) * 4,
+    limits = programs_per_sm(n_regs, shared, total_warps,
                              smem_sm=getattr(props, "shared_memory_per_multiprocessor", SMEM_PER_SM))  # fmt: skip
     per_sm = min(limits.values())
     info = {"n_regs": n_regs, "n_spills": int(getattr(kernel, "n_spills", 0)), "shared": shared,
@@ -351,12 +370,12 @@ def _resident(kernel: Any, warps: int, device: torch.device) -> tuple[int, dict]
 
 
 def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, lag: int = 1, sms: int = 132,
-                 **plan_opts: Any) -> Any:  # fmt: skip
+                 maxnreg: int | None = None, **plan_opts: Any) -> Any:  # fmt: skip
     """Compile the kernel for sm_90 without a GPU (to read its PTX / SASS and catch API errors early)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    p = plan(n_cols, sms, **plan_opts)
+    p = plan(n_cols, sms, warps=warps, **plan_opts)
     assert p is not None, "no plan"
     sp2 = max(triton.next_power_of_2(p["split"]), 2)
     sig = {"x_desc": f"tensordesc<i32[1, {p['box']}, 128],{_layout()!r}>", "yu_ptr": "*i32", "part_ptr": "*i64",
@@ -367,4 +386,6 @@ def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, l
     aligned = [["tt.divisibility", 16]]  # as the launcher specialises 16-byte aligned pointers and strides
     attrs = {(1,): aligned, (2,): aligned, (5,): aligned}
     src = GluonASTSource(_softmax_fwd_gluon_kernel, sig, consts, attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps}), p
+    return triton.compile(
+        src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
+    ), p
