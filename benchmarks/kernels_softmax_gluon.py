@@ -49,7 +49,7 @@ VARIANTS = {
     "g_s11": _g(split=11, box=16),
     "g_s33": _g(split=33, box=16),
     "g_s22": _g(split=22, box=8),
-    "g_s12b16": _g(split=12, box=16),
+    "g_b32": _g(split=12, box=32),
     "g_pm2": _g(per_sm=2, split=12, box=16),
     "g_pm2_w8": _g(per_sm=2, split=12, box=16, warps=8),
     "g_st4": _g(stages=4),
@@ -58,7 +58,7 @@ VARIANTS = {
 }
 FLOORS = ("copy",)
 BASE = ("default",)
-_R1_8K = ["copy", "default", "g", "g_w8", "g_lag2", "g_lag0", "g_s11", "g_s33", "g_s22", "g_s12b16", "g_pm2",
+_R1_8K = ["copy", "default", "g", "g_w8", "g_lag2", "g_lag0", "g_s11", "g_s33", "g_s22", "g_b32", "g_pm2",
           "g_pm2_w8", "g_st4", "g_s11_w8", "g_s33_w8", "default", "copy"]  # fmt: skip
 PLANS = {
     "r1": [

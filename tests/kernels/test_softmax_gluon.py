@@ -39,6 +39,29 @@ def test_plan_covers_the_row(n_cols: int, sms: int) -> None:
     assert p["groups"] * p["split"] <= sms * p["per_sm"]
 
 
+@pytest.mark.parametrize("n_blocks", [1, 7, 256, 257, 501, 1024, 1031])
+@pytest.mark.parametrize("split,box,nbox", [(12, 32, 2), (11, 16, 3), (33, 16, 1), (22, 8, 3), (6, 64, 1), (3, 8, 1)])
+def test_boxes_use_every_block_once(n_blocks: int, split: int, box: int, nbox: int) -> None:
+    # the kernel's box placement (_box_start) and masks (_box_blocks), mirrored: every block of the row is used
+    # by exactly one (chunk, box) lane, and no box reads a block of another chunk unless the chunk is shorter
+    # than one box
+    split = min(split, n_blocks)
+    used = [0] * n_blocks
+    for c in range(split):
+        b0, b1 = c * n_blocks // split, (c + 1) * n_blocks // split
+        if b1 - b0 > nbox * box:
+            continue  # the launch plan never picks a box layout that cannot hold the chunk
+        for k in range(nbox):
+            start = min(b0 + k * box, max(b1 - box, b0))
+            if b1 - b0 >= box:
+                assert b0 <= start and start + box <= b1
+            for g in range(start, start + box):
+                if b0 + k * box <= g < b1:
+                    used[g] += 1
+    if -(-n_blocks // split) <= nbox * box:
+        assert used == [1] * n_blocks
+
+
 def test_plan_explicit_knobs() -> None:
     p = G.plan(128256, 132, split=33, box=16)
     assert (p["split"], p["box"], p["nbox"], p["groups"]) == (33, 16, 1, 4)

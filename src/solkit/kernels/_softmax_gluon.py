@@ -264,7 +264,7 @@ def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0
          target: int = 0, warps: int = 4) -> dict | None:  # fmt: skip
     """The launch layout for rows of ``n_cols`` (a multiple of 256) on ``sms`` SMs: ``split`` programs a row (default:
     the divisor of the resident slots whose chunk is nearest ``target`` blocks, so every slot holds a program),
-    ``box`` blocks a TMA box (default: the largest power of 2 <= the chunk, at most 64), ``nbox`` boxes a chunk,
+    ``box`` blocks a TMA box (default: 8-64, the fewest padded blocks), ``nbox`` boxes a chunk,
     ``stages`` ring slots (default: all that fit), ``groups``. None when nothing fits."""
     cfg = GLUON_CONFIG
     n_blocks = n_cols // 256
@@ -276,8 +276,8 @@ def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0
         split = min(divisors, key=lambda d: (abs(n_blocks / d - target), d))
     split = min(split, n_blocks)
     chunk = -(-n_blocks // split)
-    if not box:
-        box = min(64, 1 << (chunk.bit_length() - 1))
+    if not box:  # the least padding (compute spent on masked blocks), then the fewest boxes
+        box = min((8, 16, 32, 64), key=lambda b: (-(-chunk // b) * b, -b))
     nbox = -(-chunk // box)
     slot_bytes = nbox * box * 512
     # less the barriers and the reductions' scratch (512 bytes a compute warp: Triton 3.6, sm_90)
