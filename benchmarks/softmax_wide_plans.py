@@ -412,8 +412,22 @@ _A71_4K = [_rr(16, 4, 4, 3, 1), _rr(16, 4, 4, 3, 2), _rr(16, 4, 6, 3, 1), _rr(8,
 _A71_256K = [_rr(32, 8, 2, 3, 1), _rr(32, 4, 3, 3, 1), _rr(16, 4, 4, 3, 1), _rr(16, 4, 6, 3, 1), _rr(8, 2, 8, 3, 1),
              _rr(16, 4, 4, 3, 2), _rr(16, 4, 4, 3, 1, tst=1)]  # fmt: skip
 _D = [("default", FWD), ("copy", FWD)]
+# diagnostics (NaN rows, timed anyway): never wait for the partners' statistics
+VARIANTS["rr_nowait"] = ({"reread": {"max_spins": 0}}, None)
+VARIANTS["tma_w2_nowait"] = (
+    {"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 3, "l2_prefetch": 1, "max_spins": 0}},
+    None,
+)
+DIAG.update({"rr_nowait", "tma_w2_nowait"})
 PLANS["a71"] = [
-    ("vocab8k", _D + [(v, FWD) for v in _A71_VOCAB] + [("default", FWD)] + [(v, FWD) for v in _A71_VOCAB] + _D),
+    (
+        "vocab8k",
+        _D
+        + [(v, FWD) for v in _A71_VOCAB]
+        + [("default", FWD), ("rr_nowait", FWD), ("tma_w2_nowait", FWD)]
+        + [(v, FWD) for v in _A71_VOCAB]
+        + _D,
+    ),
     ("vocab4k", _D + [(v, FWD) for v in _A71_4K] + [("default", FWD)]),
     ("256k", _D + [(v, FWD) for v in _A71_256K] + [("default", FWD)]),
 ]
