@@ -434,3 +434,18 @@ PLANS["a71"] = [
 PLANS["smoke"].append(
     ("smoke_rr", [(_rr(2, 1, 4, 3, 1), FWD), (_rr(2, 1, 4, 3, 2, "00", "12"), FWD), (_rr(2, 1, 4, 3, 1, tst=1), FWD)])
 )
+#: Session 7's table of record (round 3): the module defaults at every shape (forward, backward alone, forward +
+#: backward), the session-6 defaults (TMA-staged packed) timed next to them at vocabulary widths, Liger and
+#: torch.compile (max-autotune, compiled in a warm-up process first) at 14336 and 4096, eager, the bare copy.
+_S6_128 = "tma_b16_w2_8_s3_pf1"  # the session-6 default at 65537-196607 columns
+_S6_256 = "tma_b32_w4_4_s3_pf1"  # ... at 196608-524288
+PLANS["a7rec"] = [
+    ("inter", [("default", ALL3), ("liger", ("fwd", "fwdbwd")), ("compile", ("fwd", "fwdbwd")), ("eager", FWD),
+               ("copy", FWD), ("default", ("fwd", "fwdbwd"))]),
+    ("vocab8k", [("default", ALL3), (_S6_128, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd")), (_S6_128, FWD)]),
+    ("256k", [("default", ALL3), (_S6_256, FWD), ("copy", FWD), ("default", ("fwd", "bwd"))]),
+    ("vocab4k", [("default", ALL3), (_S6_128, FWD), ("copy", FWD), ("default", FWD)]),
+    ("hidden", [("default", ALL3), ("liger", FWD), ("compile", ("fwd", "fwdbwd")), ("copy", FWD),
+                ("default", ("fwd", "fwdbwd"))]),
+]  # fmt: skip
+COMPILE_SHAPES["a7rec"] = ("inter", "hidden")
