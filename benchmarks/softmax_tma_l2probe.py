@@ -23,6 +23,28 @@ from solkit.harness.timing import benchmark
 from solkit.kernels.softmax import softmax_forward
 
 BASE = {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 3, "l2_prefetch": 1}  # TMA_DEFAULT at 65537-196607
+BASE_256K = {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3, "l2_prefetch": 1}  # TMA_DEFAULT from 196608
+#: lead21: fewer programs per SM (a smaller L2 footprint of rows in flight), at the two vocabulary shapes.
+SWEEP = {
+    "default": {},
+    "pw7": {"per_sm": 7},
+    "pw6": {"per_sm": 6},
+    "pw5": {"per_sm": 5},
+    "pw4": {"per_sm": 4},
+    "pw6_st4": {"per_sm": 6, "stages": 4},
+    "pw5_st4": {"per_sm": 5, "stages": 4},
+    "pw4_st5": {"per_sm": 4, "stages": 5},
+    "pw6_pf0_st4": {"per_sm": 6, "stages": 4, "l2_prefetch": 0},
+    "w4_pw3": {"num_warps": 4, "per_sm": 3},
+    "w4_pw3_st4": {"num_warps": 4, "per_sm": 3, "stages": 4},
+}
+SWEEP_256K = {
+    "default": {},
+    "pw3": {"per_sm": 3},
+    "pw3_st4": {"per_sm": 3, "stages": 4},
+    "bl16_w2_pw6": {"blocks": 16, "num_warps": 2, "per_sm": 6},
+    "bl16_w2_pw5": {"blocks": 16, "num_warps": 2, "per_sm": 5},
+}
 VARIANTS = {
     "default": {},
     "st2_pf1": {"stages": 2},
@@ -38,8 +60,22 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="")
     p.add_argument("--ncu-target", action="store_true")
+    p.add_argument("--sweep", action="store_true", help="lead21: programs-per-SM sweep (SWEEP / SWEEP_256K)")
+    p.add_argument("--compile-only", default="", help="k/n: compile the k-th of n slices of the variants, tiny rows")
+    p.add_argument("--rows", type=int, default=8192)
+    p.add_argument("--cols", type=int, default=128256)
     args = p.parse_args()
-    shape = (8192, 128256)
+    global BASE, VARIANTS
+    if args.sweep:
+        BASE, VARIANTS = (BASE_256K, SWEEP_256K) if args.cols >= 196608 else (BASE, SWEEP)
+    shape = (args.rows, args.cols)
+    if args.compile_only:  # the width is compiled in: a few rows of the same width compile the same kernels
+        k, n = map(int, args.compile_only.split("/"))
+        x = torch.randn(64, args.cols, device="cuda", dtype=torch.bfloat16)
+        for name in list(VARIANTS)[k::n]:
+            softmax_forward(x, tma={**BASE, **VARIANTS[name]})
+        torch.cuda.synchronize()
+        return 0
     xs = [torch.randn(*shape, device="cuda", dtype=torch.bfloat16) * 4 for _ in range(2)]
     dst = torch.empty_like(xs[0])
     ref = torch.softmax(xs[0].double(), -1)
@@ -57,7 +93,7 @@ def main() -> int:
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     doc = {"benchmark": "softmax_tma_l2probe", "date_utc": now,
            "device": torch.cuda.get_device_name(0), "shape": list(shape), "dtype": "bfloat16", "base": BASE,
-           "command": "python3 benchmarks/softmax_tma_l2probe.py --out ...",
+           "command": "python3 benchmarks/softmax_tma_l2probe.py " + " ".join(__import__("sys").argv[1:]),
            "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()},
            "timing": {"method": "auto", "reps": 40, "trials": 3, "l2_flush_mode": "read"}, "rows": []}  # fmt: skip
     pool = [(x,) for x in xs]
