@@ -430,7 +430,9 @@ PLANS["a71"] = [
     ),
     ("vocab4k", _D + [(v, FWD) for v in _A71_4K] + [("default", FWD)]),
     ("256k", _D + [(v, FWD) for v in _A71_256K] + [("default", FWD)]),
-]
+    ("inter", _D + [(_rr(16, 4, 4, 3, 1), FWD), (_rr(8, 2, 8, 3, 1), FWD), (_rr(32, 8, 2, 3, 1), FWD),
+                    (_rr(16, 4, 4, 3, 2, tst=1), FWD), ("default", FWD)]),
+]  # fmt: skip
 PLANS["smoke"].append(
     ("smoke_rr", [(_rr(2, 1, 4, 3, 1), FWD), (_rr(2, 1, 4, 3, 2, "00", "12"), FWD), (_rr(2, 1, 4, 3, 1, tst=1), FWD)])
 )
