@@ -119,10 +119,10 @@ if _IMPORT_ERROR is None:
     @gluon.jit
     def _box_words(ring, slot, b0, b1, k, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr,
                    L3: gl.constexpr):  # fmt: skip
-        # box k of the slot as fp32 pairs; -inf for blocks that are not this box's to use
-        PAD: gl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf a word
+        # box k of the slot as words; two -inf for blocks that are not this box's to use
+        PAD: gl.constexpr = -8323200 if IS_BF16 else -67044352
         _g, ok = _box_blocks(b0, b1, k, BR, L3)
-        return _unpack(gl.where(ok, ring.index(slot * NBOX + k).load(L3), PAD), IS_BF16)
+        return gl.where(ok, ring.index(slot * NBOX + k).load(L3), PAD)
 
     @gluon.jit
     def _reduce_all(t, MAX: gl.constexpr):
@@ -134,17 +134,20 @@ if _IMPORT_ERROR is None:
 
     @gluon.jit
     def _pass1(ring, slot, b0, b1, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr):
-        # the chunk's (max, sum 2^((x - max) L)): the max first (elementwise over the boxes, then one reduction),
-        # then the sum from a second read of shared memory: two exchanges between the warps whatever NBOX is
-        mx = gl.full([1, BR, 128], -float("inf"), gl.float32, L3)
-        for k in gl.static_range(NBOX):
-            lo, hi = _box_words(ring, slot, b0, b1, k, NBOX, BR, IS_BF16, L3)
-            mx = gl.maximum(mx, gl.maximum(lo, hi))
-        m = _reduce_all(mx, True)
+        # the chunk's (max, sum 2^((x - max) L)): the max first (packed pairs, max.{bf16,f16}x2, elementwise over
+        # the boxes, unpacked once, one reduction), then the sum from a second read of shared memory: two exchanges
+        # between the warps a row whatever NBOX is
+        MAX2: gl.constexpr = "max.bf16x2 $0, $1, $2;" if IS_BF16 else "max.f16x2 $0, $1, $2;"
+        mx = _box_words(ring, slot, b0, b1, 0, NBOX, BR, IS_BF16, L3)
+        for k in gl.static_range(1, NBOX):
+            w = _box_words(ring, slot, b0, b1, k, NBOX, BR, IS_BF16, L3)
+            mx = gl.inline_asm_elementwise(MAX2, "=r,r,r", [mx, w], dtype=gl.int32, is_pure=True, pack=1)
+        lo, hi = _unpack(mx, IS_BF16)
+        m = _reduce_all(gl.maximum(lo, hi), True)
         m_ref = gl.where(m == -float("inf"), 0.0, m) * L2E
         e = gl.zeros([1, BR, 128], gl.float32, L3)
         for k in gl.static_range(NBOX):
-            lo, hi = _box_words(ring, slot, b0, b1, k, NBOX, BR, IS_BF16, L3)
+            lo, hi = _unpack(_box_words(ring, slot, b0, b1, k, NBOX, BR, IS_BF16, L3), IS_BF16)
             e += gl.exp2(lo * L2E - m_ref) + gl.exp2(hi * L2E - m_ref)
         return m, _reduce_all(e, False)
 
