@@ -62,12 +62,15 @@ def main() -> int:
     p.add_argument("--ncu-target", action="store_true")
     p.add_argument("--sweep", action="store_true", help="lead21: programs-per-SM sweep (SWEEP / SWEEP_256K)")
     p.add_argument("--compile-only", default="", help="k/n: compile the k-th of n slices of the variants, tiny rows")
+    p.add_argument("--variants", default="", help='JSON {"name": {TMA options over the base}} (replaces the set)')
     p.add_argument("--rows", type=int, default=8192)
     p.add_argument("--cols", type=int, default=128256)
     args = p.parse_args()
     global BASE, VARIANTS
     if args.sweep:
         BASE, VARIANTS = (BASE_256K, SWEEP_256K) if args.cols >= 196608 else (BASE, SWEEP)
+    if args.variants:
+        VARIANTS = {"default": {}, **json.loads(args.variants)}
     shape = (args.rows, args.cols)
     if args.compile_only:  # the width is compiled in: a few rows of the same width compile the same kernels
         k, n = map(int, args.compile_only.split("/"))
