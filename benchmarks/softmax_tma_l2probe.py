@@ -76,15 +76,23 @@ def main() -> int:
         k, n = map(int, args.compile_only.split("/"))
         x = torch.randn(64, args.cols, device="cuda", dtype=torch.bfloat16)
         for name in list(VARIANTS)[k::n]:
-            softmax_forward(x, tma={**BASE, **VARIANTS[name]})
+            try:
+                softmax_forward(x, tma={**BASE, **VARIANTS[name]})
+            except Exception as exc:  # noqa: BLE001 - reported again (and dropped) by the timing run
+                print(name, "failed:", str(exc).splitlines()[-1][:200], flush=True)
         torch.cuda.synchronize()
         return 0
     xs = [torch.randn(*shape, device="cuda", dtype=torch.bfloat16) * 4 for _ in range(2)]
     dst = torch.empty_like(xs[0])
     ref = torch.softmax(xs[0].double(), -1)
     errs = {}
-    for name, over in VARIANTS.items():
-        y = softmax_forward(xs[0], tma={**BASE, **over})
+    for name, over in list(VARIANTS.items()):
+        try:
+            y = softmax_forward(xs[0], tma={**BASE, **over})
+        except Exception as exc:  # noqa: BLE001 - a variant that does not compile is dropped, not the run
+            print(name, "failed:", str(exc).splitlines()[-1][:200], flush=True)
+            del VARIANTS[name]
+            continue
         errs[name] = float((y.double() - ref).abs().max())
     del ref
     if args.ncu_target:  # one more call each, the ones profiled (the first calls above compiled)

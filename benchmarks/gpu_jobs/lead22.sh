@@ -7,9 +7,8 @@ cd benchmarks
 V='{"pw6": {"per_sm": 6}, "pw8_g24": {"groups": 24}, "pw8_g20": {"groups": 20}, "pw8_g26": {"groups": 26},
 "pw6_g22": {"per_sm": 6, "groups": 22}, "pw6_g20": {"per_sm": 6, "groups": 20}, "pw6_g23": {"per_sm": 6, "groups": 23},
 "pw6_r160": {"per_sm": 6, "maxnreg": 160}, "pw6_r128": {"per_sm": 6, "maxnreg": 128},
-"bl12_pw8": {"blocks": 12, "per_sm": 8}, "bl12_pw6": {"blocks": 12, "per_sm": 6},
-"bl8_w1_pw12": {"blocks": 8, "num_warps": 1, "per_sm": 12}, "bl24_w2_pw4": {"blocks": 24, "num_warps": 2, "per_sm": 4},
-"bl24_w4_pw3": {"blocks": 24, "num_warps": 4, "per_sm": 3}, "bl32_w4_pw3": {"blocks": 32, "num_warps": 4, "per_sm": 3},
+"bl8_w1_pw12": {"blocks": 8, "num_warps": 1, "per_sm": 12}, "bl32_w4_pw4": {"blocks": 32, "num_warps": 4, "per_sm": 4},
+"bl32_w4_pw3": {"blocks": 32, "num_warps": 4, "per_sm": 3},
 "bl32_w4_pw2": {"blocks": 32, "num_warps": 4, "per_sm": 2}}'
 P=""
 for k in 0 1 2 3 4; do
