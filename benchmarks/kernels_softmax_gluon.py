@@ -55,6 +55,12 @@ VARIANTS = {
     "g_st4": _g(stages=4),
     "g_s11_w8": _g(split=11, box=16, warps=8),
     "g_s33_w8": _g(split=33, box=16, warps=8),
+    # mode 1: pass 1 in a worker partition of its own (stats_warps), pass 2 in the default one (warps)
+    "ws": _g(mode=1),
+    "ws_s8": _g(mode=1, stats_warps=8),
+    "ws_w8": _g(mode=1, warps=8),
+    "ws_s33": _g(mode=1, split=33, box=16),
+    "ws_pm2": _g(mode=1, per_sm=2, split=12, box=16),
 }
 FLOORS = ("copy",)
 BASE = ("default",)
@@ -67,6 +73,12 @@ PLANS = {
         ("small", ["g", "g_s33"]),
         ("vocab8k", _R1_8K),
         ("256k", ["copy", "default", "g", "g_s33"]),
+    ],
+    "r1ws": [
+        ("odd", ["ws", "ws_s33"]),
+        ("small", ["ws"]),
+        ("vocab8k", ["copy", "default", "ws", "ws_s8", "ws_w8", "ws_s33", "ws_pm2", "g", "copy"]),
+        ("256k", ["ws", "ws_s33"]),
     ],
     "smoke": [("odd", ["g"])],
 }

@@ -92,7 +92,8 @@ def test_forward_matches_fp64(dtype, n_rows: int, n_cols: int) -> None:
 @pytest.mark.parametrize(
     "opts",
     [dict(split=33, box=16), dict(lag=0), dict(lag=2), dict(warps=8), dict(per_sm=2, split=12, box=16),
-     dict(split=22, box=8), dict(stages=3), dict(hint=0)],
+     dict(split=22, box=8), dict(stages=3), dict(hint=0), dict(mode=1), dict(mode=1, stats_warps=8),
+     dict(mode=1, split=33, box=16), dict(mode=1, per_sm=2, split=12, box=16)],
 )  # fmt: skip
 def test_knobs(opts: dict) -> None:
     torch.manual_seed(1)

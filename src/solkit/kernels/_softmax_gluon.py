@@ -50,7 +50,17 @@ except Exception as exc:  # pragma: no cover - depends on the installed Triton
 #: Launch defaults: ``split`` programs a row (0: picked from the width), ``box`` 128-word blocks a TMA box,
 #: ``stages`` ring slots (0: as many as the shared memory holds), compute ``warps``, ``lag`` rows between pass 1
 #: and pass 2, ``per_sm`` programs an SM, ``hint`` 1: streaming (``.cs``) stores.
-GLUON_CONFIG = {"split": 0, "box": 16, "stages": 0, "warps": 4, "lag": 1, "per_sm": 1, "hint": 1, "target": 40}
+GLUON_CONFIG = {
+    "split": 0,
+    "box": 0,
+    "stages": 0,
+    "warps": 4,
+    "lag": 1,
+    "per_sm": 1,
+    "hint": 1,
+    "target": 40,
+    "mode": 0,
+}
 SMEM_PER_SM = 228 * 1024  # H100/H200: 228 KB an SM, at most 227 KB a block, 1 KB reserved by the driver a block
 SMEM_PER_BLOCK = 227 * 1024
 STAT_SLOTS = 16  # rotating slots of tagged words: a fast program may be 2 LAG + 1 rows ahead of a slow reader
@@ -200,39 +210,80 @@ if _IMPORT_ERROR is None:
                 gl.store(ptrs, y, mask=mask)
 
     @gluon.jit
+    def _stats_row(ring, ready, i, gbase, chunk, b0, b1, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr,
+                   STAGES: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr):  # fmt: skip
+        # pass 1 of the program's row i (once its slot is loaded), published as arrival i
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        m_c, s_c = _pass1(ring, s, b0, b1, NBOX, BR, IS_BF16, L3)
+        _publish(gbase + (i % NSLOT) * (2 * SP2), chunk, i, m_c, s_c, SP2, L1)
+
+    @gluon.jit
+    def _write_row(ring, empty, r, gbase, budget, yu_ptr, row, y_stride, b0, b1, SPLIT: gl.constexpr,
+                   SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
+                   IS_BF16: gl.constexpr, HINT: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr):  # fmt: skip
+        # pass 2 of the program's row r once the partners' words are in, then its slot back to the loader;
+        # returns the spin budget left (0 after a timeout: that row is NaN and no program waits again)
+        big, total, ok = _spin(gbase + (r % NSLOT) * (2 * SP2), r, budget, SPLIT, SP2, L1)
+        if ok == 0:
+            big = big + float("nan")
+            budget = 0
+        lse2 = big * L2E + gl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [total], dtype=gl.float32,
+                                                     is_pure=True, pack=1)  # fmt: skip
+        _pass2(ring, r % STAGES, yu_ptr + row.to(gl.int64) * y_stride, b0, b1, lse2, NBOX, BR, IS_BF16, HINT, L3)
+        _cta_barrier()  # every warp of the partition is done reading the slot before the loader may refill it
+        mbarrier.arrive(empty.index(r % STAGES))
+        return budget
+
+    @gluon.jit
     def _compute(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride, max_spins,
                  SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                  LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+        # MODE 0: one partition runs pass 1 of row i, then pass 2 of row i - LAG
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, WARPS, 1], [2, 1, 0])
-        # the group's words: one lane a thread in every warp (the reductions over them stay inside a warp)
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
         gbase = part_ptr + group * (NSLOT * 2 * SP2)
         budget = max_spins
         for i in range(n_mine + LAG):
-            if i < n_mine:  # pass 1 of row i, published
-                s = i % STAGES
-                mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-                m_c, s_c = _pass1(ring, s, b0, b1, NBOX, BR, IS_BF16, L3)
-                _publish(gbase + (i % NSLOT) * (2 * SP2), chunk, i, m_c, s_c, SP2, L1)
-            if i >= LAG:  # pass 2 of row i - LAG once the partners' words are in; its slot back to the loader
-                r = i - LAG
-                big, total, ok = _spin(gbase + (r % NSLOT) * (2 * SP2), r, budget, SPLIT, SP2, L1)
-                if ok == 0:  # a partner never arrived: NaN for this row, and no more waiting
-                    big = big + float("nan")
-                    budget = 0
-                lse2 = big * L2E + gl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [total],
-                                                             dtype=gl.float32, is_pure=True, pack=1)  # fmt: skip
-                row = group + r * n_groups
-                _pass2(ring, r % STAGES, yu_ptr + row.to(gl.int64) * y_stride, b0, b1, lse2, NBOX, BR, IS_BF16, HINT,
-                       L3)  # fmt: skip
-                _cta_barrier()  # every compute warp is done reading the slot before the loader may refill it
-                mbarrier.arrive(empty.index(r % STAGES))
+            if i < n_mine:
+                _stats_row(ring, ready, i, gbase, chunk, b0, b1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
+            if i >= LAG:
+                budget = _write_row(ring, empty, i - LAG, gbase, budget, yu_ptr, group + (i - LAG) * n_groups,
+                                    y_stride, b0, b1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
+
+    @gluon.jit
+    def _writer(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride, max_spins,
+                SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
+                LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+        # MODE 1, the default partition: pass 2 of each row as soon as its slot is loaded and the words are in
+        L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, WARPS, 1], [2, 1, 0])
+        L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
+        gbase = part_ptr + group * (NSLOT * 2 * SP2)
+        budget = max_spins
+        for r in range(n_mine):
+            mbarrier.wait(ready.index(r % STAGES), (r // STAGES) & 1)
+            budget = _write_row(ring, empty, r, gbase, budget, yu_ptr, group + r * n_groups, y_stride, b0, b1,
+                                SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
+
+    @gluon.jit
+    def _stats_worker(ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, SP2: gl.constexpr,
+                      BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr, IS_BF16: gl.constexpr,
+                      SWARPS: gl.constexpr):  # fmt: skip
+        # MODE 1, a worker partition: pass 1 of each row, published, and its share of the slot's release
+        L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, SWARPS, 1], [2, 1, 0])
+        L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [SWARPS, 1], [1, 0]))
+        gbase = part_ptr + group * (NSLOT * 2 * SP2)
+        for i in range(n_mine):
+            _stats_row(ring, ready, i, gbase, chunk, b0, b1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
+            _cta_barrier()
+            mbarrier.arrive(empty.index(i % STAGES))
 
     @gluon.jit
     def _softmax_fwd_gluon_kernel(x_desc, yu_ptr, part_ptr, n_rows, n_blocks, y_stride, max_spins,
                                   SPLIT: gl.constexpr, SP2: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                                   LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr,
-                                  WARPS: gl.constexpr, LOADER_REGS: gl.constexpr):  # fmt: skip
+                                  WARPS: gl.constexpr, LOADER_REGS: gl.constexpr, MODE: gl.constexpr = 0,
+                                  SWARPS: gl.constexpr = 4, STATS_REGS: gl.constexpr = 128):  # fmt: skip
         BR: gl.constexpr = x_desc.block_type.shape[1]
         pid = gl.program_id(0)
         n_groups = gl.num_programs(0) // SPLIT
@@ -246,17 +297,30 @@ if _IMPORT_ERROR is None:
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for p in gl.static_range(STAGES):
             mbarrier.init(ready.index(p), count=1)
-            mbarrier.init(empty.index(p), count=1)
+            mbarrier.init(empty.index(p), count=1 + MODE)  # MODE 1: released by the writer and the stats warps
         fence_async_shared()
-        gl.warp_specialize(
-            [
-                (_compute, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride,
-                            max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT, WARPS)),
-                (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, STAGES, NBOX, BR)),
-            ],
-            [1],
-            [LOADER_REGS],
-        )  # fmt: skip
+        if MODE == 0:
+            gl.warp_specialize(
+                [
+                    (_compute, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1,
+                                y_stride, max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT, WARPS)),
+                    (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, STAGES, NBOX, BR)),
+                ],
+                [1],
+                [LOADER_REGS],
+            )  # fmt: skip
+        else:
+            gl.warp_specialize(
+                [
+                    (_writer, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1,
+                               y_stride, max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT, WARPS)),
+                    (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, STAGES, NBOX, BR)),
+                    (_stats_worker, (ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, SP2, BR, NBOX,
+                                     STAGES, IS_BF16, SWARPS)),
+                ],
+                [1, SWARPS],
+                [LOADER_REGS, STATS_REGS],
+            )  # fmt: skip
 
 
 def _layout() -> Any:
@@ -308,7 +372,8 @@ _COMPILED: dict = {}
 def softmax_forward_gluon(
     x: torch.Tensor, y: torch.Tensor, *, split: int = 0, box: int = 0, stages: int = 0, warps: int | None = None,
     lag: int | None = None, per_sm: int = 0, hint: int | None = None, target: int = 0, groups: int | None = None,
-    max_spins: int = 1 << 20, loader_regs: int = 40, maxnreg: int | None = None,
+    max_spins: int = 1 << 20, loader_regs: int = 40, maxnreg: int | None = None, mode: int | None = None,
+    stats_warps: int = 4, stats_regs: int = 0,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over the rows of the 2-D 16-bit CUDA tensor ``x`` (``y`` preallocated, same shape and
     dtype), or None (nothing launched) where the kernel does not apply: no sm_90 / Gluon, other dtypes, a width
@@ -324,10 +389,12 @@ def softmax_forward_gluon(
     cfg = GLUON_CONFIG
     warps = warps or cfg["warps"]
     lag = cfg["lag"] if lag is None else lag
+    mode = cfg["mode"] if mode is None else mode
+    scratch_warps = warps + (stats_warps if mode else 0)
     if not 0 <= lag <= (STAT_SLOTS - 2) // 2:
         return None
     p = plan(n_cols, _num_sms(x.device.index or 0), split=split, box=box, stages=stages, per_sm=per_sm,
-             target=target, warps=warps)  # fmt: skip
+             target=target, warps=scratch_warps)  # fmt: skip
     if p is None or p["stages"] <= lag:
         return None
     n_blocks = n_cols // 256
@@ -337,32 +404,45 @@ def softmax_forward_gluon(
     meta = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag, IS_BF16=int(x.dtype ==
                 torch.bfloat16), HINT=int(cfg["hint"] if hint is None else hint), WARPS=warps,
                 LOADER_REGS=loader_regs, num_warps=warps)  # fmt: skip
-    if maxnreg or p["per_sm"] > 1:  # registers for per_sm programs of the compute warps and the loader's warpgroup
-        meta["maxnreg"] = maxnreg or 65536 // (p["per_sm"] * (-(-(warps + 1) // 4) * 4) * 32) // 8 * 8
+    launched = _launched_warps(warps, mode, stats_warps)
+    if mode:
+        meta.update(MODE=1, SWARPS=stats_warps, STATS_REGS=stats_regs or _stats_regs(warps, stats_warps, p["per_sm"]))
+    if maxnreg or p["per_sm"] > 1:  # registers for per_sm programs of all the warps
+        meta["maxnreg"] = maxnreg or 65536 // (p["per_sm"] * launched * 32) // 8 * 8
     n_groups = min(n_rows, groups or p["groups"], p["groups"])
     parts = _stat_words(n_groups, sp2, x.device)
     args = [desc, y.view(torch.int32), parts, n_rows, n_blocks, y.stride(0) // 2, max_spins]
     key = (x.device.index, n_blocks, tuple(sorted(meta.items())))
     if key not in _COMPILED:  # compile without a launch: the whole grid must be resident at once
         kernel = _softmax_fwd_gluon_kernel.warmup(*args, grid=(1,), **meta)
-        _COMPILED[key] = _resident(kernel, warps, x.device)
+        _COMPILED[key] = _resident(kernel, launched, x.device)
     capacity, occ = _COMPILED[key]
     n_groups = min(n_groups, capacity // p["split"])
     if n_groups < 1:
         return None
     _softmax_fwd_gluon_kernel[(n_groups * p["split"],)](*args, **meta)
-    return {"path": "gluon", **p, "groups": n_groups, "warps": warps, "lag": lag, **occ}
+    return {"path": "gluon", **p, "groups": n_groups, "warps": warps, "lag": lag, "mode": mode, **occ}
 
 
-def _resident(kernel: Any, warps: int, device: torch.device) -> tuple[int, dict]:
+def _launched_warps(warps: int, mode: int, stats_warps: int) -> int:
+    # Triton 3.6 rounds the worker partitions (the loader warp, MODE 1's stats warps) up to whole warpgroups
+    return warps + -(-(1 + (stats_warps if mode else 0)) // 4) * 4
+
+
+def _stats_regs(warps: int, stats_warps: int, per_sm: int) -> int:
+    # MODE 1's stats partition: its share of the registers a program has (setmaxnreg: multiples of 8, 24-256)
+    per_thread = 65536 // (per_sm * _launched_warps(warps, 1, stats_warps) * 32)
+    return max(24, min(256, per_thread // 8 * 8))
+
+
+def _resident(kernel: Any, launched: int, device: torch.device) -> tuple[int, dict]:
     """Programs the GPU holds at once (shared memory, registers of the compute and loader warps, threads)."""
     from solkit.kernels.cross_entropy_split import programs_per_sm
 
     if hasattr(kernel, "_init_handles"):
         kernel._init_handles()
     props = torch.cuda.get_device_properties(device)
-    launched = int(getattr(kernel.metadata, "num_warps", warps))  # Triton 3.6: the compute and the loader warpgroup
-    total_warps = launched if launched > warps else -(-(warps + 1) // 4) * 4
+    total_warps = max(launched, int(getattr(kernel.metadata, "num_warps", 0)))
     n_regs, shared = int(kernel.n_regs), int(kernel.metadata.shared)
     limits = programs_per_sm(n_regs, shared, total_warps,
                              smem_sm=getattr(props, "shared_memory_per_multiprocessor", SMEM_PER_SM))  # fmt: skip
@@ -373,22 +453,26 @@ def _resident(kernel: Any, warps: int, device: torch.device) -> tuple[int, dict]
 
 
 def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, lag: int = 1, sms: int = 132,
-                 maxnreg: int | None = None, **plan_opts: Any) -> Any:  # fmt: skip
-    """Compile the kernel for sm_90 without a GPU (to read its PTX / SASS and catch API errors early)."""
+                 maxnreg: int | None = None, mode: int = 0, stats_warps: int = 4, **plan_opts: Any) -> Any:  # fmt: skip
+    """Compile the kernel for sm_90 without a GPU (to read its PTX / SASS and catch API errors early), with the
+    launcher's choices (plan, registers); returns (compiled kernel, plan)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    p = plan(n_cols, sms, warps=warps, **plan_opts)
+    p = plan(n_cols, sms, warps=warps + (stats_warps if mode else 0), **plan_opts)
     assert p is not None, "no plan"
     sp2 = max(triton.next_power_of_2(p["split"]), 2)
     sig = {"x_desc": f"tensordesc<i32[1, {p['box']}, 128],{_layout()!r}>", "yu_ptr": "*i32", "part_ptr": "*i64",
            "n_rows": "i32", "n_blocks": "i32", "y_stride": "i32", "max_spins": "i32"}  # fmt: skip
     consts = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag,
-                  IS_BF16=int(dtype == "bf16"), HINT=1, WARPS=warps, LOADER_REGS=40)  # fmt: skip
+                  IS_BF16=int(dtype == "bf16"), HINT=1, WARPS=warps, LOADER_REGS=40, MODE=mode, SWARPS=stats_warps,
+                  STATS_REGS=_stats_regs(warps, stats_warps, p["per_sm"]))  # fmt: skip
     sig.update({k: "constexpr" for k in consts})
     aligned = [["tt.divisibility", 16]]  # as the launcher specialises 16-byte aligned pointers and strides
     attrs = {(1,): aligned, (2,): aligned, (5,): aligned}
     src = GluonASTSource(_softmax_fwd_gluon_kernel, sig, consts, attrs)
-    return triton.compile(
-        src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
-    ), p
+    launched = _launched_warps(warps, mode, stats_warps)
+    if maxnreg is None and p["per_sm"] > 1:
+        maxnreg = 65536 // (p["per_sm"] * launched * 32) // 8 * 8
+    options = {"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options), p
