@@ -41,10 +41,10 @@ METHODS = ("auto", "events", "graph", "graph_events", "kernel", "wall")
 #: Calls shorter than this (median of a quick probe, in ms) are timed with CUDA graphs in "auto".
 GRAPH_THRESHOLD_MS = 0.1
 CV_WARN = 0.05
-#: Minimum wall time of the GPU warm-up (ms) and the cap on its calls. The first timed shape of a run
-#: measured 5-7 % slow after a 5-call warm-up on the H200 (sessions 5-6: 8192x4096 softmax 35.2-35.5 µs first,
-#: 33.0-33.4 later).
-WARMUP_MS = 50.0
+#: Minimum wall time of the GPU warm-up (ms; 0 = the call count alone) and the cap on its calls. Off by default:
+#: on the H200 a 50-200 ms warm-up did not remove the occasional slow first timing of a shape (session 7,
+#: benchmarks/results/timing_warmup_probe_h200_s7.json), and clocks were at 1980 MHz before every timing.
+WARMUP_MS = 0.0
 WARMUP_MAX_CALLS = 20000
 
 
@@ -169,9 +169,9 @@ def benchmark(
     a CUDA graph (``graph_events``) when a quick probe says a call takes under
     :data:`GRAPH_THRESHOLD_MS`; with ``cooldown_ms`` > 0 it picks ``kernel`` (graph replays cannot idle
     between calls). Returns per-call milliseconds. ``l2_flush_mode`` selects how :class:`L2Flusher`
-    evicts the L2 ("read" or "write"). On a GPU the warm-up runs at least ``warmup`` calls and then keeps
-    calling until ``warmup_ms`` of wall time have passed, so a short call is not timed on clocks still
-    ramping up from an idle or throttled state (a count alone warms a 30 µs kernel for 0.15 ms).
+    evicts the L2 ("read" or "write"). On a GPU the warm-up runs at least ``warmup`` calls and then, with
+    ``warmup_ms`` > 0, keeps calling until that much wall time has passed (for clocks that ramp up slowly
+    from idle: a count alone warms a 30 µs kernel for 0.15 ms).
     """
     if method not in METHODS:
         raise ValueError(f"unknown timing method {method!r}; allowed: {', '.join(METHODS)}")
