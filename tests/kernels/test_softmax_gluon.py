@@ -139,3 +139,11 @@ def test_declines_unsupported_on_gpu() -> None:
     assert G.softmax_forward_gluon(xb, torch.empty_like(xb)) is None  # width not a multiple of 256
     xo = torch.randn(8, 65536 + 8, device="cuda", dtype=torch.bfloat16)[:, 4:65540]
     assert G.softmax_forward_gluon(xo, torch.empty(8, 65536, device="cuda", dtype=torch.bfloat16)) is None
+
+
+def test_stat_slots_outlast_the_ring() -> None:
+    # a program publishes row i only after its own pass 2 of row i - STAGES (mode 1): the words of a row a slow
+    # partner may still read must not be overwritten, so the slots rotate over at least 2 STAGES rows
+    for stages in range(2, G.MAX_STAGES + 1):
+        n = G.stat_slots(stages)
+        assert n >= max(16, 2 * stages) and n & (n - 1) == 0

@@ -63,7 +63,16 @@ GLUON_CONFIG = {
 }
 SMEM_PER_SM = 228 * 1024  # H100/H200: 228 KB an SM, at most 227 KB a block, 1 KB reserved by the driver a block
 SMEM_PER_BLOCK = 227 * 1024
-STAT_SLOTS = 16  # rotating slots of tagged words: a fast program may be 2 LAG + 1 rows ahead of a slow reader
+MAX_STAGES = 64
+
+
+def stat_slots(stages: int) -> int:
+    """Rotating slots of tagged words a group: at least 16 and 2 ``stages``. A program publishes row ``i`` only
+    after its own pass 2 of row ``i - STAGES`` (mode 1; ``i - LAG - 1`` in mode 0), which needed every partner's
+    words of that row, so no partner still reads a row older than ``i - 2 STAGES`` (``i - 2 LAG - 1``)."""
+    return 16 if stages <= 8 else 32 if stages <= 16 else 64 if stages <= 32 else 128
+
+
 L2E_PY = 1.4426950408889634
 
 
@@ -83,7 +92,6 @@ def unavailable_reason(device: torch.device | None = None) -> str | None:
 
 if _IMPORT_ERROR is None:
     L2E = gl.constexpr(L2E_PY)
-    NSLOT = gl.constexpr(STAT_SLOTS)
 
     @gluon.jit
     def _box_start(b0, b1, k, BR: gl.constexpr):
@@ -212,19 +220,21 @@ if _IMPORT_ERROR is None:
     @gluon.jit
     def _stats_row(ring, ready, i, gbase, chunk, b0, b1, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr,
                    STAGES: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr):  # fmt: skip
+        NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # pass 1 of the program's row i (once its slot is loaded), published as arrival i
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
         m_c, s_c = _pass1(ring, s, b0, b1, NBOX, BR, IS_BF16, L3)
-        _publish(gbase + (i % NSLOT) * (2 * SP2), chunk, i, m_c, s_c, SP2, L1)
+        _publish(gbase + (i % NS) * (2 * SP2), chunk, i, m_c, s_c, SP2, L1)
 
     @gluon.jit
     def _write_row(ring, empty, r, gbase, budget, yu_ptr, row, y_stride, b0, b1, SPLIT: gl.constexpr,
                    SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                    IS_BF16: gl.constexpr, HINT: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr):  # fmt: skip
+        NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # pass 2 of the program's row r once the partners' words are in, then its slot back to the loader;
         # returns the spin budget left (0 after a timeout: that row is NaN and no program waits again)
-        big, total, ok = _spin(gbase + (r % NSLOT) * (2 * SP2), r, budget, SPLIT, SP2, L1)
+        big, total, ok = _spin(gbase + (r % NS) * (2 * SP2), r, budget, SPLIT, SP2, L1)
         if ok == 0:
             big = big + float("nan")
             budget = 0
@@ -239,10 +249,11 @@ if _IMPORT_ERROR is None:
     def _compute(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride, max_spins,
                  SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                  LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+        NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # MODE 0: one partition runs pass 1 of row i, then pass 2 of row i - LAG
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, WARPS, 1], [2, 1, 0])
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
-        gbase = part_ptr + group * (NSLOT * 2 * SP2)
+        gbase = part_ptr + group * (NS * 2 * SP2)
         budget = max_spins
         for i in range(n_mine + LAG):
             if i < n_mine:
@@ -255,10 +266,11 @@ if _IMPORT_ERROR is None:
     def _writer(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride, max_spins,
                 SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                 LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+        NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # MODE 1, the default partition: pass 2 of each row as soon as its slot is loaded and the words are in
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, WARPS, 1], [2, 1, 0])
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
-        gbase = part_ptr + group * (NSLOT * 2 * SP2)
+        gbase = part_ptr + group * (NS * 2 * SP2)
         budget = max_spins
         for r in range(n_mine):
             mbarrier.wait(ready.index(r % STAGES), (r // STAGES) & 1)
@@ -269,10 +281,11 @@ if _IMPORT_ERROR is None:
     def _stats_worker(ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, SP2: gl.constexpr,
                       BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr, IS_BF16: gl.constexpr,
                       SWARPS: gl.constexpr):  # fmt: skip
+        NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # MODE 1, a worker partition: pass 1 of each row, published, and its share of the slot's release
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, SWARPS, 1], [2, 1, 0])
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [SWARPS, 1], [1, 0]))
-        gbase = part_ptr + group * (NSLOT * 2 * SP2)
+        gbase = part_ptr + group * (NS * 2 * SP2)
         for i in range(n_mine):
             _stats_row(ring, ready, i, gbase, chunk, b0, b1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
             _cta_barrier()
@@ -349,8 +362,8 @@ def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0
     slot_bytes = nbox * box * 512
     # less the barriers and the reductions' scratch (512 bytes a compute warp: Triton 3.6, sm_90)
     budget = min(SMEM_PER_BLOCK, SMEM_PER_SM // per_sm - 1024) - 512 * warps - 256
-    stages = stages or budget // slot_bytes
-    if stages < 2 or stages * slot_bytes > budget or slots // split < 1:
+    stages = stages or min(MAX_STAGES, budget // slot_bytes)
+    if stages < 2 or stages > MAX_STAGES or stages * slot_bytes > budget or slots // split < 1:
         return None
     return {"split": split, "box": box, "nbox": nbox, "stages": stages, "per_sm": per_sm, "chunk_blocks": chunk,
             "slot_bytes": slot_bytes, "groups": slots // split}  # fmt: skip
@@ -361,9 +374,9 @@ def _num_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def _stat_words(n_groups: int, sp2: int, device: torch.device) -> torch.Tensor:
+def _stat_words(n_groups: int, n_slots: int, sp2: int, device: torch.device) -> torch.Tensor:
     # zeroed every call: the tags restart at 1
-    return torch.zeros(n_groups * STAT_SLOTS * 2 * sp2, dtype=torch.int64, device=device)
+    return torch.zeros(n_groups * n_slots * 2 * sp2, dtype=torch.int64, device=device)
 
 
 _COMPILED: dict = {}
@@ -391,7 +404,7 @@ def softmax_forward_gluon(
     lag = cfg["lag"] if lag is None else lag
     mode = cfg["mode"] if mode is None else mode
     scratch_warps = warps + (stats_warps if mode else 0)
-    if not 0 <= lag <= (STAT_SLOTS - 2) // 2:
+    if not 0 <= lag <= 7:  # 2 LAG + 1 < 16 stat slots
         return None
     p = plan(n_cols, _num_sms(x.device.index or 0), split=split, box=box, stages=stages, per_sm=per_sm,
              target=target, warps=scratch_warps)  # fmt: skip
@@ -410,7 +423,7 @@ def softmax_forward_gluon(
     if maxnreg or p["per_sm"] > 1:  # registers for per_sm programs of all the warps
         meta["maxnreg"] = maxnreg or 65536 // (p["per_sm"] * launched * 32) // 8 * 8
     n_groups = min(n_rows, groups or p["groups"], p["groups"])
-    parts = _stat_words(n_groups, sp2, x.device)
+    parts = _stat_words(n_groups, stat_slots(p["stages"]), sp2, x.device)
     args = [desc, y.view(torch.int32), parts, n_rows, n_blocks, y.stride(0) // 2, max_spins]
     key = (x.device.index, n_blocks, tuple(sorted(meta.items())))
     if key not in _COMPILED:  # compile without a launch: the whole grid must be resident at once
