@@ -178,18 +178,25 @@ if _IMPORT_ERROR is None:
         gl.atomic_xchg(base + idx * SP2 + chunk, tag | bits, sem="relaxed", scope="gpu")
 
     @gluon.jit
-    def _spin(base, j, budget, SPLIT: gl.constexpr, SP2: gl.constexpr, L1: gl.constexpr):
-        # arrival j's words of every chunk (re-read in PTX until all tags read j + 1, at most `budget` times):
-        # the row's (M, S) and 1 if every partner arrived
+    def _poll(base, SPLIT: gl.constexpr, SP2: gl.constexpr, L1: gl.constexpr):
+        # a first read of the group's words (volatile loads: the caller's work hides their L2 latency)
+        offs = gl.arange(0, SP2, layout=L1)
+        lane = gl.where(offs < SPLIT, offs, 0)
+        return gl.load(base + lane, volatile=True), gl.load(base + SP2 + lane, volatile=True)
+
+    @gluon.jit
+    def _spin(base, j, budget, wm, ws, SPLIT: gl.constexpr, SP2: gl.constexpr, L1: gl.constexpr):
+        # arrival j's words of every chunk from a first read (wm, ws), re-read in PTX until all tags read j + 1, at
+        # most `budget` times: the row's (M, S) and 1 if every partner arrived
         offs = gl.arange(0, SP2, layout=L1)
         lane = gl.where(offs < SPLIT, offs, 0)
         zero = gl.full([SP2], 0, gl.int32, L1)
         wm, ws = gl.inline_asm_elementwise(
-            "{ .reg .pred p, q; .reg .b32 l0, h0, l1, h1, n; mov.u32 n, 0; "
-            "SPIN: ld.volatile.global.b64 $0, [$2]; ld.volatile.global.b64 $1, [$3]; "
-            "mov.b64 {l0, h0}, $0; mov.b64 {l1, h1}, $1; setp.eq.u32 p, h0, $4; setp.eq.and.u32 p, h1, $4, p; "
-            "@p bra DONE; add.u32 n, n, 1; setp.lt.u32 q, n, $5; @q bra SPIN; DONE: }",
-            "=l,=l,l,l,r,r", [base + lane, base + SP2 + lane, zero + (j + 1), zero + budget],
+            "{ .reg .pred p, q; .reg .b32 l0, h0, l1, h1, n; mov.u32 n, 0; mov.b64 $0, $6; mov.b64 $1, $7; "
+            "CHECK: mov.b64 {l0, h0}, $0; mov.b64 {l1, h1}, $1; setp.eq.u32 p, h0, $4; "
+            "setp.eq.and.u32 p, h1, $4, p; @p bra DONE; setp.lt.u32 q, n, $5; @!q bra DONE; add.u32 n, n, 1; "
+            "ld.volatile.global.b64 $0, [$2]; ld.volatile.global.b64 $1, [$3]; bra CHECK; DONE: }",
+            "=l,=l,l,l,r,r,l,l", [base + lane, base + SP2 + lane, zero + (j + 1), zero + budget, wm, ws],
             dtype=(gl.int64, gl.int64), is_pure=False, pack=1,
         )  # fmt: skip
         want = (j + 1).to(gl.int64)
@@ -228,13 +235,13 @@ if _IMPORT_ERROR is None:
         _publish(gbase + (i % NS) * (2 * SP2), chunk, i, m_c, s_c, SP2, L1)
 
     @gluon.jit
-    def _write_row(ring, empty, r, gbase, budget, yu_ptr, row, y_stride, b0, b1, SPLIT: gl.constexpr,
+    def _write_row(ring, empty, r, gbase, budget, wm, ws, yu_ptr, row, y_stride, b0, b1, SPLIT: gl.constexpr,
                    SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                    IS_BF16: gl.constexpr, HINT: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # pass 2 of the program's row r once the partners' words are in, then its slot back to the loader;
         # returns the spin budget left (0 after a timeout: that row is NaN and no program waits again)
-        big, total, ok = _spin(gbase + (r % NS) * (2 * SP2), r, budget, SPLIT, SP2, L1)
+        big, total, ok = _spin(gbase + (r % NS) * (2 * SP2), r, budget, wm, ws, SPLIT, SP2, L1)
         if ok == 0:
             big = big + float("nan")
             budget = 0
@@ -256,11 +263,14 @@ if _IMPORT_ERROR is None:
         gbase = part_ptr + group * (NS * 2 * SP2)
         budget = max_spins
         for i in range(n_mine + LAG):
+            r = i - LAG
+            rbase = gbase + (gl.maximum(r, 0) % NS) * (2 * SP2)
+            wm, ws = _poll(rbase, SPLIT, SP2, L1)  # row r's words on their way during pass 1 of row i
             if i < n_mine:
                 _stats_row(ring, ready, i, gbase, chunk, b0, b1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
             if i >= LAG:
-                budget = _write_row(ring, empty, i - LAG, gbase, budget, yu_ptr, group + (i - LAG) * n_groups,
-                                    y_stride, b0, b1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
+                budget = _write_row(ring, empty, r, gbase, budget, wm, ws, yu_ptr, group + r * n_groups, y_stride,
+                                    b0, b1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
 
     @gluon.jit
     def _writer(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride, max_spins,
@@ -272,10 +282,15 @@ if _IMPORT_ERROR is None:
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
         gbase = part_ptr + group * (NS * 2 * SP2)
         budget = max_spins
+        wm, ws = _poll(gbase, SPLIT, SP2, L1)
         for r in range(n_mine):
             mbarrier.wait(ready.index(r % STAGES), (r // STAGES) & 1)
-            budget = _write_row(ring, empty, r, gbase, budget, yu_ptr, group + r * n_groups, y_stride, b0, b1,
+            # row r + 1's words on their way during this row's pass 2 (a stale read only costs a re-read)
+            wm_next, ws_next = _poll(gbase + ((r + 1) % NS) * (2 * SP2), SPLIT, SP2, L1)
+            budget = _write_row(ring, empty, r, gbase, budget, wm, ws, yu_ptr, group + r * n_groups, y_stride, b0, b1,
                                 SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
+            wm = wm_next
+            ws = ws_next
 
     @gluon.jit
     def _stats_worker(ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, SP2: gl.constexpr,
