@@ -40,45 +40,44 @@ def _g(**kw) -> dict:
     return kw
 
 
-#: name -> launcher options (``softmax_forward_gluon``); knobs: split, box, stages, warps, lag, per_sm
+#: name -> launcher options (``softmax_forward_gluon``); knobs: split, box, nbox, stages, warps, lag, per_sm, align
+#: (1: chunks of nbox x box blocks, no block read twice), mode (1: pass 1 in a partition of its own, stats_warps)
 VARIANTS = {
     "g": _g(),
+    "ga": _g(align=1),
+    "ga_w8": _g(align=1, warps=8),
+    "ga_lag2": _g(align=1, lag=2),
+    "ga_lag0": _g(align=1, lag=0),
     "g_w8": _g(warps=8),
-    "g_lag2": _g(lag=2),
-    "g_lag0": _g(lag=0),
-    "g_s11": _g(split=11, box=16),
     "g_s33": _g(split=33, box=16),
-    "g_s22": _g(split=22, box=8),
-    "g_b32": _g(split=12, box=32),
-    "g_pm2": _g(per_sm=2, split=12, box=16),
-    "g_pm2_w8": _g(per_sm=2, split=12, box=16, warps=8),
-    "g_st4": _g(stages=4),
-    "g_s11_w8": _g(split=11, box=16, warps=8),
-    "g_s33_w8": _g(split=33, box=16, warps=8),
-    # mode 1: pass 1 in a worker partition of its own (stats_warps), pass 2 in the default one (warps)
+    "ga_b32": _g(align=1, box=32),
+    "ga_b8": _g(align=1, box=8),
+    "ga_pm2": _g(align=1, per_sm=2),
+    "ga_st4": _g(align=1, stages=4),
     "ws": _g(mode=1),
-    "ws_s8": _g(mode=1, stats_warps=8),
-    "ws_w8": _g(mode=1, warps=8),
-    "ws_s33": _g(mode=1, split=33, box=16),
-    "ws_pm2": _g(mode=1, per_sm=2, split=12, box=16),
+    "wsa": _g(mode=1, align=1),
+    "wsa_s8": _g(mode=1, align=1, stats_warps=8),
+    "wsa_w8": _g(mode=1, align=1, warps=8),
+    "wsa_pm2": _g(mode=1, align=1, per_sm=2),
+    "wsa_st5": _g(mode=1, align=1, stages=5),
 }
 FLOORS = ("copy",)
 BASE = ("default",)
-_R1_8K = ["copy", "default", "g", "g_w8", "g_lag2", "g_lag0", "g_s11", "g_s33", "g_s22", "g_b32", "g_pm2",
-          "g_pm2_w8", "g_st4", "g_s11_w8", "g_s33_w8", "default", "copy"]  # fmt: skip
+_R1_8K = ["copy", "default", "g", "ga", "ga_w8", "ga_lag2", "ga_lag0", "g_w8", "g_s33", "ga_b32", "ga_b8", "ga_pm2",
+          "ga_st4", "default", "copy"]  # fmt: skip
 PLANS = {
     "r1": [
-        ("odd", ["g", "g_s33", "g_lag0"]),
-        ("one", ["g", "g_lag2"]),
-        ("small", ["g", "g_s33"]),
+        ("odd", ["g", "ga", "ga_lag0"]),
+        ("one", ["g", "ga_lag2"]),
+        ("small", ["g", "ga"]),
         ("vocab8k", _R1_8K),
-        ("256k", ["copy", "default", "g", "g_s33"]),
+        ("256k", ["copy", "default", "g", "ga"]),
     ],
     "r1ws": [
-        ("odd", ["ws", "ws_s33"]),
-        ("small", ["ws"]),
-        ("vocab8k", ["copy", "default", "ws", "ws_s8", "ws_w8", "ws_s33", "ws_pm2", "g", "copy"]),
-        ("256k", ["ws", "ws_s33"]),
+        ("odd", ["ws", "wsa"]),
+        ("small", ["wsa"]),
+        ("vocab8k", ["copy", "default", "ws", "wsa", "wsa_s8", "wsa_w8", "wsa_pm2", "wsa_st5", "ga", "copy"]),
+        ("256k", ["wsa"]),
     ],
     "smoke": [("odd", ["g"])],
 }

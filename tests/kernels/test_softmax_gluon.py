@@ -62,6 +62,16 @@ def test_boxes_use_every_block_once(n_blocks: int, split: int, box: int, nbox: i
         assert used == [1] * n_blocks
 
 
+@pytest.mark.parametrize("n_cols", [256, 65536, 65792, 128256, 262144])
+def test_aligned_plan_covers_the_row(n_cols: int) -> None:
+    # aligned chunks: nbox x box blocks, the row's last one shorter but not empty, every resident slot counted
+    p = G.plan(n_cols, 132, align=1)
+    n_blocks, chunk = n_cols // 256, p["box"] * p["nbox"]
+    assert p["align"] == 1 and p["chunk_blocks"] == chunk
+    assert (p["split"] - 1) * chunk < n_blocks <= p["split"] * chunk
+    assert p["groups"] * p["split"] <= 132 and p["stages"] * p["slot_bytes"] <= G.SMEM_PER_BLOCK
+
+
 def test_plan_explicit_knobs() -> None:
     p = G.plan(128256, 132, split=33, box=16)
     assert (p["split"], p["box"], p["nbox"], p["groups"]) == (33, 16, 1, 4)
@@ -93,7 +103,8 @@ def test_forward_matches_fp64(dtype, n_rows: int, n_cols: int) -> None:
     "opts",
     [dict(split=33, box=16), dict(lag=0), dict(lag=2), dict(warps=8), dict(per_sm=2, split=12, box=16),
      dict(split=22, box=8), dict(stages=3), dict(hint=0), dict(mode=1), dict(mode=1, stats_warps=8),
-     dict(mode=1, split=33, box=16), dict(mode=1, per_sm=2, split=12, box=16)],
+     dict(mode=1, split=33, box=16), dict(mode=1, per_sm=2, split=12, box=16), dict(align=1),
+     dict(align=1, lag=0), dict(align=1, box=8), dict(align=1, mode=1), dict(align=1, per_sm=2)],
 )  # fmt: skip
 def test_knobs(opts: dict) -> None:
     torch.manual_seed(1)

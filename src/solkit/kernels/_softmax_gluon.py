@@ -3,19 +3,22 @@
 Math (fp32, base-2 exponentials, ``L = log2 e``). The row of ``N`` columns is cut into ``SPLIT`` chunks, one per
 program of a *group*; ``G`` groups of ``SPLIT`` co-resident programs walk rows ``g, g + G, ...``. For chunk ``c``:
 
-* pass 1 (from shared memory): ``m_c = max x``, ``s_c = sum 2^((x - m_c) L)`` (online over the chunk's boxes);
-  ``(m_c, s_c)`` is published as tagged words (:mod:`solkit.kernels._spin`: ``(j + 1) << 32 | fp32 bits``);
-* exchange: ``M = max_i m_i``, ``S = sum_i s_i 2^((m_i - M) L)``, read by a bounded PTX spin;
-* pass 2 (the chunk read again from shared memory): ``y = 2^(x L - (M L + log2 S))``, streaming stores.
+* pass 1 (from shared memory): ``m_c = max x``, ``s_c = sum 2^((x - m_c) L)``; the chunk publishes one tagged
+  64-bit word (:mod:`solkit.kernels._spin`'s protocol: ``(j + 1) << 32 | fp32 bits``) holding its base-2
+  log-sum-exp ``l_c = m_c L + log2 s_c`` (one word, not two: half the polling traffic in L2);
+* exchange: ``lse_2 = max_i l_i + log2 sum_i 2^(l_i - max_i l_i)``, the words read by a bounded PTX spin;
+* pass 2 (the chunk read again from shared memory): ``y = 2^(x L - lse_2)``, streaming (``.cs``) stores.
 
-Structure. The row is viewed as ``[N / 256, 128]`` int32 words (two 16-bit values a word); a chunk covers blocks
-``[c B / SPLIT, (c + 1) B / SPLIT)`` of the ``B = N / 256`` blocks (balanced chunks) and is loaded as ``NBOX`` TMA
-boxes of ``[1, BR, 128]`` words; the last box of a chunk is moved back to end at the chunk's end (its blocks
-already covered are masked), so no box reads a partner's columns. A 1-warp *loader* partition keeps a ring of
-``STAGES`` chunk slots full (one ``ready`` mbarrier a slot with the TMA byte count, one ``empty`` mbarrier a slot
-released by the compute warps); the *compute* partition runs pass 1 of row ``i`` and publishes it, then pass 2 of
-row ``i - LAG`` whose partners' words have arrived, and releases that slot. The loader never waits for the
-exchange: up to ``STAGES - LAG - 1`` rows are in flight in shared memory per program, not in registers.
+Structure. The row is viewed as ``[N / 256, 128]`` int32 words (two 16-bit values a word), loaded as ``NBOX`` TMA
+boxes of ``[1, BR, 128]`` words a chunk. Balanced chunks (``ALIGN`` 0) cover blocks ``[c B / SPLIT, (c + 1) B /
+SPLIT)`` of the ``B = N / 256`` blocks, the last box moved back to end at the chunk's end (its repeated blocks are
+masked; they are read twice from L2); aligned chunks (``ALIGN`` 1) are ``NBOX BR`` blocks, the row's last one
+shorter, and no block is read twice. A 1-warp *loader* partition keeps a ring of ``STAGES`` chunk slots full (one
+``ready`` mbarrier a slot with the TMA byte count, one ``empty`` mbarrier a slot released by the compute warps).
+``MODE`` 0: one compute partition runs pass 1 of row ``i``, publishes it, then pass 2 of row ``i - LAG``. ``MODE``
+1: pass 1 runs in a worker partition of its own (``SWARPS`` warps), pass 2 in the default partition, and both
+release the slot. The loader never waits for the exchange: rows are in flight in shared memory, not registers.
+The first read of a row's words is issued before the work that precedes its use (their L2 latency hidden).
 
 Deadlock rule: all programs of a group must be resident at once (the launcher sizes the grid from the compiled
 kernel's shared memory and registers) and the spin is bounded (``max_spins``): on a timeout the row is written
@@ -60,6 +63,7 @@ GLUON_CONFIG = {
     "hint": 1,
     "target": 40,
     "mode": 0,
+    "align": 0,
 }
 SMEM_PER_SM = 228 * 1024  # H100/H200: 228 KB an SM, at most 227 KB a block, 1 KB reserved by the driver a block
 SMEM_PER_BLOCK = 227 * 1024
@@ -94,12 +98,14 @@ if _IMPORT_ERROR is None:
     L2E = gl.constexpr(L2E_PY)
 
     @gluon.jit
-    def _box_start(b0, b1, k, BR: gl.constexpr):
-        # box k of the chunk [b0, b1): b0 + k BR, moved back to end at b1 when it would run past it
-        return gl.minimum(b0 + k * BR, gl.maximum(b1 - BR, b0))
+    def _box_start(b0, c1, k, BR: gl.constexpr):
+        # box k of the chunk starting at b0: b0 + k BR, moved back to end at c1 when it would run past it (balanced
+        # chunks: c1 = the chunk's end, the repeated blocks are masked); aligned chunks pass c1 = b0 + NBOX BR, so
+        # only the row's last chunk runs past its end, into the zeros the TMA unit fills without reading memory
+        return gl.minimum(b0 + k * BR, gl.maximum(c1 - BR, b0))
 
     @gluon.jit
-    def _loader(x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, STAGES: gl.constexpr,
+    def _loader(x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, c1, STAGES: gl.constexpr,
                 NBOX: gl.constexpr, BR: gl.constexpr):  # fmt: skip
         # one warp: refill each slot with the program's chunk of its next row as soon as the compute warps free it
         for i in range(n_mine):
@@ -108,7 +114,7 @@ if _IMPORT_ERROR is None:
             mbarrier.expect(ready.index(s), NBOX * x_desc.block_type.nbytes)
             row = group + i * n_groups
             for k in gl.static_range(NBOX):
-                _tma_load(x_desc, [row, _box_start(b0, b1, k, BR), 0], ready.index(s), ring.index(s * NBOX + k))
+                _tma_load(x_desc, [row, _box_start(b0, c1, k, BR), 0], ready.index(s), ring.index(s * NBOX + k))
 
     @gluon.jit
     def _unpack(w, IS_BF16: gl.constexpr):
@@ -128,18 +134,18 @@ if _IMPORT_ERROR is None:
         return gl.inline_asm_elementwise(cvt, "=r,f,f", [hi, lo], dtype=gl.int32, is_pure=True, pack=1)
 
     @gluon.jit
-    def _box_blocks(b0, b1, k, BR: gl.constexpr, L3: gl.constexpr):
-        # [1, BR, 1] block indices of box k and whether each is this box's to use (in the chunk, not a repeat)
+    def _box_blocks(b0, b1, c1, k, BR: gl.constexpr, L3: gl.constexpr):
+        # [1, BR, 1] block indices of box k and whether each is this box's to use (in [b0, b1), not a repeat)
         j = gl.arange(0, BR, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
-        g = gl.expand_dims(gl.expand_dims(j, 0), 2) + _box_start(b0, b1, k, BR)
+        g = gl.expand_dims(gl.expand_dims(j, 0), 2) + _box_start(b0, c1, k, BR)
         return g, (g >= b0 + k * BR) & (g < b1)
 
     @gluon.jit
-    def _box_words(ring, slot, b0, b1, k, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr,
+    def _box_words(ring, slot, b0, b1, c1, k, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr,
                    L3: gl.constexpr):  # fmt: skip
         # box k of the slot as words; two -inf for blocks that are not this box's to use
         PAD: gl.constexpr = -8323200 if IS_BF16 else -67044352
-        _g, ok = _box_blocks(b0, b1, k, BR, L3)
+        _g, ok = _box_blocks(b0, b1, c1, k, BR, L3)
         return gl.where(ok, ring.index(slot * NBOX + k).load(L3), PAD)
 
     @gluon.jit
@@ -151,70 +157,73 @@ if _IMPORT_ERROR is None:
             return gl.sum(gl.sum(gl.sum(t, axis=1), axis=1), axis=0)
 
     @gluon.jit
-    def _pass1(ring, slot, b0, b1, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr):
+    def _pass1(ring, slot, b0, b1, c1, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr):
         # the chunk's (max, sum 2^((x - max) L)): the max first (packed pairs, max.{bf16,f16}x2, elementwise over
         # the boxes, unpacked once, one reduction), then the sum from a second read of shared memory: two exchanges
         # between the warps a row whatever NBOX is
         MAX2: gl.constexpr = "max.bf16x2 $0, $1, $2;" if IS_BF16 else "max.f16x2 $0, $1, $2;"
-        mx = _box_words(ring, slot, b0, b1, 0, NBOX, BR, IS_BF16, L3)
+        mx = _box_words(ring, slot, b0, b1, c1, 0, NBOX, BR, IS_BF16, L3)
         for k in gl.static_range(1, NBOX):
-            w = _box_words(ring, slot, b0, b1, k, NBOX, BR, IS_BF16, L3)
+            w = _box_words(ring, slot, b0, b1, c1, k, NBOX, BR, IS_BF16, L3)
             mx = gl.inline_asm_elementwise(MAX2, "=r,r,r", [mx, w], dtype=gl.int32, is_pure=True, pack=1)
         lo, hi = _unpack(mx, IS_BF16)
         m = _reduce_all(gl.maximum(lo, hi), True)
         m_ref = gl.where(m == -float("inf"), 0.0, m) * L2E
         e = gl.zeros([1, BR, 128], gl.float32, L3)
         for k in gl.static_range(NBOX):
-            lo, hi = _unpack(_box_words(ring, slot, b0, b1, k, NBOX, BR, IS_BF16, L3), IS_BF16)
+            lo, hi = _unpack(_box_words(ring, slot, b0, b1, c1, k, NBOX, BR, IS_BF16, L3), IS_BF16)
             e += gl.exp2(lo * L2E - m_ref) + gl.exp2(hi * L2E - m_ref)
         return m, _reduce_all(e, False)
 
     @gluon.jit
-    def _publish(base, chunk, j, m_c, s_c, SP2: gl.constexpr, L1: gl.constexpr):
-        # lane `chunk` of arrival j's (max, sum) words: two relaxed 64-bit exchanges, one thread each
+    def _lg2(v):
+        # one MUFU.LG2 (relative error ~2^-22) instead of the precise log2's ~25 instructions
+        return gl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [v], dtype=gl.float32, is_pure=True,
+                                         pack=1)  # fmt: skip
+
+    @gluon.jit
+    def _publish(base, chunk, j, l_c, L1: gl.constexpr):
+        # lane `chunk` of arrival j: one 64-bit word, (j + 1) << 32 | fp32 bits of the chunk's log2-sum-exp2
+        # l_c = m_c L + log2 s_c, by one relaxed atomic exchange (one thread)
         idx = gl.arange(0, 2, layout=L1)
-        tag = (j + 1).to(gl.int64) << 32
-        bits = gl.where(idx == 0, m_c, s_c).to(gl.int32, bitcast=True).to(gl.int64) & 0xFFFFFFFF
-        gl.atomic_xchg(base + idx * SP2 + chunk, tag | bits, sem="relaxed", scope="gpu")
+        word = ((j + 1).to(gl.int64) << 32) | (l_c.to(gl.int32, bitcast=True).to(gl.int64) & 0xFFFFFFFF)
+        gl.atomic_xchg(base + chunk + idx * 0, gl.full([2], 0, gl.int64, L1) + word, mask=idx == 0, sem="relaxed",
+                       scope="gpu")  # fmt: skip
 
     @gluon.jit
     def _poll(base, SPLIT: gl.constexpr, SP2: gl.constexpr, L1: gl.constexpr):
         # a first read of the group's words (volatile loads: the caller's work hides their L2 latency)
         offs = gl.arange(0, SP2, layout=L1)
-        lane = gl.where(offs < SPLIT, offs, 0)
-        return gl.load(base + lane, volatile=True), gl.load(base + SP2 + lane, volatile=True)
+        return gl.load(base + gl.where(offs < SPLIT, offs, 0), volatile=True)
 
     @gluon.jit
-    def _spin(base, j, budget, wm, ws, SPLIT: gl.constexpr, SP2: gl.constexpr, L1: gl.constexpr):
-        # arrival j's words of every chunk from a first read (wm, ws), re-read in PTX until all tags read j + 1, at
-        # most `budget` times: the row's (M, S) and 1 if every partner arrived
+    def _spin(base, j, budget, w, SPLIT: gl.constexpr, SP2: gl.constexpr, L1: gl.constexpr):
+        # arrival j's words of every chunk from a first read w, re-read in PTX until every tag reads j + 1, at most
+        # `budget` times: the row's base-2 log-sum-exp pieces (L = max l_i, S = sum 2^(l_i - L)) and 1 if every
+        # partner arrived
         offs = gl.arange(0, SP2, layout=L1)
-        lane = gl.where(offs < SPLIT, offs, 0)
         zero = gl.full([SP2], 0, gl.int32, L1)
-        wm, ws = gl.inline_asm_elementwise(
-            "{ .reg .pred p, q; .reg .b32 l0, h0, l1, h1, n; mov.u32 n, 0; mov.b64 $0, $6; mov.b64 $1, $7; "
-            "CHECK: mov.b64 {l0, h0}, $0; mov.b64 {l1, h1}, $1; setp.eq.u32 p, h0, $4; "
-            "setp.eq.and.u32 p, h1, $4, p; @p bra DONE; setp.lt.u32 q, n, $5; @!q bra DONE; add.u32 n, n, 1; "
-            "ld.volatile.global.b64 $0, [$2]; ld.volatile.global.b64 $1, [$3]; bra CHECK; DONE: }",
-            "=l,=l,l,l,r,r,l,l", [base + lane, base + SP2 + lane, zero + (j + 1), zero + budget, wm, ws],
-            dtype=(gl.int64, gl.int64), is_pure=False, pack=1,
+        w = gl.inline_asm_elementwise(
+            "{ .reg .pred p, q; .reg .b32 lo, hi, n; mov.u32 n, 0; mov.b64 $0, $4; "
+            "CHECK: mov.b64 {lo, hi}, $0; setp.eq.u32 p, hi, $2; @p bra DONE; setp.lt.u32 q, n, $3; @!q bra DONE; "
+            "add.u32 n, n, 1; ld.volatile.global.b64 $0, [$1]; bra CHECK; DONE: }",
+            "=l,l,r,r,l", [base + gl.where(offs < SPLIT, offs, 0), zero + (j + 1), zero + budget, w],
+            dtype=gl.int64, is_pure=False, pack=1,
         )  # fmt: skip
-        want = (j + 1).to(gl.int64)
-        ok = ((wm >> 32) == want) & ((ws >> 32) == want)
+        ok = (w >> 32) == (j + 1).to(gl.int64)
         ready = gl.min(gl.where(offs < SPLIT, ok, True).to(gl.int32), axis=0)
-        ms = gl.where(offs < SPLIT, (wm & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
-        ss = gl.where(offs < SPLIT, (ws & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), 0.0)
-        big = gl.max(ms, axis=0)
-        return big, gl.sum(ss * gl.exp2(ms * L2E - big * L2E), axis=0), ready
+        ls = gl.where(offs < SPLIT, (w & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True), -float("inf"))
+        big = gl.max(ls, axis=0)
+        return big, gl.sum(gl.exp2(ls - big), axis=0), ready
 
     @gluon.jit
-    def _pass2(ring, slot, yrow_ptr, b0, b1, lse2, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr,
+    def _pass2(ring, slot, yrow_ptr, b0, b1, c1, lse2, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr,
                HINT: gl.constexpr, L3: gl.constexpr):  # fmt: skip
         col = gl.arange(0, 128, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
         col3 = gl.expand_dims(gl.expand_dims(col, 0), 1)
         for k in gl.static_range(NBOX):
             w = ring.index(slot * NBOX + k).load(L3)
-            g, ok = _box_blocks(b0, b1, k, BR, L3)
+            g, ok = _box_blocks(b0, b1, c1, k, BR, L3)
             lo, hi = _unpack(w, IS_BF16)
             y = _pack(gl.exp2(lo * L2E - lse2), gl.exp2(hi * L2E - lse2), IS_BF16)
             ptrs = yrow_ptr + g * 128 + col3
@@ -225,84 +234,81 @@ if _IMPORT_ERROR is None:
                 gl.store(ptrs, y, mask=mask)
 
     @gluon.jit
-    def _stats_row(ring, ready, i, gbase, chunk, b0, b1, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr,
+    def _stats_row(ring, ready, i, gbase, chunk, b0, b1, c1, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr,
                    STAGES: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # pass 1 of the program's row i (once its slot is loaded), published as arrival i
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        m_c, s_c = _pass1(ring, s, b0, b1, NBOX, BR, IS_BF16, L3)
-        _publish(gbase + (i % NS) * (2 * SP2), chunk, i, m_c, s_c, SP2, L1)
+        m_c, s_c = _pass1(ring, s, b0, b1, c1, NBOX, BR, IS_BF16, L3)
+        _publish(gbase + (i % NS) * SP2, chunk, i, m_c * L2E + _lg2(s_c), L1)
 
     @gluon.jit
-    def _write_row(ring, empty, r, gbase, budget, wm, ws, yu_ptr, row, y_stride, b0, b1, SPLIT: gl.constexpr,
+    def _write_row(ring, empty, r, gbase, budget, w, yu_ptr, row, y_stride, b0, b1, c1, SPLIT: gl.constexpr,
                    SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                    IS_BF16: gl.constexpr, HINT: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # pass 2 of the program's row r once the partners' words are in, then its slot back to the loader;
         # returns the spin budget left (0 after a timeout: that row is NaN and no program waits again)
-        big, total, ok = _spin(gbase + (r % NS) * (2 * SP2), r, budget, wm, ws, SPLIT, SP2, L1)
+        big, total, ok = _spin(gbase + (r % NS) * SP2, r, budget, w, SPLIT, SP2, L1)
         if ok == 0:
             big = big + float("nan")
             budget = 0
-        lse2 = big * L2E + gl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [total], dtype=gl.float32,
-                                                     is_pure=True, pack=1)  # fmt: skip
-        _pass2(ring, r % STAGES, yu_ptr + row.to(gl.int64) * y_stride, b0, b1, lse2, NBOX, BR, IS_BF16, HINT, L3)
+        lse2 = big + _lg2(total)  # log2 of the row's sum of 2^(x L)
+        _pass2(ring, r % STAGES, yu_ptr + row.to(gl.int64) * y_stride, b0, b1, c1, lse2, NBOX, BR, IS_BF16, HINT, L3)
         _cta_barrier()  # every warp of the partition is done reading the slot before the loader may refill it
         mbarrier.arrive(empty.index(r % STAGES))
         return budget
 
     @gluon.jit
-    def _compute(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride, max_spins,
+    def _compute(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1, y_stride, max_spins,
                  SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                  LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # MODE 0: one partition runs pass 1 of row i, then pass 2 of row i - LAG
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, WARPS, 1], [2, 1, 0])
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
-        gbase = part_ptr + group * (NS * 2 * SP2)
+        gbase = part_ptr + group * (NS * SP2)
         budget = max_spins
         for i in range(n_mine + LAG):
             r = i - LAG
-            rbase = gbase + (gl.maximum(r, 0) % NS) * (2 * SP2)
-            wm, ws = _poll(rbase, SPLIT, SP2, L1)  # row r's words on their way during pass 1 of row i
+            w = _poll(gbase + (gl.maximum(r, 0) % NS) * SP2, SPLIT, SP2, L1)  # on its way during pass 1 of row i
             if i < n_mine:
-                _stats_row(ring, ready, i, gbase, chunk, b0, b1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
+                _stats_row(ring, ready, i, gbase, chunk, b0, b1, c1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
             if i >= LAG:
-                budget = _write_row(ring, empty, r, gbase, budget, wm, ws, yu_ptr, group + r * n_groups, y_stride,
-                                    b0, b1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
+                budget = _write_row(ring, empty, r, gbase, budget, w, yu_ptr, group + r * n_groups, y_stride,
+                                    b0, b1, c1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
 
     @gluon.jit
-    def _writer(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, y_stride, max_spins,
+    def _writer(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1, y_stride, max_spins,
                 SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                 LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # MODE 1, the default partition: pass 2 of each row as soon as its slot is loaded and the words are in
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, WARPS, 1], [2, 1, 0])
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
-        gbase = part_ptr + group * (NS * 2 * SP2)
+        gbase = part_ptr + group * (NS * SP2)
         budget = max_spins
-        wm, ws = _poll(gbase, SPLIT, SP2, L1)
+        w = _poll(gbase, SPLIT, SP2, L1)
         for r in range(n_mine):
             mbarrier.wait(ready.index(r % STAGES), (r // STAGES) & 1)
             # row r + 1's words on their way during this row's pass 2 (a stale read only costs a re-read)
-            wm_next, ws_next = _poll(gbase + ((r + 1) % NS) * (2 * SP2), SPLIT, SP2, L1)
-            budget = _write_row(ring, empty, r, gbase, budget, wm, ws, yu_ptr, group + r * n_groups, y_stride, b0, b1,
-                                SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
-            wm = wm_next
-            ws = ws_next
+            w_next = _poll(gbase + ((r + 1) % NS) * SP2, SPLIT, SP2, L1)
+            budget = _write_row(ring, empty, r, gbase, budget, w, yu_ptr, group + r * n_groups, y_stride, b0,
+                                b1, c1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
+            w = w_next
 
     @gluon.jit
-    def _stats_worker(ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, SP2: gl.constexpr,
+    def _stats_worker(ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, c1, SP2: gl.constexpr,
                       BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr, IS_BF16: gl.constexpr,
                       SWARPS: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # MODE 1, a worker partition: pass 1 of each row, published, and its share of the slot's release
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, SWARPS, 1], [2, 1, 0])
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [SWARPS, 1], [1, 0]))
-        gbase = part_ptr + group * (NS * 2 * SP2)
+        gbase = part_ptr + group * (NS * SP2)
         for i in range(n_mine):
-            _stats_row(ring, ready, i, gbase, chunk, b0, b1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
+            _stats_row(ring, ready, i, gbase, chunk, b0, b1, c1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
             _cta_barrier()
             mbarrier.arrive(empty.index(i % STAGES))
 
@@ -311,14 +317,21 @@ if _IMPORT_ERROR is None:
                                   SPLIT: gl.constexpr, SP2: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
                                   LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr,
                                   WARPS: gl.constexpr, LOADER_REGS: gl.constexpr, MODE: gl.constexpr = 0,
-                                  SWARPS: gl.constexpr = 4, STATS_REGS: gl.constexpr = 128):  # fmt: skip
+                                  SWARPS: gl.constexpr = 4, STATS_REGS: gl.constexpr = 128,
+                                  ALIGN: gl.constexpr = 0):  # fmt: skip
         BR: gl.constexpr = x_desc.block_type.shape[1]
         pid = gl.program_id(0)
         n_groups = gl.num_programs(0) // SPLIT
         group = pid // SPLIT
         chunk = pid % SPLIT
-        b0 = chunk * n_blocks // SPLIT
-        b1 = (chunk + 1) * n_blocks // SPLIT
+        if ALIGN:  # chunks of NBOX BR blocks, the row's last one shorter
+            b0 = chunk * (NBOX * BR)
+            b1 = gl.minimum(b0 + NBOX * BR, n_blocks)
+            c1 = b0 + NBOX * BR
+        else:  # balanced chunks
+            b0 = chunk * n_blocks // SPLIT
+            b1 = (chunk + 1) * n_blocks // SPLIT
+            c1 = b1
         n_mine = (n_rows - group + n_groups - 1) // n_groups
         ring = gl.allocate_shared_memory(gl.int32, [STAGES * NBOX, 1, BR, 128], x_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -330,9 +343,9 @@ if _IMPORT_ERROR is None:
         if MODE == 0:
             gl.warp_specialize(
                 [
-                    (_compute, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1,
+                    (_compute, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1,
                                 y_stride, max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT, WARPS)),
-                    (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, STAGES, NBOX, BR)),
+                    (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, c1, STAGES, NBOX, BR)),
                 ],
                 [1],
                 [LOADER_REGS],
@@ -340,10 +353,10 @@ if _IMPORT_ERROR is None:
         else:
             gl.warp_specialize(
                 [
-                    (_writer, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1,
+                    (_writer, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1,
                                y_stride, max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT, WARPS)),
-                    (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, STAGES, NBOX, BR)),
-                    (_stats_worker, (ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, SP2, BR, NBOX,
+                    (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, c1, STAGES, NBOX, BR)),
+                    (_stats_worker, (ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, c1, SP2, BR, NBOX,
                                      STAGES, IS_BF16, SWARPS)),
                 ],
                 [1, SWARPS],
@@ -356,24 +369,43 @@ def _layout() -> Any:
 
 
 def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0, per_sm: int = 0,
-         target: int = 0, warps: int = 4) -> dict | None:  # fmt: skip
-    """The launch layout for rows of ``n_cols`` (a multiple of 256) on ``sms`` SMs: ``split`` programs a row (default:
-    the divisor of the resident slots whose chunk is nearest ``target`` blocks, so every slot holds a program),
-    ``box`` blocks a TMA box (default: 8-64, the fewest padded blocks), ``nbox`` boxes a chunk,
-    ``stages`` ring slots (default: all that fit), ``groups``. None when nothing fits."""
+         target: int = 0, warps: int = 4, align: int = 0, nbox: int = 0) -> dict | None:  # fmt: skip
+    """The launch layout for rows of ``n_cols`` (a multiple of 256) on ``sms`` SMs: ``split`` programs a row, ``box``
+    blocks a TMA box, ``nbox`` boxes a chunk, ``stages`` ring slots (default: all that fit), ``groups``; None when
+    nothing fits. Balanced chunks (``align`` 0; default split: the divisor of the resident slots whose chunk is nearest
+    ``target`` blocks; default box: 8-64, the fewest padded blocks) or aligned chunks of ``nbox * box`` blocks, the
+    row's last one shorter (``align`` 1: no block is read twice from L2; default: the most resident slots used,
+    then the chunk nearest ``target``)."""
     cfg = GLUON_CONFIG
     n_blocks = n_cols // 256
     per_sm = per_sm or cfg["per_sm"]
     slots = per_sm * sms
-    if not split:
-        target = target or cfg["target"]
-        divisors = [d for d in range(1, slots + 1) if slots % d == 0 and d <= n_blocks]
-        split = min(divisors, key=lambda d: (abs(n_blocks / d - target), d))
-    split = min(split, n_blocks)
-    chunk = -(-n_blocks // split)
-    if not box:  # the least padding (compute spent on masked blocks), then the fewest boxes
-        box = min((8, 16, 32, 64), key=lambda b: (-(-chunk // b) * b, -b))
-    nbox = -(-chunk // box)
+    target = target or cfg["target"]
+    if align:
+        if split and not nbox:
+            per_chunk = -(-n_blocks // split)
+            nbox = -(-per_chunk // (box or 16))
+        shapes = [(b, k) for b in ((box,) if box else (8, 16, 32)) for k in ((nbox,) if nbox else range(1, 9))]
+        shapes = [(b, k) for b, k in shapes if -(-n_blocks // (b * k)) <= slots]
+        if not shapes:
+            return None
+
+        def score(bk):
+            n_split = -(-n_blocks // (bk[0] * bk[1]))
+            return (-(slots // n_split) * n_split, abs(bk[0] * bk[1] - target), -bk[0])
+
+        box, nbox = min(shapes, key=score)
+        chunk = box * nbox
+        split = -(-n_blocks // chunk)
+    else:
+        if not split:
+            divisors = [d for d in range(1, slots + 1) if slots % d == 0 and d <= n_blocks]
+            split = min(divisors, key=lambda d: (abs(n_blocks / d - target), d))
+        split = min(split, n_blocks)
+        chunk = -(-n_blocks // split)
+        if not box:  # the least padding (compute spent on masked blocks), then the fewest boxes
+            box = min((8, 16, 32, 64), key=lambda b: (-(-chunk // b) * b, -b))
+        nbox = -(-chunk // box)
     slot_bytes = nbox * box * 512
     # less the barriers and the reductions' scratch (512 bytes a compute warp: Triton 3.6, sm_90)
     budget = min(SMEM_PER_BLOCK, SMEM_PER_SM // per_sm - 1024) - 512 * warps - 256
@@ -381,7 +413,7 @@ def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0
     if stages < 2 or stages > MAX_STAGES or stages * slot_bytes > budget or slots // split < 1:
         return None
     return {"split": split, "box": box, "nbox": nbox, "stages": stages, "per_sm": per_sm, "chunk_blocks": chunk,
-            "slot_bytes": slot_bytes, "groups": slots // split}  # fmt: skip
+            "slot_bytes": slot_bytes, "groups": slots // split, "align": int(bool(align))}  # fmt: skip
 
 
 @functools.cache
@@ -391,7 +423,7 @@ def _num_sms(index: int) -> int:
 
 def _stat_words(n_groups: int, n_slots: int, sp2: int, device: torch.device) -> torch.Tensor:
     # zeroed every call: the tags restart at 1
-    return torch.zeros(n_groups * n_slots * 2 * sp2, dtype=torch.int64, device=device)
+    return torch.zeros(n_groups * n_slots * sp2, dtype=torch.int64, device=device)
 
 
 _COMPILED: dict = {}
@@ -401,12 +433,15 @@ def softmax_forward_gluon(
     x: torch.Tensor, y: torch.Tensor, *, split: int = 0, box: int = 0, stages: int = 0, warps: int | None = None,
     lag: int | None = None, per_sm: int = 0, hint: int | None = None, target: int = 0, groups: int | None = None,
     max_spins: int = 1 << 20, loader_regs: int = 40, maxnreg: int | None = None, mode: int | None = None,
-    stats_warps: int = 4, stats_regs: int = 0,
+    stats_warps: int = 4, stats_regs: int = 0, align: int | None = None, nbox: int = 0,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over the rows of the 2-D 16-bit CUDA tensor ``x`` (``y`` preallocated, same shape and
     dtype), or None (nothing launched) where the kernel does not apply: no sm_90 / Gluon, other dtypes, a width
     that is not a multiple of 256, rows not 16-byte aligned, or a group that cannot be resident. Returns the
-    launch facts. ``maxnreg`` caps the registers a thread at launch (default: what ``per_sm`` programs need)."""
+    launch facts. Knobs: see :func:`plan` (``split``, ``box``, ``nbox``, ``stages``, ``per_sm``, ``target``,
+    ``align``), ``warps`` (compute), ``lag`` (mode 0), ``mode`` (1: pass 1 in a partition of its own with
+    ``stats_warps``), ``hint`` (0: plain stores), ``groups`` (at most), ``max_spins``; ``maxnreg`` caps the
+    registers a thread at launch (default: what ``per_sm`` programs need)."""
     if unavailable_reason(x.device if x.is_cuda else None) is not None or not x.is_cuda:
         return None
     if x.dim() != 2 or x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype or y.shape != x.shape:
@@ -421,8 +456,9 @@ def softmax_forward_gluon(
     scratch_warps = warps + (stats_warps if mode else 0)
     if not 0 <= lag <= 7:  # 2 LAG + 1 < 16 stat slots
         return None
+    align = cfg["align"] if align is None else align
     p = plan(n_cols, _num_sms(x.device.index or 0), split=split, box=box, stages=stages, per_sm=per_sm,
-             target=target, warps=scratch_warps)  # fmt: skip
+             target=target, warps=scratch_warps, align=align, nbox=nbox)  # fmt: skip
     if p is None or p["stages"] <= lag:
         return None
     n_blocks = n_cols // 256
@@ -431,7 +467,7 @@ def softmax_forward_gluon(
     desc = TensorDescriptor(xu, [n_rows, n_blocks, 128], [x.stride(0) // 2, 128, 1], [1, p["box"], 128], _layout())
     meta = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag, IS_BF16=int(x.dtype ==
                 torch.bfloat16), HINT=int(cfg["hint"] if hint is None else hint), WARPS=warps,
-                LOADER_REGS=loader_regs, num_warps=warps)  # fmt: skip
+                LOADER_REGS=loader_regs, ALIGN=p["align"], num_warps=warps)  # fmt: skip
     launched = _launched_warps(warps, mode, stats_warps)
     if mode:
         meta.update(MODE=1, SWARPS=stats_warps, STATS_REGS=stats_regs or _stats_regs(warps, stats_warps, p["per_sm"]))
@@ -494,7 +530,7 @@ def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, l
            "n_rows": "i32", "n_blocks": "i32", "y_stride": "i32", "max_spins": "i32"}  # fmt: skip
     consts = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag,
                   IS_BF16=int(dtype == "bf16"), HINT=1, WARPS=warps, LOADER_REGS=40, MODE=mode, SWARPS=stats_warps,
-                  STATS_REGS=_stats_regs(warps, stats_warps, p["per_sm"]))  # fmt: skip
+                  STATS_REGS=_stats_regs(warps, stats_warps, p["per_sm"]), ALIGN=p["align"])  # fmt: skip
     sig.update({k: "constexpr" for k in consts})
     aligned = [["tt.divisibility", 16]]  # as the launcher specialises 16-byte aligned pointers and strides
     attrs = {(1,): aligned, (2,): aligned, (5,): aligned}
