@@ -412,6 +412,7 @@ _A71_4K = [_rr(16, 4, 4, 3, 1), _rr(16, 4, 4, 3, 2), _rr(16, 4, 6, 3, 1), _rr(8,
 _A71_256K = [_rr(32, 8, 2, 3, 1), _rr(32, 4, 3, 3, 1), _rr(16, 4, 4, 3, 1), _rr(16, 4, 6, 3, 1), _rr(8, 2, 8, 3, 1),
              _rr(16, 4, 4, 3, 2), _rr(16, 4, 4, 3, 1, tst=1)]  # fmt: skip
 _D = [("default", FWD), ("copy", FWD)]
+_T = [("tma_g24", FWD), ("tma_pw6", FWD)]
 # diagnostics (NaN rows, timed anyway): never wait for the partners' statistics
 VARIANTS["rr_nowait"] = ({"reread": {"max_spins": 0}}, None)
 VARIANTS["tma_w2_nowait"] = (
@@ -419,17 +420,24 @@ VARIANTS["tma_w2_nowait"] = (
     None,
 )
 DIAG.update({"rr_nowait", "tma_w2_nowait"})
+# the lead's early probes (17:35 UTC): the TMA forward at 24 groups (8 an SM by registers) / 6 programs an SM
+VARIANTS["tma_g24"] = ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 3, "l2_prefetch": 1,
+                                "groups": 24}}, None)  # fmt: skip
+VARIANTS["tma_pw6"] = ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 6, "stages": 3, "l2_prefetch": 1}}, None)
+VARIANTS["tma256_pw3"] = ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 3, "stages": 3, "l2_prefetch": 1}}, None)
 PLANS["a71"] = [
     (
         "vocab8k",
         _D
+        + _T
         + [(v, FWD) for v in _A71_VOCAB]
         + [("default", FWD), ("rr_nowait", FWD), ("tma_w2_nowait", FWD)]
         + [(v, FWD) for v in _A71_VOCAB]
+        + _T
         + _D,
     ),
-    ("vocab4k", _D + [(v, FWD) for v in _A71_4K] + [("default", FWD)]),
-    ("256k", _D + [(v, FWD) for v in _A71_256K] + [("default", FWD)]),
+    ("vocab4k", _D + _T + [(v, FWD) for v in _A71_4K] + [("default", FWD)]),
+    ("256k", _D + [("tma256_pw3", FWD)] + [(v, FWD) for v in _A71_256K] + [("default", FWD)]),
     ("inter", _D + [(_rr(16, 4, 4, 3, 1), FWD), (_rr(8, 2, 8, 3, 1), FWD), (_rr(32, 8, 2, 3, 1), FWD),
                     (_rr(16, 4, 4, 3, 2, tst=1), FWD), ("default", FWD)]),
 ]  # fmt: skip
