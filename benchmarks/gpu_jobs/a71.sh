@@ -4,7 +4,7 @@
 # 8192x128256 (chunk 2048/4096/8192 columns, warps, programs an SM, stages, skew K, TMA or plain loads for either
 # read, eviction hints, L2 prefetch), twice, next to the session-6 default (TMA-staged packed) and the bare copy;
 # then a few at 4096x128256 and 1024x262144. Every row checked against fp64 over every row first (plan a71 of
-# benchmarks/softmax_wide_plans.py). Compiles first, in 8 parallel processes. Then the re-read GPU tests.
+# benchmarks/softmax_wide_plans.py). Compiles first, in 12 parallel processes. Then the re-read GPU tests.
 set -u
 export TRITON_CACHE_DIR=/tmp/a7_triton
 START=$(date +%s)
@@ -12,8 +12,8 @@ left() { echo $(( 234 - ($(date +%s) - START) )); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv,noheader || true
 cd benchmarks
 PIDS=""
-for k in 0 1 2 3 4 5 6 7; do
-  timeout 90 python3 kernels_softmax_wide.py --plan a71 --warm $k/8 >"$OUT/warm$k.log" 2>&1 &
+for k in 0 1 2 3 4 5 6 7 8 9 10 11; do
+  timeout 90 python3 kernels_softmax_wide.py --plan a71 --warm $k/12 >"$OUT/warm$k.log" 2>&1 &
   PIDS="$PIDS $!"
 done
 wait $PIDS
