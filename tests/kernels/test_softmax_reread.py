@@ -88,3 +88,29 @@ def test_reread_gpu(shape, dtype, opts):
     assert info is not None and info["path"] == "reread"
     assert info["n_spills"] == 0
     _assert_close(y, x)
+
+
+@pytest.mark.parametrize("shape,blocks,groups", [((5, 1024), 2, 2), ((20, 768), 1, 2), ((1, 256), 1, 1)])
+def test_tma_one_word_partials_cpu(shape, blocks, groups, device):
+    """The TMA forward with one-word partials (``word1``; tags ``((j >> 3) + 1) & 7``: 10 arrivals wrap the 8
+    slots) through the interpreter."""
+    if device != "cpu":
+        pytest.skip("the interpreter's form")
+    from solkit.kernels._softmax_tma import softmax_forward_tma
+
+    x = _inputs(shape, torch.float16, device)
+    y = torch.full_like(x, float("nan"))
+    assert softmax_forward_tma(x, y, blocks=blocks, groups=groups, num_warps=1, word1=1, backoff=64) is not None
+    _assert_close(y, x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("opts", [{"word1": 1}, {"word1": 1, "backoff": 100, "groups": 24, "per_sm": 8}])
+@pytest.mark.parametrize("shape", [(300, 128256), (1000, 128256), (33, 262144)])
+def test_tma_one_word_partials_gpu(shape, opts):
+    from solkit.kernels._softmax_tma import softmax_forward_tma
+
+    x = _inputs(shape, torch.bfloat16, "cuda")
+    y = torch.full_like(x, float("nan"))
+    assert softmax_forward_tma(x, y, **opts) is not None
+    _assert_close(y, x)

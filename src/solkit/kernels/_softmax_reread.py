@@ -35,15 +35,14 @@ import triton.language as tl
 from solkit.errors import SolkitError
 from solkit.kernels._ce_packed import _prefetch_rows
 from solkit.kernels._softmax_packed import _log2
-from solkit.kernels._softmax_tma import _row_stats, _tma_pass1, launch_grouped
-from solkit.kernels._spin import _publish_tagged
+from solkit.kernels._softmax_tma import _publish, _row_stats, _tma_pass1, launch_grouped
 from solkit.kernels._utils import interpreting
 from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack
 
 #: Launch defaults: 128-word blocks per chunk (16: 4096 columns), warps, programs per SM, pipeline stages, skew,
 #: TMA for pass 1 / the re-read, eviction policies, L2 prefetch rows.
 REREAD_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "skew": 1, "tma1": 1, "tma2": 1, "ev1": 0,
-                 "ev2": 0, "l2_prefetch": 0, "tstore": 0}  # fmt: skip
+                 "ev2": 0, "l2_prefetch": 0, "tstore": 0, "word1": 0, "backoff": 0}  # fmt: skip
 #: When the caller leaves every path None: the re-read forward on a GPU for 16-bit rows whose width lies in one of
 #: ``ranges`` ``(min_cols, max_cols, options)`` (and is a multiple of 256). Empty until measured faster.
 REREAD_DEFAULT: dict = {"ranges": []}
@@ -88,24 +87,24 @@ def _load_chunk(desc, xu_ptr, row, n_rows, x_stride, b0, u_offs, u_mask, PAD, BR
 @triton.jit
 def _pass1(desc, xu_ptr, row, j, n_rows, x_stride, b0, u_offs, u_mask, gbase, slot_stride, chunk, PAD,
            BR: tl.constexpr, SPLIT_P2: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr, TMA1: tl.constexpr,
-           EV1: tl.constexpr):  # fmt: skip
+           EV1: tl.constexpr, WORD1: tl.constexpr):  # fmt: skip
     """Read the chunk of ``row`` and publish its ``(max, sum)`` as arrival ``j`` (the exponentials are dropped)."""
     w = _load_chunk(desc, xu_ptr, row, n_rows, x_stride, b0, u_offs, u_mask, PAD, BR, TMA1, EV1)
     m_c, _m_ref, s_c, _e = _tma_pass1(w, False, IS_BF16, ASM)
-    _publish_tagged(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, 0.0, SPLIT_P2, False)
+    _publish(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, SPLIT_P2, WORD1)
 
 
 @triton.jit
 def _pass2(desc, ydesc, x_ptr, xu_ptr, yu_ptr, row, j, n_rows, x_stride, y_stride, n_cols, b0, u_offs, u_mask, gbase,
            slot_stride, spin_budget, PAD, BR: tl.constexpr, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
            IS_BF16: tl.constexpr, ASM: tl.constexpr, FALLBACK: tl.constexpr, TMA2: tl.constexpr,
-           EV2: tl.constexpr, TST: tl.constexpr):  # fmt: skip
+           EV2: tl.constexpr, TST: tl.constexpr, WORD1: tl.constexpr, BACKOFF: tl.constexpr):  # fmt: skip
     """Re-read the chunk of ``row`` (issued before the wait: its latency overlaps it), wait for arrival ``j``'s
     statistics, store ``y = 2^(x L - lse_2)`` (streaming); returns the spin budget left."""
     w = _load_chunk(desc, xu_ptr, row, n_rows, x_stride, b0, u_offs, u_mask, PAD, BR, TMA2, EV2)
     big, total, spin_budget = _row_stats(x_ptr, tl.minimum(row, n_rows - 1), 2 * x_stride, n_cols,
                                          gbase + (j & 7) * slot_stride, j, spin_budget, SPLIT, SPLIT_P2, ASM,
-                                         FALLBACK)  # fmt: skip
+                                         FALLBACK, WORD1, BACKOFF)  # fmt: skip
     lse2 = big * L2E + _log2(total, ASM)
     lo, hi = _unpack(w, IS_BF16)
     y = _pack(tl.exp2(lo * L2E - lse2), tl.exp2(hi * L2E - lse2), IS_BF16, ASM)
@@ -123,7 +122,7 @@ def _softmax_fwd_reread_kernel(
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BR: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
     STAGES: tl.constexpr, SKEW: tl.constexpr, TMA1: tl.constexpr, TMA2: tl.constexpr, EV1: tl.constexpr,
     EV2: tl.constexpr, FALLBACK: tl.constexpr = 0, PF: tl.constexpr = 0, NB_STATIC: tl.constexpr = 0,
-    TST: tl.constexpr = 0,
+    TST: tl.constexpr = 0, WORD1: tl.constexpr = 0, BACKOFF: tl.constexpr = 0,
 ):  # fmt: skip
     PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf per word
     if NB_STATIC > 0:  # the width compiled in (runtime widths made ptxas spill in the TMA kernels, session 6)
@@ -152,7 +151,7 @@ def _softmax_fwd_reread_kernel(
     # Arrivals 0 .. SKEW-1 (rows past the last too: every partner publishes them, so the epilogue never hangs).
     for k in tl.static_range(SKEW):
         _pass1(desc, xu_ptr, group + k * n_groups, k, n_rows, x_stride, b0, u_offs, u_mask, gbase, slot_stride, chunk,
-               PAD, BR, SPLIT_P2, IS_BF16, ASM, TMA1, EV1)  # fmt: skip
+               PAD, BR, SPLIT_P2, IS_BF16, ASM, TMA1, EV1, WORD1)  # fmt: skip
     if PF > 0:
         _prefetch_rows(xu_ptr, group + (SKEW + STAGES - 1) * n_groups, PF, n_groups, n_rows, x_stride, b0 * 128,
                        pf_bytes)  # fmt: skip
@@ -162,23 +161,25 @@ def _softmax_fwd_reread_kernel(
             _prefetch_rows(xu_ptr, row + (STAGES - 1 + PF) * n_groups, 1, n_groups, n_rows, x_stride, b0 * 128,
                            pf_bytes)  # fmt: skip
         _pass1(desc, xu_ptr, row, j, n_rows, x_stride, b0, u_offs, u_mask, gbase, slot_stride, chunk, PAD, BR,
-               SPLIT_P2, IS_BF16, ASM, TMA1, EV1)  # fmt: skip
+               SPLIT_P2, IS_BF16, ASM, TMA1, EV1, WORD1)  # fmt: skip
         spin_budget = _pass2(desc, ydesc, x_ptr, xu_ptr, yu_ptr, row - SKEW * n_groups, j - SKEW, n_rows, x_stride,
                              y_stride, n_cols, b0, u_offs, u_mask, gbase, slot_stride, spin_budget, PAD, BR, SPLIT,
-                             SPLIT_P2, IS_BF16, ASM, FALLBACK, TMA2, EV2, TST)  # fmt: skip
+                             SPLIT_P2, IS_BF16, ASM, FALLBACK, TMA2, EV2, TST, WORD1,
+                             BACKOFF)  # fmt: skip
         j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
     for k in tl.static_range(SKEW):  # the last SKEW arrivals (rows past the last: stores masked)
         jj = j - SKEW + k
         spin_budget = _pass2(desc, ydesc, x_ptr, xu_ptr, yu_ptr, group + jj * n_groups, jj, n_rows, x_stride, y_stride,
                              n_cols, b0, u_offs, u_mask, gbase, slot_stride, spin_budget, PAD, BR, SPLIT, SPLIT_P2,
-                             IS_BF16, ASM, FALLBACK, TMA2, EV2, TST)  # fmt: skip
+                             IS_BF16, ASM, FALLBACK, TMA2, EV2, TST, WORD1, BACKOFF)  # fmt: skip
 
 
 def softmax_forward_reread(
     x: torch.Tensor, y: torch.Tensor, *, blocks: int | None = None, num_warps: int | None = None,
     per_sm: int | None = None, stages: int | None = None, skew: int | None = None, tma1: int | None = None,
     tma2: int | None = None, ev1: int | None = None, ev2: int | None = None, l2_prefetch: int | None = None,
-    tstore: int | None = None, max_spins: int = 1 << 20, maxnreg: int | None = None, groups: int | None = None,
+    tstore: int | None = None, word1: int | None = None, backoff: int | None = None, max_spins: int = 1 << 20,
+    maxnreg: int | None = None, groups: int | None = None,
     static_width: bool = True,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over rows of the 2-D 16-bit ``x``, or None (nothing launched) when the rows do not fit
@@ -191,7 +192,7 @@ def softmax_forward_reread(
     if n_rows == 0 or n_cols % 256 or any(t.stride(1) != 1 or t.stride(0) % 8 or t.data_ptr() % 16 for t in (x, y)):
         return None
     given = dict(blocks=blocks, num_warps=num_warps, per_sm=per_sm, stages=stages, skew=skew, tma1=tma1, tma2=tma2,
-                 ev1=ev1, ev2=ev2, l2_prefetch=l2_prefetch, tstore=tstore)  # fmt: skip
+                 ev1=ev1, ev2=ev2, l2_prefetch=l2_prefetch, tstore=tstore, word1=word1, backoff=backoff)  # fmt: skip
     o = {**REREAD_CONFIG, **{k: v for k, v in given.items() if v is not None}}
     if not 1 <= o["skew"] <= 3:
         raise SolkitError(f"softmax reread: skew must be 1, 2 or 3 (eight partial slots), got {o['skew']}")
@@ -204,6 +205,7 @@ def softmax_forward_reread(
                 SKEW=int(o["skew"]), TMA1=int(o["tma1"]), TMA2=int(o["tma2"]), EV1=int(o["ev1"]), EV2=int(o["ev2"]),
                 FALLBACK=int(interp), PF=0 if interp else int(o["l2_prefetch"]),
                 NB_STATIC=n_blocks if static_width else 0, TST=int(o["tstore"]), num_warps=nw)  # fmt: skip
+    meta.update({k: int(o[v]) for k, v in (("WORD1", "word1"), ("BACKOFF", "backoff")) if o[v]})
     launched = launch_grouped(_softmax_fwd_reread_kernel, x, y, meta, split, int(o["per_sm"]), nw, groups, max_spins,
                               maxnreg)  # fmt: skip
     return None if launched is None else {"path": "reread", **launched}

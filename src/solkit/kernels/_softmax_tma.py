@@ -89,12 +89,69 @@ def _spin_words(base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexp
 
 
 @triton.jit
+def _tag3(j):
+    """The one-word exchange's tag of arrival ``j``: ``((j >> 3) + 1) & 7``. Slot ``j & 7`` holds arrival ``j`` or a
+    stale ``j - 8`` (a partner is never 8 arrivals behind), whose tag differs; never 0 (the zeroed buffer) for the
+    first 56 arrivals, and by then every slot has been written."""
+    return ((j >> 3) + 1) & 7
+
+
+@triton.jit
+def _publish_word(base, chunk, j, m_c, s_c):
+    """Publish arrival ``j``'s ``(max, sum)`` of this chunk as ONE 64-bit word (one relaxed atomic exchange): the max's
+    fp32 bits high, the sum's low with its 3 low mantissa bits replaced by :func:`_tag3` (a relative change of the
+    sum below 2^-20; the sum of a chunk of padding, 0, reads back as 0)."""
+    lo = (s_c.to(tl.int32, bitcast=True) & -8) | _tag3(j)
+    word = (m_c.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (lo.to(tl.int64) & 0xFFFFFFFF)
+    tl.atomic_xchg(base + chunk, word, sem="relaxed")
+
+
+@triton.jit
+def _word_stats(w, want3, offs, SPLIT: tl.constexpr):
+    """(M, S, 1 if every tag is ``want3``) of the group's one-word partials (lanes past ``SPLIT``: -inf, 0)."""
+    lo = (w & 0xFFFFFFFF).to(tl.int32)
+    ok = ((lo & 7) == want3) | (offs >= SPLIT)
+    ms = tl.where(offs < SPLIT, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+    ss = tl.where(offs < SPLIT, (lo & -8).to(tl.float32, bitcast=True), 0.0)
+    big = tl.max(ms, axis=0)
+    return big, tl.sum(ss * tl.exp(ms - big), axis=0), tl.min(ok.to(tl.int32), axis=0)
+
+
+@triton.jit
+def _spin_word(base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BACKOFF: tl.constexpr):
+    """:func:`_spin_words` for the one-word partials (:func:`_publish_word`): one 8-byte poll per lane and spin,
+    with a ``nanosleep`` of ``BACKOFF`` ns after a failed poll (0: none) so waiting lanes load the L2 less."""
+    offs = tl.arange(0, SPLIT_P2)
+    lane = tl.where(offs < SPLIT, offs, 0)
+    want3 = _tag3(j)
+    sleep: tl.constexpr = f"nanosleep.u32 {BACKOFF}; " if BACKOFF > 0 else ""
+    w = tl.inline_asm_elementwise(
+        "{ .reg .pred p, q; .reg .b32 l0, h0, n; mov.u32 n, 0; "
+        "SPIN: ld.volatile.global.b64 $0, [$1]; mov.b64 {l0, h0}, $0; and.b32 l0, l0, 7; setp.eq.u32 p, l0, $2; "
+        "@p bra DONE; " + sleep + "add.u32 n, n, 1; setp.lt.u32 q, n, $3; @q bra SPIN; DONE: }",
+        "=l,l,r,r",
+        [base + lane, tl.full([SPLIT_P2], 0, tl.int32) + want3, tl.full([SPLIT_P2], 0, tl.int32) + spin_budget],
+        dtype=tl.int64, is_pure=False, pack=1,
+    )  # fmt: skip
+    return _word_stats(w, want3, offs, SPLIT)
+
+
+@triton.jit
 def _row_stats(x_ptr, row, x_stride, n_cols, base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
-               ASM: tl.constexpr, FALLBACK: tl.constexpr):  # fmt: skip
-    """The row's (M, S) from the group's words of arrival ``j`` (on a GPU the PTX spin of :func:`_spin_words`;
-    under the interpreter one read), and the spin budget left: on a timeout the whole row's statistics
-    (``FALLBACK``: the interpreter, whose programs run one after another) or NaN, and no waiting from then on."""
-    if ASM:
+               ASM: tl.constexpr, FALLBACK: tl.constexpr, WORD1: tl.constexpr = 0,
+               BACKOFF: tl.constexpr = 0):  # fmt: skip
+    """The row's (M, S) from the group's words of arrival ``j`` (on a GPU the PTX spin of :func:`_spin_words`, or
+    :func:`_spin_word` for the one-word partials, ``WORD1``; under the interpreter one read), and the spin budget
+    left: on a timeout the whole row's statistics (``FALLBACK``: the interpreter, whose programs run one after
+    another) or NaN, and no waiting from then on."""
+    if WORD1:
+        if ASM:
+            big, total, ok = _spin_word(base, j, spin_budget, SPLIT, SPLIT_P2, BACKOFF)
+        else:
+            offs = tl.arange(0, SPLIT_P2)
+            w = tl.load(base + offs, mask=offs < SPLIT, other=0, volatile=True)
+            big, total, ok = _word_stats(w, _tag3(j), offs, SPLIT)
+    elif ASM:
         big, total, ok = _spin_words(base, j, spin_budget, SPLIT, SPLIT_P2)
     else:
         wm, ws, _wz = _poll_tagged(base, j, SPLIT, SPLIT_P2, False)
@@ -106,6 +163,15 @@ def _row_stats(x_ptr, row, x_stride, n_cols, base, j, spin_budget, SPLIT: tl.con
             big = big + float("nan")
         spin_budget = 0
     return big, total, spin_budget
+
+
+@triton.jit
+def _publish(base, chunk, j, m_c, s_c, SPLIT_P2: tl.constexpr, WORD1: tl.constexpr):
+    """Arrival ``j``'s ``(max, sum)``: one word (``WORD1``, :func:`_publish_word`) or two tagged words."""
+    if WORD1:
+        _publish_word(base, chunk, j, m_c, s_c)
+    else:
+        _publish_tagged(base, chunk, j, m_c, s_c, 0.0, SPLIT_P2, False)
 
 
 @triton.jit
@@ -149,7 +215,7 @@ def _softmax_fwd_tma_kernel(
     x_ptr, xu_ptr, yu_ptr, partial_ptr, n_rows, n_blocks, x_stride, y_stride, max_spins,
     SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BR: tl.constexpr, IS_BF16: tl.constexpr, E_BF16: tl.constexpr,
     ASM: tl.constexpr, STAGES: tl.constexpr, HINT: tl.constexpr, FALLBACK: tl.constexpr = 0, PF: tl.constexpr = 0,
-    NB_STATIC: tl.constexpr = 0,
+    NB_STATIC: tl.constexpr = 0, WORD1: tl.constexpr = 0, BACKOFF: tl.constexpr = 0,
 ):  # fmt: skip
     PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf per word
     if NB_STATIC > 0:  # the width as a compile-time constant (see softmax_forward_tma's static_width)
@@ -171,7 +237,7 @@ def _softmax_fwd_tma_kernel(
     # Row `group` (arrival 0) outside the pipelined loop: the loop then always has a previous row to finish.
     w = tl.where(valid, tl.reshape(desc.load([group, b0, 0]), [BR, 128]), PAD)
     m_c, m_p, s_c, e_p = _tma_pass1(w, E_BF16, IS_BF16, ASM)
-    _publish_tagged(gbase, chunk, 0, m_c, s_c, 0.0, SPLIT_P2, False)
+    _publish(gbase, chunk, 0, m_c, s_c, SPLIT_P2, WORD1)
     pf_bytes = tl.minimum(n_blocks - b0, BR) * 512  # (the chunk's words, contiguous: 16-byte multiple)
     if PF > 0:  # rows past the pipeline's TMA loads on their way to L2
         _prefetch_rows(xu_ptr, group + STAGES * n_groups, PF, n_groups, n_rows, x_stride, b0 * 128, pf_bytes)
@@ -182,18 +248,19 @@ def _softmax_fwd_tma_kernel(
                            pf_bytes)  # fmt: skip
         w = tl.where(valid, tl.reshape(desc.load([row, b0, 0]), [BR, 128]), PAD)
         m_c, m_n, s_c, e_n = _tma_pass1(w, E_BF16, IS_BF16, ASM)
-        _publish_tagged(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, 0.0, SPLIT_P2, False)
+        _publish(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, SPLIT_P2, WORD1)
         big, total, spin_budget = _row_stats(x_ptr, row - n_groups, 2 * x_stride, 256 * n_blocks,
                                              gbase + ((j - 1) & 7) * slot_stride, j - 1, spin_budget, SPLIT,
-                                             SPLIT_P2, ASM, FALLBACK)  # fmt: skip
+                                             SPLIT_P2, ASM, FALLBACK, WORD1, BACKOFF)  # fmt: skip
         _finish(yu_ptr, row - n_groups, n_rows, y_stride, e_p, m_p, big, total, u_offs, u_mask, IS_BF16, E_BF16, ASM,
                 HINT)  # fmt: skip
         e_p = e_n
         m_p = m_n
         j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
     last = group + (j - 1) * n_groups
-    big, total, spin_budget = _row_stats(x_ptr, last, 2 * x_stride, 256 * n_blocks, gbase + ((j - 1) & 7) * slot_stride,
-                                         j - 1, spin_budget, SPLIT, SPLIT_P2, ASM, FALLBACK)  # fmt: skip
+    big, total, spin_budget = _row_stats(x_ptr, last, 2 * x_stride, 256 * n_blocks,
+                                         gbase + ((j - 1) & 7) * slot_stride, j - 1, spin_budget, SPLIT, SPLIT_P2,
+                                         ASM, FALLBACK, WORD1, BACKOFF)  # fmt: skip
     _finish(yu_ptr, last, n_rows, y_stride, e_p, m_p, big, total, u_offs, u_mask, IS_BF16,
             E_BF16, ASM, HINT)  # fmt: skip
 
@@ -210,14 +277,16 @@ def softmax_forward_tma(
     x: torch.Tensor, y: torch.Tensor, *, blocks: int | None = None, num_warps: int | None = None,
     per_sm: int | None = None, stages: int | None = None, hint: int | None = None, keep_e: int = 2,
     max_spins: int = 1 << 20, maxnreg: int | None = None, groups: int | None = None, l2_prefetch: int = 0,
-    static_width: bool = True,
+    static_width: bool = True, word1: int = 0, backoff: int = 0,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over rows of the 2-D 16-bit ``x``, or None (nothing launched) when the rows do not fit
     the TMA view (width a multiple of 256, 16-byte aligned rows) or one group cannot be resident. Under the
     interpreter (``groups`` groups, default 2) a program whose partners have not run computes the row's
     statistics itself. ``static_width`` compiles the width in (one kernel per width): with the width a runtime
     argument that Triton cannot specialise (128256 columns: 501 blocks, not a multiple of 16) ptxas spills 4-24
-    bytes in these kernels with Triton 3.6, and such kernels ran erratically slowly on the H200 (session 6)."""
+    bytes in these kernels with Triton 3.6, and such kernels ran erratically slowly on the H200 (session 6).
+    ``word1``: the partials as one 64-bit word per chunk (:func:`_publish_word`: half the polls' and publications'
+    L2 traffic); ``backoff``: ns of ``nanosleep`` after a failed poll (with ``word1``)."""
     if x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype:
         return None
     n_rows, n_cols = x.shape
@@ -236,6 +305,7 @@ def softmax_forward_tma(
                 HINT=int(cfg["hint"] if hint is None else hint), FALLBACK=int(interp),
                 PF=0 if interp else int(l2_prefetch), NB_STATIC=n_blocks if static_width else 0,
                 num_warps=nw)  # fmt: skip
+    meta.update({k: int(v) for k, v in (("WORD1", word1), ("BACKOFF", backoff)) if v})
     launched = launch_grouped(_softmax_fwd_tma_kernel, x, y, meta, split, per_sm, nw, groups, max_spins, maxnreg)
     return None if launched is None else {"path": "tma", **launched}
 
