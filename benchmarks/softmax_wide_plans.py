@@ -424,12 +424,18 @@ VARIANTS["tma_g24"] = ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 8, "stag
                                 "groups": 24}}, None)  # fmt: skip
 VARIANTS["tma_pw6"] = ({"tma": {"blocks": 16, "num_warps": 2, "per_sm": 6, "stages": 3, "l2_prefetch": 1}}, None)
 VARIANTS["tma256_pw3"] = ({"tma": {"blocks": 32, "num_warps": 4, "per_sm": 3, "stages": 3, "l2_prefetch": 1}}, None)
-for _n, _extra in (("w1", {"word1": 1}), ("w1b", {"word1": 1, "backoff": 100})):  # one-word partials, back-off
+for _n, _extra in (
+    ("w1", {"word1": 1}),
+    ("w1b", {"word1": 1, "backoff": 100}),
+    ("w2", {"word1": 2}),
+    ("w2b", {"word1": 2, "backoff": 100}),
+):  # one-word partials (2: one polling thread each), back-off
     VARIANTS[f"tma_g24_{_n}"] = ({"tma": {**VARIANTS["tma_g24"][0]["tma"], **_extra}}, None)
     VARIANTS[f"tma_pw6_{_n}"] = ({"tma": {**VARIANTS["tma_pw6"][0]["tma"], **_extra}}, None)
 VARIANTS["rr_w1"] = ({"reread": {"word1": 1}}, None)
 _T = [("tma_g24", FWD), ("tma_pw6", FWD), ("tma_g24_w1", FWD), ("tma_pw6_w1", FWD), ("tma_g24_w1b", FWD),
-      ("tma_pw6_w1b", FWD), ("rr_w1", FWD)]  # fmt: skip
+      ("tma_pw6_w1b", FWD), ("tma_g24_w2", FWD), ("tma_pw6_w2", FWD), ("tma_g24_w2b", FWD), ("tma_pw6_w2b", FWD),
+      ("rr_w1", FWD)]  # fmt: skip
 PLANS["a71"] = [
     (
         "vocab8k",

@@ -35,7 +35,7 @@ import triton.language as tl
 from solkit.errors import SolkitError
 from solkit.kernels._ce_packed import _prefetch_rows
 from solkit.kernels._softmax_packed import _log2
-from solkit.kernels._softmax_tma import _publish, _row_stats, _tma_pass1, launch_grouped
+from solkit.kernels._softmax_tma import _publish, _row_stats, _tma_pass1, _word_meta, launch_grouped
 from solkit.kernels._utils import interpreting
 from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack
 
@@ -205,7 +205,7 @@ def softmax_forward_reread(
                 SKEW=int(o["skew"]), TMA1=int(o["tma1"]), TMA2=int(o["tma2"]), EV1=int(o["ev1"]), EV2=int(o["ev2"]),
                 FALLBACK=int(interp), PF=0 if interp else int(o["l2_prefetch"]),
                 NB_STATIC=n_blocks if static_width else 0, TST=int(o["tstore"]), num_warps=nw)  # fmt: skip
-    meta.update({k: int(o[v]) for k, v in (("WORD1", "word1"), ("BACKOFF", "backoff")) if o[v]})
+    meta.update(_word_meta(int(o["word1"]), int(o["backoff"]), nw))
     launched = launch_grouped(_softmax_fwd_reread_kernel, x, y, meta, split, int(o["per_sm"]), nw, groups, max_spins,
                               maxnreg)  # fmt: skip
     return None if launched is None else {"path": "reread", **launched}

@@ -118,19 +118,22 @@ def _word_stats(w, want3, offs, SPLIT: tl.constexpr):
 
 
 @triton.jit
-def _spin_word(base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, BACKOFF: tl.constexpr):
+def _spin_word(base, j, spin_budget, SPLIT: tl.constexpr, NL: tl.constexpr, BACKOFF: tl.constexpr):
     """:func:`_spin_words` for the one-word partials (:func:`_publish_word`): one 8-byte poll per lane and spin,
-    with a ``nanosleep`` of ``BACKOFF`` ns after a failed poll (0: none) so waiting lanes load the L2 less."""
-    offs = tl.arange(0, SPLIT_P2)
+    with a ``nanosleep`` of ``BACKOFF`` ns after a failed poll (0: none) so waiting lanes load the L2 less. ``NL``
+    lanes (a power of 2 >= SPLIT): lanes past ``SPLIT`` do not poll, so with ``NL`` = the program's threads each
+    partner's word is polled by one thread, not once per warp (a vector shorter than the threads is replicated)."""
+    offs = tl.arange(0, NL)
     lane = tl.where(offs < SPLIT, offs, 0)
     want3 = _tag3(j)
     sleep: tl.constexpr = f"nanosleep.u32 {BACKOFF}; " if BACKOFF > 0 else ""
     w = tl.inline_asm_elementwise(
-        "{ .reg .pred p, q; .reg .b32 l0, h0, n; mov.u32 n, 0; "
+        "{ .reg .pred p, q; .reg .b32 l0, h0, n; mov.u32 n, 0; mov.b64 $0, 0; setp.eq.u32 p, $4, 0; @p bra DONE; "
         "SPIN: ld.volatile.global.b64 $0, [$1]; mov.b64 {l0, h0}, $0; and.b32 l0, l0, 7; setp.eq.u32 p, l0, $2; "
         "@p bra DONE; " + sleep + "add.u32 n, n, 1; setp.lt.u32 q, n, $3; @q bra SPIN; DONE: }",
-        "=l,l,r,r",
-        [base + lane, tl.full([SPLIT_P2], 0, tl.int32) + want3, tl.full([SPLIT_P2], 0, tl.int32) + spin_budget],
+        "=l,l,r,r,r",
+        [base + lane, tl.full([NL], 0, tl.int32) + want3, tl.full([NL], 0, tl.int32) + spin_budget,
+         (offs < SPLIT).to(tl.int32)],
         dtype=tl.int64, is_pure=False, pack=1,
     )  # fmt: skip
     return _word_stats(w, want3, offs, SPLIT)
@@ -146,7 +149,7 @@ def _row_stats(x_ptr, row, x_stride, n_cols, base, j, spin_budget, SPLIT: tl.con
     another) or NaN, and no waiting from then on."""
     if WORD1:
         if ASM:
-            big, total, ok = _spin_word(base, j, spin_budget, SPLIT, SPLIT_P2, BACKOFF)
+            big, total, ok = _spin_word(base, j, spin_budget, SPLIT, max(SPLIT_P2, WORD1), BACKOFF)
         else:
             offs = tl.arange(0, SPLIT_P2)
             w = tl.load(base + offs, mask=offs < SPLIT, other=0, volatile=True)
@@ -286,7 +289,8 @@ def softmax_forward_tma(
     argument that Triton cannot specialise (128256 columns: 501 blocks, not a multiple of 16) ptxas spills 4-24
     bytes in these kernels with Triton 3.6, and such kernels ran erratically slowly on the H200 (session 6).
     ``word1``: the partials as one 64-bit word per chunk (:func:`_publish_word`: half the polls' and publications'
-    L2 traffic); ``backoff``: ns of ``nanosleep`` after a failed poll (with ``word1``)."""
+    L2 traffic; 2: also each word polled by one thread, not once per warp); ``backoff``: ns of ``nanosleep`` after a
+    failed poll (with ``word1``)."""
     if x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype:
         return None
     n_rows, n_cols = x.shape
@@ -305,9 +309,16 @@ def softmax_forward_tma(
                 HINT=int(cfg["hint"] if hint is None else hint), FALLBACK=int(interp),
                 PF=0 if interp else int(l2_prefetch), NB_STATIC=n_blocks if static_width else 0,
                 num_warps=nw)  # fmt: skip
-    meta.update({k: int(v) for k, v in (("WORD1", word1), ("BACKOFF", backoff)) if v})
+    meta.update(_word_meta(word1, backoff, nw))
     launched = launch_grouped(_softmax_fwd_tma_kernel, x, y, meta, split, per_sm, nw, groups, max_spins, maxnreg)
     return None if launched is None else {"path": "tma", **launched}
+
+
+def _word_meta(word1: int, backoff: int, num_warps: int) -> dict:
+    """The constexprs of the one-word exchange: ``WORD1`` = the poll vector's length (1: the partials' lanes, as
+    the two-word form; 2: one lane per thread), ``BACKOFF``; none when off (the default kernel unchanged)."""
+    meta = {"WORD1": 1 if word1 == 1 else 32 * num_warps} if word1 else {}
+    return {**meta, "BACKOFF": int(backoff)} if word1 and backoff else meta
 
 
 def launch_grouped(kernel, x: torch.Tensor, y: torch.Tensor, meta: dict, split: int, per_sm: int, nw: int,
