@@ -470,3 +470,37 @@ PLANS["a7rec"] = [
                 ("default", ("fwd", "fwdbwd"))]),
 ]  # fmt: skip
 COMPILE_SHAPES["a7rec"] = ("inter", "hidden")
+
+# Round 2 (a72.sh): the TMA forward around the round-1 winner (now TMA_DEFAULT at 65537-196607: 4096-column chunks
+# on 2-warp programs, 6 an SM, one-word partials polled by one thread, 100 ns back-off; 262144: 3 an SM), against
+# the session-6 default; back-off, programs an SM, groups, stages, 8192-column chunks.
+_W2 = {"word1": 2, "backoff": 100}
+_PW6 = {"blocks": 16, "num_warps": 2, "per_sm": 6, "stages": 3, "l2_prefetch": 1}
+_PW3 = {"blocks": 32, "num_warps": 4, "per_sm": 3, "stages": 3, "l2_prefetch": 1}
+VARIANTS["tma_s6"] = VARIANTS["tma_b16_w2_8_s3_pf1"]  # the session-6 default at 65537-196607 columns
+VARIANTS["tma256_s6"] = VARIANTS["tma_b32_w4_4_s3_pf1"]  # ... at 196608-524288
+for _bo in (30, 60, 200, 400, 1000):
+    VARIANTS[f"tma_pw6_w2_bo{_bo}"] = ({"tma": {**_PW6, "word1": 2, "backoff": _bo}}, None)
+VARIANTS["tma_pw5_w2b"] = ({"tma": {**_PW6, **_W2, "per_sm": 5}}, None)
+VARIANTS["tma_pw6g22_w2b"] = ({"tma": {**_PW6, **_W2, "groups": 22}}, None)
+VARIANTS["tma_pw6g23_w2b"] = ({"tma": {**_PW6, **_W2, "groups": 23}}, None)
+VARIANTS["tma_pw7g24_w2b"] = ({"tma": {**_PW6, **_W2, "per_sm": 7, "groups": 24}}, None)
+VARIANTS["tma_pw6s2_w2b"] = ({"tma": {**_PW6, **_W2, "stages": 2}}, None)
+VARIANTS["tma_pw6s4_w2b"] = ({"tma": {**_PW6, **_W2, "stages": 4}}, None)
+VARIANTS["tma_b32pw3_w2b"] = ({"tma": {**_PW3, **_W2}}, None)  # 8192-column chunks at 128256: 16 x 24 groups
+VARIANTS["tma256_pw3_w2b"] = ({"tma": {**_PW3, **_W2}}, None)
+VARIANTS["tma256_pw3_w2"] = ({"tma": {**_PW3, "word1": 2}}, None)
+VARIANTS["tma256_b16pw6_w2b"] = ({"tma": {**_PW6, **_W2}}, None)  # 4096-column chunks at 262144: 64 x 12 groups
+_A72_VOCAB = ["tma_pw6_w2", "tma_pw6_w2_bo30", "tma_pw6_w2_bo60", "tma_pw6_w2_bo200", "tma_pw6_w2_bo400",
+              "tma_pw6_w2_bo1000", "tma_pw5_w2b", "tma_pw6g22_w2b", "tma_pw6g23_w2b", "tma_pw7g24_w2b", "tma_pw6s2_w2b",
+              "tma_pw6s4_w2b", "tma_b32pw3_w2b", "tma_pw6"]  # fmt: skip
+_S6 = [("default", FWD), ("tma_s6", FWD)]
+PLANS["a72"] = [
+    ("vocab8k", _S6 + [("copy", FWD)] + [(v, FWD) for v in _A72_VOCAB] + _S6 + [(v, FWD) for v in _A72_VOCAB[:6]]
+     + _S6 + [("copy", FWD)]),
+    ("vocab4k", _S6 + [("copy", FWD), ("tma_pw6_w2", FWD), ("tma_pw6_w2_bo200", FWD), ("tma_pw6", FWD)] + _S6),
+    ("256k", [("default", FWD), ("tma256_s6", FWD), ("copy", FWD), ("tma256_pw3_w2b", FWD), ("tma256_pw3_w2", FWD),
+              ("tma256_b16pw6_w2b", FWD), ("default", FWD), ("tma256_s6", FWD), ("tma256_pw3_w2b", FWD)]),
+    ("inter", [("default", FWD), ("copy", FWD), ("default", FWD)]),
+    ("hidden", [("default", FWD), ("copy", FWD), ("default", FWD)]),
+]  # fmt: skip

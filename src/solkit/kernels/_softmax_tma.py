@@ -30,16 +30,21 @@ from solkit.kernels.softmax_split import _online_max_sum
 TMA_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "hint": 1}
 #: When the caller leaves ``tma``, ``rows``, ``packed``, ``coop`` and ``split`` None: the TMA forward on a GPU for
 #: 16-bit rows whose width lies in one of ``ranges`` ``(min_cols, max_cols, options)`` (and is a multiple of 256;
-#: else the next path). H200 (session 6, bf16): 8192 x 128256, 4096-column chunks on 2-warp programs, 8 an SM,
-#: 3 stages, one row of L2 prefetch: 1103.2 us against the register-packed 1142.5 (round 2; the same without the
-#: prefetch 1378.1, 4096-column chunks on 4 warps 1137.7); 1024 x 262144, 8192-column chunks on 4-warp programs,
-#: 4 an SM, 3 stages, prefetch: 280.0 against 289.7 (round 2; 285.6 against 304.0 without prefetch in round 1).
+#: else the next path). H200, bf16, the harness's median (docs/kernels/norms.md, "Wide softmax, session 7"):
+#: 8192 x 128256, 4096-column chunks on 2-warp programs, 6 an SM (24 groups, 168 registers: no spills), 3 stages,
+#: one row of L2 prefetch, one-word partials polled by one thread each, 100 ns back-off: 1066.9 / 1065.6 us
+#: (0.921 / 0.922) against the session-6 default's 8 an SM 1100.5 / 1099.4 / 1099.8 (0.893), 6 an SM with the
+#: two-word exchange 1073.9 / 1076.8, 24 groups at 128 registers 1070.5 / 1070.2 (the one-word form there spills:
+#: 1088-1131); 4096 x 128256: 531.9 against 552.1 (session 7 round 1). 1024 x 262144: 8192-column chunks on
+#: 4-warp programs, 3 an SM, 3 stages, prefetch: 271.5 against 4 an SM 280.0 (round 1). Session 6: 8 an SM
+#: 1103.2 against the register-packed 1142.5, the L2 prefetch essential (1378.1 without).
 TMA_DEFAULT: dict = {
     "ranges": [
-        (65537, 196607, {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 3, "l2_prefetch": 1}),
-        (196608, 524288, {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3, "l2_prefetch": 1}),
+        (65537, 196607, {"blocks": 16, "num_warps": 2, "per_sm": 6, "stages": 3, "l2_prefetch": 1, "word1": 2,
+                         "backoff": 100}),
+        (196608, 524288, {"blocks": 32, "num_warps": 4, "per_sm": 3, "stages": 3, "l2_prefetch": 1}),
     ]
-}
+}  # fmt: skip
 
 
 def tma_options(tma, explicit: tuple, t: torch.Tensor) -> dict | None:
