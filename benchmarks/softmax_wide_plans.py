@@ -463,9 +463,10 @@ _S6_256 = "tma_b32_w4_4_s3_pf1"  # ... at 196608-524288
 PLANS["a7rec"] = [
     ("inter", [("default", ALL3), ("liger", ("fwd", "fwdbwd")), ("compile", ("fwd", "fwdbwd")), ("eager", FWD),
                ("copy", FWD), ("default", ("fwd", "fwdbwd"))]),
-    ("vocab8k", [("default", ALL3), (_S6_128, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd")), (_S6_128, FWD)]),
-    ("256k", [("default", ALL3), (_S6_256, FWD), ("copy", FWD), ("default", ("fwd", "bwd"))]),
-    ("vocab4k", [("default", ALL3), (_S6_128, FWD), ("copy", FWD), ("default", FWD)]),
+    ("vocab8k", [("default", ALL3), (_S6_128, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd")), (_S6_128, FWD),
+                 ("default", FWD)]),
+    ("256k", [("default", ALL3), (_S6_256, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd")), (_S6_256, FWD)]),
+    ("vocab4k", [("default", ALL3), (_S6_128, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd"))]),
     ("hidden", [("default", ALL3), ("liger", FWD), ("compile", ("fwd", "fwdbwd")), ("copy", FWD),
                 ("default", ("fwd", "fwdbwd"))]),
 ]  # fmt: skip
