@@ -114,3 +114,14 @@ def test_tma_one_word_partials_gpu(shape, opts):
     y = torch.full_like(x, float("nan"))
     assert softmax_forward_tma(x, y, **opts) is not None
     _assert_close(y, x)
+
+
+def test_word_meta():
+    """The one-word exchange's constexprs: none when off (the default kernel unchanged), the poll vector's length."""
+    from solkit.kernels._softmax_tma import TMA_DEFAULT, _word_meta
+
+    assert _word_meta(0, 100, 2) == {}
+    assert _word_meta(1, 0, 2) == {"WORD1": 1}
+    assert _word_meta(2, 100, 4) == {"WORD1": 128, "BACKOFF": 100}
+    for lo, hi, opts in TMA_DEFAULT["ranges"]:
+        assert lo <= hi and set(opts) <= {"blocks", "num_warps", "per_sm", "stages", "l2_prefetch", "word1", "backoff"}
