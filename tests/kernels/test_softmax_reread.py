@@ -3,7 +3,8 @@ most 2x torch's own same-dtype error + atol).
 
 CPU: the interpreter's form in fp16 (descriptor or plain loads, one poll, then the whole-row fallback; the last
 program of a group finds its partners' words and takes the exchange), skews 1-3, a short last chunk, one chunk a
-row, one row, fewer rows than the skew. GPU: bf16 / fp16 at Llama vocabulary widths with the real exchange.
+row, one row, fewer rows than the skew. GPU: bf16 / fp16 at Llama vocabulary widths with the real exchange. Also
+the TMA forward's one-word exchange (``word1``, ``backoff``; :mod:`solkit.kernels._softmax_tma`), CPU and GPU.
 """
 
 from __future__ import annotations
