@@ -60,11 +60,22 @@ VARIANTS = {
     "wsa_w8": _g(mode=1, align=1, warps=8),
     "wsa_pm2": _g(mode=1, align=1, per_sm=2),
     "wsa_st5": _g(mode=1, align=1, stages=5),
+    # keep_e: pass 1's exponentials replace x in shared memory, pass 2 scales them (one exponential an element)
+    "wk": _g(mode=1, align=1, keep_e=1),
+    "wk_pm2": _g(mode=1, align=1, keep_e=1, per_sm=2),
+    "wk_pm2_s2": _g(mode=1, align=1, keep_e=1, per_sm=2, stats_warps=2),
+    "wk_pm2_b8": _g(mode=1, align=1, keep_e=1, per_sm=2, box=8),
+    "gk": _g(align=1, keep_e=1),
+    "gk_pm2": _g(align=1, keep_e=1, per_sm=2),
+    "gk_pm2_lag2": _g(align=1, keep_e=1, per_sm=2, lag=2),
+    "gk_pm3": _g(align=1, keep_e=1, per_sm=3),
 }
 FLOORS = ("copy",)
 BASE = ("default",)
 _R1_8K = ["copy", "default", "g", "ga", "ga_w8", "ga_lag2", "ga_lag0", "g_w8", "g_s33", "ga_b32", "ga_b8", "ga_pm2",
           "ga_st4", "default", "copy"]  # fmt: skip
+_R2_8K = ["copy", "default", "wsa_pm2", "wk", "wk_pm2", "wk_pm2_b8", "gk", "gk_pm2", "gk_pm2_lag2", "gk_pm3",
+          "default", "copy"]  # fmt: skip
 PLANS = {
     "r1": [
         ("odd", ["g", "ga", "ga_lag0"]),
@@ -78,6 +89,14 @@ PLANS = {
         ("small", ["wsa"]),
         ("vocab8k", ["copy", "default", "ws", "wsa", "wsa_s8", "wsa_w8", "wsa_pm2", "wsa_st5", "ga", "copy"]),
         ("256k", ["wsa"]),
+    ],
+    "r2": [
+        ("odd", ["wk", "gk"]),
+        ("small", ["wk_pm2", "gk_pm2"]),
+        ("vocab8k", _R2_8K),
+        ("vocab4k", ["copy", "default", "wk_pm2", "gk_pm2", "gk_pm3"]),
+        ("256k", ["copy", "default", "wsa_pm2", "wk_pm2", "gk_pm2", "gk_pm3"]),
+        ("vocab8k", ["wk_pm2_s2"]),  # last: the loader and two stats warps share a warpgroup
     ],
     "smoke": [("odd", ["g"])],
 }

@@ -95,6 +95,7 @@ def test_forward_matches_fp64(dtype, n_rows: int, n_cols: int) -> None:
     torch.manual_seed(n_rows * 7 + n_cols)
     x = torch.randn(n_rows, n_cols, device="cuda", dtype=dtype) * 4
     _check(x)
+    _check(x, align=1, keep_e=1, mode=1, per_sm=2)  # kept exponentials, two compute partitions, 2 an SM
 
 
 @pytest.mark.gpu
@@ -104,7 +105,9 @@ def test_forward_matches_fp64(dtype, n_rows: int, n_cols: int) -> None:
     [dict(split=33, box=16), dict(lag=0), dict(lag=2), dict(warps=8), dict(per_sm=2, split=12, box=16),
      dict(split=22, box=8), dict(stages=3), dict(hint=0), dict(mode=1), dict(mode=1, stats_warps=8),
      dict(mode=1, split=33, box=16), dict(mode=1, per_sm=2, split=12, box=16), dict(align=1),
-     dict(align=1, lag=0), dict(align=1, box=8), dict(align=1, mode=1), dict(align=1, per_sm=2)],
+     dict(align=1, lag=0), dict(align=1, box=8), dict(align=1, mode=1), dict(align=1, per_sm=2),
+     dict(align=1, keep_e=1), dict(align=1, keep_e=1, per_sm=2), dict(align=1, keep_e=1, per_sm=3),
+     dict(align=1, keep_e=1, mode=1), dict(align=1, keep_e=1, mode=1, per_sm=2), dict(keep_e=1)],
 )  # fmt: skip
 def test_knobs(opts: dict) -> None:
     torch.manual_seed(1)
@@ -120,11 +123,12 @@ def test_strided_rows_and_extremes() -> None:
     x[3] = -float("inf")
     x[3, 5] = 1.0  # one finite value: y = one-hot
     x[4, :1000] = 80.0  # large values: the max subtraction matters
-    y = torch.full_like(x, float("nan"))
-    assert G.softmax_forward_gluon(x, y) is not None
     ref = torch.softmax(x.double(), -1)
-    assert float((y.double() - ref).abs().max()) < 5e-3
-    assert float(y[3, 5]) == 1.0
+    for opts in ({}, {"align": 1, "keep_e": 1, "mode": 1, "per_sm": 2}):
+        y = torch.full_like(x, float("nan"))
+        assert G.softmax_forward_gluon(x, y, **opts) is not None
+        assert float((y.double() - ref).abs().max()) < 5e-3, opts
+        assert float(y[3, 5]) == 1.0, opts
 
 
 @pytest.mark.gpu

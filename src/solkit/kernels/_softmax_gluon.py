@@ -64,6 +64,7 @@ GLUON_CONFIG = {
     "target": 40,
     "mode": 0,
     "align": 0,
+    "keep_e": 0,
 }
 SMEM_PER_SM = 228 * 1024  # H100/H200: 228 KB an SM, at most 227 KB a block, 1 KB reserved by the driver a block
 SMEM_PER_BLOCK = 227 * 1024
@@ -157,7 +158,8 @@ if _IMPORT_ERROR is None:
             return gl.sum(gl.sum(gl.sum(t, axis=1), axis=1), axis=0)
 
     @gluon.jit
-    def _pass1(ring, slot, b0, b1, c1, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr):
+    def _pass1(ring, slot, b0, b1, c1, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr,
+               KEEPE: gl.constexpr):  # fmt: skip
         # the chunk's (max, sum 2^((x - max) L)): the max first (packed pairs, max.{bf16,f16}x2, elementwise over
         # the boxes, unpacked once, one reduction), then the sum from a second read of shared memory: two exchanges
         # between the warps a row whatever NBOX is
@@ -172,8 +174,12 @@ if _IMPORT_ERROR is None:
         e = gl.zeros([1, BR, 128], gl.float32, L3)
         for k in gl.static_range(NBOX):
             lo, hi = _unpack(_box_words(ring, slot, b0, b1, c1, k, NBOX, BR, IS_BF16, L3), IS_BF16)
-            e += gl.exp2(lo * L2E - m_ref) + gl.exp2(hi * L2E - m_ref)
-        return m, _reduce_all(e, False)
+            e_lo = gl.exp2(lo * L2E - m_ref)
+            e_hi = gl.exp2(hi * L2E - m_ref)
+            e += e_lo + e_hi
+            if KEEPE:  # the exponentials replace x in the slot (16-bit pairs): pass 2 only scales them
+                ring.index(slot * NBOX + k).store(_pack(e_lo, e_hi, IS_BF16))
+        return m, _reduce_all(e, False), m_ref
 
     @gluon.jit
     def _lg2(v):
@@ -217,15 +223,26 @@ if _IMPORT_ERROR is None:
         return big, gl.sum(gl.exp2(ls - big), axis=0), ready
 
     @gluon.jit
-    def _pass2(ring, slot, yrow_ptr, b0, b1, c1, lse2, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr,
-               HINT: gl.constexpr, L3: gl.constexpr):  # fmt: skip
+    def _pass2(ring, slot, yrow_ptr, b0, b1, c1, lse2, m_ref, NBOX: gl.constexpr, BR: gl.constexpr,
+               IS_BF16: gl.constexpr, HINT: gl.constexpr, L3: gl.constexpr, KEEPE: gl.constexpr):  # fmt: skip
         col = gl.arange(0, 128, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
         col3 = gl.expand_dims(gl.expand_dims(col, 0), 1)
         for k in gl.static_range(NBOX):
             w = ring.index(slot * NBOX + k).load(L3)
             g, ok = _box_blocks(b0, b1, c1, k, BR, L3)
-            lo, hi = _unpack(w, IS_BF16)
-            y = _pack(gl.exp2(lo * L2E - lse2), gl.exp2(hi * L2E - lse2), IS_BF16)
+            if KEEPE:  # y = e 2^(m_ref L - lse_2): bf16, one fma.rn.bf16x2 a pair; fp16, in fp32
+                c = gl.exp2(m_ref - lse2)
+                if IS_BF16:
+                    cw = gl.full([1, BR, 128], 0, gl.int32, L3) + _pack(c, c, True)
+                    zw = gl.full([1, BR, 128], -2147450880, gl.int32, L3)  # (-0, -0): e c + (-0) = e c
+                    y = gl.inline_asm_elementwise("fma.rn.bf16x2 $0, $1, $2, $3;", "=r,r,r,r", [w, cw, zw],
+                                                  dtype=gl.int32, is_pure=True, pack=1)  # fmt: skip
+                else:
+                    lo, hi = _unpack(w, IS_BF16)
+                    y = _pack(lo * c, hi * c, IS_BF16)
+            else:
+                lo, hi = _unpack(w, IS_BF16)
+                y = _pack(gl.exp2(lo * L2E - lse2), gl.exp2(hi * L2E - lse2), IS_BF16)
             ptrs = yrow_ptr + g * 128 + col3
             mask = ok & (col3 < 128)
             if HINT >= 1:
@@ -234,19 +251,23 @@ if _IMPORT_ERROR is None:
                 gl.store(ptrs, y, mask=mask)
 
     @gluon.jit
-    def _stats_row(ring, ready, i, gbase, chunk, b0, b1, c1, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr,
-                   STAGES: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr):  # fmt: skip
+    def _stats_row(ring, ready, mrefs, i, gbase, chunk, b0, b1, c1, SP2: gl.constexpr, BR: gl.constexpr,
+                   NBOX: gl.constexpr, STAGES: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr,
+                   L1: gl.constexpr, KEEPE: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # pass 1 of the program's row i (once its slot is loaded), published as arrival i
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        m_c, s_c = _pass1(ring, s, b0, b1, c1, NBOX, BR, IS_BF16, L3)
+        m_c, s_c, m_ref = _pass1(ring, s, b0, b1, c1, NBOX, BR, IS_BF16, L3, KEEPE)
+        if KEEPE:  # the reference of the kept exponentials, for pass 2 (lane l of every warp: its own word)
+            mrefs.index(s).store(gl.full([32], 0.0, gl.float32, L1) + m_ref)
         _publish(gbase + (i % NS) * SP2, chunk, i, m_c * L2E + _lg2(s_c), L1)
 
     @gluon.jit
-    def _write_row(ring, empty, r, gbase, budget, w, yu_ptr, row, y_stride, b0, b1, c1, SPLIT: gl.constexpr,
+    def _write_row(ring, empty, mrefs, r, gbase, budget, w, yu_ptr, row, y_stride, b0, b1, c1, SPLIT: gl.constexpr,
                    SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
-                   IS_BF16: gl.constexpr, HINT: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr):  # fmt: skip
+                   IS_BF16: gl.constexpr, HINT: gl.constexpr, L3: gl.constexpr, L1: gl.constexpr,
+                   KEEPE: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
         # pass 2 of the program's row r once the partners' words are in, then its slot back to the loader;
         # returns the spin budget left (0 after a timeout: that row is NaN and no program waits again)
@@ -255,17 +276,23 @@ if _IMPORT_ERROR is None:
             big = big + float("nan")
             budget = 0
         lse2 = big + _lg2(total)  # log2 of the row's sum of 2^(x L)
-        _pass2(ring, r % STAGES, yu_ptr + row.to(gl.int64) * y_stride, b0, b1, c1, lse2, NBOX, BR, IS_BF16, HINT, L3)
+        m_ref = 0.0
+        if KEEPE:
+            m_ref = gl.max(mrefs.index(r % STAGES).load(L1), axis=0)
+        _pass2(ring, r % STAGES, yu_ptr + row.to(gl.int64) * y_stride, b0, b1, c1, lse2, m_ref, NBOX, BR, IS_BF16, HINT,
+               L3, KEEPE)  # fmt: skip
         _cta_barrier()  # every warp of the partition is done reading the slot before the loader may refill it
         mbarrier.arrive(empty.index(r % STAGES))
         return budget
 
     @gluon.jit
-    def _compute(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1, y_stride, max_spins,
-                 SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
-                 LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    def _compute(ring, ready, empty, sdone, mrefs, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1,
+                 y_stride, max_spins, SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr,
+                 STAGES: gl.constexpr, LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr,
+                 WARPS: gl.constexpr, KEEPE: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
-        # MODE 0: one partition runs pass 1 of row i, then pass 2 of row i - LAG
+        # MODE 0: one partition runs pass 1 of row i, then pass 2 of row i - LAG (every thread reads back only the
+        # exponentials and references it wrote itself: no barrier between the passes)
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, WARPS, 1], [2, 1, 0])
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
         gbase = part_ptr + group * (NS * SP2)
@@ -274,43 +301,55 @@ if _IMPORT_ERROR is None:
             r = i - LAG
             w = _poll(gbase + (gl.maximum(r, 0) % NS) * SP2, SPLIT, SP2, L1)  # on its way during pass 1 of row i
             if i < n_mine:
-                _stats_row(ring, ready, i, gbase, chunk, b0, b1, c1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
+                _stats_row(ring, ready, mrefs, i, gbase, chunk, b0, b1, c1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1,
+                           KEEPE)  # fmt: skip
             if i >= LAG:
-                budget = _write_row(ring, empty, r, gbase, budget, w, yu_ptr, group + r * n_groups, y_stride,
-                                    b0, b1, c1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
+                budget = _write_row(ring, empty, mrefs, r, gbase, budget, w, yu_ptr, group + r * n_groups, y_stride,
+                                    b0, b1, c1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1,
+                                    KEEPE)  # fmt: skip
 
     @gluon.jit
-    def _writer(ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1, y_stride, max_spins,
-                SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
-                LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr, WARPS: gl.constexpr):  # fmt: skip
+    def _writer(ring, ready, empty, sdone, mrefs, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1,
+                y_stride, max_spins, SPLIT: gl.constexpr, SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr,
+                STAGES: gl.constexpr, LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr,
+                WARPS: gl.constexpr, KEEPE: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
-        # MODE 1, the default partition: pass 2 of each row as soon as its slot is loaded and the words are in
+        # MODE 1, the default partition: pass 2 of each row as soon as its slot is loaded (KEEPE: its exponentials
+        # written, `sdone`) and the words are in
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, WARPS, 1], [2, 1, 0])
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0]))
         gbase = part_ptr + group * (NS * SP2)
         budget = max_spins
         w = _poll(gbase, SPLIT, SP2, L1)
         for r in range(n_mine):
-            mbarrier.wait(ready.index(r % STAGES), (r // STAGES) & 1)
+            if KEEPE:
+                mbarrier.wait(sdone.index(r % STAGES), (r // STAGES) & 1)
+            else:
+                mbarrier.wait(ready.index(r % STAGES), (r // STAGES) & 1)
             # row r + 1's words on their way during this row's pass 2 (a stale read only costs a re-read)
             w_next = _poll(gbase + ((r + 1) % NS) * SP2, SPLIT, SP2, L1)
-            budget = _write_row(ring, empty, r, gbase, budget, w, yu_ptr, group + r * n_groups, y_stride, b0,
-                                b1, c1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1)  # fmt: skip
+            budget = _write_row(ring, empty, mrefs, r, gbase, budget, w, yu_ptr, group + r * n_groups, y_stride, b0,
+                                b1, c1, SPLIT, SP2, BR, NBOX, STAGES, IS_BF16, HINT, L3, L1, KEEPE)  # fmt: skip
             w = w_next
 
     @gluon.jit
-    def _stats_worker(ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, c1, SP2: gl.constexpr,
-                      BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr, IS_BF16: gl.constexpr,
-                      SWARPS: gl.constexpr):  # fmt: skip
+    def _stats_worker(ring, ready, empty, sdone, mrefs, part_ptr, group, chunk, n_mine, b0, b1, c1,
+                      SP2: gl.constexpr, BR: gl.constexpr, NBOX: gl.constexpr, STAGES: gl.constexpr,
+                      IS_BF16: gl.constexpr, SWARPS: gl.constexpr, KEEPE: gl.constexpr):  # fmt: skip
         NS: gl.constexpr = 16 if STAGES <= 8 else 32 if STAGES <= 16 else 64 if STAGES <= 32 else 128  # stat_slots
-        # MODE 1, a worker partition: pass 1 of each row, published, and its share of the slot's release
+        # MODE 1, a worker partition: pass 1 of each row, published; then the slot goes to the writer (KEEPE: the
+        # exponentials written, `sdone`) or its share of the release to the loader
         L3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 1, 32], [1, SWARPS, 1], [2, 1, 0])
         L1: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [1, 32], [SWARPS, 1], [1, 0]))
         gbase = part_ptr + group * (NS * SP2)
         for i in range(n_mine):
-            _stats_row(ring, ready, i, gbase, chunk, b0, b1, c1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1)
-            _cta_barrier()
-            mbarrier.arrive(empty.index(i % STAGES))
+            _stats_row(ring, ready, mrefs, i, gbase, chunk, b0, b1, c1, SP2, BR, NBOX, STAGES, IS_BF16, L3, L1,
+                       KEEPE)  # fmt: skip
+            _cta_barrier()  # every stats warp is done with the slot (and its writes) before the arrival
+            if KEEPE:
+                mbarrier.arrive(sdone.index(i % STAGES))
+            else:
+                mbarrier.arrive(empty.index(i % STAGES))
 
     @gluon.jit
     def _softmax_fwd_gluon_kernel(x_desc, yu_ptr, part_ptr, n_rows, n_blocks, y_stride, max_spins,
@@ -318,7 +357,7 @@ if _IMPORT_ERROR is None:
                                   LAG: gl.constexpr, IS_BF16: gl.constexpr, HINT: gl.constexpr,
                                   WARPS: gl.constexpr, LOADER_REGS: gl.constexpr, MODE: gl.constexpr = 0,
                                   SWARPS: gl.constexpr = 4, STATS_REGS: gl.constexpr = 128,
-                                  ALIGN: gl.constexpr = 0):  # fmt: skip
+                                  ALIGN: gl.constexpr = 0, KEEPE: gl.constexpr = 0):  # fmt: skip
         BR: gl.constexpr = x_desc.block_type.shape[1]
         pid = gl.program_id(0)
         n_groups = gl.num_programs(0) // SPLIT
@@ -336,15 +375,20 @@ if _IMPORT_ERROR is None:
         ring = gl.allocate_shared_memory(gl.int32, [STAGES * NBOX, 1, BR, 128], x_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        sdone = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        mrefs = gl.allocate_shared_memory(gl.float32, [STAGES, 32], gl.SwizzledSharedLayout(1, 1, 1, [0]))
         for p in gl.static_range(STAGES):
             mbarrier.init(ready.index(p), count=1)
-            mbarrier.init(empty.index(p), count=1 + MODE)  # MODE 1: released by the writer and the stats warps
+            # MODE 1 without KEEPE: released by the writer and the stats warps; else by the last reader alone
+            mbarrier.init(empty.index(p), count=2 if MODE == 1 and not KEEPE else 1)
+            mbarrier.init(sdone.index(p), count=1)
         fence_async_shared()
         if MODE == 0:
             gl.warp_specialize(
                 [
-                    (_compute, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1,
-                                y_stride, max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT, WARPS)),
+                    (_compute, (ring, ready, empty, sdone, mrefs, yu_ptr, part_ptr, group, chunk, n_groups, n_mine,
+                                b0, b1, c1, y_stride, max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT,
+                                WARPS, KEEPE)),
                     (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, c1, STAGES, NBOX, BR)),
                 ],
                 [1],
@@ -353,11 +397,12 @@ if _IMPORT_ERROR is None:
         else:
             gl.warp_specialize(
                 [
-                    (_writer, (ring, ready, empty, yu_ptr, part_ptr, group, chunk, n_groups, n_mine, b0, b1, c1,
-                               y_stride, max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT, WARPS)),
+                    (_writer, (ring, ready, empty, sdone, mrefs, yu_ptr, part_ptr, group, chunk, n_groups, n_mine,
+                               b0, b1, c1, y_stride, max_spins, SPLIT, SP2, BR, NBOX, STAGES, LAG, IS_BF16, HINT,
+                               WARPS, KEEPE)),
                     (_loader, (x_desc, ring, ready, empty, group, n_groups, n_mine, b0, b1, c1, STAGES, NBOX, BR)),
-                    (_stats_worker, (ring, ready, empty, part_ptr, group, chunk, n_mine, b0, b1, c1, SP2, BR, NBOX,
-                                     STAGES, IS_BF16, SWARPS)),
+                    (_stats_worker, (ring, ready, empty, sdone, mrefs, part_ptr, group, chunk, n_mine, b0, b1, c1,
+                                     SP2, BR, NBOX, STAGES, IS_BF16, SWARPS, KEEPE)),
                 ],
                 [1, SWARPS],
                 [LOADER_REGS, STATS_REGS],
@@ -409,8 +454,9 @@ def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0
     slot_bytes = nbox * box * 512
     # less the barriers and the reductions' scratch (512 bytes a compute warp: Triton 3.6, sm_90)
     budget = min(SMEM_PER_BLOCK, SMEM_PER_SM // per_sm - 1024) - 512 * warps - 256
-    stages = stages or min(MAX_STAGES, budget // slot_bytes)
-    if stages < 2 or stages > MAX_STAGES or stages * slot_bytes > budget or slots // split < 1:
+    per_stage = slot_bytes + 160  # + three mbarriers and the kept exponentials' reference (32 floats)
+    stages = stages or min(MAX_STAGES, budget // per_stage)
+    if stages < 2 or stages > MAX_STAGES or stages * per_stage > budget or slots // split < 1:
         return None
     return {"split": split, "box": box, "nbox": nbox, "stages": stages, "per_sm": per_sm, "chunk_blocks": chunk,
             "slot_bytes": slot_bytes, "groups": slots // split, "align": int(bool(align))}  # fmt: skip
@@ -433,15 +479,16 @@ def softmax_forward_gluon(
     x: torch.Tensor, y: torch.Tensor, *, split: int = 0, box: int = 0, stages: int = 0, warps: int | None = None,
     lag: int | None = None, per_sm: int = 0, hint: int | None = None, target: int = 0, groups: int | None = None,
     max_spins: int = 1 << 20, loader_regs: int = 40, maxnreg: int | None = None, mode: int | None = None,
-    stats_warps: int = 4, stats_regs: int = 0, align: int | None = None, nbox: int = 0,
+    stats_warps: int = 4, stats_regs: int = 0, align: int | None = None, nbox: int = 0, keep_e: int | None = None,
 ) -> dict | None:  # fmt: skip
     """``y = softmax(x)`` over the rows of the 2-D 16-bit CUDA tensor ``x`` (``y`` preallocated, same shape and
     dtype), or None (nothing launched) where the kernel does not apply: no sm_90 / Gluon, other dtypes, a width
     that is not a multiple of 256, rows not 16-byte aligned, or a group that cannot be resident. Returns the
     launch facts. Knobs: see :func:`plan` (``split``, ``box``, ``nbox``, ``stages``, ``per_sm``, ``target``,
-    ``align``), ``warps`` (compute), ``lag`` (mode 0), ``mode`` (1: pass 1 in a partition of its own with
-    ``stats_warps``), ``hint`` (0: plain stores), ``groups`` (at most), ``max_spins``; ``maxnreg`` caps the
-    registers a thread at launch (default: what ``per_sm`` programs need)."""
+    ``align``); ``keep_e`` (1: pass 1's exponentials replace x in shared memory as 16-bit pairs and pass 2 only
+    scales them: one exponential an element, not two); ``warps`` (compute); ``lag`` (mode 0); ``mode`` (1: pass 1
+    in a partition of its own with ``stats_warps``); ``hint`` (0: plain stores); ``groups`` (at most);
+    ``max_spins``; ``maxnreg`` caps the registers a thread at launch (default: what ``per_sm`` programs need)."""
     if unavailable_reason(x.device if x.is_cuda else None) is not None or not x.is_cuda:
         return None
     if x.dim() != 2 or x.dtype not in (torch.bfloat16, torch.float16) or y.dtype != x.dtype or y.shape != x.shape:
@@ -467,7 +514,8 @@ def softmax_forward_gluon(
     desc = TensorDescriptor(xu, [n_rows, n_blocks, 128], [x.stride(0) // 2, 128, 1], [1, p["box"], 128], _layout())
     meta = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag, IS_BF16=int(x.dtype ==
                 torch.bfloat16), HINT=int(cfg["hint"] if hint is None else hint), WARPS=warps,
-                LOADER_REGS=loader_regs, ALIGN=p["align"], num_warps=warps)  # fmt: skip
+                LOADER_REGS=loader_regs, ALIGN=p["align"], KEEPE=int(cfg["keep_e"] if keep_e is None else keep_e),
+                num_warps=warps)  # fmt: skip
     launched = _launched_warps(warps, mode, stats_warps)
     if mode:
         meta.update(MODE=1, SWARPS=stats_warps, STATS_REGS=stats_regs or _stats_regs(warps, stats_warps, p["per_sm"]))
@@ -517,7 +565,8 @@ def _resident(kernel: Any, launched: int, device: torch.device) -> tuple[int, di
 
 
 def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, lag: int = 1, sms: int = 132,
-                 maxnreg: int | None = None, mode: int = 0, stats_warps: int = 4, **plan_opts: Any) -> Any:  # fmt: skip
+                 maxnreg: int | None = None, mode: int = 0, stats_warps: int = 4, keep_e: int = 0,
+                 **plan_opts: Any) -> Any:  # fmt: skip
     """Compile the kernel for sm_90 without a GPU (to read its PTX / SASS and catch API errors early), with the
     launcher's choices (plan, registers); returns (compiled kernel, plan)."""
     from triton.backends.compiler import GPUTarget
@@ -530,7 +579,7 @@ def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, l
            "n_rows": "i32", "n_blocks": "i32", "y_stride": "i32", "max_spins": "i32"}  # fmt: skip
     consts = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag,
                   IS_BF16=int(dtype == "bf16"), HINT=1, WARPS=warps, LOADER_REGS=40, MODE=mode, SWARPS=stats_warps,
-                  STATS_REGS=_stats_regs(warps, stats_warps, p["per_sm"]), ALIGN=p["align"])  # fmt: skip
+                  STATS_REGS=_stats_regs(warps, stats_warps, p["per_sm"]), ALIGN=p["align"], KEEPE=keep_e)  # fmt: skip
     sig.update({k: "constexpr" for k in consts})
     aligned = [["tt.divisibility", 16]]  # as the launcher specialises 16-byte aligned pointers and strides
     attrs = {(1,): aligned, (2,): aligned, (5,): aligned}
