@@ -71,6 +71,7 @@ VARIANTS = {
     "gk_pm3": _g(align=1, keep_e=1, per_sm=3),
 }
 FLOORS = ("copy",)
+UNWARMED = ("wk_pm2_s2",)  # compiled in the timed run only (its warpgroup layout is untried)
 BASE = ("default",)
 _R1_8K = ["copy", "default", "g", "ga", "ga_w8", "ga_lag2", "ga_lag0", "g_w8", "g_s33", "ga_b32", "ga_b8", "ga_pm2",
           "ga_st4", "default", "copy"]  # fmt: skip
@@ -148,7 +149,7 @@ def check(name: str, ref: Ref) -> dict:
 
 def warm(part: str, plan: str) -> None:
     k, n = (int(v) for v in part.split("/"))
-    jobs = sorted({(s, v) for s, vs in PLANS[plan] for v in vs if v in VARIANTS})
+    jobs = sorted({(s, v) for s, vs in PLANS[plan] for v in vs if v in VARIANTS and v not in UNWARMED})
     for s, v in jobs[k::n]:
         cols = SHAPES[s][1]
         rows = SHAPES[s][0]

@@ -143,11 +143,14 @@ if _IMPORT_ERROR is None:
 
     @gluon.jit
     def _box_words(ring, slot, b0, b1, c1, k, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr,
-                   L3: gl.constexpr):  # fmt: skip
-        # box k of the slot as words; two -inf for blocks that are not this box's to use
+                   L3: gl.constexpr, MASKED: gl.constexpr):  # fmt: skip
+        # box k of the slot as words; with MASKED, two -inf for blocks that are not this box's to use
         PAD: gl.constexpr = -8323200 if IS_BF16 else -67044352
-        _g, ok = _box_blocks(b0, b1, c1, k, BR, L3)
-        return gl.where(ok, ring.index(slot * NBOX + k).load(L3), PAD)
+        w = ring.index(slot * NBOX + k).load(L3)
+        if MASKED:
+            _g, ok = _box_blocks(b0, b1, c1, k, BR, L3)
+            w = gl.where(ok, w, PAD)
+        return w
 
     @gluon.jit
     def _reduce_all(t, MAX: gl.constexpr):
@@ -159,21 +162,21 @@ if _IMPORT_ERROR is None:
 
     @gluon.jit
     def _pass1(ring, slot, b0, b1, c1, NBOX: gl.constexpr, BR: gl.constexpr, IS_BF16: gl.constexpr, L3: gl.constexpr,
-               KEEPE: gl.constexpr):  # fmt: skip
+               KEEPE: gl.constexpr, MASKED: gl.constexpr):  # fmt: skip
         # the chunk's (max, sum 2^((x - max) L)): the max first (packed pairs, max.{bf16,f16}x2, elementwise over
         # the boxes, unpacked once, one reduction), then the sum from a second read of shared memory: two exchanges
         # between the warps a row whatever NBOX is
         MAX2: gl.constexpr = "max.bf16x2 $0, $1, $2;" if IS_BF16 else "max.f16x2 $0, $1, $2;"
-        mx = _box_words(ring, slot, b0, b1, c1, 0, NBOX, BR, IS_BF16, L3)
+        mx = _box_words(ring, slot, b0, b1, c1, 0, NBOX, BR, IS_BF16, L3, MASKED)
         for k in gl.static_range(1, NBOX):
-            w = _box_words(ring, slot, b0, b1, c1, k, NBOX, BR, IS_BF16, L3)
+            w = _box_words(ring, slot, b0, b1, c1, k, NBOX, BR, IS_BF16, L3, MASKED)
             mx = gl.inline_asm_elementwise(MAX2, "=r,r,r", [mx, w], dtype=gl.int32, is_pure=True, pack=1)
         lo, hi = _unpack(mx, IS_BF16)
         m = _reduce_all(gl.maximum(lo, hi), True)
         m_ref = gl.where(m == -float("inf"), 0.0, m) * L2E
         e = gl.zeros([1, BR, 128], gl.float32, L3)
         for k in gl.static_range(NBOX):
-            lo, hi = _unpack(_box_words(ring, slot, b0, b1, c1, k, NBOX, BR, IS_BF16, L3), IS_BF16)
+            lo, hi = _unpack(_box_words(ring, slot, b0, b1, c1, k, NBOX, BR, IS_BF16, L3, MASKED), IS_BF16)
             e_lo = gl.exp2(lo * L2E - m_ref)
             e_hi = gl.exp2(hi * L2E - m_ref)
             e += e_lo + e_hi
@@ -258,7 +261,10 @@ if _IMPORT_ERROR is None:
         # pass 1 of the program's row i (once its slot is loaded), published as arrival i
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        m_c, s_c, m_ref = _pass1(ring, s, b0, b1, c1, NBOX, BR, IS_BF16, L3, KEEPE)
+        if b1 - b0 == NBOX * BR:  # the boxes tile the chunk exactly: no block to mask
+            m_c, s_c, m_ref = _pass1(ring, s, b0, b1, c1, NBOX, BR, IS_BF16, L3, KEEPE, False)
+        else:
+            m_c, s_c, m_ref = _pass1(ring, s, b0, b1, c1, NBOX, BR, IS_BF16, L3, KEEPE, True)
         if KEEPE:  # the reference of the kept exponentials, for pass 2 (lane l of every warp: its own word)
             mrefs.index(s).store(gl.full([32], 0.0, gl.float32, L1) + m_ref)
         _publish(gbase + (i % NS) * SP2, chunk, i, m_c * L2E + _lg2(s_c), L1)
