@@ -69,14 +69,16 @@ VARIANTS = {
     "gk_pm2": _g(align=1, keep_e=1, per_sm=2),
     "gk_pm2_lag2": _g(align=1, keep_e=1, per_sm=2, lag=2),
     "gk_pm3": _g(align=1, keep_e=1, per_sm=3),
+    "wk_pm2_b32": _g(mode=1, align=1, keep_e=1, per_sm=2, box=32),
+    "gk_pm2_b32": _g(align=1, keep_e=1, per_sm=2, box=32),
 }
 FLOORS = ("copy",)
 UNWARMED = ("wk_pm2_s2",)  # compiled in the timed run only (its warpgroup layout is untried)
 BASE = ("default",)
 _R1_8K = ["copy", "default", "g", "ga", "ga_w8", "ga_lag2", "ga_lag0", "g_w8", "g_s33", "ga_b32", "ga_b8", "ga_pm2",
           "ga_st4", "default", "copy"]  # fmt: skip
-_R2_8K = ["copy", "default", "wsa_pm2", "wk", "wk_pm2", "wk_pm2_b8", "gk", "gk_pm2", "gk_pm2_lag2", "gk_pm3",
-          "default", "copy"]  # fmt: skip
+_R2_8K = ["copy", "default", "wsa_pm2", "wk", "wk_pm2", "wk_pm2_b8", "wk_pm2_b32", "gk", "gk_pm2", "gk_pm2_lag2",
+          "gk_pm2_b32", "gk_pm3", "default", "copy"]  # fmt: skip
 PLANS = {
     "r1": [
         ("odd", ["g", "ga", "ga_lag0"]),
