@@ -162,3 +162,12 @@ def test_stat_slots_outlast_the_ring() -> None:
     for stages in range(2, G.MAX_STAGES + 1):
         n = G.stat_slots(stages)
         assert n >= max(16, 2 * stages) and n & (n - 1) == 0
+
+
+def test_gluon_options() -> None:
+    t = torch.empty(2, 512, dtype=torch.bfloat16)
+    assert G.gluon_options(None, (None,), t) is None  # CPU tensor: never by default
+    assert G.gluon_options(None, (True,), t) is None  # another path asked for
+    assert G.gluon_options(False, (None,), t) is None
+    assert G.gluon_options(True, (None,), t) == {}
+    assert G.gluon_options({"per_sm": 2}, (None,), t) == {"per_sm": 2}

@@ -81,6 +81,31 @@ def stat_slots(stages: int) -> int:
 L2E_PY = 1.4426950408889634
 
 
+#: When ``solkit.kernels.softmax.softmax_forward`` would take this path by default (once wired; see
+#: docs/kernels/softmax-gluon.md): 16-bit rows on an sm_90 GPU whose width lies in one of ``ranges``
+#: ``(min_cols, max_cols, options)``. Filled from the session-7 measurements.
+GLUON_DEFAULT: dict = {"ranges": []}
+
+
+def gluon_options(gluon: bool | dict | None, explicit: tuple, t: torch.Tensor) -> dict | None:
+    """Options of this forward, or None when it is not taken: an explicit ``gluon`` wins (True: the launcher's
+    defaults, a dict: those options), any other explicit path choice (``explicit``) excludes it, else
+    :data:`GLUON_DEFAULT` (16-bit rows on an sm_90 GPU with Gluon)."""
+    if gluon is None:
+        if any(v is not None for v in explicit) or not t.is_cuda or t.dtype not in (torch.bfloat16, torch.float16):
+            return None
+        if unavailable_reason(t.device) is not None:
+            return None
+        n = t.shape[-1]
+        for lo, hi, opts in GLUON_DEFAULT["ranges"]:
+            if lo <= n <= hi:
+                return dict(opts)
+        return None
+    if isinstance(gluon, dict):
+        return dict(gluon)
+    return {} if gluon else None
+
+
 def unavailable_reason(device: torch.device | None = None) -> str | None:
     """Why the kernel cannot run on ``device`` (default: the current CUDA device), or None if it can."""
     if _IMPORT_ERROR is not None:
