@@ -11,6 +11,7 @@ the 4.8 TB/s datasheet (helpers from ``kernels_softmax_wide.py``).
 
     python3 kernels_softmax_gluon.py --plan r1 --warm 0/3          # compile a third of the variants (few rows)
     python3 kernels_softmax_gluon.py --plan r1 --out r1.json --budget-s 150
+    python3 -c "import kernels_softmax_gluon as b; b.compile_sm90(128256, mode=1)"  # offline sm_90 compile (no GPU)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import platform
 import sys
 import time
 import traceback
+from typing import Any
 
 import torch
 import triton
@@ -163,6 +165,36 @@ def warm(part: str, plan: str) -> None:
             print(f"warm {s} {v}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
     torch.cuda.synchronize()
     log(f"warm {part}: {len(jobs[k::n])} done")
+
+
+def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, lag: int = 1, sms: int = 132,
+                 maxnreg: int | None = None, mode: int = 0, stats_warps: int = 4, keep_e: int = 0,
+                 **plan_opts: Any) -> Any:  # fmt: skip
+    """Compile the kernel for sm_90 without a GPU (to read its PTX / SASS and catch API errors early), with the
+    launcher's choices (plan, registers); returns (compiled kernel, plan)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from solkit.kernels import _softmax_gluon as G
+
+    p = G.plan(n_cols, sms, warps=warps + (stats_warps if mode else 0), **plan_opts)
+    assert p is not None, "no plan"
+    sp2 = max(triton.next_power_of_2(p["split"]), 2)
+    sig = {"x_desc": f"tensordesc<i32[1, {p['box']}, 128],{G._layout()!r}>", "yu_ptr": "*i32", "part_ptr": "*i64",
+           "n_rows": "i32", "n_blocks": "i32", "y_stride": "i32", "max_spins": "i32"}  # fmt: skip
+    consts = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag,
+                  IS_BF16=int(dtype == "bf16"), HINT=1, WARPS=warps, LOADER_REGS=40, MODE=mode, SWARPS=stats_warps,
+                  STATS_REGS=G._stats_regs(warps, stats_warps, p["per_sm"]), ALIGN=p["align"],
+                  KEEPE=keep_e)  # fmt: skip
+    sig.update({k: "constexpr" for k in consts})
+    aligned = [["tt.divisibility", 16]]  # as the launcher specialises 16-byte aligned pointers and strides
+    attrs = {(1,): aligned, (2,): aligned, (5,): aligned}
+    src = GluonASTSource(G._softmax_fwd_gluon_kernel, sig, consts, attrs)
+    launched = G._launched_warps(warps, mode, stats_warps)
+    if maxnreg is None and p["per_sm"] > 1:
+        maxnreg = 65536 // (p["per_sm"] * launched * 32) // 8 * 8
+    options = {"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options), p
 
 
 def main() -> int:

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from solkit.kernels._utils import interpreting
+from solkit.kernels.cross_entropy_split import resident_programs
 
 try:  # Gluon is experimental: without it (older Triton) or with a changed API this path is only unavailable
     import triton
@@ -558,7 +559,7 @@ def softmax_forward_gluon(
     key = (x.device.index, n_blocks, tuple(sorted(meta.items())))
     if key not in _COMPILED:  # compile without a launch: the whole grid must be resident at once
         kernel = _softmax_fwd_gluon_kernel.warmup(*args, grid=(1,), **meta)
-        _COMPILED[key] = _resident(kernel, launched, x.device)
+        _COMPILED[key] = resident_programs(kernel, launched, x.device)
     capacity, occ = _COMPILED[key]
     n_groups = min(n_groups, capacity // p["split"])
     if n_groups < 1:
@@ -576,47 +577,3 @@ def _stats_regs(warps: int, stats_warps: int, per_sm: int) -> int:
     # MODE 1's stats partition: its share of the registers a program has (setmaxnreg: multiples of 8, 24-256)
     per_thread = 65536 // (per_sm * _launched_warps(warps, 1, stats_warps) * 32)
     return max(24, min(256, per_thread // 8 * 8))
-
-
-def _resident(kernel: Any, launched: int, device: torch.device) -> tuple[int, dict]:
-    """Programs the GPU holds at once (shared memory, registers of the compute and loader warps, threads)."""
-    from solkit.kernels.cross_entropy_split import programs_per_sm
-
-    if hasattr(kernel, "_init_handles"):
-        kernel._init_handles()
-    props = torch.cuda.get_device_properties(device)
-    total_warps = max(launched, int(getattr(kernel.metadata, "num_warps", 0)))
-    n_regs, shared = int(kernel.n_regs), int(kernel.metadata.shared)
-    limits = programs_per_sm(n_regs, shared, total_warps,
-                             smem_sm=getattr(props, "shared_memory_per_multiprocessor", SMEM_PER_SM))  # fmt: skip
-    per_sm = min(limits.values())
-    info = {"n_regs": n_regs, "n_spills": int(getattr(kernel, "n_spills", 0)), "shared": shared,
-            "per_sm_limits": limits, "resident_per_sm": per_sm}  # fmt: skip
-    return per_sm * props.multi_processor_count, info
-
-
-def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, lag: int = 1, sms: int = 132,
-                 maxnreg: int | None = None, mode: int = 0, stats_warps: int = 4, keep_e: int = 0,
-                 **plan_opts: Any) -> Any:  # fmt: skip
-    """Compile the kernel for sm_90 without a GPU (to read its PTX / SASS and catch API errors early), with the
-    launcher's choices (plan, registers); returns (compiled kernel, plan)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    p = plan(n_cols, sms, warps=warps + (stats_warps if mode else 0), **plan_opts)
-    assert p is not None, "no plan"
-    sp2 = max(triton.next_power_of_2(p["split"]), 2)
-    sig = {"x_desc": f"tensordesc<i32[1, {p['box']}, 128],{_layout()!r}>", "yu_ptr": "*i32", "part_ptr": "*i64",
-           "n_rows": "i32", "n_blocks": "i32", "y_stride": "i32", "max_spins": "i32"}  # fmt: skip
-    consts = dict(SPLIT=p["split"], SP2=sp2, NBOX=p["nbox"], STAGES=p["stages"], LAG=lag,
-                  IS_BF16=int(dtype == "bf16"), HINT=1, WARPS=warps, LOADER_REGS=40, MODE=mode, SWARPS=stats_warps,
-                  STATS_REGS=_stats_regs(warps, stats_warps, p["per_sm"]), ALIGN=p["align"], KEEPE=keep_e)  # fmt: skip
-    sig.update({k: "constexpr" for k in consts})
-    aligned = [["tt.divisibility", 16]]  # as the launcher specialises 16-byte aligned pointers and strides
-    attrs = {(1,): aligned, (2,): aligned, (5,): aligned}
-    src = GluonASTSource(_softmax_fwd_gluon_kernel, sig, consts, attrs)
-    launched = _launched_warps(warps, mode, stats_warps)
-    if maxnreg is None and p["per_sm"] > 1:
-        maxnreg = 65536 // (p["per_sm"] * launched * 32) // 8 * 8
-    options = {"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options), p
