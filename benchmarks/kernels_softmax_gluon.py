@@ -73,6 +73,9 @@ VARIANTS = {
     "gk_pm3": _g(align=1, keep_e=1, per_sm=3),
     "wk_pm2_b32": _g(mode=1, align=1, keep_e=1, per_sm=2, box=32),
     "gk_pm2_b32": _g(align=1, keep_e=1, per_sm=2, box=32),
+    # round 3: the configurations of record (chosen from round 2)
+    "best": _g(mode=1, align=1, keep_e=1, per_sm=2),
+    "best256k": _g(mode=1, align=1, keep_e=1, per_sm=2),
 }
 FLOORS = ("copy",)
 UNWARMED = ("wk_pm2_s2",)  # compiled in the timed run only (its warpgroup layout is untried)
@@ -102,6 +105,12 @@ PLANS = {
         ("vocab4k", ["copy", "default", "wk_pm2", "gk_pm2", "gk_pm3"]),
         ("256k", ["copy", "default", "wsa_pm2", "wk_pm2", "gk_pm2", "gk_pm3"]),
         ("vocab8k", ["wk_pm2_s2"]),  # last: the loader and two stats warps share a warpgroup
+    ],
+    "r3": [
+        ("odd", ["best"]),
+        ("vocab8k", ["copy", "default", "best", "best", "default", "copy"]),
+        ("vocab4k", ["copy", "default", "best", "default", "best"]),
+        ("256k", ["copy", "default", "best256k", "default", "best256k"]),
     ],
     "smoke": [("odd", ["g"])],
 }
