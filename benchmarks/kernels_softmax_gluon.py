@@ -73,9 +73,11 @@ VARIANTS = {
     "gk_pm3": _g(align=1, keep_e=1, per_sm=3),
     "wk_pm2_b32": _g(mode=1, align=1, keep_e=1, per_sm=2, box=32),
     "gk_pm2_b32": _g(align=1, keep_e=1, per_sm=2, box=32),
-    # round 3: the configurations of record (chosen from round 2)
-    "best": _g(mode=1, align=1, keep_e=1, per_sm=2),
-    "best256k": _g(mode=1, align=1, keep_e=1, per_sm=2),
+    # round 3: the configuration of record (round 2's fastest at all three shapes: gk_pm3) and two untried neighbours
+    "best": _g(align=1, keep_e=1, per_sm=3),
+    "best256k": _g(align=1, keep_e=1, per_sm=3),
+    "gk_pm4": _g(align=1, keep_e=1, per_sm=4),
+    "gk_pm3_lag2": _g(align=1, keep_e=1, per_sm=3, lag=2),
 }
 FLOORS = ("copy",)
 UNWARMED = ("wk_pm2_s2",)  # compiled in the timed run only (its warpgroup layout is untried)
@@ -107,10 +109,10 @@ PLANS = {
         ("vocab8k", ["wk_pm2_s2"]),  # last: the loader and two stats warps share a warpgroup
     ],
     "r3": [
-        ("odd", ["best"]),
-        ("vocab8k", ["copy", "default", "best", "best", "default", "copy"]),
+        ("odd", ["best", "gk_pm4"]),
+        ("vocab8k", ["copy", "default", "best", "best", "default", "copy", "gk_pm4", "gk_pm3_lag2"]),
         ("vocab4k", ["copy", "default", "best", "default", "best"]),
-        ("256k", ["copy", "default", "best256k", "default", "best256k"]),
+        ("256k", ["copy", "default", "best256k", "default", "best256k", "gk_pm4"]),
     ],
     "smoke": [("odd", ["g"])],
 }
