@@ -78,6 +78,7 @@ VARIANTS = {
     "best256k": _g(align=1, keep_e=1, per_sm=3),
     "gk_pm4": _g(align=1, keep_e=1, per_sm=4),
     "gk_pm3_lag2": _g(align=1, keep_e=1, per_sm=3, lag=2),
+    "gk_pm3_b32": _g(align=1, keep_e=1, per_sm=3, box=32, nbox=2),
 }
 FLOORS = ("copy",)
 UNWARMED = ("wk_pm2_s2",)  # compiled in the timed run only (its warpgroup layout is untried)
@@ -110,7 +111,7 @@ PLANS = {
     ],
     "r3": [
         ("odd", ["best", "gk_pm4"]),
-        ("vocab8k", ["copy", "default", "best", "best", "default", "copy", "gk_pm4", "gk_pm3_lag2"]),
+        ("vocab8k", ["copy", "default", "best", "best", "default", "copy", "gk_pm4", "gk_pm3_lag2", "gk_pm3_b32"]),
         ("vocab4k", ["copy", "default", "best", "default", "best"]),
         ("256k", ["copy", "default", "best256k", "default", "best256k", "gk_pm4"]),
     ],
