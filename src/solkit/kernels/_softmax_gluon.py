@@ -463,7 +463,9 @@ def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0
             per_chunk = -(-n_blocks // split)
             nbox = -(-per_chunk // (box or 16))
         shapes = [(b, k) for b in ((box,) if box else (8, 16, 32)) for k in ((nbox,) if nbox else range(1, 9))]
-        shapes = [(b, k) for b, k in shapes if -(-n_blocks // (b * k)) <= slots]
+        room = min(SMEM_PER_BLOCK, SMEM_PER_SM // per_sm - 1024) - 512 * warps - 256
+        shapes = [(b, k) for b, k in shapes
+                  if -(-n_blocks // (b * k)) <= slots and room // (b * k * 512 + 160) >= max(2, stages)]  # fmt: skip
         if not shapes:
             return None
 
