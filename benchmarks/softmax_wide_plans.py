@@ -455,22 +455,6 @@ PLANS["a71"] = [
 PLANS["smoke"].append(
     ("smoke_rr", [(_rr(2, 1, 4, 3, 1), FWD), (_rr(2, 1, 4, 3, 2, "00", "12"), FWD), (_rr(2, 1, 4, 3, 1, tst=1), FWD)])
 )
-#: Session 7's table of record (round 3): the module defaults at every shape (forward, backward alone, forward +
-#: backward), the session-6 defaults (TMA-staged packed) timed next to them at vocabulary widths, Liger and
-#: torch.compile (max-autotune, compiled in a warm-up process first) at 14336 and 4096, eager, the bare copy.
-_S6_128 = "tma_b16_w2_8_s3_pf1"  # the session-6 default at 65537-196607 columns
-_S6_256 = "tma_b32_w4_4_s3_pf1"  # ... at 196608-524288
-PLANS["a7rec"] = [
-    ("inter", [("default", ALL3), ("liger", ("fwd", "fwdbwd")), ("compile", ("fwd", "fwdbwd")), ("eager", FWD),
-               ("copy", FWD), ("default", ("fwd", "fwdbwd"))]),
-    ("vocab8k", [("default", ALL3), (_S6_128, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd")), (_S6_128, FWD),
-                 ("default", FWD)]),
-    ("256k", [("default", ALL3), (_S6_256, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd")), (_S6_256, FWD)]),
-    ("vocab4k", [("default", ALL3), (_S6_128, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd"))]),
-    ("hidden", [("default", ALL3), ("liger", FWD), ("compile", ("fwd", "fwdbwd")), ("copy", FWD),
-                ("default", ("fwd", "fwdbwd"))]),
-]  # fmt: skip
-COMPILE_SHAPES["a7rec"] = ("inter", "hidden")
 
 # Round 2 (a72.sh): the TMA forward around the round-1 winner (now TMA_DEFAULT at 65537-196607: 4096-column chunks
 # on 2-warp programs, 6 an SM, one-word partials polled by one thread, 100 ns back-off; 262144: 3 an SM), against
@@ -505,3 +489,26 @@ PLANS["a72"] = [
     ("inter", [("default", FWD), ("copy", FWD), ("default", FWD)]),
     ("hidden", [("default", FWD), ("copy", FWD), ("default", FWD)]),
 ]  # fmt: skip
+#: Session 7's table of record (round 3): the module defaults at every shape (forward, backward alone, forward +
+#: backward), the session-6 defaults (TMA-staged packed) timed next to them at vocabulary widths, Liger and
+#: torch.compile (max-autotune, compiled in a warm-up process first) at 14336 and 4096, eager, the bare copy.
+_S6_128 = "tma_b16_w2_8_s3_pf1"  # the session-6 default at 65537-196607 columns
+_S6_256 = "tma_b32_w4_4_s3_pf1"  # ... at 196608-524288
+# A/B beside the defaults: at 65537-196607 the round-1 default (3 stages), at 262144 4096-column chunks x 6 an SM
+# with the one-word exchange (round 2: 269.1 us) and 2 stages
+_R1 = "tma_pw6_w2_s3"
+VARIANTS[_R1] = ({"tma": {**_PW6, **_W2}}, None)
+VARIANTS["tma256_pw3s2"] = ({"tma": {**_PW3, "stages": 2}}, None)
+PLANS["a7rec"] = [
+    ("inter", [("default", ALL3), ("liger", ("fwd", "fwdbwd")), ("compile", ("fwd", "fwdbwd")), ("eager", FWD),
+               ("copy", FWD), ("default", ("fwd", "fwdbwd"))]),
+    ("vocab8k", [("default", ALL3), (_R1, FWD), (_S6_128, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd")),
+                 (_R1, FWD), (_S6_128, FWD), ("default", FWD), (_R1, FWD), ("default", FWD)]),
+    ("256k", [("default", ALL3), ("tma256_b16pw6_w2b", FWD), ("tma256_pw3s2", FWD), (_S6_256, FWD), ("copy", FWD),
+              ("default", ("fwd", "fwdbwd")), ("tma256_b16pw6_w2b", FWD), ("tma256_pw3s2", FWD), ("default", FWD)]),
+    ("vocab4k", [("default", ALL3), (_R1, FWD), (_S6_128, FWD), ("copy", FWD), ("default", ("fwd", "fwdbwd")),
+                 (_R1, FWD)]),
+    ("hidden", [("default", ALL3), ("liger", FWD), ("compile", ("fwd", "fwdbwd")), ("copy", FWD),
+                ("default", ("fwd", "fwdbwd"))]),
+]  # fmt: skip
+COMPILE_SHAPES["a7rec"] = ("inter", "hidden")

@@ -20,8 +20,8 @@ done
 wait $PIDS
 echo "warm done at $(( $(date +%s) - START ))s"; tail -q -n 3 "$OUT"/warm*.log
 T=$(left)
-[ "$T" -gt 40 ] && timeout $(( T - 60 )) python3 kernels_softmax_wide.py --plan a7rec --reps 40 \
-  --out "$OUT/kernels_softmax_wide_a7rec.json" --budget-s $(( T - 75 )) 2>&1 | tee "$OUT/a7rec.txt" | tail -n 60
+[ "$T" -gt 40 ] && timeout $(( T - 45 )) python3 kernels_softmax_wide.py --plan a7rec --reps 40 \
+  --out "$OUT/kernels_softmax_wide_a7rec.json" --budget-s $(( T - 60 )) 2>&1 | tee "$OUT/a7rec.txt" | tail -n 60
 cd ..
 T=$(left)
 echo "pytest with ${T}s left"

@@ -31,16 +31,18 @@ TMA_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "hint": 1}
 #: When the caller leaves ``tma``, ``rows``, ``packed``, ``coop`` and ``split`` None: the TMA forward on a GPU for
 #: 16-bit rows whose width lies in one of ``ranges`` ``(min_cols, max_cols, options)`` (and is a multiple of 256;
 #: else the next path). H200, bf16, the harness's median (docs/kernels/norms.md, "Wide softmax, session 7"):
-#: 8192 x 128256, 4096-column chunks on 2-warp programs, 6 an SM (24 groups, 168 registers: no spills), 3 stages,
-#: one row of L2 prefetch, one-word partials polled by one thread each, 100 ns back-off: 1066.9 / 1065.6 us
-#: (0.921 / 0.922) against the session-6 default's 8 an SM 1100.5 / 1099.4 / 1099.8 (0.893), 6 an SM with the
-#: two-word exchange 1073.9 / 1076.8, 24 groups at 128 registers 1070.5 / 1070.2 (the one-word form there spills:
-#: 1088-1131); 4096 x 128256: 531.9 against 552.1 (session 7 round 1). 1024 x 262144: 8192-column chunks on
-#: 4-warp programs, 3 an SM, 3 stages, prefetch: 271.5 against 4 an SM 280.0 (round 1). Session 6: 8 an SM
-#: 1103.2 against the register-packed 1142.5, the L2 prefetch essential (1378.1 without).
+#: 8192 x 128256, 4096-column chunks on 2-warp programs, 6 an SM (24 groups, 167 registers: no spills), 2 stages
+#: (one TMA box in flight, the L2 prefetch one row further: 2 rows staged ahead, not 3), one-word partials polled
+#: by one thread each, 100 ns back-off: 1057.7 us (0.930; round 2) against 3 stages 1067.6 / 1066.5 / 1067.8
+#: (0.921-0.922; 1066.9 / 1065.6 in round 1) and the session-6 default's 8 an SM 1100.0-1101.1 (0.893-0.894);
+#: 6 an SM with the two-word exchange 1073.9-1076.9, 24 groups at 128 registers 1070.5 / 1070.2 (the one-word
+#: form there spills: 1088-1131), back-off 30-1000 ns alike; 4096 x 128256 (3 stages): 533.3 / 531.4 against
+#: 551.7. 1024 x 262144: 8192-column chunks on 4-warp programs, 3 an SM, 3 stages, prefetch: 271.5 / 271.6 / 270.9
+#: against 4 an SM 279.5-280.0 (rounds 1-2). Session 6: 8 an SM 1103.2 against the register-packed 1142.5, the L2
+#: prefetch essential (1378.1 without).
 TMA_DEFAULT: dict = {
     "ranges": [
-        (65537, 196607, {"blocks": 16, "num_warps": 2, "per_sm": 6, "stages": 3, "l2_prefetch": 1, "word1": 2,
+        (65537, 196607, {"blocks": 16, "num_warps": 2, "per_sm": 6, "stages": 2, "l2_prefetch": 1, "word1": 2,
                          "backoff": 100}),
         (196608, 524288, {"blocks": 32, "num_warps": 4, "per_sm": 3, "stages": 3, "l2_prefetch": 1}),
     ]
