@@ -21,6 +21,9 @@ the re-read (0 default, 1 ``evict_last``, 2 ``evict_first``; plain loads only); 
 or TMA bulk stores from shared memory (``TST``).
 ``PF`` > 0: the chunk of the row ``STAGES - 1 + PF`` rows ahead is bulk-prefetched into L2.
 
+Measured (H200, session 7): slower than the register-held TMA forward at every shape and option (see
+:data:`REREAD_DEFAULT`); kept opt-in (``softmax_forward(x, reread=...)``) as the measured negative result.
+
 Bytes per call, ``M x N`` of ``e`` bytes: DRAM read ``M N e``, write ``M N e`` (the re-read is an L2 hit; the
 partials, ``16 SPLIT`` bytes per row, stay in L2). Slots: a program publishes arrival ``j`` while a partner may
 still read arrival ``j - 2K - 1``, so eight slots hold a skew up to 3.
@@ -44,7 +47,10 @@ from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack
 REREAD_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "skew": 1, "tma1": 1, "tma2": 1, "ev1": 0,
                  "ev2": 0, "l2_prefetch": 0, "tstore": 0, "word1": 0, "backoff": 0}  # fmt: skip
 #: When the caller leaves every path None: the re-read forward on a GPU for 16-bit rows whose width lies in one of
-#: ``ranges`` ``(min_cols, max_cols, options)`` (and is a multiple of 256). Empty until measured faster.
+#: ``ranges`` ``(min_cols, max_cols, options)`` (and is a multiple of 256). Empty: on the H200 (session 7 round 1,
+#: bf16) every form lost to the register-held TMA forward — 8192 x 128256 best 1150.3 us (2 warps x 6 an SM, skew 1)
+#: against 1099.8 (the TMA default then) and 1066 (its successor); 1024 x 262144 303.3 against 271.5 — because the
+#: L2, not DRAM or the registers, is the binding unit there, and the re-read adds one L2 read per element.
 REREAD_DEFAULT: dict = {"ranges": []}
 
 

@@ -35,6 +35,7 @@ TMA_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "hint": 1}
 #: (one TMA box in flight, the L2 prefetch one row further: 2 rows staged ahead, not 3), one-word partials polled
 #: by one thread each, 100 ns back-off: 1057.7 us (0.930; round 2) against 3 stages 1067.6 / 1066.5 / 1067.8
 #: (0.921-0.922; 1066.9 / 1065.6 in round 1) and the session-6 default's 8 an SM 1100.0-1101.1 (0.893-0.894);
+#: round 3 (the table of record): 1057.9-1059.1 against 3 stages 1064.0-1066.3 and 8 an SM 1102.0 / 1102.2;
 #: 6 an SM with the two-word exchange 1073.9-1076.9, 24 groups at 128 registers 1070.5 / 1070.2 (the one-word
 #: form there spills: 1088-1131), back-off 30-1000 ns alike; 4096 x 128256 (3 stages): 533.3 / 531.4 against
 #: 551.7. 1024 x 262144: 8192-column chunks on 4-warp programs, 3 an SM, 3 stages, prefetch: 271.5 / 271.6 / 270.9
