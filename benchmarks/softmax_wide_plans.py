@@ -512,3 +512,11 @@ PLANS["a7rec"] = [
                 ("default", ("fwd", "fwdbwd"))]),
 ]  # fmt: skip
 COMPILE_SHAPES["a7rec"] = ("inter", "hidden")
+#: lead26 (session 7): the shapes whose first timed row ran slow in a73 (8192x4096, 1024x262144), each solkit and
+#: Liger forward timed three times, interleaved, so every variant's score can be the median of its samples.
+PLANS["s7rep"] = [
+    ("hidden", [("default", FWD), ("liger", FWD), ("copy", FWD), ("default", FWD), ("liger", FWD), ("copy", FWD),
+                ("default", FWD), ("liger", FWD)]),
+    ("256k", [("default", FWD), ("copy", FWD), ("default", FWD), ("copy", FWD), ("default", FWD)]),
+]  # fmt: skip
+COMPILE_SHAPES["s7rep"] = ()
