@@ -39,7 +39,7 @@ from solkit.errors import SolkitError
 from solkit.kernels._ce_packed import _prefetch_rows
 from solkit.kernels._softmax_packed import _log2
 from solkit.kernels._softmax_tma import _publish, _row_stats, _tma_pass1, _word_meta, launch_grouped
-from solkit.kernels._utils import interpreting
+from solkit.kernels._utils import interpreting, path_options
 from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack
 
 #: Launch defaults: 128-word blocks per chunk (16: 4096 columns), warps, programs per SM, pipeline stages, skew,
@@ -57,19 +57,7 @@ REREAD_DEFAULT: dict = {"ranges": []}
 def reread_options(reread, explicit: tuple, t: torch.Tensor) -> dict | None:
     """Options of the re-read forward, or None when it is not taken: an explicit ``reread`` wins, any other
     explicit path choice (``explicit``) excludes it, else :data:`REREAD_DEFAULT` (16-bit, GPU)."""
-    if reread is None:
-        if any(v is not None for v in explicit) or not t.is_cuda or interpreting():
-            return None
-        if t.dtype not in (torch.bfloat16, torch.float16):
-            return None
-        n = t.shape[-1]
-        for lo, hi, opts in REREAD_DEFAULT["ranges"]:
-            if lo <= n <= hi:
-                return dict(opts)
-        return None
-    if isinstance(reread, dict):
-        return dict(reread)
-    return {} if reread else None
+    return path_options(reread, explicit, t, REREAD_DEFAULT["ranges"])
 
 
 @triton.jit

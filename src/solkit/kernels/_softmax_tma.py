@@ -22,7 +22,7 @@ import triton.language as tl
 from solkit.kernels._ce_packed import _prefetch_rows
 from solkit.kernels._softmax_packed import _await_stats, _log2, _partials, _sms
 from solkit.kernels._spin import _poll_tagged, _publish_tagged, _tags_match, _untag
-from solkit.kernels._utils import interpreting
+from solkit.kernels._utils import interpreting, path_options
 from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack, resident_programs
 from solkit.kernels.softmax_split import _online_max_sum
 
@@ -53,19 +53,7 @@ TMA_DEFAULT: dict = {
 def tma_options(tma, explicit: tuple, t: torch.Tensor) -> dict | None:
     """Options of the TMA forward, or None when it is not taken: an explicit ``tma`` wins, any other explicit
     path choice (``explicit``: rows, packed, coop, split) excludes it, else :data:`TMA_DEFAULT` (16-bit, GPU)."""
-    if tma is None:
-        if any(v is not None for v in explicit) or not t.is_cuda or interpreting():
-            return None
-        if t.dtype not in (torch.bfloat16, torch.float16):
-            return None
-        n = t.shape[-1]
-        for lo, hi, opts in TMA_DEFAULT["ranges"]:
-            if n >= lo and (hi is None or n <= hi):
-                return dict(opts)
-        return None
-    if isinstance(tma, dict):
-        return dict(tma)
-    return {} if tma else None
+    return path_options(tma, explicit, t, TMA_DEFAULT["ranges"])
 
 
 @triton.jit

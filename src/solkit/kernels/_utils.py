@@ -33,6 +33,29 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def path_options(choice, explicit: tuple, t: torch.Tensor, ranges, usable=None) -> dict | None:
+    """Launch options of an optional kernel path, or None when it is not taken.
+
+    ``choice`` is the caller's argument for the path: a dict (those options) or True (the launcher's defaults)
+    takes it, False refuses it. With ``choice`` None the path is a default only for 16-bit rows on a GPU (not
+    under the interpreter), when no other path was chosen explicitly (``explicit``: their arguments), when
+    ``usable()`` (if given) says so, and when the width lies in one of ``ranges`` ``(min_cols, max_cols or None,
+    options)``."""
+    if choice is None:
+        if any(v is not None for v in explicit) or not t.is_cuda or interpreting():
+            return None
+        if t.dtype not in (torch.bfloat16, torch.float16) or (usable is not None and not usable()):
+            return None
+        n = t.shape[-1]
+        for lo, hi, opts in ranges:
+            if n >= lo and (hi is None or n <= hi):
+                return dict(opts)
+        return None
+    if isinstance(choice, dict):
+        return dict(choice)
+    return {} if choice else None
+
+
 @functools.cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
