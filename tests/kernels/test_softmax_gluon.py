@@ -65,7 +65,7 @@ def test_boxes_use_every_block_once(n_blocks: int, split: int, box: int, nbox: i
 @pytest.mark.parametrize("n_cols", [256, 65536, 65792, 128256, 262144])
 def test_aligned_plan_covers_the_row(n_cols: int) -> None:
     # aligned chunks: nbox x box blocks, the row's last one shorter but not empty, every resident slot counted
-    p = G.plan(n_cols, 132, align=1)
+    p = G.plan(n_cols, 132, align=1, per_sm=1)
     n_blocks, chunk = n_cols // 256, p["box"] * p["nbox"]
     assert p["align"] == 1 and p["chunk_blocks"] == chunk
     assert (p["split"] - 1) * chunk < n_blocks <= p["split"] * chunk
@@ -73,7 +73,7 @@ def test_aligned_plan_covers_the_row(n_cols: int) -> None:
 
 
 def test_plan_explicit_knobs() -> None:
-    p = G.plan(128256, 132, split=33, box=16)
+    p = G.plan(128256, 132, split=33, box=16, per_sm=1)
     assert (p["split"], p["box"], p["nbox"], p["groups"]) == (33, 16, 1, 4)
     p2 = G.plan(128256, 132, per_sm=2, split=12, box=16)
     assert p2["stages"] * p2["slot_bytes"] <= G.SMEM_PER_SM // 2
@@ -94,7 +94,8 @@ def test_declines_on_cpu() -> None:
 def test_forward_matches_fp64(dtype, n_rows: int, n_cols: int) -> None:
     torch.manual_seed(n_rows * 7 + n_cols)
     x = torch.randn(n_rows, n_cols, device="cuda", dtype=dtype) * 4
-    _check(x)
+    _check(x)  # the defaults: aligned chunks, kept exponentials, 3 programs an SM
+    _check(x, align=0, keep_e=0, per_sm=1)  # balanced chunks, two exponentials an element, 1 an SM
     _check(x, align=1, keep_e=1, mode=1, per_sm=2)  # kept exponentials, two compute partitions, 2 an SM
 
 
@@ -112,7 +113,7 @@ def test_forward_matches_fp64(dtype, n_rows: int, n_cols: int) -> None:
 def test_knobs(opts: dict) -> None:
     torch.manual_seed(1)
     x = torch.randn(333, 128256, device="cuda", dtype=torch.bfloat16) * 4
-    _check(x, **opts)
+    _check(x, **{"align": 0, "keep_e": 0, "per_sm": 1, **opts})  # over the first defaults, as measured
 
 
 @pytest.mark.gpu
