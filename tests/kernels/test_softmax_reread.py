@@ -11,26 +11,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from softmax_helpers import assert_softmax_close, softmax_inputs
 
 from solkit.errors import SolkitError
 from solkit.kernels._softmax_reread import reread_options, softmax_forward_reread
 from solkit.kernels.softmax import softmax_forward
-
-ATOL = {torch.float16: 1e-4, torch.bfloat16: 1e-3}
-
-
-def _inputs(shape, dtype, device):
-    x = torch.randn(*shape, dtype=torch.float32) * 4
-    x[0, 1] = float("-inf")  # a masked logit: probability 0
-    return x.to(device=device, dtype=dtype)
-
-
-def _assert_close(out, x):
-    ref = torch.softmax(x.double(), -1)
-    assert torch.isfinite(out).all(), "non-finite output (unwritten element?)"
-    err = (out.double() - ref).abs().max().item()
-    budget = 2 * (torch.softmax(x, -1).double() - ref).abs().max().item() + ATOL[x.dtype]
-    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
 
 
 @pytest.mark.parametrize(
@@ -42,11 +27,11 @@ def _assert_close(out, x):
 def test_reread_values_cpu(shape, blocks, groups, opts, device):
     if device != "cpu":
         pytest.skip("the interpreter's form (the GPU form is test_reread_gpu)")
-    x = _inputs(shape, torch.float16, device)
+    x = softmax_inputs(shape, torch.float16, device)
     y = torch.full_like(x, float("nan"))
     info = softmax_forward_reread(x, y, blocks=blocks, groups=groups, num_warps=1, **opts)
     assert info is not None and info["path"] == "reread" and info["groups"] == min(groups, shape[0])
-    _assert_close(y, x)
+    assert_softmax_close(y, x)
 
 
 def test_reread_declines_and_options(device):
@@ -62,8 +47,8 @@ def test_reread_declines_and_options(device):
     assert reread_options({"skew": 2}, (True, None, None, None, None), t) == {"skew": 2}
     assert reread_options(None, (True, None, None, None, None), t) is None
     if device == "cpu":  # through softmax_forward's path choice
-        xs = _inputs((3, 512), torch.float16, device)
-        _assert_close(softmax_forward(xs, reread={"blocks": 1, "groups": 2, "num_warps": 1}), xs)
+        xs = softmax_inputs((3, 512), torch.float16, device)
+        assert_softmax_close(softmax_forward(xs, reread={"blocks": 1, "groups": 2, "num_warps": 1}), xs)
 
 
 #: (shape, dtype, options): the configurations the benchmark sweeps, at Llama vocabulary widths, one row, a width
@@ -83,12 +68,12 @@ GPU_CASES = [
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,dtype,opts", GPU_CASES)
 def test_reread_gpu(shape, dtype, opts):
-    x = _inputs(shape, dtype, "cuda")
+    x = softmax_inputs(shape, dtype, "cuda")
     y = torch.full_like(x, float("nan"))
     info = softmax_forward_reread(x, y, **opts)
     assert info is not None and info["path"] == "reread"
     assert info["n_spills"] == 0
-    _assert_close(y, x)
+    assert_softmax_close(y, x)
 
 
 @pytest.mark.parametrize("shape,blocks,groups", [((5, 1024), 2, 2), ((20, 768), 1, 2), ((1, 256), 1, 1)])
@@ -99,10 +84,10 @@ def test_tma_one_word_partials_cpu(shape, blocks, groups, device):
         pytest.skip("the interpreter's form")
     from solkit.kernels._softmax_tma import softmax_forward_tma
 
-    x = _inputs(shape, torch.float16, device)
+    x = softmax_inputs(shape, torch.float16, device)
     y = torch.full_like(x, float("nan"))
     assert softmax_forward_tma(x, y, blocks=blocks, groups=groups, num_warps=1, word1=2, backoff=64) is not None
-    _assert_close(y, x)
+    assert_softmax_close(y, x)
 
 
 @pytest.mark.gpu
@@ -111,10 +96,10 @@ def test_tma_one_word_partials_cpu(shape, blocks, groups, device):
 def test_tma_one_word_partials_gpu(shape, opts):
     from solkit.kernels._softmax_tma import softmax_forward_tma
 
-    x = _inputs(shape, torch.bfloat16, "cuda")
+    x = softmax_inputs(shape, torch.bfloat16, "cuda")
     y = torch.full_like(x, float("nan"))
     assert softmax_forward_tma(x, y, **opts) is not None
-    _assert_close(y, x)
+    assert_softmax_close(y, x)
 
 
 def test_word_meta():

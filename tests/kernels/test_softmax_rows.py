@@ -11,25 +11,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from softmax_helpers import assert_softmax_close, softmax_inputs
 
 from solkit.kernels._softmax_rows import row_pieces, rows_options, softmax_forward_rows
 from solkit.kernels.softmax import softmax_backward, softmax_forward
-
-ATOL = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}
-
-
-def _assert_close(out, x):
-    ref = torch.softmax(x.double(), -1)
-    assert torch.isfinite(out).all(), "non-finite output (unwritten element?)"
-    err = (out.double() - ref).abs().max().item()
-    budget = 2 * (torch.softmax(x, -1).double() - ref).abs().max().item() + ATOL[x.dtype]
-    assert err <= budget, f"max error {err:.3e} > budget {budget:.3e}"
-
-
-def _inputs(shape, dtype, device):
-    x = torch.randn(*shape, dtype=torch.float32) * 4
-    x[0, 1] = float("-inf")  # a masked logit: probability 0
-    return x.to(device=device, dtype=dtype)
 
 
 def test_row_pieces():
@@ -57,17 +42,17 @@ def test_rows_options():
 )
 def test_rows_values(shape, num_warps, vec, depth, device):
     """Rows of three, two and one pieces; more rows than programs (4 stand-in SMs x 1 program), one row."""
-    x = _inputs(shape, torch.float16, device)
+    x = softmax_inputs(shape, torch.float16, device)
     y = torch.full_like(x, float("nan"))
     info = softmax_forward_rows(x, y, num_warps=num_warps, depth=depth, per_sm=1, vec=vec)
     assert info is not None and info["path"] == "rows"
-    _assert_close(y, x)
+    assert_softmax_close(y, x)
 
 
 def test_rows_falls_back_when_not_tiled(device):
     """``rows=True`` on a width that does not tile exactly takes the next path, still correct."""
-    x = _inputs((3, 1031), torch.float16, device)
-    _assert_close(softmax_forward(x, rows={"num_warps": 1}), x)
+    x = softmax_inputs((3, 1031), torch.float16, device)
+    assert_softmax_close(softmax_forward(x, rows={"num_warps": 1}), x)
     assert softmax_forward_rows(x, torch.empty_like(x), num_warps=1) is None
     assert softmax_forward_rows(x.float(), torch.empty_like(x.float()), num_warps=1) is None  # fp32: not this path
 
@@ -98,9 +83,9 @@ def test_packed_fill_layout(monkeypatch):
 
 
 def test_packed_fill_values(device):
-    x = _inputs((5, 1030), torch.float16, device)
+    x = softmax_inputs((5, 1030), torch.float16, device)
     opts = {"block": 256, "groups": 2, "fill": 1} if device == "cpu" else {"fill": 1}
-    _assert_close(softmax_forward(x, packed=opts), x)
+    assert_softmax_close(softmax_forward(x, packed=opts), x)
     dy = torch.randn_like(x)
     y = softmax_forward(x)
     dx = softmax_backward(dy, y, packed=opts)
@@ -117,11 +102,11 @@ def test_packed_fill_values(device):
 )  # fmt: skip
 @pytest.mark.parametrize("shape", [(1000, 14336), (1, 14336), (263, 14336), (300, 4096), (7, 12288)])
 def test_rows_bf16_gpu(shape, opts):
-    x = _inputs(shape, torch.bfloat16, "cuda")
+    x = softmax_inputs(shape, torch.bfloat16, "cuda")
     y = torch.full_like(x, float("nan"))
     info = softmax_forward_rows(x, y, **opts)
     assert info is not None and info["path"] == "rows"  # (2 programs an SM with the L2 prefetch: 2 bytes spilled)
-    _assert_close(y, x)
+    assert_softmax_close(y, x)
 
 
 @pytest.mark.parametrize(
@@ -134,12 +119,12 @@ def test_tma_values_cpu(shape, blocks, groups, device):
         pytest.skip("the interpreter's form (the GPU form is test_tma_gpu)")
     from solkit.kernels._softmax_tma import softmax_forward_tma
 
-    x = _inputs(shape, torch.float16, device)
+    x = softmax_inputs(shape, torch.float16, device)
     for static_width in (True, False):  # the width compiled in, or a runtime argument
         y = torch.full_like(x, float("nan"))
         info = softmax_forward_tma(x, y, blocks=blocks, groups=groups, num_warps=1, static_width=static_width)
         assert info is not None and info["groups"] == min(groups, shape[0])
-        _assert_close(y, x)
+        assert_softmax_close(y, x)
 
 
 @pytest.mark.gpu
@@ -155,11 +140,11 @@ def test_tma_values_cpu(shape, blocks, groups, device):
 def test_tma_gpu(shape, dtype, opts):
     from solkit.kernels._softmax_tma import softmax_forward_tma
 
-    x = _inputs(shape, dtype, "cuda")
+    x = softmax_inputs(shape, dtype, "cuda")
     y = torch.full_like(x, float("nan"))
     info = softmax_forward_tma(x, y, **opts)
     assert info is not None and info["path"] == "tma"
-    _assert_close(y, x)
+    assert_softmax_close(y, x)
 
 
 @pytest.mark.gpu
@@ -175,8 +160,8 @@ def test_tma_declines_gpu():
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(300, 128256), (33, 262144)])
 def test_packed_fill_bf16_gpu(shape):
-    x = _inputs(shape, torch.bfloat16, "cuda")
-    _assert_close(softmax_forward(x, packed={"fill": 1}), x)
+    x = softmax_inputs(shape, torch.bfloat16, "cuda")
+    assert_softmax_close(softmax_forward(x, packed={"fill": 1}), x)
 
 
 @pytest.mark.gpu
@@ -192,14 +177,14 @@ def test_defaults_by_width_gpu(shape, dtype, path):
     from solkit.kernels._softmax_tma import tma_options
     from solkit.kernels.softmax import softmax
 
-    x = _inputs(shape, dtype, "cuda")
+    x = softmax_inputs(shape, dtype, "cuda")
     taken = "rows" if rows_options(None, None, None, None, x) is not None else None
     if tma_options(None, (None, None, None, None), x) is not None and shape[1] % 256 == 0:
         taken = "tma"
     assert taken == path
     xg = x.clone().requires_grad_()
     y = softmax(xg)
-    _assert_close(y.detach(), x)
+    assert_softmax_close(y.detach(), x)
     dy = torch.randn_like(x)
     (dx,) = torch.autograd.grad(y, xg, dy)
     yd = torch.softmax(x.double(), -1)
