@@ -7,7 +7,9 @@ program of a *group*; ``G`` groups of ``SPLIT`` co-resident programs walk rows `
   64-bit word (:mod:`solkit.kernels._spin`'s protocol: ``(j + 1) << 32 | fp32 bits``) holding its base-2
   log-sum-exp ``l_c = m_c L + log2 s_c`` (one word, not two: half the polling traffic in L2);
 * exchange: ``lse_2 = max_i l_i + log2 sum_i 2^(l_i - max_i l_i)``, the words read by a bounded PTX spin;
-* pass 2 (the chunk read again from shared memory): ``y = 2^(x L - lse_2)``, streaming (``.cs``) stores.
+* pass 2 (the chunk read again from shared memory): ``y = 2^(x L - lse_2)``, streaming (``.cs``) stores; with
+  ``KEEPE`` pass 1 writes ``e = 2^((x - m_ref) L)`` back over x as 16-bit pairs and pass 2 is
+  ``y = e 2^(m_ref L - lse_2)`` (one ``fma.rn.bf16x2`` a pair for bf16, an fp32 multiply for fp16).
 
 Structure. The row is viewed as ``[N / 256, 128]`` int32 words (two 16-bit values a word), loaded as ``NBOX`` TMA
 boxes of ``[1, BR, 128]`` words a chunk. Balanced chunks (``ALIGN`` 0) cover blocks ``[c B / SPLIT, (c + 1) B /
