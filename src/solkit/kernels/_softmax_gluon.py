@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from solkit.kernels._utils import interpreting
+from solkit.kernels._utils import gluon_unavailable_reason, path_options
 from solkit.kernels.cross_entropy_split import resident_programs
 
 try:  # Gluon is experimental: without it (older Triton) or with a changed API this path is only unavailable
@@ -97,33 +97,14 @@ def gluon_options(gluon: bool | dict | None, explicit: tuple, t: torch.Tensor) -
     """Options of this forward, or None when it is not taken: an explicit ``gluon`` wins (True: the launcher's
     defaults, a dict: those options), any other explicit path choice (``explicit``) excludes it, else
     :data:`GLUON_DEFAULT` (16-bit rows on an sm_90 GPU with Gluon)."""
-    if gluon is None:
-        if any(v is not None for v in explicit) or not t.is_cuda or t.dtype not in (torch.bfloat16, torch.float16):
-            return None
-        if unavailable_reason(t.device) is not None:
-            return None
-        n = t.shape[-1]
-        for lo, hi, opts in GLUON_DEFAULT["ranges"]:
-            if lo <= n <= hi:
-                return dict(opts)
-        return None
-    if isinstance(gluon, dict):
-        return dict(gluon)
-    return {} if gluon else None
+    return path_options(
+        gluon, explicit, t, GLUON_DEFAULT["ranges"], usable=lambda: unavailable_reason(t.device) is None
+    )
 
 
 def unavailable_reason(device: torch.device | None = None) -> str | None:
     """Why the kernel cannot run on ``device`` (default: the current CUDA device), or None if it can."""
-    if _IMPORT_ERROR is not None:
-        return f"triton.experimental.gluon not importable ({_IMPORT_ERROR})"
-    if interpreting():
-        return "the Triton interpreter does not run Gluon"
-    if not torch.cuda.is_available():
-        return "no CUDA device"
-    capability = torch.cuda.get_device_capability(device)
-    if capability != (9, 0):
-        return f"needs sm_90, device is sm_{''.join(map(str, capability))}"
-    return None
+    return gluon_unavailable_reason(_IMPORT_ERROR, device)
 
 
 if _IMPORT_ERROR is None:

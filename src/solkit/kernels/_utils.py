@@ -56,6 +56,24 @@ def path_options(choice, explicit: tuple, t: torch.Tensor, ranges, usable=None) 
     return {} if choice else None
 
 
+def gluon_unavailable_reason(
+    import_error: str | None, device: torch.device | None = None, interpreter_blocks: bool = True
+) -> str | None:
+    """Why a Gluon kernel cannot run on ``device`` (default: the current CUDA device), or None if it can:
+    ``import_error`` (the kernel module's failed Gluon import, if any), the interpreter (which does not run
+    Gluon; ``interpreter_blocks``), no CUDA device, or a device other than Hopper (sm_90)."""
+    if import_error is not None:
+        return f"triton.experimental.gluon not importable ({import_error})"
+    if interpreter_blocks and interpreting():
+        return "the Triton interpreter does not run Gluon"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    capability = torch.cuda.get_device_capability(device)
+    if capability != (9, 0):
+        return f"needs sm_90, device is sm_{''.join(map(str, capability))}"
+    return None
+
+
 @functools.cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count

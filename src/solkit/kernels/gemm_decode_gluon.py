@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from solkit.kernels._utils import interpreting
+from solkit.kernels._utils import gluon_unavailable_reason
 
 try:  # Gluon is experimental: its absence (older Triton) or a changed API only makes this path unavailable
     import triton
@@ -90,16 +90,7 @@ SMEM_LIMIT = 227 * 1024
 
 def unavailable_reason(device: torch.device | None = None) -> str | None:
     """Why this kernel cannot run on ``device`` (default: the current CUDA device), or None if it can."""
-    if _IMPORT_ERROR is not None:
-        return f"triton.experimental.gluon not importable ({_IMPORT_ERROR})"
-    if interpreting():
-        return "the Triton interpreter does not run Gluon"
-    if not torch.cuda.is_available():
-        return "no CUDA device"
-    capability = torch.cuda.get_device_capability(device)
-    if capability != (9, 0):
-        return f"needs sm_90, device is sm_{''.join(map(str, capability))}"
-    return None
+    return gluon_unavailable_reason(_IMPORT_ERROR, device)
 
 
 def supports(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None = None) -> bool:
