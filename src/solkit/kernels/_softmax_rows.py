@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from solkit.kernels._ce_packed import _prefetch_rows
+from solkit.kernels._utils import interpreting, path_options
 from solkit.kernels.cross_entropy_split import L2E, _pack, _unpack
 
 #: Launch defaults: warps, resident programs per SM, rows in flight (1-4), L2 prefetch rows ahead of them,
@@ -223,7 +224,7 @@ def softmax_forward_rows(
         from solkit.errors import SolkitError
 
         raise SolkitError(f"softmax rows: depth must be 1 to 4, got {depth}")
-    interp = x.device.type != "cuda" or _interp()
+    interp = x.device.type != "cuda" or interpreting()
     n_sms = sms or (4 if interp else torch.cuda.get_device_properties(x.device).multi_processor_count)
     grid = max(1, min(x.shape[0], programs or per_sm * n_sms))
     is_bf16 = x.dtype == torch.bfloat16
@@ -242,12 +243,6 @@ def softmax_forward_rows(
     return facts
 
 
-def _interp() -> bool:
-    from solkit.kernels._utils import interpreting
-
-    return interpreting()
-
-
 #: When the caller leaves ``rows``, ``packed``, ``coop`` and ``split`` None: the rows path on a GPU for 16-bit
 #: inputs whose width lies in one of ``ranges`` ``(min_cols, max_cols, options)`` (and tiles exactly; else the
 #: next path). H200 (session 6 round 2, 8192 x 14336 bf16): one 8-warp program an SM, 3 rows in flight, one row
@@ -261,16 +256,4 @@ ROWS_DEFAULT: dict = {
 def rows_options(rows, packed, coop, split, t: torch.Tensor) -> dict | None:
     """Options of the rows path, or None when it is not taken: an explicit ``rows`` wins, an explicit
     ``packed``/``coop``/``split`` excludes it, else :data:`ROWS_DEFAULT` (16-bit inputs on a GPU)."""
-    if rows is None:
-        if packed is not None or coop is not None or split is not None or not t.is_cuda or _interp():
-            return None
-        if t.dtype not in (torch.bfloat16, torch.float16):
-            return None
-        n = t.shape[-1]
-        for lo, hi, opts in ROWS_DEFAULT["ranges"]:
-            if n >= lo and (hi is None or n <= hi):
-                return dict(opts)
-        return None
-    if isinstance(rows, dict):
-        return dict(rows)
-    return {} if rows else None
+    return path_options(rows, (packed, coop, split), t, ROWS_DEFAULT["ranges"])
