@@ -35,8 +35,8 @@ import triton
 import triton.language as tl
 
 from solkit.harness.timing import benchmark
-from solkit.kernels.cross_entropy import CE_CONFIG, LAST_LAUNCH, cross_entropy
-from solkit.kernels.cross_entropy_split import chunk_layout
+from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, LAST_LAUNCH, cross_entropy
+from solkit.kernels.cross_entropy.split import chunk_layout
 
 MODES = {"read": 0, "read_reread_write": 1, "read_write": 2}
 
@@ -115,7 +115,8 @@ def _sass_of(compiled) -> str:
 def dump_sass(configs: list[str], sass_dir: str, doc: dict) -> None:
     """Compile the split kernels under each config (a small input: the same specialisation as the full
     shape but the row count) and write their SASS + histograms."""
-    from solkit.kernels import _ce_packed, cross_entropy_split
+    from solkit.kernels.cross_entropy import packed as _ce_packed
+    from solkit.kernels.cross_entropy import split as cross_entropy_split
 
     os.makedirs(sass_dir, exist_ok=True)
     x0 = (torch.randn(64, 128256, device="cuda") * 2).to(torch.bfloat16)

@@ -21,7 +21,7 @@ import torch
 import triton
 
 from solkit.harness.timing import benchmark
-from solkit.kernels.softmax import softmax_forward
+from solkit.kernels.softmax.dispatch import softmax_forward
 
 CONDITIONS = ["none", "sleep_1s", "busy_300ms", "empty_cache", "sync_only", "none"]
 

@@ -40,8 +40,8 @@ from gemm_decode_sweep import (
     references,
 )
 
-from solkit.kernels import gemm as G
-from solkit.kernels import gemm_decode_gluon as D
+from solkit.kernels.gemm import decode_gluon as D
+from solkit.kernels.gemm import dispatch as G
 
 BANDWIDTH = 4.23e12
 SMEM_BUDGET = 220 * 1024

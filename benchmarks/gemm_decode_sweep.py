@@ -3,7 +3,7 @@
 
 The op is ``y = x @ W.T + residual`` in bf16; it is a stream of the weight, so the score is memory SOL:
 T_SOL = (N*K + M*K + 2*M*N) * 2 bytes / bandwidth (the calibrated copy bandwidth, ``--bandwidth``).
-Every variant (the ``hopper.decode`` candidates and autotune entries of gemm_configs.yaml, cuBLAS mm and
+Every variant (the ``hopper.decode`` candidates and autotune entries of gemm/configs.yaml, cuBLAS mm and
 addmm) is first checked on two random input sets with a NaN-poisoned output against an fp32 reference
 (relative Frobenius error at most 2x cuBLAS addmm's own + 1e-3), then timed two ways:
 
@@ -39,8 +39,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from _budgeted_run import BudgetedRun, run_workers, versions  # noqa: E402  (benchmarks/ is the script's directory)
 
-from solkit.kernels import gemm as G  # noqa: E402
-from solkit.kernels.gemm_decode import KNOB_DEFAULTS  # noqa: E402
+from solkit.kernels.gemm import dispatch as G  # noqa: E402
+from solkit.kernels.gemm.decode import KNOB_DEFAULTS  # noqa: E402
 
 SHAPES = [(m, k, k) for k in (4096, 8192) for m in (1, 16, 64)]  # (M, N, K)
 QUICK_SHAPES = [(1, 64, 128), (16, 64, 128)]

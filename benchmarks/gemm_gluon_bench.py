@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The warp-specialised Gluon GEMM (solkit.kernels.gemm_gluon) against cuBLAS and the Triton kernel.
+"""The warp-specialised Gluon GEMM (solkit.kernels.gemm.gluon) against cuBLAS and the Triton kernel.
 
 ``y = x @ W.T + residual`` in bf16 at issue 6's prefill shapes. Two phases, each writing JSON:
 
@@ -36,8 +36,8 @@ from typing import Any
 import torch
 import triton
 
-from solkit.kernels import gemm as G
-from solkit.kernels import gemm_gluon as GG
+from solkit.kernels.gemm import dispatch as G
+from solkit.kernels.gemm import gluon as GG
 
 PREFILL = [(4096, 4096, 4096), (8192, 4096, 4096), (16384, 4096, 4096), (8192, 8192, 8192)]  # (M, N, K)
 

@@ -40,7 +40,7 @@ from gemm_oproj_report import print_table, render_markdown, render_sweep_markdow
 from gemm_oproj_sweep import kernel_names, sweep  # noqa: E402
 
 from solkit.harness.timing import benchmark as _harness_benchmark  # noqa: E402
-from solkit.kernels import gemm as G  # noqa: E402
+from solkit.kernels.gemm import dispatch as G  # noqa: E402
 from solkit.sol.model import Ceilings, mfu, sol_fraction, t_sol  # noqa: E402
 
 SPEC_FALLBACK = {"bf16_tensor": 989.4e12, "bandwidth": 4.8e12}  # the H200 datasheet, if the DB lookup fails
@@ -409,7 +409,7 @@ def main() -> int:
         "--sweep",
         choices=["none", "first", "last", "only"],
         default="none",
-        help="time every candidate config of gemm_configs.yaml before or after the table (or alone)",
+        help="time every candidate config of gemm/configs.yaml before or after the table (or alone)",
     )
     p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile row")
     p.add_argument(

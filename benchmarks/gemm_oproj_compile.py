@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from solkit.kernels import gemm as G
+from solkit.kernels.gemm import dispatch as G
 
 #: the script the workers run (its --warm-worker mode)
 SCRIPT = Path(__file__).with_name("gemm_oproj.py")

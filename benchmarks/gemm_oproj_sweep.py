@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 
-from solkit.kernels import gemm as G
+from solkit.kernels.gemm import dispatch as G
 
 
 def sweep(run, shapes: list[tuple[int, int, int]], regime: str) -> None:
-    """Every candidate config of gemm_configs.yaml for the regime at each shape, interleaved with cuBLAS
+    """Every candidate config of gemm/configs.yaml for the regime at each shape, interleaved with cuBLAS
     addmm and matmul in the same trials; rows go to ``run.doc['sweep']``."""
     family = G.arch_family(run.device)
     cands = G.load_config_table()[family][regime].get("candidates") or []

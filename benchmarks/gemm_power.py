@@ -40,7 +40,7 @@ if "--quick" in sys.argv and not __import__("torch").cuda.is_available():
 import torch  # noqa: E402
 from _budgeted_run import versions  # noqa: E402  (benchmarks/ is the script's directory)
 
-from solkit.kernels import gemm as G  # noqa: E402
+from solkit.kernels.gemm import dispatch as G  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 4096, 4096), (16384, 4096, 4096), (8192, 8192, 8192)]  # (M, N, K)
 QUICK_SHAPES = [(96, 64, 64)]
@@ -263,7 +263,7 @@ def main() -> int:
     p.add_argument("--shapes", default="", help="MxNxK,... (default: the four prefill shapes of issue 6)")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS))
     p.add_argument("--extra", action="append", default=[], metavar="NAME=JSON",
-                   help="another solkit fused config to run as variant NAME (a gemm_configs.yaml entry)")  # fmt: skip
+                   help="another solkit fused config to run as variant NAME (a gemm/configs.yaml entry)")  # fmt: skip
     p.add_argument("--config", help="the fused / no-residual rows' config as JSON (default: autotune entry 0)")
     p.add_argument("--bcast-extras", action="store_true", help="each --extra also with the broadcast residual")
     p.add_argument("--seconds", type=float, default=1.0, help="timed seconds per variant")

@@ -76,7 +76,7 @@ def child(args) -> int:
     t_start = float(args.t_start)
     import torch
 
-    from solkit.kernels import gemm as G
+    from solkit.kernels.gemm import dispatch as G
 
     t_import = time.time() - t_start
     smoke = args.smoke
@@ -133,7 +133,7 @@ def main() -> int:
     import triton
 
     from solkit.harness.timing import benchmark
-    from solkit.kernels import gemm as G
+    from solkit.kernels.gemm import dispatch as G
     from solkit.tune.cache import environment
 
     smoke = args.smoke

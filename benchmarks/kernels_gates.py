@@ -38,10 +38,10 @@ from kernels_gates_ops import (  # noqa: F401  (re-exported: kernels_rope.py and
 )
 
 from solkit.harness.timing import benchmark
-from solkit.kernels.cross_entropy import CE_CONFIG, LAST_LAUNCH
-from solkit.kernels.fused_linear_ce import DEFAULT_CHUNK_TOKENS, fused_linear_cross_entropy
-from solkit.kernels.rope import ROPE_CONFIG
-from solkit.kernels.swiglu import GATE_CONFIG
+from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, LAST_LAUNCH
+from solkit.kernels.cross_entropy.fused_linear import DEFAULT_CHUNK_TOKENS, fused_linear_cross_entropy
+from solkit.kernels.gates.glu import GATE_CONFIG
+from solkit.kernels.rope.rotary import ROPE_CONFIG
 from solkit.sol.model import sol_fraction
 
 DATASHEET_BW = 4.8e12

@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 
 from solkit.harness.timing import benchmark
-from solkit.kernels.layernorm import layernorm
-from solkit.kernels.rmsnorm import add_rmsnorm, rmsnorm
-from solkit.kernels.softmax import softmax, softmax_backward, softmax_forward
+from solkit.kernels.norms.layer_norm import layernorm
+from solkit.kernels.norms.rms_norm import add_rmsnorm, rmsnorm
+from solkit.kernels.softmax.dispatch import softmax, softmax_backward, softmax_forward
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 
 DATASHEET_BW = 4.8e12

@@ -48,8 +48,8 @@ from kernels_norm_common import (  # noqa: E402
 )
 
 from solkit.harness.timing import benchmark  # noqa: E402
-from solkit.kernels.layernorm import layernorm_forward  # noqa: E402
-from solkit.kernels.rmsnorm import rmsnorm_forward  # noqa: E402
+from solkit.kernels.norms.layer_norm import layernorm_forward  # noqa: E402
+from solkit.kernels.norms.rms_norm import rmsnorm_forward  # noqa: E402
 
 
 def _looped(chunk: int, warps: int, **kw) -> dict:
@@ -211,8 +211,8 @@ def fastest(rec, op_name, n) -> list[dict]:
 def kernel_registers() -> list[dict]:
     """Registers and spills (ptxas, read when the binary is loaded) of every forward kernel this process
     compiled, with its specialisation key; best effort (Triton's cache layout differs between versions)."""
-    from solkit.kernels import layernorm as ln
-    from solkit.kernels import rmsnorm as rn
+    from solkit.kernels.norms import layer_norm as ln
+    from solkit.kernels.norms import rms_norm as rn
 
     out = []
     for jit_fn in (rn._rmsnorm_fwd_kernel, rn._rmsnorm_fwd_looped_kernel, ln._layernorm_fwd_kernel,

@@ -21,10 +21,11 @@ from kernels_norm_common import (
 )
 
 from solkit.harness.timing import benchmark
-from solkit.kernels._utils import sm_count, sum_partials
-from solkit.kernels.layernorm import layernorm_backward, layernorm_forward
-from solkit.kernels.rmsnorm import rmsnorm_backward, rmsnorm_forward
-from solkit.kernels.softmax import softmax_backward, softmax_forward
+from solkit.kernels.common.device import sm_count
+from solkit.kernels.common.rows import sum_partials
+from solkit.kernels.norms.layer_norm import layernorm_backward, layernorm_forward
+from solkit.kernels.norms.rms_norm import rmsnorm_backward, rmsnorm_forward
+from solkit.kernels.softmax.dispatch import softmax_backward, softmax_forward
 
 #: Launcher sweep, per op and kernel: solkit launcher keyword arguments, the measured default first.
 #: Wide softmax rows: the looped path against cooperative (segment, warps, programs per SM) variants.
@@ -248,7 +249,7 @@ def adopt_wide_softmax(rec) -> None:
     """Set the wide-row softmax defaults (``SPLIT_CONFIG``) in this process to the sweep's fastest
     checked choice per direction, by total time over the wide shapes measured; the table rows that
     follow then measure exactly that configuration, and the JSON records it (``adopted``)."""
-    from solkit.kernels import softmax as sm
+    from solkit.kernels.softmax import dispatch as sm
 
     for kernel, direction in (("fwd", "fwd"), ("bwd", "bwd")):
         totals = {}
@@ -358,7 +359,7 @@ def adopt_norm_fwd(rec) -> None:
     """Set the RMSNorm / add+RMSNorm forward defaults in this process to the sweep's fastest checked
     choice between the one-block default (``{}``) and the looped variants (``chunk``), per op and width,
     so the table rows that follow measure it; the JSON records the choice (``adopted``)."""
-    from solkit.kernels import rmsnorm as rn
+    from solkit.kernels.norms import rms_norm as rn
 
     for op, kind, width in (("rmsnorm", "fwd", 4096), ("add_rmsnorm", "fwd_residual", 4096),
                             ("rmsnorm_70b", "fwd", 8192), ("add_rmsnorm_70b", "fwd_residual", 8192)):  # fmt: skip

@@ -40,10 +40,10 @@ from kernels_norm_common import (  # noqa: E402
 )
 
 from solkit.harness.timing import benchmark  # noqa: E402
-from solkit.kernels import layernorm as ln_mod  # noqa: E402
-from solkit.kernels import norm_backward as nb_mod  # noqa: E402
-from solkit.kernels.layernorm import layernorm_backward, layernorm_forward  # noqa: E402
-from solkit.kernels.rmsnorm import rmsnorm_backward, rmsnorm_forward  # noqa: E402
+from solkit.kernels.norms import backward as nb_mod  # noqa: E402
+from solkit.kernels.norms import layer_norm as ln_mod  # noqa: E402
+from solkit.kernels.norms.layer_norm import layernorm_backward, layernorm_forward  # noqa: E402
+from solkit.kernels.norms.rms_norm import rmsnorm_backward, rmsnorm_forward  # noqa: E402
 
 SHAPES = {"norm": {"": (8192, 4096), "_70b": (8192, 8192)}, "softmax": {}}
 SMOKE_SHAPES = {"norm": {"": (40, 96), "_70b": (12, 300)}, "softmax": {}}

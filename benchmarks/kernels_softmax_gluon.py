@@ -1,4 +1,4 @@
-"""The warp-specialised Gluon softmax forward (:mod:`solkit.kernels._softmax_gluon`) against solkit's default and the
+"""The warp-specialised Gluon softmax forward (:mod:`solkit.kernels.softmax.gluon`) against solkit's default and the
 copy floor, at vocabulary widths on the H200.
 
 Per shape one bf16 input ``x = 4 randn`` (and a second for the rotating pool). Every Gluon variant is first checked
@@ -6,7 +6,7 @@ against a float64 reference over every row (output NaN-poisoned before; max erro
 own bf16 error + ``1e-3 max|ref|``; bad rows counted), then timed with
 ``solkit.harness.timing.benchmark(method="auto", l2_flush_mode="read")``; ``copy`` is ``y.copy_(x)`` into a
 preallocated buffer (the forward's traffic, ``2MNe`` bytes) and ``default`` is
-``solkit.kernels.softmax.softmax_forward`` with no options. SOL against this run's copy bandwidth (calibrated) and
+``softmax.dispatch.softmax_forward`` with no options. SOL against this run's copy bandwidth (calibrated) and
 the 4.8 TB/s datasheet (helpers from ``kernels_softmax_wide.py``).
 
     python3 kernels_softmax_gluon.py --plan r1 --warm 0/3          # compile a third of the variants (few rows)
@@ -31,8 +31,8 @@ import triton
 from kernels_softmax_wide import _err, measure_copy, sol_cols
 
 from solkit.harness.timing import benchmark
-from solkit.kernels._softmax_gluon import softmax_forward_gluon
-from solkit.kernels.softmax import softmax_forward
+from solkit.kernels.softmax.dispatch import softmax_forward
+from solkit.kernels.softmax.gluon import softmax_forward_gluon
 
 SHAPES = {"vocab8k": (8192, 128256), "vocab4k": (4096, 128256), "256k": (1024, 262144), "small": (1000, 128256),
           "odd": (7, 65536), "one": (1, 262144)}  # fmt: skip
@@ -189,7 +189,7 @@ def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, l
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from solkit.kernels import _softmax_gluon as G
+    from solkit.kernels.softmax import gluon as G
 
     p = G.plan(n_cols, sms, warps=warps + (stats_warps if mode else 0), **plan_opts)
     assert p is not None, "no plan"

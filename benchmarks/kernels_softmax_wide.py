@@ -1,7 +1,7 @@
 """Wide-row softmax (vocabulary widths, and the 14336 intermediate) on the H200: solkit's paths, Liger, torch.compile.
 
-Variants are solkit launch settings (``packed`` = :mod:`solkit.kernels._softmax_packed`; ``looped``, ``split``
-and ``default`` = the other paths of :mod:`solkit.kernels.softmax`) or rivals (``liger``, ``compile``,
+Variants are solkit launch settings (``packed`` = :mod:`solkit.kernels.softmax.packed`; ``looped``, ``split``
+and ``default`` = the other paths of :mod:`solkit.kernels.softmax.dispatch`) or rivals (``liger``, ``compile``,
 ``eager``). Per shape one bf16 input ``x = 4 randn`` and one ``dy = randn``; every variant is first checked
 against a float64 reference over every row (output and gradient: max error at most twice eager PyTorch's own
 bf16 error + ``1e-3 max|ref|``, no NaN; the output buffers poisoned with NaN before), then timed with
@@ -35,7 +35,7 @@ import triton  # noqa: E402
 from softmax_wide_plans import ALL3, COMPILE_SHAPES, DIAG, FLOORS, PLANS, RIVALS, SHAPES, VARIANTS  # noqa: E402, F401
 
 from solkit.harness.timing import benchmark  # noqa: E402
-from solkit.kernels.softmax import softmax_backward, softmax_forward  # noqa: E402
+from solkit.kernels.softmax.dispatch import softmax_backward, softmax_forward  # noqa: E402
 from solkit.sol.model import Ceilings, sol_fraction, t_sol  # noqa: E402
 
 DATASHEET_BW = 4.8e12
@@ -194,12 +194,12 @@ def sol_cols(nbytes, ms, bw) -> dict:
 
 def launch_facts(name, mode, ref) -> dict:
     """The packed launcher's facts (split, groups, registers, spills) for a solkit packed variant."""
-    from solkit.kernels import _softmax_packed as sp
+    from solkit.kernels.softmax import packed as sp
 
     fo, bo = VARIANTS.get(name, (None, None))
     opts = fo if mode == "fwd" else bo
     if opts and isinstance(opts.get("tma"), dict) and mode == "fwd":
-        from solkit.kernels._softmax_tma import softmax_forward_tma
+        from solkit.kernels.softmax.tma import softmax_forward_tma
 
         try:
             x = ref.x[:64]
@@ -207,7 +207,7 @@ def launch_facts(name, mode, ref) -> dict:
         except Exception as exc:  # noqa: BLE001
             return {"facts_error": str(exc)[:200]}
     if opts and isinstance(opts.get("reread"), dict) and mode == "fwd":
-        from solkit.kernels._softmax_reread import softmax_forward_reread
+        from solkit.kernels.softmax.reread import softmax_forward_reread
 
         try:
             x = ref.x[:64]
@@ -215,7 +215,7 @@ def launch_facts(name, mode, ref) -> dict:
         except Exception as exc:  # noqa: BLE001
             return {"facts_error": str(exc)[:200]}
     if opts and isinstance(opts.get("rows"), dict) and mode == "fwd":
-        from solkit.kernels._softmax_rows import softmax_forward_rows
+        from solkit.kernels.softmax.rows import softmax_forward_rows
 
         try:
             x = ref.x[:64]

@@ -154,7 +154,7 @@ class ReadFloor(BudgetedRun):
 
     def callables(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int, fams: dict[str, dict]) -> dict[str, Any]:
         """name -> (zero-argument callable, bytes read, bytes written) at this size."""
-        from solkit.kernels import gemm as G
+        from solkit.kernels.gemm import dispatch as G
 
         words = src[: nbytes // 4]
         halfs = words.view(torch.bfloat16)

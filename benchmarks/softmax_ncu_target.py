@@ -7,7 +7,7 @@ second call of each softmax kernel.
 
 import torch
 
-from solkit.kernels.softmax import softmax_forward
+from solkit.kernels.softmax.dispatch import softmax_forward
 
 xs = {n: torch.randn(8192, n, device="cuda", dtype=torch.bfloat16) * 4 for n in (128256, 14336)}
 dst = torch.empty_like(xs[128256])

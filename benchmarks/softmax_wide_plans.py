@@ -92,7 +92,7 @@ VARIANTS = {
         {"packed": False, "num_warps": 16, "store_cs": True},
     ),
     "pk_nowait": (_p(max_spins=0), _p(max_spins=0)),  # diagnostic: never wait (NaN rows), timed anyway
-    # session 6: the exact-tile whole-row forward (solkit.kernels._softmax_rows), the packed grid filled
+    # session 6: the exact-tile whole-row forward (solkit.kernels.softmax.rows), the packed grid filled
     "rows": ({"rows": {}}, {}),
     "rows_pf1": ({"rows": {"l2_prefetch": 1}}, None),
     "rows_g256": ({"rows": {"programs": 256}}, None),
@@ -382,7 +382,7 @@ COMPILE_SHAPES = {"round1": ("inter",), "round2": ("inter", "vocab8k"), "record"
 
 # ----------------------------------------------------------------------------------------- session 7: re-read
 def _rr(blocks, warps, per_sm, stages, skew, tma="11", ev="00", pf=0, tst=0) -> str:
-    """Register a re-read forward variant (:mod:`solkit.kernels._softmax_reread`) and return its name:
+    """Register a re-read forward variant (:mod:`solkit.kernels.softmax.reread`) and return its name:
     ``rr_b{blocks}_w{warps}_{per_sm}_s{stages}_k{skew}[_t{tma1}{tma2}][_e{ev1}{ev2}][_pf{pf}][_ts]`` (``_ts``: TMA
     stores)."""
     name = f"rr_b{blocks}_w{warps}_{per_sm}_s{stages}_k{skew}"

@@ -21,7 +21,7 @@ import torch
 import triton
 
 from solkit.harness.timing import benchmark
-from solkit.kernels.softmax import softmax_forward
+from solkit.kernels.softmax.dispatch import softmax_forward
 
 SHAPES = [(8192, 4096), (1024, 262144)]
 

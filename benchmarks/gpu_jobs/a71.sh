@@ -1,5 +1,5 @@
 # budget: 240
-# Wide softmax, session 7 round 1: the re-read forward (src/solkit/kernels/_softmax_reread.py: the grouped exchange,
+# Wide softmax, session 7 round 1: the re-read forward (src/solkit/kernels/softmax/reread.py: the grouped exchange,
 # pass 2 re-reads its chunk from L2 K rows after pass 1, no row held in registers across the wait) swept at
 # 8192x128256 (chunk 2048/4096/8192 columns, warps, programs an SM, stages, skew K, TMA or plain loads for either
 # read, eviction hints, L2 prefetch), twice, next to the session-6 default (TMA-staged packed) and the bare copy;

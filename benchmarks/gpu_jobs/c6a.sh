@@ -1,7 +1,7 @@
 # budget: 100
 # Session 6 helper c6, round 1: GPU tests of the kernel files whose duplicates were factored out (no change to
 # the compiled code expected: SASS compared byte for byte before/after with Triton 3.6 for sm_90 on the CPU).
-# Cross-entropy (kernels/_spin.py now holds the tagged-word barrier; _ce_packed's _await_fast is gone), then
+# Cross-entropy (kernels/common/spin.py now holds the tagged-word barrier; _ce_packed's _await_fast is gone), then
 # the norm backwards (one TMA preamble for RMSNorm and LayerNorm). Each pytest call has its own timeout and
 # its summary goes to $OUT.
 set -u

@@ -1,5 +1,5 @@
 # budget: 150
-# Issue 6 prefill, session 5 round 1 (helper g5): the warp-specialised Gluon GEMM (src/solkit/kernels/gemm_gluon.py).
+# Issue 6 prefill, session 5 round 1 (helper g5): the warp-specialised Gluon GEMM (src/solkit/kernels/gemm/gluon.py).
 # 1) compile + correctness per config, one process each, in parallel (a deadlocked config only loses its own
 #    process; compile errors are printed in full); 2) the configs that passed timed at the four prefill shapes
 #    against cuBLAS mm / addmm and the Triton kernel (harness 'auto', read L2 flush, interleaved trials).

@@ -1,5 +1,5 @@
 # budget: 150
-# Issue 6 prefill, session 5 round 2 (helper g5): the warp-specialised Gluon GEMM (src/solkit/kernels/gemm_gluon.py).
+# Issue 6 prefill, session 5 round 2 (helper g5): the warp-specialised Gluon GEMM (src/solkit/kernels/gemm/gluon.py).
 # Round 1: the cooperative kernel (8 consumer warps, 128x256x64) is correct and, without the residual, level with
 # cuBLAS; with the residual loaded right after the previous store it lost 5 us per tile waiting for that store;
 # loaded at k-step 2 it was +3.9 / +4.9 % over cuBLAS mm. Ping-pong crashed once a consumer had several tiles

@@ -1,6 +1,6 @@
 # budget: 235
 # Gluon softmax forward (session 7, round 1): correctness of the warp-specialised kernel
-# (src/solkit/kernels/_softmax_gluon.py) at a few shapes against fp64 (NaN-poisoned outputs), then a first sweep at
+# (src/solkit/kernels/softmax/gluon.py) at a few shapes against fp64 (NaN-poisoned outputs), then a first sweep at
 # 8192x128256 (and 1024x262144) with the copy row and the current default timed in the same job (plan r1: one
 # compute partition; plan r1ws: pass 1 and pass 2 in two partitions, run in a process of its own), then the GPU tests.
 set -u
@@ -22,7 +22,7 @@ done
 # the default path's kernels too (Triton cache), on a few rows
 timeout 50 python3 -c "
 import torch
-from solkit.kernels.softmax import softmax_forward
+from solkit.kernels.softmax.dispatch import softmax_forward
 for n in (128256, 262144):
     softmax_forward(torch.randn(528, n, device='cuda', dtype=torch.bfloat16))
 torch.cuda.synchronize(); print('default warm')

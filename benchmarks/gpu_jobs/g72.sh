@@ -16,7 +16,7 @@ for k in 0 1 2 3; do
 done
 timeout 40 python3 -c "
 import torch
-from solkit.kernels.softmax import softmax_forward
+from solkit.kernels.softmax.dispatch import softmax_forward
 for n in (128256, 262144):
     softmax_forward(torch.randn(528, n, device='cuda', dtype=torch.bfloat16))
 torch.cuda.synchronize(); print('default warm')

@@ -1,7 +1,7 @@
 # budget: 170
 # Gluon softmax forward (session 7, round 3, of record): the chosen configuration (VARIANTS "best" / "best256k" of
 # benchmarks/kernels_softmax_gluon.py) at 8192x128256, 4096x128256 and 1024x262144 against the default forward
-# (solkit.kernels.softmax.softmax_forward) and the copy row, two samples each (plus single samples of per_sm 4 and lag 2), every Gluon row checked against fp64
+# (solkit.kernels.softmax.dispatch.softmax_forward) and the copy row, two samples each (plus single samples of per_sm 4 and lag 2), every Gluon row checked against fp64
 # over every row first; then the Gluon GPU tests (tests/kernels/test_softmax_gluon.py).
 set -u
 export TRITON_CACHE_DIR=/tmp/g7_triton
@@ -16,7 +16,7 @@ for k in 0 1; do
 done
 timeout 40 python3 -c "
 import torch
-from solkit.kernels.softmax import softmax_forward
+from solkit.kernels.softmax.dispatch import softmax_forward
 for n in (128256, 262144):
     softmax_forward(torch.randn(528, n, device='cuda', dtype=torch.bfloat16))
 torch.cuda.synchronize(); print('default warm')

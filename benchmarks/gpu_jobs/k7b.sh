@@ -24,7 +24,7 @@ python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, t
 
 WARM='
 import sys, time, torch
-from solkit.kernels.cross_entropy import CE_CONFIG, cross_entropy
+from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, cross_entropy
 keys = ("split_block", "split_warps", "split_programs_per_sm", "split_keep_exp", "split_prefetch", "split_maxnreg",
         "split_tagged", "split_skew")
 part, parts, specs = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")

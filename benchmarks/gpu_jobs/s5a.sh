@@ -1,5 +1,5 @@
 # budget: 150
-# Wide softmax, round 1 (session 5): the packed one-read kernels (src/solkit/kernels/_softmax_packed.py) swept at
+# Wide softmax, round 1 (session 5): the packed one-read kernels (src/solkit/kernels/softmax/packed.py) swept at
 # 8192x128256 bf16 (forward, backward alone, forward+backward; chunk width, warps, programs per SM, kept values,
 # early load, L2 prefetch distance, fallback compiled in, a never-wait diagnostic), then 8192x14336 (solkit default,
 # packed, Liger, torch.compile max-autotune, eager), 4096x128256 and 1024x262144. Every row checked against fp64.

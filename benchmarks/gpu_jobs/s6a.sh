@@ -1,8 +1,8 @@
 # budget: 200
-# Wide softmax, session 6 round 1: the exact-tile whole-row forward (solkit.kernels._softmax_rows: 14336 columns
+# Wide softmax, session 6 round 1: the exact-tile whole-row forward (solkit.kernels.softmax.rows: 14336 columns
 # as (4 + 2 + 1) x 1024 int32 words at 8 warps, no masked lanes; 2 programs per SM, rows in flight 1-3, L2
 # prefetch, cache hints) against the default one-chunk packed forward at 8192x14336, and at 8192x4096 against the
-# single-block default; at the vocabulary widths the TMA-staged packed forward (solkit.kernels._softmax_tma:
+# single-block default; at the vocabulary widths the TMA-staged packed forward (solkit.kernels.softmax.tma:
 # chunks pipelined through shared memory, 2-5 in flight) and the packed path with its chunk count chosen to fill
 # every resident slot (fill=1: 33 chunks x 16 groups at 128256, not 32 x 16), forward and backward; the bare copy
 # (y.copy_(x)) at every shape: the floor. Every solkit row checked against fp64 over every row first. Then every

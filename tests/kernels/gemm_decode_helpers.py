@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from solkit.kernels import gemm as G
+from solkit.kernels.gemm import dispatch as G
 
 ATOL = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 

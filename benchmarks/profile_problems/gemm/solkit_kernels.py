@@ -1,6 +1,6 @@
 import torch
 
-from solkit.kernels.gemm import gemm
+from solkit.kernels.gemm.dispatch import gemm
 
 
 @torch.no_grad()

@@ -1,6 +1,6 @@
 import torch
 
-from solkit.kernels.softmax import softmax
+from solkit.kernels.softmax.dispatch import softmax
 
 
 @torch.no_grad()

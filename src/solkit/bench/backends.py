@@ -266,53 +266,56 @@ LIGER.impls.update(
 
 
 # ---------------------------------------------------------------------------------------------- solkit
-def _k(name: str):
-    return importlib.import_module(f"solkit.kernels.{name}")
+def _k():
+    # Imported on first use: the kernels pull in Triton, which the other backends do not need.
+    import solkit.kernels
+
+    return solkit.kernels
 
 
 def _sk_rms(x, w):
-    return _k("rmsnorm").rmsnorm(x, w, eps=EPS)
+    return _k().rmsnorm(x, w, eps=EPS)
 
 
 def _sk_ln(x, w, b):
-    return _k("layernorm").layernorm(x, w, b, eps=EPS)
+    return _k().layernorm(x, w, b, eps=EPS)
 
 
 def _sk_rope(q, k, cos, sin):
-    return _k("rope").apply_rope(q, k, cos, sin, layout="bshd")
+    return _k().apply_rope(q, k, cos, sin, layout="bshd")
 
 
 def _sk_ce(z, t):
-    return _k("cross_entropy").cross_entropy(z, t)
+    return _k().cross_entropy(z, t)
 
 
 def _sk_flce(h, w, t):
-    return _k("fused_linear_ce").fused_linear_cross_entropy(h, w, t)
+    return _k().fused_linear_cross_entropy(h, w, t)
 
 
 def _sk_gate_up_swiglu(x, w):
     # One GEMM for gate and up, then the fused gate kernel (the GEMM epilogue cannot pair columns).
-    gu = _k("gemm").gemm(x, w)
+    gu = _k().gemm(x, w)
     g, u = gu.chunk(2, dim=-1)
-    return _k("swiglu").swiglu(g, u)
+    return _k().swiglu(g, u)
 
 
 SOLKIT = Backend("solkit", "solkit's Triton kernels", requires_cuda=True, module="triton")
 SOLKIT.impls.update(
     {
-        "gemm_bf16": lambda ref: lambda x, w: _k("gemm").gemm(x, w),
-        "o_proj_residual": lambda ref: lambda x, w, r: _k("gemm").gemm(x, w, residual=r),
+        "gemm_bf16": lambda ref: lambda x, w: _k().gemm(x, w),
+        "o_proj_residual": lambda ref: lambda x, w, r: _k().gemm(x, w, residual=r),
         "gate_up_swiglu": lambda ref: _sk_gate_up_swiglu,
         "rmsnorm": lambda ref: _sk_rms,
         "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_sk_rms),
-        "add_rmsnorm": lambda ref: lambda x, r, w: _k("rmsnorm").add_rmsnorm(x, r, w, eps=EPS),
+        "add_rmsnorm": lambda ref: lambda x, r, w: _k().add_rmsnorm(x, r, w, eps=EPS),
         "layernorm": lambda ref: _sk_ln,
         "layernorm_bwd": lambda ref: _bwd_layernorm(_sk_ln),
-        "swiglu": lambda ref: lambda g, u: _k("swiglu").swiglu(g, u),
-        "swiglu_bwd": lambda ref: _bwd_gate(lambda g, u: _k("swiglu").swiglu(g, u)),
-        "geglu": lambda ref: lambda g, u: _k("swiglu").geglu(g, u),
-        "softmax": lambda ref: lambda x: _k("softmax").softmax(x),
-        "softmax_bwd": lambda ref: _bwd_softmax(lambda x: _k("softmax").softmax(x)),
+        "swiglu": lambda ref: lambda g, u: _k().swiglu(g, u),
+        "swiglu_bwd": lambda ref: _bwd_gate(lambda g, u: _k().swiglu(g, u)),
+        "geglu": lambda ref: lambda g, u: _k().geglu(g, u),
+        "softmax": lambda ref: lambda x: _k().softmax(x),
+        "softmax_bwd": lambda ref: _bwd_softmax(lambda x: _k().softmax(x)),
         "rope": lambda ref: _sk_rope,
         "rope_bwd": lambda ref: _bwd_rope(_sk_rope),
         "cross_entropy": lambda ref: _bwd_ce(_sk_ce),

@@ -1,1 +1,42 @@
-"""solkit.kernels"""
+"""solkit.kernels: the public face of solkit's Triton kernels.
+
+Import kernels from here (``from solkit.kernels import rmsnorm``); each family lives in its own
+subpackage (``gemm/``, ``softmax/``, ``cross_entropy/``, ``norms/``, ``rope/``, ``gates/``) and shares
+helpers through ``common/``, which imports no family.
+"""
+
+from solkit.kernels.cross_entropy import (
+    CrossEntropyLoss,
+    FusedLinearCrossEntropyLoss,
+    cross_entropy,
+    fused_linear_cross_entropy,
+)
+from solkit.kernels.gates import GeGLU, SwiGLU, geglu, swiglu
+from solkit.kernels.gemm import FusedLinearResidual, fused_linear, gemm
+from solkit.kernels.norms import AddRMSNorm, LayerNorm, RMSNorm, add_rmsnorm, layernorm, rmsnorm
+from solkit.kernels.rope import RoPE, apply_rope
+from solkit.kernels.softmax import Softmax, softmax
+
+__all__ = [
+    "gemm",
+    "fused_linear",
+    "FusedLinearResidual",
+    "rmsnorm",
+    "add_rmsnorm",
+    "layernorm",
+    "RMSNorm",
+    "AddRMSNorm",
+    "LayerNorm",
+    "softmax",
+    "Softmax",
+    "cross_entropy",
+    "CrossEntropyLoss",
+    "fused_linear_cross_entropy",
+    "FusedLinearCrossEntropyLoss",
+    "apply_rope",
+    "RoPE",
+    "swiglu",
+    "geglu",
+    "SwiGLU",
+    "GeGLU",
+]

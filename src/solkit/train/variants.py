@@ -130,22 +130,22 @@ def _attr(module_name: str, *names: str) -> Callable[..., Any]:
 
 
 def _solkit_rmsnorm() -> Callable[..., Any]:
-    rmsnorm = _attr("solkit.kernels.rmsnorm", "rmsnorm")
+    rmsnorm = _attr("solkit.kernels", "rmsnorm")
     return lambda m, x: rmsnorm(x, m.weight, m.eps, 0.0, "llama")
 
 
 def _solkit_rope() -> Callable[..., Any]:
-    apply_rope = _attr("solkit.kernels.rope", "apply_rope")
+    apply_rope = _attr("solkit.kernels", "apply_rope")
     return lambda m, q, k, cos, sin: apply_rope(q, k, cos, sin, layout="bshd")
 
 
 def _solkit_swiglu() -> Callable[..., Any]:
-    swiglu = _attr("solkit.kernels.swiglu", "swiglu")
+    swiglu = _attr("solkit.kernels", "swiglu")
     return lambda m, gate, up: swiglu(gate, up)
 
 
 def _solkit_linear_residual() -> Callable[..., Any]:
-    fused_linear = _attr("solkit.kernels.linear_residual", "fused_linear")
+    fused_linear = _attr("solkit.kernels", "fused_linear")
 
     def call(m: nn.Module, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         if residual is None:  # nothing to fuse: keep the plain GEMM
@@ -156,7 +156,7 @@ def _solkit_linear_residual() -> Callable[..., Any]:
 
 
 def _solkit_flce() -> Callable[..., Any]:
-    fn = _attr("solkit.kernels.fused_linear_ce", "fused_linear_cross_entropy", "fused_linear_ce")
+    fn = _attr("solkit.kernels", "fused_linear_cross_entropy", "fused_linear_ce")
 
     def call(m: nn.Module, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return fn(h.reshape(-1, h.shape[-1]), m.weight, labels.reshape(-1))

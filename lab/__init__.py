@@ -1,0 +1,1 @@
+"""The lab: experiments kept as a record, outside the product (see lab/README.md)."""

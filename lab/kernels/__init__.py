@@ -1,0 +1,1 @@
+"""Kernels that were built and measured but are never dispatched by default."""

@@ -1,0 +1,5 @@
+"""Row softmax over the last dimension, forward and backward, rows up to 256k wide."""
+
+from solkit.kernels.softmax.dispatch import Softmax, softmax, softmax_backward, softmax_forward
+
+__all__ = ["softmax", "Softmax", "softmax_forward", "softmax_backward"]
