@@ -76,7 +76,7 @@ def test_combine_telemetry_worst_case():
 def test_time_group_interleaves_abba_and_isolates_failures(monkeypatch):
     """The GPU branch of the timing loop, with the timer, sampler and kernel list faked."""
     import solkit.hardware.telemetry as telemetry
-    import solkit.harness.timing as timing
+    import solkit.timing as timing
     from solkit.profile import driver
 
     calls = []

@@ -7,7 +7,7 @@ For each workload:
 3. each backend runs on fresh copies of the same inputs; it is correct when every output has the
    reference's shape and dtype, no NaN/Inf where the reference has none, and a max error at most
    2x PyTorch's own error plus a small atol;
-4. it is timed with solkit.harness.timing (median of reps x trials, L2 flushed, a rotating pool of
+4. it is timed with solkit.timing (median of reps x trials, L2 flushed, a rotating pool of
    input sets, CUDA graphs for calls under 100 us), and scored on both bases.
 
 A backend that fails becomes a row with its error; it never stops the run.
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from solkit.bench.backends import BACKENDS, MUTATES_INPUTS
-from solkit.harness.timing import benchmark
+from solkit.timing import benchmark
 from solkit.problems.loader import Problem, load_problem
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.sol.tiers import tier_for

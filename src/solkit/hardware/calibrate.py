@@ -32,7 +32,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from solkit.hardware.detect import DeviceInfo, detect_device
-from solkit.harness.timing import benchmark
+from solkit.timing import benchmark
 
 GEMM_UNITS = {
     "bf16": "bf16_tensor",

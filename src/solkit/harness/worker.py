@@ -16,7 +16,7 @@ Order of work, chosen so candidate code cannot influence the ground truth:
 2. **Compile phase**: the solution's sources are written out and imported (Python) or built with
    ``torch.utils.cpp_extension.load`` (C++/CUDA).
 3. **Workload phase**: correctness trials with fresh inputs (see :mod:`.correctness` and
-   :mod:`.anticheat`), then timing with :func:`solkit.harness.timing.benchmark`, then the
+   :mod:`.anticheat`), then timing with :func:`solkit.timing.benchmark`, then the
    post-timing checks (timed outputs re-validated, address-keyed caches, hidden work, threads).
 """
 
@@ -41,7 +41,7 @@ import torch
 from solkit.harness import anticheat as ac
 from solkit.harness import correctness as cc
 from solkit.harness import inputs as gen
-from solkit.harness import timing
+from solkit import timing
 from solkit.harness.candidate import Failure, load_candidate
 from solkit.problems.loader import Problem, load_problem
 from solkit.problems.schema import Solution, Workload

@@ -66,7 +66,7 @@ TRIALS = 4
 def _time_group(targets: list, device: str) -> dict[str, dict[str, Any]]:
     """Time the targets of one problem/workload interleaved; per label: timing, telemetry, kernels."""
     from solkit.hardware.telemetry import TelemetrySampler
-    from solkit.harness.timing import benchmark
+    from solkit.timing import benchmark
 
     index = int(device.split(":")[1]) if ":" in device else 0
     on_gpu = device.startswith("cuda")

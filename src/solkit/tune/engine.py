@@ -6,7 +6,7 @@
   so that out-of-resources (shared memory, threads) shows up there, with its register and spill
   counts. The main process later launches the kernel and finds the binary in the cache.
 * **Benchmarking** is strictly one config at a time, with the harness's timing protocol
-  (:func:`solkit.harness.timing.benchmark`: L2 flush, rotating inputs, CUDA graphs for short
+  (:func:`solkit.timing.benchmark`: L2 flush, rotating inputs, CUDA graphs for short
   calls); a config far slower than the best so far is only screened with a few repetitions.
 * **Correctness gate**: before timing, every config runs once on fresh random inputs with its
   output poisoned (NaN) and is compared with an fp32 reference; the allowed error is twice the
@@ -486,7 +486,7 @@ class Evaluator:
             ev.error = f"max relative error {ev.max_err:.3g} > allowed {ev.tol:.3g}"
 
     def _time(self, ev: Evaluation) -> None:
-        from solkit.harness.timing import benchmark
+        from solkit.timing import benchmark
 
         s, p, cfg = self.settings, self.problem, ev.config
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from solkit.harness.timing import L2Flusher, TimingResult, _call, summarize
+from solkit.timing.core import L2Flusher, TimingResult, call_from_pool, summarize
 
 #: Trace categories of host calls that start GPU work (the CUDA runtime API, and the driver API that
 #: Triton's launcher uses).
@@ -105,7 +105,7 @@ def bench_kernel_time(
                 if flusher is not None:
                     flusher()
                 with record_function(f"{RANGE_PREFIX}{r}"):
-                    _call(fn, pool, k)
+                    call_from_pool(fn, pool, k)
                 k += 1
             torch.cuda.synchronize(device)
         fd, path = tempfile.mkstemp(suffix=".json", prefix="solkit_kernel_trace_")

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from solkit.harness.timing import L2Flusher, benchmark
+from solkit.timing import L2Flusher, benchmark
 
 
 def test_unknown_flush_mode_is_rejected():
@@ -26,18 +26,18 @@ def test_both_flush_modes_time_a_kernel(mode):
 def test_time_based_warmup_runs_for_its_wall_time():
     import time
 
-    from solkit.harness.timing import WARMUP_MAX_CALLS, _warm_for
+    from solkit.timing import WARMUP_MAX_CALLS, warm_for
 
     calls = []
     t0 = time.perf_counter()
-    _warm_for(lambda: (calls.append(1), time.sleep(2e-4)), None, 15.0, torch.device("cpu"))
+    warm_for(lambda: (calls.append(1), time.sleep(2e-4)), None, 15.0, torch.device("cpu"))
     assert (time.perf_counter() - t0) * 1e3 >= 15.0
     assert len(calls) >= 8 and len(calls) % 8 == 0
     calls.clear()
-    _warm_for(lambda: calls.append(1), None, 1e6, torch.device("cpu"))
+    warm_for(lambda: calls.append(1), None, 1e6, torch.device("cpu"))
     assert len(calls) <= WARMUP_MAX_CALLS + 7  # the cap ends a warm-up of very fast calls
     calls.clear()
-    _warm_for(lambda: calls.append(1), None, 0.0, torch.device("cpu"))
+    warm_for(lambda: calls.append(1), None, 0.0, torch.device("cpu"))
     assert calls == []
 
 

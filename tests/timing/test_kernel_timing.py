@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from solkit.harness.kernel_timing import RANGE_PREFIX, spans_from_trace
-from solkit.harness.timing import METHODS, benchmark
+from solkit.timing import RANGE_PREFIX, spans_from_trace
+from solkit.timing import METHODS, benchmark
 
 
 def _trace():
