@@ -24,7 +24,9 @@ from pathlib import Path
 
 import torch
 
-from solkit.tune.engine import BenchSettings, CompilePool, Evaluator, interpreter_mode
+from solkit.tune.compile_pool import CompilePool, interpreter_mode
+from solkit.tune.engine import Evaluator
+from solkit.tune.records import BenchSettings
 
 
 def device_info() -> dict:

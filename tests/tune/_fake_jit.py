@@ -40,7 +40,7 @@ def make_fake_problem(n: int = 64):
     (for isolated-benchmarking tests; rebuilt in a child process from its ProblemRef)."""
     import torch
 
-    from solkit.tune.engine import Problem, ProblemRef
+    from solkit.tune.records import ProblemRef, TuneProblem
 
     def make_inputs(seed):
         g = torch.Generator().manual_seed(seed)
@@ -62,6 +62,6 @@ def make_fake_problem(n: int = 64):
         torch.mul(x, 2.0, out=y)
         return y
 
-    problem = Problem("fake_isolated", make_inputs, run, reference=lambda inp: inp[0].double() * 2, output_index=1)
+    problem = TuneProblem("fake_isolated", make_inputs, run, reference=lambda inp: inp[0].double() * 2, output_index=1)
     problem.ref = ProblemRef(__file__, "make_fake_problem", (n,))
     return problem

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from solkit.tune.engine import CompileJob, CompilePool, Evaluator, Problem, classify_exception
+from solkit.tune.compile_pool import CompilePool
+from solkit.tune.engine import Evaluator
+from solkit.tune.records import CompileJob, TuneProblem, classify_exception
 from solkit.tune.space import Space
 from solkit.tune.tuner import tune
 
@@ -41,7 +43,7 @@ def fake_problem():
         torch.mul(x, 2.0, out=y)
         return y
 
-    return Problem("fake", make_inputs, run, reference=lambda inp: inp[0].double() * 2, output_index=1)
+    return TuneProblem("fake", make_inputs, run, reference=lambda inp: inp[0].double() * 2, output_index=1)
 
 
 def space(modes):
@@ -111,7 +113,7 @@ def test_isolated_benchmarking_survives_illegal_address_crash_and_hang():
     sys.path.insert(0, str(Path(__file__).parent))
     import _fake_jit
 
-    from solkit.tune.engine import BenchSettings
+    from solkit.tune.records import BenchSettings
 
     problem = _fake_jit.make_fake_problem()
     sp = Space({"mode": ["good", "illegal", "exit", "hang", "wrong", "late"], "work": [1]})

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from solkit.tune import bench_kernels as bk
-from solkit.tune.engine import BenchSettings
+from solkit.tune.records import BenchSettings
 from solkit.tune.space import Space, gemm_smem_bytes, smem_limit
 from solkit.tune.tuner import tune
 

@@ -6,7 +6,7 @@ import triton.language as tl
 
 from solkit.tune.cache import TuneCache
 from solkit.tune.decorator import autotune
-from solkit.tune.engine import Problem
+from solkit.tune.records import TuneProblem
 from solkit.tune.space import Space
 from solkit.tune.tuner import tune
 
@@ -36,7 +36,7 @@ def _run(cfg, inputs):
 
 
 def test_wrong_variant_never_wins_through_the_engine():
-    problem = Problem("scale", _inputs, _run, reference=lambda inp: inp[0].double() * 2, output_index=1)
+    problem = TuneProblem("scale", _inputs, _run, reference=lambda inp: inp[0].double() * 2, output_index=1)
     space = Space({"BLOCK": [16, 32, 64], "HALF": [0, 1]})
     res = tune(problem, space, strategy="exhaustive", budget=10, pool=None)
     assert res.best["HALF"] == 0

@@ -77,7 +77,7 @@ def test_cli_cache_export_import(tmp_path, capsys):
     assert main(["tune", "--cache-dir", str(tmp_path / "c"), "--cache-import", str(bad)]) == 2
 
 
-RECORDED = Path(__file__).parents[2] / "benchmarks" / "results" / "tune_sweeps"
+RECORDED = Path(__file__).parents[2] / "benchmarks" / "results" / "tuner" / "2026-11-30_h200_sweeps"
 
 
 @pytest.mark.skipif(not RECORDED.is_dir(), reason="no recorded sweeps in this checkout")

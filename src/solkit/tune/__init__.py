@@ -1,7 +1,7 @@
 """solkit.tune: search-based autotuning of Triton kernels.
 
 * :class:`Space` — declarative search spaces with constraints and a shared-memory pre-filter;
-* :func:`tune` — live tuning of a :class:`Problem` (parallel compile, serial benchmark, correctness gate);
+* :func:`tune` — live tuning of a :class:`TuneProblem` (parallel compile, serial benchmark, correctness gate);
 * :func:`autotune` — a drop-in ``@triton.autotune`` replacement with ``space=`` and ``budget=``;
 * :class:`TuneCache` — the persistent cache of every measured config;
 * :mod:`solkit.tune.replay` — strategies replayed on recorded sweeps (no GPU).
@@ -15,15 +15,15 @@ from typing import Any
 
 from solkit.tune.space import Space, config_key
 
-__all__ = ["Space", "config_key", "tune", "autotune", "TuneCache", "Problem", "CompileJob", "BenchSettings"]
+__all__ = ["Space", "config_key", "tune", "autotune", "TuneCache", "TuneProblem", "CompileJob", "BenchSettings"]
 
 _LAZY = {
     "tune": ("solkit.tune.tuner", "tune"),
     "autotune": ("solkit.tune.decorator", "autotune"),
     "TuneCache": ("solkit.tune.cache", "TuneCache"),
-    "Problem": ("solkit.tune.engine", "Problem"),
-    "CompileJob": ("solkit.tune.engine", "CompileJob"),
-    "BenchSettings": ("solkit.tune.engine", "BenchSettings"),
+    "TuneProblem": ("solkit.tune.records", "TuneProblem"),
+    "CompileJob": ("solkit.tune.records", "CompileJob"),
+    "BenchSettings": ("solkit.tune.records", "BenchSettings"),
 }
 
 

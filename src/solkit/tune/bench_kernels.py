@@ -1,6 +1,6 @@
 """Small, self-contained Triton kernels the tuner is benchmarked on (sweeps, live runs, tests).
 
-Each ``make_*_problem`` returns a :class:`~solkit.tune.engine.Problem` (inputs, launcher, fp32
+Each ``make_*_problem`` returns a :class:`~solkit.tune.records.TuneProblem` (inputs, launcher, fp32
 reference, compile job) and each ``*_space`` the declared search space. Kernels are importable by
 module path, which is what lets compile workers in other processes build them.
 """
@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.tune.engine import CompileJob, Problem, ProblemRef
+from solkit.tune.records import CompileJob, ProblemRef, TuneProblem
 from solkit.tune.space import Space, gemm_smem_bytes
 
 
@@ -184,7 +184,7 @@ def _split(config: dict) -> tuple[dict, dict]:
 _MOD = __name__
 
 
-def make_gemm_problem(M: int, N: int, K: int, dtype: torch.dtype = torch.bfloat16, device: str = "cuda") -> Problem:
+def make_gemm_problem(M: int, N: int, K: int, dtype: torch.dtype = torch.bfloat16, device: str = "cuda") -> TuneProblem:
     def make_inputs(seed: int):
         g = torch.Generator(device="cpu").manual_seed(seed)
         a = torch.randn(M, K, generator=g).to(device=device, dtype=dtype)
@@ -207,7 +207,7 @@ def make_gemm_problem(M: int, N: int, K: int, dtype: torch.dtype = torch.bfloat1
         mock = (dtype, dtype, dtype, M, N, K, K, 1, N, 1, N, 1)  # torch dtypes stand in for tensors
         return CompileJob(_MOD, "matmul_kernel", mock, {**meta, **launch})
 
-    return Problem(
+    return TuneProblem(
         ref=ProblemRef(_MOD, "make_gemm_problem", (M, N, K), {"dtype": dtype, "device": device}),
         name=f"gemm_{str(dtype).split('.')[-1]}_M{M}_N{N}_K{K}",
         make_inputs=make_inputs,
@@ -222,7 +222,7 @@ def make_gemm_problem(M: int, N: int, K: int, dtype: torch.dtype = torch.bfloat1
     )
 
 
-def _row_problem(kind: str, rows: int, cols: int, dtype: torch.dtype, device: str) -> Problem:
+def _row_problem(kind: str, rows: int, cols: int, dtype: torch.dtype, device: str) -> TuneProblem:
     elem = torch.finfo(dtype).bits // 8
 
     def make_inputs(seed: int):
@@ -264,7 +264,7 @@ def _row_problem(kind: str, rows: int, cols: int, dtype: torch.dtype, device: st
             return CompileJob(_MOD, "rmsnorm_kernel", mock, {**meta, **launch})
         return CompileJob(_MOD, "softmax_kernel", (dtype, dtype, rows, cols, cols, cols), {**meta, **launch})
 
-    return Problem(
+    return TuneProblem(
         ref=ProblemRef(_MOD, f"make_{kind}_problem", (rows, cols), {"dtype": dtype, "device": device}),
         name=f"{kind}_{str(dtype).split('.')[-1]}_{rows}x{cols}",
         make_inputs=make_inputs,
@@ -279,17 +279,21 @@ def _row_problem(kind: str, rows: int, cols: int, dtype: torch.dtype, device: st
     )
 
 
-def make_rmsnorm_problem(rows: int, cols: int, dtype: torch.dtype = torch.bfloat16, device: str = "cuda") -> Problem:
+def make_rmsnorm_problem(
+    rows: int, cols: int, dtype: torch.dtype = torch.bfloat16, device: str = "cuda"
+) -> TuneProblem:
     return _row_problem("rmsnorm", rows, cols, dtype, device)
 
 
-def make_softmax_problem(rows: int, cols: int, dtype: torch.dtype = torch.bfloat16, device: str = "cuda") -> Problem:
+def make_softmax_problem(
+    rows: int, cols: int, dtype: torch.dtype = torch.bfloat16, device: str = "cuda"
+) -> TuneProblem:
     return _row_problem("softmax", rows, cols, dtype, device)
 
 
 def make_cross_entropy_problem(
     rows: int, vocab: int, dtype: torch.dtype = torch.bfloat16, device: str = "cuda"
-) -> Problem:
+) -> TuneProblem:
     elem = torch.finfo(dtype).bits // 8
 
     def make_inputs(seed: int):
@@ -310,7 +314,7 @@ def make_cross_entropy_problem(
         return CompileJob(_MOD, "cross_entropy_kernel", (dtype, torch.int64, torch.float32, vocab, vocab),
                           {**meta, **launch})  # fmt: skip
 
-    return Problem(
+    return TuneProblem(
         ref=ProblemRef(_MOD, "make_cross_entropy_problem", (rows, vocab), {"dtype": dtype, "device": device}),
         name=f"cross_entropy_{str(dtype).split('.')[-1]}_{rows}x{vocab}",
         make_inputs=make_inputs,

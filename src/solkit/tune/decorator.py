@@ -41,7 +41,8 @@ import torch
 
 from solkit.errors import SolkitError
 from solkit.tune.cache import TuneCache, environment, make_key, shape_bucket, source_hash
-from solkit.tune.engine import BenchSettings, CompileJob, CompilePool, Problem, interpreter_mode
+from solkit.tune.compile_pool import CompilePool, interpreter_mode
+from solkit.tune.records import BenchSettings, CompileJob, TuneProblem
 from solkit.tune.space import Config, Space, smem_limit
 from solkit.tune.strategies import DEFAULT_STRATEGY
 from solkit.tune.tuner import TuneResult, tune
@@ -229,7 +230,7 @@ class Autotuner:
 
     def _problem(
         self, args: tuple, kwargs: Mapping[str, Any], grid: Any, named: Mapping[str, Any], space: Space
-    ) -> Problem:
+    ) -> TuneProblem:
         tensor_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         fixed = [i for i, n in enumerate(self.arg_names[: len(args)]) if n in self.outputs]
         if len(fixed) != len(self.outputs):
@@ -272,7 +273,7 @@ class Autotuner:
         def bench_inputs(_seed: int) -> tuple:
             return args  # the caller's own tensors, as triton.autotune does (restored afterwards)
 
-        problem = Problem(
+        problem = TuneProblem(
             name=getattr(self.fn, "__name__", "kernel"),
             make_inputs=lambda seed: clone_args(seed) if seed == 7 else bench_inputs(seed),
             run=run,

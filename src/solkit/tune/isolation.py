@@ -2,11 +2,12 @@
 address), hangs the GPU, or kills its process costs one evaluation instead of the whole search.
 
 The child is forked from the compile pool's ``forkserver`` (torch and triton already imported),
-rebuilds the :class:`~solkit.tune.engine.Problem` from its :class:`~solkit.tune.engine.ProblemRef`,
-and evaluates one config per request (correctness gate, then timing). Binaries compiled by the
-pool are found in Triton's disk cache. When the child reports a sticky CUDA error, dies, or misses
-its deadline, it is killed and the next config gets a fresh child (a start costs a few seconds:
-inputs and the reference are rebuilt).
+rebuilds the :class:`~solkit.tune.records.TuneProblem` from its :class:`~solkit.tune.records.ProblemRef`,
+and evaluates one config per request (correctness gate, then timing): its body is
+:func:`solkit.tune.engine.serve_configs`, passed in by the evaluator so that this module stays below
+the engine. Binaries compiled by the pool are found in Triton's disk cache. When the child reports a
+sticky CUDA error, dies, or misses its deadline, it is killed and the next config gets a fresh child
+(a start costs a few seconds: inputs and the reference are rebuilt).
 """
 
 from __future__ import annotations
@@ -14,41 +15,22 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import time
+from collections.abc import Callable
 from typing import Any
 
-from solkit.tune.engine import BenchSettings, Evaluation, Evaluator, ProblemRef
-from solkit.tune.space import Config, config_key
-
-
-def _child(conn, ref: ProblemRef, settings: BenchSettings) -> None:
-    try:
-        problem = ref.build()
-        ev = Evaluator(problem, pool=None, settings=settings)
-        ev._prepare()  # inputs and reference before the first request, so its deadline is the kernel's
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which records it per config
-        conn.send({"status": "runtime_error", "error": f"benchmark process set-up failed: {exc}"[:400]})
-        return
-    conn.send({"ready": True})
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        config, best_ms = msg
-        ev.best_ms = best_ms
-        rec = ev._evaluate_one(config_key(config), config)
-        conn.send(rec.to_dict())
-        if ev.fatal:  # the context is poisoned: let the parent start a fresh process
-            return
+from solkit.tune.records import BenchSettings, ConfigEvaluation, ProblemRef
+from solkit.tune.space import Config
 
 
 class BenchProcess:
     """A restartable child process that evaluates configs one at a time."""
 
-    def __init__(self, ref: ProblemRef, settings: BenchSettings, start_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, ref: ProblemRef, settings: BenchSettings, serve: Callable[..., None], start_timeout_s: float = 120.0
+    ) -> None:
         self.ref, self.settings = ref, settings
+        #: the child's body, ``serve(conn, ref, settings)``: a module-level function (it is pickled by name)
+        self.serve = serve
         self.start_timeout_s = start_timeout_s
         self.proc = None
         self.conn = None
@@ -57,7 +39,7 @@ class BenchProcess:
     def _start(self) -> dict[str, Any] | None:
         ctx = multiprocessing.get_context("forkserver")
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_child, args=(child, self.ref, self.settings), daemon=True)
+        self.proc = ctx.Process(target=self.serve, args=(child, self.ref, self.settings), daemon=True)
         self.proc.start()
         child.close()
         self.conn = parent
@@ -74,7 +56,7 @@ class BenchProcess:
             return msg
         return None
 
-    def evaluate(self, config: Config, best_ms: float | None, ev: Evaluation) -> Evaluation:
+    def evaluate(self, config: Config, best_ms: float | None, ev: ConfigEvaluation) -> ConfigEvaluation:
         """Fill ``ev`` (which carries the compile results) with the child's verdict on ``config``."""
         t0 = time.perf_counter()
         if self.proc is None or not self.proc.is_alive():

@@ -29,8 +29,7 @@ import torch
 
 from solkit.errors import SolkitError
 from solkit.tune.cache import TuneCache, environment, make_key
-from solkit.tune.engine import Problem as TuneProblem
-from solkit.tune.engine import ProblemRef
+from solkit.tune.records import ProblemRef, TuneProblem
 from solkit.tune.space import Space, smem_limit
 from solkit.tune.tuner import tune
 

@@ -10,7 +10,9 @@ from typing import Any
 import torch
 
 from solkit.tune.cache import TuneCache, pick_winner
-from solkit.tune.engine import BenchSettings, CompilePool, Evaluation, Evaluator, Problem, interpreter_mode
+from solkit.tune.compile_pool import CompilePool, interpreter_mode
+from solkit.tune.engine import Evaluator
+from solkit.tune.records import BenchSettings, ConfigEvaluation, TuneProblem
 from solkit.tune.search import run_search
 from solkit.tune.space import Config, Space, config_key
 from solkit.tune.strategies import DEFAULT_BUDGET, DEFAULT_STRATEGY, Prior, make_strategy
@@ -43,7 +45,7 @@ class TuneResult:
                 "statuses": self.statuses, "evaluations": self.evaluations}  # fmt: skip
 
 
-def default_pool(problem: Problem) -> CompilePool | None:
+def default_pool(problem: TuneProblem) -> CompilePool | None:
     """A compile pool when there is a GPU to compile for and the kernel can be imported by workers."""
     if problem.compile_job is None or interpreter_mode() or not torch.cuda.is_available():
         return None
@@ -53,7 +55,7 @@ def default_pool(problem: Problem) -> CompilePool | None:
 
 
 def tune(
-    problem: Problem,
+    problem: TuneProblem,
     space: Space,
     *,
     strategy: str = DEFAULT_STRATEGY,
@@ -66,7 +68,7 @@ def tune(
     warm_start: bool = True,
     pool: CompilePool | None | str = "auto",
     settings: BenchSettings | None = None,
-    on_record: Callable[[Evaluation], None] | None = None,
+    on_record: Callable[[ConfigEvaluation], None] | None = None,
     strategy_options: Mapping[str, Any] | None = None,
     isolate: bool = False,
 ) -> TuneResult:
