@@ -45,7 +45,7 @@ from solkit.kernels.gemm import dispatch as G
 
 BANDWIDTH = 4.23e12
 SMEM_BUDGET = 220 * 1024
-#: the Triton decode configs gemm()'s default path chose in the table of record (gemm_decode_h200_round5_r3.json)
+#: the Triton decode configs gemm()'s default path chose in the table of record (benchmarks/results/gemm/2026-11-30_h200_decode_1133.json)
 TRITON_DEFAULT_ROW = {1: 0, 16: 4, 64: 9}
 
 

@@ -180,7 +180,7 @@ class Run:
         g = self.timed(lambda a, b: torch.mm(a, b), [(a, b)], reps=30, trials=2)
         del a, b
         # 1 GiB per buffer, 2 GiB moved. A 2 GiB buffer (2^31 bytes) runs ~35 % slower through
-        # torch's copy (2.72 against 4.25 TB/s, gemm_oproj_h200.json), a wrong ceiling.
+        # torch's copy (2.72 against 4.25 TB/s, benchmarks/results/gemm/2026-11-30_h200_oproj_0337.json), a wrong ceiling.
         nbytes = 2**30
         src = torch.randn(nbytes // 2, device=self.device, dtype=torch.bfloat16)
         dst = torch.empty_like(src)

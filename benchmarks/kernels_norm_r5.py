@@ -59,7 +59,7 @@ def _looped(chunk: int, warps: int, **kw) -> dict:
 #: Launcher keyword arguments per op, the committed default (``{}``) first. ``chunk`` 8192 at 8192 wide =
 #: the whole row as one straight-line piece (``ONE_CHUNK``: loaded in pass 1, only the fp32 accumulator kept,
 #: re-read in pass 2); ``chunk`` 0 = the one-block kernel (the row kept in registers through the reduction).
-#: Round 5a (kernels_norm_round5a.json, commit 82005ab) swept the looped kernel before ``ONE_CHUNK``: 8192 x 16
+#: Round 5a (benchmarks/results/norms/2026-11-30_h200_fwd_1006.json, commit 82005ab) swept the looped kernel before ``ONE_CHUNK``: 8192 x 16
 #: warps 79.2 us, 2048 x 8 67.7, one-block 68.5, torch.compile 63.3. Round 5b: the one-piece kernels.
 VARIANTS = {
     "rmsnorm_70b": [{}, _looped(8192, 32), _looped(8192, 8), _looped(8192, 16, hints=0), _looped(8192, 16, hints=2)],

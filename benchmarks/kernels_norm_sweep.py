@@ -133,7 +133,7 @@ SWEEP.update({
 #: Forward A/B candidates against Liger (``--ab``): the default first, then capped-register variants (more
 #: programs resident per SM; ptxas: at most 32 bytes of spills).
 AB_VARIANTS = {"rmsnorm": [{}], "add_rmsnorm": [{}]}
-# Round 1 (kernels_norm_round4a.json) also ran capped-register variants, all slower at 8192x4096:
+# Round 1 (benchmarks/results/norms/2026-11-30_h200_fwd_0714.json) also ran capped-register variants, all slower at 8192x4096:
 # RMSNorm 1 row x 8 warps at 32 registers 81.5 us, 2 rows x 16 warps at 32 registers 37.5 (default 33.8);
 # add+RMSNorm 8 warps at 40 registers 66.2, 16 warps 66.2 (default 65.9). Now the (adopted) default only.
 #: dW partial-sum reduction (P = 2 programs x 132 SMs rows): sum_partials keyword arguments.

@@ -53,7 +53,7 @@ def _v(**kw) -> dict:
     return kw
 
 
-#: Backward launcher variants per op; ``{}`` (the committed default) first. Round 1 (kernels_normbwd_h200_r1.json,
+#: Backward launcher variants per op; ``{}`` (the committed default) first. Round 1 (benchmarks/results/norms/2026-11-30_h200_bwd_1235.json,
 #: backward alone, us): RMSNorm default 53.60, balanced 53.46, fused reduction 54.48, both 53.50, prefetch 2 with
 #: the weight re-read 55.98, 1 program x 32 warps x 2 rows x prefetch 2 60.82, two-pass 67.54 (8 warps x 4 an SM
 #: 60.50), dW reduction tile 64 x 64 58.14; LayerNorm default 57.50, fused + balanced 55.92, 16 warps 63.26, the
@@ -93,7 +93,7 @@ FWD_VARIANTS = {
 
 _FB = _v(fused_reduce=True, balanced=True)
 _BEFORE = _v(fused_reduce=False, balanced=False)  # the default before session 5: separate reduction kernel
-#: A/B candidates per op (``--ab``), the committed default first. Round 1 (kernels_normbwd_h200_r1.json): the
+#: A/B candidates per op (``--ab``), the committed default first. Round 1 (benchmarks/results/norms/2026-11-30_h200_bwd_1235.json): the
 #: fused reduction with the balanced grid took LayerNorm's backward from 57.50 to 55.92 us and add+RMSNorm's
 #: from 68.45 to 66.75; RMSNorm's stayed at 53.5-53.6 us. Adopted at 4096 wide after round 1 and confirmed by
 #: round 2's A/B; at 8192 wide round 2 adopted the TMA kernel for LayerNorm (115.1 against 120.8 us).

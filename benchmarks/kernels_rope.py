@@ -39,7 +39,7 @@ SHAPES = {"70b": (1, 8192, 64, 8, 128), "8b": (1, 8192, 32, 8, 128)}
 SMOKE_SHAPES = {"70b": (1, 16, 8, 2, 16), "8b": (1, 16, 4, 2, 16)}
 #: Launch-setting variants timed next to the default (keys of ``ROPE_CONFIG``), per head layout.
 VARIANTS = {
-    # round 1 (kernels_rope_round4a.json) timed the forward of six more (16 and 32 warps, capped registers,
+    # round 1 (benchmarks/results/gates_rope/2026-11-30_h200_rope_0715.json) timed the forward of six more (16 and 32 warps, capped registers,
     # two tokens a program: all slower); their forward + backward rows had failed on a benchmark bug.
     "70b": [{"num_warps": 8, "max_tile": 8192}, {"num_warps": 4, "max_tile": 4096}],
     "8b": [{"num_warps": 16, "max_tile": 8192}, {"num_warps": 4, "max_tile": 4096}],

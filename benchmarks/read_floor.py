@@ -18,7 +18,7 @@ before every call, outside the range); at 32 MiB also ``timing.benchmark(method=
 
     python benchmarks/read_floor.py --out $OUT/read_floor.json --budget-s 60
     python benchmarks/read_floor.py --quick --out /tmp/rf.json     # CPU: the interpreter checks every family
-    python benchmarks/read_floor.py --render benchmarks/results/read_floor_h200_r2.json
+    python benchmarks/read_floor.py --render benchmarks/results/read_floor/2026-11-30_h200_1100.json
 """
 
 from __future__ import annotations

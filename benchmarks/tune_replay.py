@@ -1,6 +1,6 @@
 """Replay every search strategy on recorded sweeps (CPU only) and plot fraction-of-best vs evaluations.
 
-    python benchmarks/tune_replay.py --data benchmarks/results/tune_sweeps --out benchmarks/results/tune_replay
+    python benchmarks/tune_replay.py --data benchmarks/results/tuner/2026-11-30_h200_sweeps --out benchmarks/results/tuner/2026-11-30_h200_replay
     python benchmarks/tune_replay.py --data tests/tune/data --out /tmp/replay --seeds 5   # synthetic fixture
 
 Writes ``replay.json`` (per strategy: geomean, 95% bootstrap CI, p10/p50/p90 and success rate at each
@@ -41,8 +41,8 @@ RUNS = [  # (label, strategy, warm start)
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", nargs="+", default=["benchmarks/results/tune_sweeps"])
-    ap.add_argument("--out", default="benchmarks/results/tune_replay")
+    ap.add_argument("--data", nargs="+", default=["benchmarks/results/tuner/2026-11-30_h200_sweeps"])
+    ap.add_argument("--out", default="benchmarks/results/tuner/2026-11-30_h200_replay")
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--budget", type=int, default=60)
     ap.add_argument("--only", default="", help="comma-separated strategy names to run")

@@ -2,7 +2,7 @@
 """Render a `solkit bench` results.json as the markdown table of docs/bench.md: one row per problem and model,
 one cell per backend (median time and SOL fraction on the calibrated basis), and the best backend.
 
-    python tools/bench_table.py benchmarks/results/bench_l_h200/results.json
+    python tools/bench_table.py benchmarks/results/bench/2026-11-30_h200_size_l/results.json
     python tools/bench_table.py OLD.json --diff NEW.json     # solkit rows that moved by more than 2 %
 """
 

@@ -1,5 +1,5 @@
 # budget: 150
-# Wide softmax, session 7 round 2. Round 1 (kernels_softmax_wide_h200_s7r1.json): the re-read forward lost
+# Wide softmax, session 7 round 2. Round 1 (benchmarks/results/softmax/2026-11-30_h200_wide_1805.json): the re-read forward lost
 # everywhere (the L2 is the binding unit: a second L2 read per element costs more than the registers it frees);
 # the TMA forward at 6 programs an SM with one-word partials polled by one thread + 100 ns back-off reached
 # 1066.9 / 1065.6 us at 8192x128256 (0.921 / 0.922), now TMA_DEFAULT (3 an SM at 262144). Here (plan a72): that

@@ -12,8 +12,8 @@
 #     protocol (timing.benchmark method auto, read L2 flush, rotating inputs);
 #  3. the sweep (candidates split_block:warps:programs_per_sm:keep_exp:prefetch:maxnreg:tagged:skew; skew 3
 #     = reread) with the time left.
-# Earlier rounds of this session: kernels_gates_round4a.json (round 1: split kernels 1.61-4.33 ms),
-# kernels_gates_round4b.json (round 2: partial, the skew slot-count bug), kernels_gates_round4.json (round 3:
+# Earlier rounds of this session: benchmarks/results/gates_rope/2026-11-30_h200_gates_0712.json (round 1: split kernels 1.61-4.33 ms),
+# benchmarks/results/gates_rope/2026-11-30_h200_gates_0739.json (round 2: partial, the skew slot-count bug), benchmarks/results/gates_rope/2026-11-30_h200_gates_0819.json (round 3:
 # sweep + table; reread 4096:4:4 1.380 ms = 0.714, two-sweep 1.460; the job script of those rounds is in
 # git history, commits 11f632e, bb8e1cc, 2469328).
 set -u

@@ -1,7 +1,7 @@
 # budget: 90
 # Issue 7: cross-entropy forward + backward >= 0.80 of SOL. Round 3 (session 4): the table of record with the
 # module defaults (CE_CONFIG after round 2: the packed split kernel with one row of L2 bulk prefetch; round 2's
-# sweep, kernels_gates_round5b.json: 1.1866 ms = 0.826), the GPU tests of that default (shapes, dtypes,
+# sweep, benchmarks/results/gates_rope/2026-11-30_h200_gates_1056.json: 1.1866 ms = 0.826), the GPU tests of that default (shapes, dtypes,
 # options, > 2^31 elements), then fused linear CE at 16384 tokens with the time left; each step under its own
 # timeout, rows written as they come.
 set -u

@@ -1,5 +1,5 @@
 # budget: 30
-# Issue 9, round 2 (cap 30 s; round 1 ran `solkit profile` on the suite: benchmarks/results/profile_example).
+# Issue 9, round 2 (cap 30 s; round 1 ran `solkit profile` on the suite: benchmarks/results/profile/2026-11-30_h200_example).
 # 1) the `solkit bench --profile` hook: diagnose_for_bench with the caller's T_measured (ncu-only path),
 #    and whether NVIDIA's ncu_report module reads the report; 2) the no-ncu degraded path on a GPU
 #    (also the interleaved A B B A timing of a reference and a solution).

@@ -1,5 +1,5 @@
 # budget: 200
-# Wide softmax, session 6 round 2. Round 1 (kernels_softmax_wide_h200_s6r1.json): the exact-tile rows forward at
+# Wide softmax, session 6 round 2. Round 1 (benchmarks/results/softmax/2026-11-30_h200_wide_1520.json): the exact-tile rows forward at
 # 14336 with 2 programs an SM lost (124 us against the one-chunk packed 120.1), but one 8-warp program an SM with
 # 3 rows in flight and the L2 prefetch was the fastest (119.8); the TMA-staged packed forward tied the default at
 # 128256 and won at 262144 with 8192-column chunks, 4 warps, 4 programs an SM (285.6 us against 304.0); the fill

@@ -7,7 +7,9 @@ import pytest
 
 from solkit.problems.schema import Trace
 
-TRACES = sorted((Path(__file__).parents[2] / "benchmarks" / "results" / "harness_traces_h200").glob("*.jsonl"))
+TRACES = sorted(
+    (Path(__file__).parents[2] / "benchmarks" / "results" / "harness" / "2026-11-30_h200_traces").glob("*.jsonl")
+)
 
 
 @pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])

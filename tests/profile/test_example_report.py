@@ -1,4 +1,4 @@
-"""The committed H200 example (benchmarks/results/profile_example): re-diagnosing its saved raw outputs
+"""The committed H200 example (benchmarks/results/profile/2026-11-30_h200_example): re-diagnosing its saved raw outputs
 on the CPU gives the diagnosis the issue asks for."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from solkit.profile.report import to_html, to_markdown
 from solkit.profile.runner import rebuild
 
-RAW = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "profile_example" / "raw"
+RAW = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "profile" / "2026-11-30_h200_example" / "raw"
 
 
 @pytest.fixture(scope="module")

@@ -93,7 +93,7 @@ class L2Flusher:
     lines (the previous call's outputs) happens during the flush, and the L2 is left holding clean
     lines, as after Nsight Compute's cache flush. With ``"write"`` the L2 is left full of the memset's
     dirty lines, whose write-back is charged to the timed call (measured: +3-5 % on a 50 µs
-    RMSNorm on the H200, see benchmarks/results/harness_ncu_comparison.json).
+    RMSNorm on the H200, see benchmarks/results/harness/2026-11-30_h200_ncu_comparison.json).
     """
 
     def __init__(self, device: torch.device, mode: str = "read") -> None:

@@ -44,7 +44,7 @@ METHODS = ("auto", "events", "graph", "graph_events", "kernel", "wall")
 GRAPH_THRESHOLD_MS = 0.1
 #: Minimum wall time of the GPU warm-up (ms; 0 = the call count alone) and the cap on its calls. Off by default:
 #: on the H200 a 50-200 ms warm-up did not remove the occasional slow first timing of a shape
-#: (benchmarks/results/timing_warmup_probe_h200_s7.json), and clocks were at 1980 MHz before every timing.
+#: (benchmarks/results/timing/2026-11-30_h200_warmup_probe.json), and clocks were at 1980 MHz before every timing.
 WARMUP_MS = 0.0
 WARMUP_MAX_CALLS = 20000
 

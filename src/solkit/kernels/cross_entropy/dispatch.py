@@ -38,11 +38,11 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
+from solkit.kernels.common import tuned
+from solkit.kernels.common.device import sm_count
 from solkit.kernels.cross_entropy.split import launch_cross_entropy_split
 
 _REDUCTIONS = ("mean", "sum", "none")
-_LOG2E = 1.4426950408889634
-_LN2 = 0.6931471805599453
 
 
 @triton.jit
@@ -266,54 +266,18 @@ def _scale_rows_kernel(
                 tl.store(g_row + cols, (g * scale).to(grad_ptr.dtype.element_ty), mask=mask)
 
 
-#: Launch settings. ``split_*``: the cooperative one-read kernel (:mod:`solkit.kernels.cross_entropy.split`):
-#: columns per chunk (0 = never use it), warps, programs per SM (capped by what is resident), keep the
-#: exponentials in registers (else recomputed in pass 2) and register prefetch of the next row (both for
-#: skew 0), register cap (``maxnreg``, 0 = none), the barrier (1: tagged 64-bit partials, no fence; 0: a
-#: counter with release/acquire; skew 0 only), ``skew`` 0 (exchange, then pass 2) or 3 ("reread": one row
-#: ahead, pass 2 re-reads its chunk from L2, registers hold a two-row prefetch), the spin bound (0: never
-#: wait: a timing diagnostic, NaN rows); skew 4 ("packed", :mod:`solkit.kernels.cross_entropy.packed`): one exponential
-#: per logit, kept packed in registers for pass 2 (``split_pass2_bf16``: pass 2 as bf16x2 FMAs for bf16
-#: logits; ``split_early_load``: the prefetch issued before pass 1; ``split_full_chunks``: chunks of exactly
-#: ``split_block`` columns but the last, loaded without masks; ``split_l2_prefetch``: rows bulk-prefetched into
-#: L2 ahead of the register loads); ``split_unroll``: row-loop unrolling
-#: (skews 3, 4). It serves gradient-writing calls without softcap (CUDA; under the CPU interpreter only rows
-#: of one chunk). Default: the packed kernel (skew 4), chunks of 4096 columns (32 per row), 4 warps, 4 programs
-#: per SM, exponentials kept as f16 with an fp32 pass 2 (the bf16x2 pass 2 failed an elementwise test by 1.5 %
-#: on 2 of 1.5e8 gradients and was no faster), the next row's load issued before pass 1, each chunk bulk-
-#: prefetched into L2 one row before its register load: on an H200 at [8192, 128256] bf16, 1.1866 / 1.2006 ms
-#: (sweep / table, 0.826 / 0.816 of SOL) against 1.2185 without the L2 prefetch, 1.2540 / 1.4725 with 2 / 4
-#: rows of it, and the reread kernel's 1.3512 (the default before; session 4, round 2:
-#: benchmarks/results/kernels_gates_round5b.json).
-#: The others set the two-sweep kernel (softcap, fallback): logits per block, warps, software-pipelining
-#: depth of the two sweeps over a row (cp.async prefetch of the next blocks; 1 = none), programs per SM
-#: (0 = one program per row), ``warp_stats`` = 1: one running max per warp in the statistics sweep, 2: one
-#: per thread (no shuffle, no barrier per block). ``fwd_*``: the same keys for calls without a gradient
-#: (forward only), which take the two-sweep kernel unless ``split_fwd`` = 1: per-thread statistics, 4096
-#: logits per block, 8 warps, 4 stages, 2 programs per SM ran the forward in 0.614 ms (0.803 of SOL for
-#: one read) against 0.785 for the previous settings and 0.904 for the split kernel (round 3).
-CE_CONFIG = {
-    "split_block": 4096, "split_warps": 4, "split_programs_per_sm": 4, "split_keep_exp": 0, "split_prefetch": 1,
-    "split_maxnreg": 128, "split_tagged": 1, "split_skew": 4, "split_max_spins": 1 << 20, "split_fwd": 0,
-    "split_pass2_bf16": 0, "split_early_load": 1, "split_unroll": 1, "split_full_chunks": 0, "split_l2_prefetch": 1,
-    "block": 16384, "num_warps": 16, "num_stages": 3, "programs_per_sm": 1, "warp_stats": 2,
-    "fwd_block": 4096, "fwd_num_warps": 8, "fwd_num_stages": 4, "fwd_programs_per_sm": 2, "fwd_warp_stats": 2,
-}  # fmt: skip
+#: Launch settings (``configs.yaml``, entry ``launch``: what each key does and the measurements behind it). Keys the
+#: caller passes as ``config`` win.
+CE_CONFIG = tuned.load("cross_entropy", "launch")
 
 #: What the last launch ran (path, and for the split kernel its chunks, grid, registers): benchmarks record it.
 LAST_LAUNCH: dict = {}
 
 
-def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4
-
-
-def _grid(n_rows: int, device: torch.device, programs_per_sm: int) -> int:
+def _grid(n_rows: int, t: torch.Tensor, programs_per_sm: int) -> int:
     if programs_per_sm <= 0:
         return max(n_rows, 1)
-    return max(1, min(n_rows, programs_per_sm * _num_sms(device)))
+    return max(1, min(n_rows, programs_per_sm * sm_count(t)))
 
 
 def _check(logits: torch.Tensor, targets: torch.Tensor, reduction: str, label_smoothing: float,
@@ -351,7 +315,7 @@ def launch_cross_entropy_rows(
     LAST_LAUNCH.clear()
     if grad is None and not cfg["split_fwd"]:
         # forward only (no gradient to write): the two-sweep kernel's statistics sweep alone is faster than
-        # the split kernel (kernels_gates_round4.json: 0.614 vs 0.904 ms); keys the caller set still win
+        # the split kernel (benchmarks/results/gates_rope/2026-11-30_h200_gates_0819.json: 0.614 vs 0.904 ms); keys the caller set still win
         fwd = {k[4:]: v for k, v in cfg.items() if k.startswith("fwd_")}
         cfg = {**cfg, "split_block": 0, **fwd, **{k: v for k, v in user.items() if not k.startswith("fwd_")}}
     if softcap is None and cfg["split_block"] > 0:
@@ -375,7 +339,7 @@ def launch_cross_entropy_rows(
     # warp (1) or thread (2) statistics need a block of whole [warps x 256] tiles; passed as +w / -w
     whole = block % (cfg["num_warps"] * 256) == 0
     warp_stats = {1: cfg["num_warps"], 2: -cfg["num_warps"]}.get(cfg.get("warp_stats", 0), 0) if whole else 0
-    _ce_fwd_kernel[(_grid(n_rows, logits.device, cfg["programs_per_sm"]),)](
+    _ce_fwd_kernel[(_grid(n_rows, logits, cfg["programs_per_sm"]),)](
         logits, grad_arg, targets, losses, lse, n_valid, n_rows, n_cols, logits.stride(0), grad_stride, *scalars,
         MEAN=mean, HAS_SOFTCAP=softcap is not None, HAS_SMOOTHING=label_smoothing > 0, WRITE_GRAD=grad is not None,
         BLOCK=block, NUM_STAGES=cfg["num_stages"], WARP_STATS=warp_stats, num_warps=cfg["num_warps"],
@@ -421,7 +385,7 @@ def scale_grad_rows_(grad: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         raise SolkitError(f"cross_entropy: grad scale must be a scalar or [{n_rows}], got {scale.numel()} values")
     if n_rows and n_cols:
         block = min(8192, triton.next_power_of_2(max(n_cols, 16)))
-        _scale_rows_kernel[(_grid(n_rows, grad.device, 4),)](
+        _scale_rows_kernel[(_grid(n_rows, grad, 4),)](
             grad2, n_rows, n_cols, grad2.stride(0), scale, 0 if scale.numel() == 1 else scale.stride(0),
             BLOCK=block, num_warps=16 if block >= 8192 else 4,
         )  # fmt: skip

@@ -114,7 +114,7 @@ def _check(gate: torch.Tensor, up: torch.Tensor, activation: str) -> None:
 
 
 #: Launch settings: columns per program (capped by the row width) and warps per program.
-#: Default: fastest correct candidate of the in-run autotuning on an H200 (kernels_gates_round2.json;
+#: Default: fastest correct candidate of the in-run autotuning on an H200 (benchmarks/results/gates_rope/2026-11-30_h200_gates_0336.json;
 #: every candidate from 1024 to 8192 columns was within 2 %).
 GATE_CONFIG = {"block": 1024, "num_warps": 4}
 

@@ -58,25 +58,25 @@ LAYERNORM_CONFIG = {
     "bwd_prefetch": 1,
     # the dW/dB reduction of [264, 8192] fp32: 7.4 us against 8.2 at (32, 64, 4 warps)
     "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
-    # Session 5 (kernels_normbwd_h200_r1.json, 8192 x 4096): dW/dB summed inside the kernel after a grid barrier
+    # Session 5 (benchmarks/results/norms/2026-11-30_h200_bwd_1235.json, 8192 x 4096): dW/dB summed inside the kernel after a grid barrier
     # over a balanced grid, 55.92 us against 57.50 (the separate reduction kernel).
     "bwd_fused_reduce": True,
     "bwd_balanced": True,
     # Wider rows (Llama-3-70B, 8192): 2 programs x 16 warps of 64 registers cannot hold a 16-element row
     # slice of x and dy twice (prefetch) plus the weight and two fp32 accumulators (ptxas: 652 bytes of
     # spills a thread; 343.8 us, and 426 us for forward + backward in the main job). One 16-warp program
-    # per SM has 128 registers: H200 sweep at 8192x8192 (kernels_norm_round4a.json, us): 1/SM prefetch 2
+    # per SM has 128 registers: H200 sweep at 8192x8192 (benchmarks/results/norms/2026-11-30_h200_fwd_0714.json, us): 1/SM prefetch 2
     # 121.9, prefetch 1 124.0, 32 warps 145.8, the 4096-wide default 343.8. Forward: 8 warps 70.5
     # (16 warps 91.3, 32 warps capped at 32 registers 89.5). Round 5: the two-pass forward with the row as
     # one straight-line 16-warp piece (32 registers, four programs an SM; the shape of torch.compile's
-    # fastest RMSNorm forward, kernels_norm_round5a.json) instead of the row kept in 80 registers; 8 warps
+    # fastest RMSNorm forward, benchmarks/results/norms/2026-11-30_h200_fwd_1006.json) instead of the row kept in 80 registers; 8 warps
     # (48 registers): round 5b A/B 65.7 us against 69.7 at 16 warps, 70.7 one-block, compile 75.0, Liger 90.8.
     "by_width": {
         8192: {
             "bwd_num_warps": 16,
             "bwd_programs_per_sm": 1,
             "bwd_prefetch": 2,
-            # Session 5 round 2 (kernels_normbwd_h200_r2.json, 8192 x 8192, 6 alternating A/B rounds): the TMA
+            # Session 5 round 2 (benchmarks/results/norms/2026-11-30_h200_bwd_1300.json, 8192 x 8192, 6 alternating A/B rounds): the TMA
             # kernel (rows pipelined through shared memory, 4 stages) 115.14 us against the pointer kernel's
             # 120.75 (per-round ratio 0.953-0.958; after the forward 185.07 against 190.14); the in-kernel dW
             # reduction was slower here (136.75: one 16-warp program an SM reduces 2 x 8192 columns alone).
