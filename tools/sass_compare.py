@@ -94,8 +94,8 @@ def cases(groups: set[str]) -> list[tuple]:
 
         if GG._IMPORT_ERROR is None:
             out += [(f"gluon {g.name} residual{r}", "gluon", g, r, None, None) for g in GG.CONFIGS for r in (0, 1)]
-    if "regs" in groups:  # the norm and RoPE variants of benchmarks/kernels_regs.py
-        sys.path.insert(0, str(ROOT / "benchmarks"))
+    if "regs" in groups:  # the norm and RoPE variants of lab/benchmarks/kernels_regs.py
+        sys.path.insert(0, str(ROOT / "lab" / "benchmarks"))
         import kernels_regs
 
         out += list(kernels_regs.cases())

@@ -1,6 +1,6 @@
 """Replay search strategies on recorded exhaustive sweeps, on the CPU.
 
-A sweep file (JSON lines, written by ``benchmarks/tune_sweeps.py``) holds a header (task, space,
+A sweep file (JSON lines, written by ``lab/benchmarks/tune_sweeps.py``) holds a header (task, space,
 device) and one record per config (status, time, compile and benchmark seconds). A
 :class:`Landscape` turns it into a lookup table; :func:`replay` runs a strategy on it with many
 seeds and reports *fraction of best* = exhaustive best time / best time found, after each number of

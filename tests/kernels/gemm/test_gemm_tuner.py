@@ -3,7 +3,7 @@
 On the CPU the kernels run in Triton's interpreter and the harness timing is replaced by a stand-in
 (the interpreter cannot time kernels): what is checked is the plumbing -- pruning by M, the M bucket,
 the correctness gate, LAST_LAUNCH, the persisted cache read back by a fresh tuner and by a fresh
-process without timing anything. Speed is measured on the GPU (benchmarks/gemm_tuner_check.py).
+process without timing anything. Speed is measured on the GPU (lab/benchmarks/gemm_tuner_check.py).
 """
 
 from __future__ import annotations
