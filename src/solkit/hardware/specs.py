@@ -123,11 +123,38 @@ class ArchSpec(BaseModel):
         return {u: s.value * 1e12 for u, s in self.peaks_tflops.items()}
 
 
+class SourcedFlag(BaseModel):
+    """One yes/no architecture feature with its provenance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: bool
+    source: str
+    kind: ValueKind
+    note: str | None = None
+
+
+class CCLimits(BaseModel):
+    """Per-SM limits and features that follow from an NVIDIA compute capability (the same on every product)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    smem_per_sm_bytes: Sourced
+    smem_per_block_bytes: Sourced  # opt-in maximum of one thread block
+    regs_per_sm: Sourced  # 32-bit registers
+    max_regs_per_thread: Sourced
+    tma: SourcedFlag
+    wgmma: SourcedFlag
+    gluon_hopper: SourcedFlag
+
+    def sourced(self) -> list[Sourced | SourcedFlag]:
+        return [getattr(self, name) for name in type(self).model_fields]
+
+
 class HardwareDB(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     schema_version: int
     units: list[str]
     sources: dict[str, Source]
+    compute_capabilities: dict[str, CCLimits] = Field(default_factory=dict)
     records: list[ArchSpec]
 
     @model_validator(mode="after")
@@ -141,6 +168,14 @@ class HardwareDB(BaseModel):
             for s in fields + list(r.peaks_tflops.values()):
                 if s.source not in self.sources:
                     raise ValueError(f"{r.id}: unknown source key {s.source!r}")
+            if r.vendor == "nvidia" and r.compute_capability not in self.compute_capabilities:
+                raise ValueError(f"{r.id}: compute capability {r.compute_capability} has no compute_capabilities entry")
+        for cc, lim in self.compute_capabilities.items():
+            for s in lim.sourced():
+                if s.source not in self.sources:
+                    raise ValueError(f"compute capability {cc}: unknown source key {s.source!r}")
+            if lim.smem_per_block_bytes.value > lim.smem_per_sm_bytes.value:
+                raise ValueError(f"compute capability {cc}: shared memory per block exceeds shared memory per SM")
         return self
 
 
@@ -179,7 +214,12 @@ def get_spec(arch_id: str) -> ArchSpec:
     raise SolkitError(choices_hint(arch_id, arch_ids(), "arch id"))
 
 
-def source_of(value: Sourced) -> Source:
+def cc_limits(compute_capability: str) -> CCLimits | None:
+    """Per-SM limits and features of an NVIDIA compute capability (``"9.0"``); None for others (AMD, CPU)."""
+    return load_db().compute_capabilities.get(compute_capability.strip())
+
+
+def source_of(value: Sourced | SourcedFlag) -> Source:
     return load_db().sources[value.source]
 
 
