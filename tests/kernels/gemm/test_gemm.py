@@ -202,7 +202,7 @@ def test_m_bucket_and_config_table():
                 assert {"BLOCK_M", "BLOCK_N", "BLOCK_K", extra} <= set(tc.kwargs)
     assert table["hopper"]["prefill"]["kernel"] == "tma_persistent"
     for bucket in (16, 256, 512, 1024, 8192):  # keep what autotune times per bucket short: each entry compiles
-        timed = [c for c in table["hopper"]["prefill"]["autotune"] if G._m_range(c)[0] <= bucket <= G._m_range(c)[1]]
+        timed = [c for c in table["hopper"]["prefill"]["autotune"] if G.m_range(c)[0] <= bucket <= G.m_range(c)[1]]
         assert 1 <= len(timed) <= 6, (bucket, len(timed))
 
 
@@ -210,8 +210,8 @@ def test_decode_prune_picks_block_m_covering_bucket():
     configs = [G.to_triton_config(c) for c in G.load_config_table()["hopper"]["decode"]["autotune"]]
     for bucket, want in [(1, 1), (2, 16), (16, 16), (32, 64), (64, 64)]:
         for kept in (
-            G._prune_by_block_m(configs, {"M_BUCKET": bucket}),
-            G._prune_by_block_m(configs, {}, M_BUCKET=bucket),
+            G.prune_by_block_m(configs, {"M_BUCKET": bucket}),
+            G.prune_by_block_m(configs, {}, M_BUCKET=bucket),
         ):
             assert kept and all(c.kwargs["BLOCK_M"] == want for c in kept)
 
@@ -241,7 +241,7 @@ def test_autotuned_hopper_lists_in_interpreter(monkeypatch):
     monkeypatch.setattr(G, "_autotuner", tuner)
     table = G.load_config_table()["hopper"]
     ep = EPILOGUES["residual"]
-    small = [c for c in table["prefill"]["autotune"] if G._m_range(c)[0] <= 256 <= G._m_range(c)[1]]
+    small = [c for c in table["prefill"]["autotune"] if G.m_range(c)[0] <= 256 <= G.m_range(c)[1]]
     for M, regime in [(17, "decode"), (130, "prefill")]:
         x, w, b, r = _inputs(M, 48, 64, torch.float16, "cpu", ep, seed=M)
         y = G.gemm(x, w, b, r)
@@ -261,7 +261,7 @@ def test_prefill_prune_by_m_range():
     """Large M buckets time only the big tiles, a few hundred rows only the small ones."""
     tuner = G._autotuner("hopper", "prefill")
     for bucket in (128, 512, 1024, 8192):
-        kept = G._prune_by_m_range(tuner.configs, {}, M_BUCKET=bucket)
+        kept = G.prune_by_m_range(tuner.configs, {}, M_BUCKET=bucket)
         assert kept
         big = [c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] >= 128 * 256 for c in kept]
         assert all(big) if bucket >= 1024 else not any(big), bucket
@@ -277,6 +277,7 @@ def test_select_paths():
 _AOT_SCRIPT = """
 import json, sys
 from solkit.kernels.gemm import dispatch as G
+from solkit.kernels.gemm.decode import KNOB_DEFAULTS
 t = G.load_config_table()
 out = []
 for arch, family, regime in [(90, "hopper", "prefill"), (90, "hopper", "decode"), (80, "ampere", "prefill")]:
@@ -285,7 +286,7 @@ for arch, family, regime in [(90, "hopper", "prefill"), (90, "hopper", "decode")
         k = G.compile_for(arch, {"kernel": entry["kernel"], **cfg}, activation="gelu_tanh")
         out.append([arch, family, regime, k.metadata.shared, "mma" in k.asm["ptx"] or cfg["BLOCK_M"] == 1])
 # a decode config that leaves the decode knobs out compiles with the launcher's defaults
-bare = {k: v for k, v in t["hopper"]["decode"]["autotune"][0].items() if k not in G._decode.KNOB_DEFAULTS}
+bare = {k: v for k, v in t["hopper"]["decode"]["autotune"][0].items() if k not in KNOB_DEFAULTS}
 k = G.compile_for(90, {"kernel": "splitk", **bare})
 out.append([90, "hopper", "decode, knobs left out", k.metadata.shared, True])
 print(json.dumps(out))

@@ -12,6 +12,7 @@ import torch
 from gemm_decode_helpers import check_decode as _check
 from gemm_decode_helpers import decode_case as _case
 
+from solkit.kernels.gemm import decode
 from solkit.kernels.gemm import dispatch as G
 
 HAS_CUDA = torch.cuda.is_available()
@@ -73,14 +74,14 @@ def test_splitk_values(dtype, M, N, K, name, device):
 
 def test_tma_config_falls_back_on_unaligned_rows(device):
     """K = 37 (74-byte rows) cannot be addressed by TMA: a W_TMA config runs the pointer loads instead."""
-    from solkit.kernels.gemm.decode import _tma_usable
+    from solkit.kernels.gemm.decode import tma_usable
 
     x, w, r, _ = _case(3, 24, 37, torch.float16, device, seed=5)
     args = {"W_TMA": 1, "x_ptr": x, "w_ptr": w, "stride_wn": w.stride(0), "stride_xm": x.stride(0)}
-    assert _tma_usable(args) == 0
-    assert _tma_usable({**args, "W_TMA": 0}) == 0
+    assert tma_usable(args) == 0
+    assert tma_usable({**args, "W_TMA": 0}) == 0
     x8, w8, _, _ = _case(3, 24, 64, torch.float16, device, seed=5)
-    assert _tma_usable({**args, "x_ptr": x8, "w_ptr": w8, "stride_wn": 64, "stride_xm": 64}) == 1
+    assert tma_usable({**args, "x_ptr": x8, "w_ptr": w8, "stride_wn": 64, "stride_xm": 64}) == 1
     cfg = _splitk(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, SPLIT_K=2, W_TMA=1, PRE_RES=1)
     out = torch.full((3, 24), float("nan"), device=device, dtype=torch.float16)
     _check(G.gemm(x, w, residual=r, config=cfg, out=out), x, w, r)
@@ -96,7 +97,7 @@ def test_counters_reset_and_calls_repeat(device):
     for _ in range(2):
         again = G.gemm(x, w, residual=r, config=cfg)
         assert torch.equal(first, again)
-    for _parts, counters in G._SPLITK_SCRATCH.values():
+    for _parts, counters in decode.SCRATCH.values():
         assert int(counters.abs().sum().item()) == 0
     _check(first, x, w, r)
 
@@ -121,11 +122,11 @@ def test_workspace_grows_and_keeps_old_buffers():
     """A larger call replaces the scratch but keeps the old buffers alive (a captured graph may use them)."""
     dev = torch.device("cuda" if HAS_CUDA else "cpu")
     cfg = [_splitk(BLOCK_M=1, BLOCK_N=8, BLOCK_K=32, SPLIT_K=4)]
-    small = G._splitk_workspace(dev, 1, 8, cfg)
-    big = G._splitk_workspace(dev, 64, 4096, cfg)
+    small = decode.workspace(dev, 1, 8, cfg)
+    big = decode.workspace(dev, 64, 4096, cfg)
     assert big[0].numel() >= 4 * 64 * 4096 and big[1].numel() >= 64 * 512
     if big[0].data_ptr() != small[0].data_ptr():
-        assert any(t.data_ptr() == small[0].data_ptr() for t in G._SPLITK_OUTGROWN)
+        assert any(t.data_ptr() == small[0].data_ptr() for t in decode.OUTGROWN)
 
 
 # --------------------------------------------------------------------------------------------- GPU only

@@ -96,7 +96,7 @@ def test_hopper_lists_tune_persist_and_are_read_back(fresh_tuners):
     fresh set of tuners (a new process) reads both winners back from the cache without timing."""
     timed, new_process = fresh_tuners
     table = G.load_config_table()["hopper"]
-    small = [c for c in table["prefill"]["autotune"] if G._m_range(c)[0] <= 256 <= G._m_range(c)[1]]
+    small = [c for c in table["prefill"]["autotune"] if G.m_range(c)[0] <= 256 <= G.m_range(c)[1]]
     tall = [c for c in table["decode"]["autotune"] if c["BLOCK_M"] == 64]
     cases = [(130, "prefill", small), (17, "decode", tall)]
     winners = {}
@@ -173,7 +173,7 @@ def test_m_range_prune_works_on_rebuilt_configs():
     tuner = G._autotuner.__wrapped__("hopper", "prefill")
     rebuilt = [triton.Config(dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages) for c in tuner.configs]
     for bucket, big in [(256, False), (512, False), (1024, True), (8192, True)]:
-        kept = G._prune_by_m_range(rebuilt, {"M_BUCKET": bucket})
+        kept = G.prune_by_m_range(rebuilt, {"M_BUCKET": bucket})
         assert kept and len(kept) < len(rebuilt)
         assert all((c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] >= 128 * 256) == big for c in kept), bucket
 

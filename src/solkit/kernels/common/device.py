@@ -1,10 +1,13 @@
-"""Device queries every kernel family asks: interpreter or GPU, multiprocessor count, Gluon availability."""
+"""Device queries every kernel family asks: interpreter or GPU, multiprocessor count, Gluon availability, and
+the scratch Triton's device-side tensor descriptors live in."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
+import triton
 
 
 def interpreting() -> bool:
@@ -30,12 +33,31 @@ def gluon_unavailable_reason(
     return None
 
 
-def _sm_count(index: int) -> int:
+@functools.cache
+def _sm_count_of_index(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def cuda_sm_count(device: torch.device | int | None = None) -> int:
+    """Multiprocessors of a CUDA device: an index, a ``torch.device`` or None (the current device). Cached."""
+    if isinstance(device, torch.device):
+        device = device.index
+    return _sm_count_of_index(device if device is not None else torch.cuda.current_device())
 
 
 def sm_count(t: torch.Tensor) -> int:
     """Multiprocessors of ``t``'s device (4 on the CPU, so interpreter runs still use several programs)."""
     if t.is_cuda:
-        return _sm_count(t.device.index if t.device.index is not None else torch.cuda.current_device())
+        return cuda_sm_count(t.device)
     return 4
+
+
+def descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global scratch for device-side tensor descriptors (128 bytes each), from torch's caching allocator: the
+    allocator ``triton.set_allocator`` needs before a kernel makes descriptors with ``tl.make_tensor_descriptor``."""
+    return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
+
+
+def use_descriptor_scratch() -> None:
+    """Set :func:`descriptor_scratch` as Triton's allocator (before a launch of a device-descriptor kernel)."""
+    triton.set_allocator(descriptor_scratch)

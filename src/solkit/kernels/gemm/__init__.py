@@ -1,6 +1,8 @@
 """GEMM with a fused epilogue: ``y = act(x @ W.T + bias) * alpha + residual * beta``."""
 
-from solkit.kernels.gemm.dispatch import gemm
+from solkit.kernels.gemm.aot import compile_for
+from solkit.kernels.gemm.dispatch import LAST_LAUNCH, gemm, load_config_table, native, reference
 from solkit.kernels.gemm.linear_residual import FusedLinearResidual, fused_linear
 
-__all__ = ["gemm", "fused_linear", "FusedLinearResidual"]
+__all__ = ["gemm", "fused_linear", "FusedLinearResidual", "compile_for", "load_config_table", "LAST_LAUNCH", "native",
+           "reference"]  # fmt: skip

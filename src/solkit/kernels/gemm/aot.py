@@ -13,6 +13,8 @@ from typing import Any
 import triton
 
 from solkit.errors import SolkitError
+from solkit.kernels.gemm.kernels import JIT_FNS
+from solkit.kernels.gemm.table import ACTIVATIONS, to_triton_config
 
 
 def compile_for(
@@ -33,10 +35,8 @@ def compile_for(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from solkit.kernels.gemm.dispatch import _JIT_FNS, ACTIVATIONS, to_triton_config  # lazy: gemm imports this module
-
     kernel = kernel or config.get("kernel", "tma_persistent")
-    fn = _JIT_FNS[kernel]
+    fn = JIT_FNS[kernel]
     if not hasattr(fn, "cache_key"):
         raise SolkitError("compile_for needs compiled Triton (unset TRITON_INTERPRET)")
     sig = {name: "i32" for name in ("M", "N", "K", "M_BUCKET", "stride_xm", "stride_wn", "stride_ym", "stride_rm")}

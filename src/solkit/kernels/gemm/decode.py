@@ -21,8 +21,8 @@ The program body, knobs all compile-time:
   kernel, no memset.
 * ``W_TMA``: 1 reads W (and x, for BLOCK_M > 1) by TMA into shared memory with descriptors each
   program makes on the device; 2 with descriptors made on the host (a second kernel over the same
-  body; the device-made ones cost 1-5 us per call on the H200). The 1-row GEMV then keeps ``STAGES``
-  loads in flight. Operands TMA cannot address fall back to 0.
+  body; making them on the device costs time in every call, docs/kernels/gemm-decode.md). The 1-row
+  GEMV then keeps ``STAGES`` loads in flight. Operands TMA cannot address fall back to 0.
 * ``PERSIST`` > 0 (the 1-row GEMV over whole rows only: BLOCK_M 1, SPLIT_K 1, W_TMA 0, BLOCK_K >= K;
   ignored elsewhere): PERSIST programs per SM walk the row tiles grid-stride (at any moment neighbouring
   programs read neighbouring rows), x is read once into registers, and the next tile's W rows and
@@ -39,8 +39,6 @@ store, a CTA barrier, then one gpu-scope acq_rel atomic; the last program reads 
 
 from __future__ import annotations
 
-import functools
-import os
 from typing import Any
 
 import torch
@@ -48,6 +46,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from solkit.kernels.common.device import cuda_sm_count, interpreting, use_descriptor_scratch
 from solkit.kernels.common.rows import grown_scratch
 from solkit.kernels.gemm.epilogue import apply_epilogue
 
@@ -357,7 +356,7 @@ def _stream_tma(x_desc, w_desc, x_ptr, K, stride_xm, off_m, off_n, k_lo, k_hi, s
     return acc
 
 
-def _tma_usable(args: dict[str, Any]) -> int:
+def tma_usable(args: dict[str, Any]) -> int:
     """W_TMA as configured, or 0 where TMA cannot address the operands (16-byte aligned bases and rows)."""
     if not args.get("W_TMA", 0):
         return 0
@@ -372,18 +371,13 @@ def _persist(args: dict[str, Any]) -> int:
     BLOCK_K >= K), else 0 (the config's ordinary grid)."""
     per_sm = int(args.get("PERSIST", 0))
     whole_rows = args["BLOCK_M"] == 1 and int(args.get("SPLIT_K", 1)) == 1 and args["BLOCK_K"] >= args["K"]
-    return per_sm if whole_rows and not _tma_usable(args) else 0
+    return per_sm if whole_rows and not tma_usable(args) else 0
 
 
 def _pre_res(args: dict[str, Any]) -> int:
     """PRE_RES as configured; the L2 prefetch (2) is inline PTX, which the interpreter cannot run: none there."""
     pre = int(args.get("PRE_RES", 0))
-    return 0 if pre == 2 and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") else pre
-
-
-def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    # device-side tensor descriptors (128 bytes per program) live in global scratch from torch's allocator
-    return torch.empty(size, dtype=torch.int8, device="cuda")
+    return 0 if pre == 2 and interpreting() else pre
 
 
 #: compile-time defaults of the knobs a config may leave out (W_TMA 0: pointer loads)
@@ -401,7 +395,7 @@ class _DecodeLauncher(triton.runtime.Heuristics):
         for name, heur in self.values.items():
             kwargs[name] = heur({**named, **kwargs})
         if kwargs["W_TMA"] == 1:
-            triton.set_allocator(_descriptor_scratch)
+            use_descriptor_scratch()
         if kwargs["W_TMA"] != 2:
             return self.fn.run(*args, **kwargs)
         bm, bn, bk = kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"]
@@ -412,7 +406,10 @@ class _DecodeLauncher(triton.runtime.Heuristics):
         return _gemm_decode_host_tma_kernel.run(x_desc, w_desc, *args, **kwargs)
 
 
-#: The launchable kernel (gemm.py launches and autotunes it).
+#: The bare JIT function (what ahead-of-time compilation needs); its underscored name is the kernel name
+#: profilers and Triton's caches see.
+gemm_decode_jit = _gemm_decode_kernel
+#: The launchable kernel (gemm.dispatch launches and autotunes it).
 gemm_decode_kernel = _DecodeLauncher(
     _gemm_decode_kernel,
     _gemm_decode_kernel.arg_names,
@@ -425,7 +422,7 @@ gemm_decode_kernel = _DecodeLauncher(
         },
         "PRE_RES": _pre_res,
         "PERSIST": _persist,
-        "W_TMA": _tma_usable,
+        "W_TMA": tma_usable,
     },
 )
 
@@ -434,18 +431,13 @@ gemm_decode_kernel = _DecodeLauncher(
 INTERPRETER_SMS = 2
 
 
-@functools.cache
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def grid(M: int, N: int, meta: dict) -> tuple[int, int, int]:
     """(n tiles, K pieces, m tiles); with PERSIST (after the launcher's heuristics) at most PERSIST programs
     per SM along n. K pieces beyond the last non-empty one are never launched."""
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     if meta.get("PERSIST", 0):
-        interp = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or not torch.cuda.is_available()
-        sms = INTERPRETER_SMS if interp else _sm_count(torch.cuda.current_device())
+        interp = interpreting() or not torch.cuda.is_available()
+        sms = INTERPRETER_SMS if interp else cuda_sm_count()
         n_tiles = min(n_tiles, int(meta["PERSIST"]) * sms)
     return (n_tiles, meta["SPLIT_K"], triton.cdiv(M, meta["BLOCK_M"]))
 

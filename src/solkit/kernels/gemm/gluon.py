@@ -4,7 +4,7 @@ Shapes: x [M, K], W [N, K] (nn.Linear layout), bias [N], residual [M, N], y [M, 
 fp32 accumulation. FLOPs: 2*M*N*K on the tensor cores. Bytes (the SOL count): (M*K + N*K + 2*M*N) * itemsize
 with a residual ((M*K + N*K + M*N) * itemsize without), plus N * itemsize for the bias.
 
-Why a second Hopper kernel: the Triton kernel (gemm.py, ``tma_persistent``) runs each tile's epilogue between
+Why a second Hopper kernel: the Triton kernel (gemm/kernels.py, ``tma_persistent``) runs each tile's epilogue between
 two tiles' MMAs, so the tensor cores idle while the residual tile enters the SM and y leaves it (3-4 % of the
 cycles, docs/kernels/gemm.md "Where the residual's cost goes"). Triton 3.6's ``warp_specialize`` does not split
 that loop on sm_90. Here the warps are split by hand (``gl.warp_specialize``):
@@ -22,7 +22,7 @@ that loop on sm_90. Here the warps are split by hand (``gl.warp_specialize``):
   loop (from k-step RES_K, in RES_SPLIT row chunks), so it has long arrived when the epilogue needs it; the
   epilogue adds it in registers, writes y into the same buffer and stores it by TMA (OOB rows clipped).
 
-``gemm()`` (gemm.py) runs this kernel through ``try_gemm`` by default on Hopper for M >= GLUON_MIN_M; H200
+``gemm()`` (gemm/dispatch.py) runs this kernel through ``try_gemm`` by default on Hopper for M >= GLUON_MIN_M; H200
 numbers and design notes: docs/kernels/gemm-hopper-ws.md.
 
 TMA zero-fills out-of-range loads and clips stores, so any M works; K and N must be multiples of 16 and rows
@@ -33,7 +33,6 @@ on a CPU or an older Triton.
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +40,8 @@ from typing import Any
 import torch
 
 from solkit.errors import SolkitError, choices_hint
-from solkit.kernels.common.device import gluon_unavailable_reason, interpreting
+from solkit.kernels.common import tuned
+from solkit.kernels.common.device import cuda_sm_count, gluon_unavailable_reason, interpreting
 
 try:  # Gluon is experimental: its absence (older Triton) or a changed API only makes this path unavailable
     import triton
@@ -84,7 +84,7 @@ class GluonConfig:
     producer_regs: int = 24
     consumer_regs: int = 216
     # when the residual tile is loaded: -1 right after the previous tile's store (which then has to be waited
-    # for at once: 5 us per tile on the H200, round 1), k >= 0 at k-step k of the tile's own main loop
+    # for at once, stalling every tile), k >= 0 at k-step k of the tile's own main loop
     res_k: int = 16
     # True: the residual moves from shared memory into registers before the last wgmma is waited for (64 more
     # registers per thread across the main loop's end), False: in the epilogue
@@ -108,20 +108,11 @@ class GluonConfig:
         return ring + self.consumers * self.block_m * self.block_n * itemsize + 2 * self.stages * 8 + 64
 
 
-#: Configs checked on the H200; the first is the default: cooperative 128x256x64, 3 stages, 8 consumer warps,
-#: the residual tile loaded by TMA in 4 row chunks from k-step 16 on (round 3's table of record: the fastest
-#: variant, +2.4 / +2.7 % over cuBLAS mm at 4096^3 / 8192x4096^2, where one 64 KB DRAM-bound copy held up the
-#: x / W copies queued behind it). Ping-pong (two 4-warp consumers taking turns) is correct since round 2 but
-#: its 128x128 main loop is 8 % behind cuBLAS's: kept for experiments and tests, never chosen by default.
-PINGPONG = GluonConfig(block_n=128, stages=4, consumers=2, consumer_warps=4, producer_regs=40)
-CONFIGS: tuple[GluonConfig, ...] = (
-    GluonConfig(res_split=4),
-    GluonConfig(),
-    GluonConfig(group_m=16),
-    GluonConfig(res_k=-1),
-    PINGPONG,
-)
+#: Configs checked on the H200 (gemm/configs.yaml ``gluon_ws``); the first is the default, ping-pong (two consumers
+#: taking turns) is kept for experiments and tests and never chosen by default.
+CONFIGS: tuple[GluonConfig, ...] = tuple(GluonConfig(**c) for c in tuned.load("gemm", "gluon_ws")["configs"])
 DEFAULT_CONFIG = CONFIGS[0]
+PINGPONG = next(c for c in CONFIGS if c.consumers == 2)
 SMEM_LIMIT = 227 * 1024
 
 
@@ -227,7 +218,7 @@ if _IMPORT_ERROR is None:
                 # Ping-pong: the main loops take turns. The ring's waits go by the parity of a slot's lap, which
                 # only works for a waiter at most one lap ahead of the ring: consumer 1's first slot is k_tiles
                 # slots (many laps) ahead, so it may only start waiting once consumer 0 has passed all of its
-                # own slot waits (without this the second consumer ran ahead on stale phases: round 1's crash).
+                # own slot waits (without this the second consumer runs ahead on stale phases and crashes).
                 mine = (tile - first) // (CONSUMERS * step)  # this consumer's tile count so far
                 mbarrier.wait(turn.index(CONSUMER), (mine & 1) ^ (1 - CONSUMER))
             # this program's slots are used in tile order, k_tiles per tile, whichever consumer reads them
@@ -358,11 +349,6 @@ def _smem_layout(block: list[int], dtype: torch.dtype) -> Any:
     return gl.NVMMASharedLayout.get_default_for(block, getattr(gl, _TORCH_TO_GL[dtype]))
 
 
-@functools.cache
-def _num_sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def gemm_gluon(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -393,7 +379,7 @@ def gemm_gluon(
     if residual is not None:
         r_desc = TensorDescriptor.from_tensor(residual, r_block, _smem_layout(r_block, x.dtype))
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-    grid = (min(_num_sms(x.device.index or 0), tiles),)
+    grid = (min(cuda_sm_count(x.device.index or 0), tiles),)
     _gemm_ws_kernel[grid](
         x_desc, w_desc, y_desc, r_desc, bias if bias is not None else y, m, n, k, float(alpha), float(beta),
         HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None, ACT=ACTIVATIONS[activation],

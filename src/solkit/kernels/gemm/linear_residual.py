@@ -17,7 +17,8 @@ import math
 import torch
 from torch import nn
 
-from solkit.kernels.gemm import dispatch as _gemm
+from solkit.kernels.common.device import interpreting
+from solkit.kernels.gemm import dispatch
 
 
 def _act_grad(z: torch.Tensor, activation: str) -> torch.Tensor:
@@ -38,7 +39,7 @@ class FusedLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, residual, alpha: float, beta: float, activation: str):
-        y = _gemm.gemm(x, weight, bias, residual, alpha=alpha, beta=beta, activation=activation)
+        y = dispatch.gemm(x, weight, bias, residual, alpha=alpha, beta=beta, activation=activation)
         ctx.save_for_backward(x, weight, bias)
         ctx.alpha, ctx.beta, ctx.activation = alpha, beta, activation
         ctx.has_residual = residual is not None
@@ -81,14 +82,14 @@ def fused_linear(
 
     On CPU tensors without Triton's interpreter, it computes the same function with torch ops.
     """
-    if x.device.type != "cuda" and not _gemm.interpreting():
+    if x.device.type != "cuda" and not interpreting():
         z = torch.nn.functional.linear(x, weight, bias)
         if activation == "silu":
             z = torch.nn.functional.silu(z)
         elif activation == "gelu_tanh":
             z = torch.nn.functional.gelu(z, approximate="tanh")
         elif activation != "none":
-            _gemm._check(x, weight, bias, residual, activation)
+            dispatch.check_operands(x, weight, bias, residual, activation)
         z = z * alpha
         return z if residual is None else z + residual * beta
     return FusedLinearFunction.apply(x, weight, bias, residual, float(alpha), float(beta), activation)

@@ -1,6 +1,6 @@
 """Stream-K persistent GEMM with the fused epilogue: ``y = act(x @ W.T + bias) * alpha + residual * beta``.
 
-Why: the persistent kernel (gemm.py, ``tma_persistent``) hands whole output tiles to P = #SMs programs.
+Why: the persistent kernel (gemm/kernels.py, ``tma_persistent``) hands whole output tiles to P = #SMs programs.
 With T tiles, the last wave holds T mod P of them and the other SMs idle: 4096^3 in 128x256 tiles is
 T = 512 on 132 SMs, 3.88 waves run in the time of 4 (3 % lost), 8192x4096^2 is 7.76 waves in 8.
 

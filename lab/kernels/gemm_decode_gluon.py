@@ -25,18 +25,20 @@ second kernel and no memset.
 through the ring and nothing else (the bare read floor of this structure), 3 runs x and the wgmmas but no split
 reduction (each partial goes straight to the epilogue: wrong values, the cost of the reduction by difference).
 
-Needs sm_90 and ``triton.experimental.gluon`` (Triton >= 3.6); ``available()`` says whether both are there.
+Needs sm_90 and ``triton.experimental.gluon`` (Triton >= 3.6); ``unavailable_reason()`` says why not.
+
+A lab experiment: slower than the Triton decode kernels (``solkit.kernels.gemm.decode``) at every M measured on
+the H200 (docs/kernels/gemm-decode.md), so no dispatcher reaches it; call :func:`gemm_decode_gluon` directly.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from solkit.kernels.common.device import gluon_unavailable_reason
+from solkit.kernels.common.device import cuda_sm_count, gluon_unavailable_reason
 
 try:  # Gluon is experimental: its absence (older Triton) or a changed API only makes this path unavailable
     import triton
@@ -296,11 +298,6 @@ def _smem_layout(block: list[int], dtype: torch.dtype) -> Any:
     return gl.NVMMASharedLayout.get_default_for(block, getattr(gl, _TORCH_TO_GL[dtype]))
 
 
-@functools.cache
-def _num_sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 #: device -> [fp32 workspace, int32 counters], both zero between calls (the kernel leaves them so). Grown, never
 #: shrunk; outgrown ones are kept alive (a CUDA graph captured earlier may still point at them).
 _SCRATCH: dict[str, list[torch.Tensor]] = {}
@@ -350,7 +347,7 @@ def gemm_decode_gluon(
     w_desc = TensorDescriptor.from_tensor(weight, w_block, _smem_layout(w_block, x.dtype))
     x_desc = TensorDescriptor.from_tensor(x, x_block, _smem_layout(x_block, x.dtype))
     n_tiles = triton.cdiv(n, cfg.bw)
-    grid = program_count(cfg, n, k, _num_sms(x.device.index or 0))
+    grid = program_count(cfg, n, k, cuda_sm_count(x.device.index or 0))
     ws, cnt = _scratch(x.device, n_tiles * cfg.bw * mp, n_tiles)
     _decode_swap_kernel[(grid,)](
         w_desc, x_desc, y, residual if residual is not None else y, bias if bias is not None else y, ws, cnt,
@@ -390,9 +387,9 @@ def compile_sm90(cfg: DecodeGluonConfig = DEFAULT_CONFIG, *, m: int = 1, dtype: 
 
 
 def rule_for(rules: list[dict[str, Any]] | None, m: int, n: int, k: int) -> DecodeGluonConfig | None:
-    """The config of the first rule (gemm/configs.yaml ``<family>.decode.gluon``) whose M / N / K ranges hold the
-    shape: ``{m_min, m_max, n_min, n_max, k_min, k_max, config: {DecodeGluonConfig fields}}``, bounds inclusive,
-    a bound left out is open. None: no rule, the Triton decode kernels take the call."""
+    """The config of the first rule whose M / N / K ranges hold the shape (a benchmark's plan of which config
+    to run per shape): ``{m_min, m_max, n_min, n_max, k_min, k_max, config: {DecodeGluonConfig fields}}``,
+    bounds inclusive, a bound left out is open. None: no rule matches."""
     for rule in rules or []:
         inside = all(
             rule.get(f"{d}_min", 0) <= v <= rule.get(f"{d}_max", 1 << 62) for d, v in (("m", m), ("n", n), ("k", k))
@@ -404,33 +401,3 @@ def rule_for(rules: list[dict[str, Any]] | None, m: int, n: int, k: int) -> Deco
 
 def config_from(fields: dict[str, Any]) -> DecodeGluonConfig:
     return DecodeGluonConfig(**{f: fields[f] for f in DecodeGluonConfig.__dataclass_fields__ if f in fields})
-
-
-def try_gemm(x2, w, bias, r2, y, *, backend: str | None, config: dict | None, activation: str, alpha: float,
-             beta: float, rules: list[dict[str, Any]] | None) -> dict | None:  # fmt: skip
-    """``solkit.kernels.gemm.dispatch.gemm``'s decode hook (M <= decode_max_m): run the call here if ``config`` names
-    ``kernel: gluon_decode``, or if no config is given, the backend (argument, else SOLKIT_GEMM_BACKEND, else
-    "auto") is not "triton", a rule in ``rules`` matches the shape and the device and operands suit the kernel.
-    Returns the config that ran (for LAST_LAUNCH), or None (the Triton decode kernels run)."""
-    import os
-
-    kind = (backend or os.environ.get("SOLKIT_GEMM_BACKEND", "") or "auto").strip().lower()
-    forced = config is not None and config.get("kernel") == "gluon_decode"
-    if (config is not None and not forced) or (kind == "triton" and not forced):
-        return None
-    m, k = x2.shape
-    n = w.shape[0]
-    cfg = config_from(config) if forced else rule_for(rules, m, n, k)
-    if cfg is None:  # no rule for this shape (the default table has none): no device checks on the decode path
-        return None
-    bias_ok = bias is None or (bias.is_contiguous() and bias.dtype == x2.dtype)
-    ok = x2.is_cuda and bias_ok and unavailable_reason(x2.device) is None and supports(x2, w, r2)
-    if not ok:
-        if forced:
-            from solkit.errors import SolkitError
-
-            raise SolkitError("gemm: config asks for gluon_decode, which needs sm_90 with Gluon, bf16/fp16 operands, "
-                              "M <= 64 and 16-byte aligned rows of x and W")  # fmt: skip
-        return None
-    gemm_decode_gluon(x2, w, bias, r2, activation=activation, alpha=alpha, beta=beta, config=cfg, out=y)
-    return {"kernel": "gluon_decode", **vars(cfg)}

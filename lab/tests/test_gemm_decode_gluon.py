@@ -1,9 +1,9 @@
-"""solkit.kernels.gemm.decode_gluon (the swap-AB Gluon decode kernel, M <= 64) and gemm()'s hook for it.
+"""lab.kernels.gemm_decode_gluon (the swap-AB Gluon decode kernel, M <= 64; a lab experiment no dispatcher reaches).
 
 CPU: Gluon does not run in Triton's interpreter, so the CPU tests check what can be checked there: the
-dispatch (rules, forced configs, fallbacks), the grid arithmetic, and that the kernel compiles for sm_90.
+rules, the grid arithmetic, and that the kernel compiles for sm_90.
 GPU (marked): bf16 values at M = 1 / 5 / 16 / 64 with odd N and K, whole-tile and split (stream-K) grids, bias and
-SiLU, repeated calls and CUDA-graph replays (the workspace and counters must come back to zero), the fallback for
+SiLU, repeated calls and CUDA-graph replays (the workspace and counters must come back to zero), ``supports`` for
 operands TMA cannot address.
 """
 
@@ -13,10 +13,7 @@ import pytest
 import torch
 from gemm_decode_helpers import check_decode as _check
 from gemm_decode_helpers import decode_case as _case
-
-from solkit.errors import SolkitError
-from solkit.kernels.gemm import decode_gluon as D
-from solkit.kernels.gemm import dispatch as G
+from lab.kernels import gemm_decode_gluon as D
 
 GLUON = D._IMPORT_ERROR is None
 
@@ -58,27 +55,19 @@ def test_unavailable_on_cpu():
     assert D.unavailable_reason() is not None
 
 
-def test_hook_inert_without_a_gpu():
-    """On the CPU (the interpreter) gemm() never takes the Gluon decode path, even with a rule that matches."""
+def test_gemm_never_reaches_it():
+    """No dispatcher reaches the lab kernel: the product's decode path on the CPU is the Triton splitk kernel."""
+    from solkit.kernels.gemm import dispatch as G
+
     x, w, r, _ = _case(1, 64, 128, torch.float16, "cpu")
-    rules = [{"config": {}}]
-    ran = D.try_gemm(x, w, None, r, torch.empty(1, 64, dtype=x.dtype), backend=None, config=None, activation="none",
-                     alpha=1.0, beta=1.0, rules=rules)  # fmt: skip
-    assert ran is None
     y = G.gemm(x, w, residual=r)
-    assert G.LAST_LAUNCH["kernel"] != "gluon_decode"
+    assert G.LAST_LAUNCH["kernel"] == "splitk"
     torch.testing.assert_close(y.float(), G.reference(x, w, None, r), atol=2e-3, rtol=2e-3)
-
-
-def test_forced_config_without_a_gpu_is_a_solkit_error():
-    x, w, r, _ = _case(1, 64, 128, torch.float16, "cpu")
-    with pytest.raises(SolkitError, match="gluon_decode"):
-        G.gemm(x, w, residual=r, config={"kernel": "gluon_decode", "bw": 64})
 
 
 _COMPILE_SCRIPT = """
 import json
-from solkit.kernels.gemm import decode_gluon as D
+from lab.kernels import gemm_decode_gluon as D
 out = []
 for fields, m in [({}, 1), ({"bw": 64, "ksub": 4, "stages": 5}, 16), ({"bw": 128, "stages": 4, "warps": 8}, 64),
                   ({"no_math": 2}, 1)]:
@@ -99,9 +88,11 @@ def test_compiles_for_sm90():
     import os
     import subprocess
     import sys
+    from pathlib import Path
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, proc.stderr[-2000:]
     for r in json.loads(line[len("RESULT ") :]):
@@ -137,37 +128,32 @@ def test_bf16_values(name, M, N, K):
 
 
 @pytest.mark.gpu
-def test_bf16_bias_silu_alpha_beta_through_gemm():
+def test_bf16_bias_silu_alpha_beta():
     x, w, r, b = _case(3, 1000, 4096, torch.bfloat16, "cuda", seed=3, bias=True)
-    cfg = {"kernel": "gluon_decode", "bw": 64, "ksub": 2, "stages": 6}
-    y = G.gemm(x, w, b, r, activation="silu", alpha=0.5, beta=2.0, config=cfg)
-    assert G.LAST_LAUNCH["kernel"] == "gluon_decode"
+    cfg = D.DecodeGluonConfig(bw=64, ksub=2, stages=6)
+    y = D.gemm_decode_gluon(x, w, b, r, activation="silu", alpha=0.5, beta=2.0, config=cfg)
     _check(y, x, w, r, b, activation="silu", alpha=0.5, beta=2.0)
 
 
 @pytest.mark.gpu
-def test_unaligned_rows_fall_back_to_triton():
-    """K = 4001 (rows not 16-byte aligned): a rule cannot send it here; a forced config is a SolkitError."""
+def test_unaligned_rows_not_supported():
+    """K = 4001 (rows not 16-byte aligned): TMA cannot address x and W."""
     x, w, r, _ = _case(1, 512, 4001, torch.bfloat16, "cuda", seed=9)
-    y = torch.empty(1, 512, device="cuda", dtype=torch.bfloat16)
-    assert D.try_gemm(x, w, None, r, y, backend=None, config=None, activation="none", alpha=1.0, beta=1.0,
-                      rules=[{"config": {}}]) is None  # fmt: skip
-    with pytest.raises(SolkitError):
-        G.gemm(x, w, residual=r, config={"kernel": "gluon_decode"})
+    assert not D.supports(x, w, r)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("M", [1, 64])
 def test_bf16_cuda_graph_replay(M):
     """Captured once, replayed on new inputs copied into the captured buffers (output poisoned each time)."""
-    cfg = {"kernel": "gluon_decode", "bw": 128, "ksub": 2, "stages": 4}
+    cfg = D.DecodeGluonConfig(bw=128, ksub=2, stages=4)
     x, w, r, _ = _case(M, 2048, 4096, torch.bfloat16, "cuda", seed=11)
-    G.gemm(x, w, residual=r, config=cfg)  # warm-up: compiles, allocates the workspace
+    D.gemm_decode_gluon(x, w, residual=r, config=cfg)  # warm-up: compiles, allocates the workspace
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.stream(stream), torch.cuda.graph(graph):
-        y = G.gemm(x, w, residual=r, config=cfg)
+        y = D.gemm_decode_gluon(x, w, residual=r, config=cfg)
     torch.cuda.current_stream().wait_stream(stream)
     for seed in (12, 13):
         x2, w2, r2, _ = _case(M, 2048, 4096, torch.bfloat16, "cuda", seed=seed)
