@@ -28,8 +28,9 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from solkit.kernels.common.rows import register_cap  # noqa: E402
+from solkit.kernels.norms.backward import rmsnorm_bwd_kernel as _rmsnorm_bwd_kernel  # noqa: E402
 from solkit.kernels.norms.layer_norm import _layernorm_bwd_kernel, _layernorm_fwd_kernel  # noqa: E402
-from solkit.kernels.norms.rms_norm import _rmsnorm_bwd_kernel, _rmsnorm_fwd_kernel  # noqa: E402
+from solkit.kernels.norms.rms_norm import _rmsnorm_fwd_kernel  # noqa: E402
 from solkit.kernels.rope.rotary import _rope_kernel  # noqa: E402
 
 PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")

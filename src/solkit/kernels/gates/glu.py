@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
+from solkit.kernels.common import tuned
 
 _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_CUBIC = 0.044715
@@ -113,10 +114,8 @@ def _check(gate: torch.Tensor, up: torch.Tensor, activation: str) -> None:
         raise SolkitError(f"swiglu: gate/up dtype must match and be fp16, bf16 or fp32, got {gate.dtype}/{up.dtype}")
 
 
-#: Launch settings: columns per program (capped by the row width) and warps per program.
-#: Default: fastest correct candidate of the in-run autotuning on an H200 (benchmarks/results/gates_rope/2026-11-30_h200_gates_0336.json;
-#: every candidate from 1024 to 8192 columns was within 2 %).
-GATE_CONFIG = {"block": 1024, "num_warps": 4}
+#: Launch settings (gates/configs.yaml ``glu``): columns per program (capped by the row width) and warps per program.
+GATE_CONFIG = tuned.load("gates", "glu")
 
 
 def _launch_config(n_cols: int) -> tuple[int, int]:

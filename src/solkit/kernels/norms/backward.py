@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels.common.device import interpreting
+from solkit.kernels.common.device import interpreting, use_descriptor_scratch
 from solkit.kernels.common.rows import backward_programs, load_tile, register_cap, row_config, warps_for
 
 #: Spins of the fused reduction's barrier wait before it gives up (and writes NaN).
@@ -260,6 +260,10 @@ def _rmsnorm_bwd_kernel(
         grid_sum_partials(dw_partial_ptr, dw_ptr, sync_ptr, n_cols, n_cols, max_spins, RED_P, RED_C)
 
 
+#: The RMSNorm backward kernel (its underscored name is the kernel name profilers and Triton's caches see).
+rmsnorm_bwd_kernel = _rmsnorm_bwd_kernel
+
+
 @triton.jit
 def _row_boxes(ptr, n_rows, R: tl.constexpr, C: tl.constexpr):
     """A TMA descriptor of ``n_rows`` contiguous rows of ``R * C`` elements as a ``[n_rows * R, C]`` view: row
@@ -319,11 +323,6 @@ def _rmsnorm_bwd_tma_kernel(
         grid_sum_partials(dw_partial_ptr, dw_ptr, sync_ptr, n_cols, n_cols, max_spins, RED_P, RED_C)
 
 
-def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    # Global scratch for device-side tensor descriptors (128 bytes each), from the torch caching allocator.
-    return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
-
-
 def tma_shape(x2: torch.Tensor, tensors: list) -> tuple[int, int] | None:
     """``(R, C)`` boxes of one row for the TMA backward (C = 256 columns, R = rows of them), or None when the
     rows do not fit that view: width not a power of two of at least 256 and at most 16384, non-contiguous
@@ -340,7 +339,7 @@ def tma_shape(x2: torch.Tensor, tensors: list) -> tuple[int, int] | None:
 def launch_rmsnorm_bwd_tma(dy2, ds2, x2, weight, rstd, dx2, partial, dw, fused, programs, offset, gemma, stages,
                            num_warps, maxnreg, shape) -> None:  # fmt: skip
     """Launch :func:`_rmsnorm_bwd_tma_kernel` (Triton's descriptor scratch allocator set first)."""
-    triton.set_allocator(_descriptor_scratch)
+    use_descriptor_scratch()
     red_p, red_c = reduce_tile(x2.shape[1], programs)
     _rmsnorm_bwd_tma_kernel[(programs,)](
         dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial, dw,
@@ -351,8 +350,8 @@ def launch_rmsnorm_bwd_tma(dy2, ds2, x2, weight, rstd, dx2, partial, dw, fused, 
 
 
 @triton.jit
-def _add_pairs(a0, b0, a1, b1):
-    """Combine function of a two-sum tuple reduction (``tl.reduce((a, b), axis, _add_pairs)``)."""
+def add_pairs(a0, b0, a1, b1):
+    """Combine function of a two-sum tuple reduction (``tl.reduce((a, b), axis, add_pairs)``)."""
     return a0 + a1, b0 + b1
 
 
@@ -383,8 +382,8 @@ def _layernorm_bwd_tma_kernel(
         if HAS_BIAS:
             db_acc += dy
         g = dy * w
-        sum_gx, sum_g = tl.reduce((g * xhat, g), 1, _add_pairs)
-        sum_gx, sum_g = tl.reduce((sum_gx, sum_g), 0, _add_pairs)
+        sum_gx, sum_g = tl.reduce((g * xhat, g), 1, add_pairs)
+        sum_gx, sum_g = tl.reduce((sum_gx, sum_g), 0, add_pairs)
         dx = (g - sum_g / n_cols - xhat * (sum_gx / n_cols)) * rstd
         dxd.store([row * R, 0], dx.to(dx_ptr.dtype.element_ty))
     tl.store(partial_ptr + pid * 2 * n_cols + offs, dw_acc)
@@ -398,7 +397,7 @@ def _layernorm_bwd_tma_kernel(
 def launch_layernorm_bwd_tma(dy2, x2, weight, mean, rstd, dx2, partial, sums, fused, programs, has_bias, stages,
                              num_warps, maxnreg, shape) -> None:  # fmt: skip
     """Launch :func:`_layernorm_bwd_tma_kernel` (Triton's descriptor scratch allocator set first)."""
-    triton.set_allocator(_descriptor_scratch)
+    use_descriptor_scratch()
     red_p, red_c = reduce_tile(2 * x2.shape[1] if has_bias else x2.shape[1], programs)
     _layernorm_bwd_tma_kernel[(programs,)](
         dy2, x2, weight, mean, rstd, dx2, partial, sums, sync_counter(x2.device, programs) if fused else partial,

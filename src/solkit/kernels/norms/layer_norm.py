@@ -30,11 +30,12 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
+from solkit.kernels.common import tuned
 from solkit.kernels.common.rows import check_rows, check_weight, load_tile, row_config, sum_partials, warps_for
 from solkit.kernels.common.tuned import for_width as config_for_width
 from solkit.kernels.norms.backward import (
     MAX_SPINS,
-    _add_pairs,
+    add_pairs,
     backward_plan,
     grid_sum_partials,
     launch_layernorm_bwd_tma,
@@ -42,52 +43,11 @@ from solkit.kernels.norms.backward import (
     sync_counter,
 )
 
-#: Measured launch defaults (H200 sweeps; see docs/kernels/norms.md).
+#: Launch defaults (norms/configs.yaml ``layernorm``; docs/kernels/norms.md).
 #: ``one_pass``: mean and variance from one reduction; warps so each thread holds ``*_bytes_per_thread``
 #: of each streamed row tile (4 forward, 8 backward warps at 4096-wide bf16); backward programs per SM;
 #: the dW/dB partial-sum reduction's tile.
-LAYERNORM_CONFIG = {
-    # 4096-wide bf16, round 3a sweep (8192 rows, us): one pass, 2 rows x 8 warps 34.0; one pass, 1 row x
-    # 4 warps 35.4; two passes, 1 row x 4 warps 37.0 (two rows share the weight and bias loads).
-    "one_pass": True,
-    "fwd_min_tile": 8192,
-    "fwd_bytes_per_thread": 64,
-    # backward 8 warps, 2 programs/SM, 1 block ahead: 57.2 (16 warps 62.9; 2 blocks ahead 60.5)
-    "bwd_bytes_per_thread": 32,
-    "bwd_programs_per_sm": 2,
-    "bwd_prefetch": 1,
-    # the dW/dB reduction of [264, 8192] fp32: 7.4 us against 8.2 at (32, 64, 4 warps)
-    "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
-    # Session 5 (benchmarks/results/norms/2026-11-30_h200_bwd_1235.json, 8192 x 4096): dW/dB summed inside the kernel after a grid barrier
-    # over a balanced grid, 55.92 us against 57.50 (the separate reduction kernel).
-    "bwd_fused_reduce": True,
-    "bwd_balanced": True,
-    # Wider rows (Llama-3-70B, 8192): 2 programs x 16 warps of 64 registers cannot hold a 16-element row
-    # slice of x and dy twice (prefetch) plus the weight and two fp32 accumulators (ptxas: 652 bytes of
-    # spills a thread; 343.8 us, and 426 us for forward + backward in the main job). One 16-warp program
-    # per SM has 128 registers: H200 sweep at 8192x8192 (benchmarks/results/norms/2026-11-30_h200_fwd_0714.json, us): 1/SM prefetch 2
-    # 121.9, prefetch 1 124.0, 32 warps 145.8, the 4096-wide default 343.8. Forward: 8 warps 70.5
-    # (16 warps 91.3, 32 warps capped at 32 registers 89.5). Round 5: the two-pass forward with the row as
-    # one straight-line 16-warp piece (32 registers, four programs an SM; the shape of torch.compile's
-    # fastest RMSNorm forward, benchmarks/results/norms/2026-11-30_h200_fwd_1006.json) instead of the row kept in 80 registers; 8 warps
-    # (48 registers): round 5b A/B 65.7 us against 69.7 at 16 warps, 70.7 one-block, compile 75.0, Liger 90.8.
-    "by_width": {
-        8192: {
-            "bwd_num_warps": 16,
-            "bwd_programs_per_sm": 1,
-            "bwd_prefetch": 2,
-            # Session 5 round 2 (benchmarks/results/norms/2026-11-30_h200_bwd_1300.json, 8192 x 8192, 6 alternating A/B rounds): the TMA
-            # kernel (rows pipelined through shared memory, 4 stages) 115.14 us against the pointer kernel's
-            # 120.75 (per-round ratio 0.953-0.958; after the forward 185.07 against 190.14); the in-kernel dW
-            # reduction was slower here (136.75: one 16-warp program an SM reduces 2 x 8192 columns alone).
-            "bwd_tma_stages": 4,
-            "bwd_fused_reduce": False,
-            "bwd_balanced": False,
-            "fwd_chunk": 8192,
-            "fwd_looped_num_warps": 8,
-        }
-    },
-}
+LAYERNORM_CONFIG = tuned.load("norms", "layernorm")
 
 
 @triton.jit
@@ -112,7 +72,7 @@ def _layernorm_fwd_kernel(
         # not cancel when |mean| >> std (the shifted-data variance; exact in real arithmetic).
         shift = tl.load(x_ptr + rows64 * x_stride, mask=rows < n_rows, other=0.0).to(tl.float32)
         d = tl.where(mask, x - shift[:, None], 0.0)
-        sum_d, sum_d2 = tl.reduce((d, d * d), 1, _add_pairs)
+        sum_d, sum_d2 = tl.reduce((d, d * d), 1, add_pairs)
         mean_d = sum_d / n_cols
         mean = shift + mean_d
         rstd = tl.rsqrt(tl.maximum(sum_d2 / n_cols - mean_d * mean_d, 0.0) + eps)
@@ -170,7 +130,7 @@ def _layernorm_fwd_looped_kernel(
             d = tl.where(mask, x - shift, 0.0)
             acc_d += d
             acc_d2 += d * d
-    sum_d, sum_d2 = tl.reduce((acc_d, acc_d2), 0, _add_pairs)
+    sum_d, sum_d2 = tl.reduce((acc_d, acc_d2), 0, add_pairs)
     mean_d = sum_d / n_cols
     mean = shift + mean_d
     rstd = tl.rsqrt(tl.maximum(sum_d2 / n_cols - mean_d * mean_d, 0.0) + eps)
@@ -247,7 +207,7 @@ def _layernorm_bwd_kernel(
             db_acc += dy
         g = dy * w[None, :]
         # Both row sums in one block reduction (one round of shuffles and barriers).
-        sum_gx, sum_g = tl.reduce((g * xhat, g), 1, _add_pairs)
+        sum_gx, sum_g = tl.reduce((g * xhat, g), 1, add_pairs)
         dx = (g - (sum_g / n_cols)[:, None] - xhat * (sum_gx / n_cols)[:, None]) * rstd[:, None]
         dx_ptrs = dx_ptr + rows.to(tl.int64)[:, None] * dx_stride + cols[None, :]
         tl.store(dx_ptrs, dx.to(dx_ptr.dtype.element_ty), mask=mask)

@@ -39,6 +39,7 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
+from solkit.kernels.common import tuned
 from solkit.kernels.common.rows import (
     backward_programs,
     check_rows,
@@ -51,88 +52,22 @@ from solkit.kernels.common.rows import (
     warps_for,
 )
 from solkit.kernels.common.tuned import for_width as config_for_width
-from solkit.kernels.norms.backward import (  # noqa: F401  (the backward kernel, re-exported for tools)
+from solkit.kernels.norms.backward import (
     MAX_SPINS,
-    _rmsnorm_bwd_kernel,
     backward_plan,
     launch_rmsnorm_bwd_tma,
     reduce_tile,
+    rmsnorm_bwd_kernel,
     sync_counter,
 )
 
 Casting = Literal["llama", "gemma"]
 CASTINGS = ("llama", "gemma")
-#: Launch defaults from the H200 sweeps (docs/kernels/norms.md): forward rows per program (so a
+#: Launch defaults (norms/configs.yaml ``rmsnorm``; docs/kernels/norms.md): forward rows per program (so a
 #: program holds at least ``min_tile`` elements) and warps (each thread holds ``bytes_per_thread`` of
 #: each streamed tile), backward warps, programs per SM and row blocks prefetched, and the dW
 #: partial-sum reduction's tile.
-RMSNORM_CONFIG = {
-    # 4096-wide bf16, round 3a sweep (8192 rows, us): 2 rows x 8 warps 33.2, 1 row x 8 warps 33.7
-    # (the rstd store in); with the residual 1 row x 4 warps 66.1 against 66.8 for 2 rows. This session's
-    # round 2 (benchmarks/results/norms/2026-11-30_h200_fwd_0742.json): the two-pass looped forward (``chunk``) lost without the residual
-    # (2048 x 8 warps 35.1 against 33.5) and won with it (2048 x 8 warps 65.4 against 66.1 one-block).
-    "fwd": {"min_tile": 8192, "bytes_per_thread": 64},
-    # Round 3 (benchmarks/results/norms/2026-11-30_h200_fwd_0821.json): with a prefetch of the next chunk, 64.4 against 65.8.
-    "fwd_residual": {
-        "min_tile": 4096,
-        "bytes_per_thread": 64,
-        "chunk": 2048,
-        "looped_num_warps": 8,
-        "looped_prefetch": True,
-    },
-    # backward 16 warps (53.9 us, 8 warps 58.0); with ds (add+RMSNorm) 8 warps (68.7 against 71.1)
-    "bwd_bytes_per_thread": 16,
-    "bwd_bytes_per_thread_ds": 32,
-    "bwd_programs_per_sm": 2,
-    "bwd_prefetch": 1,
-    # the dW reduction of [264, 4096] fp32: 6.4 us against 7.7 at (32, 32, 4 warps)
-    "partial_sum": {"block_p": 256, "block_c": 16, "num_warps": 8},
-    # Session 5 (benchmarks/results/norms/2026-11-30_h200_bwd_1235.json, 8192 x 4096, backward alone): dW summed inside the kernel after a
-    # grid barrier, over a balanced grid (256 programs of 32 rows, not 264 of 31-32): RMSNorm 53.50 us against
-    # 53.60, add+RMSNorm 66.75 against 68.45 (LayerNorm 55.92 against 57.50). Round 2 A/B (6 rounds): RMSNorm a
-    # tie (per-round ratio 0.985-1.011 alone, 0.997-1.002 after the forward), add+RMSNorm 1.4 % / 2.3 % faster.
-    # The TMA kernel (``bwd_tma_stages``) was 19 % slower at this width.
-    "bwd_fused_reduce": True,
-    "bwd_balanced": True,
-    # Wider rows (Llama-3-70B, 8192), H200 sweep at 8192x8192 (benchmarks/results/norms/2026-11-30_h200_fwd_0714.json, us). Backward:
-    # two 16-warp programs of 64 registers a SM spill (ptxas: 328 bytes a thread; 256 us for forward +
-    # backward in the main job); one program per SM does not: 32 warps 105.3, 16 warps 114.8 (108.2 with
-    # prefetch 2). With ds (add+RMSNorm) 16 warps: 131.0 (ptxas: 142 bytes of spills, 84 at 32 warps; not
-    # timed). Forward (round 1): one block of 16 warps 68.7 against 72.2 at 8 (32 warps capped at 32
-    # registers 92.0); with the residual every variant 129.7-131.3. Round 2 (benchmarks/results/norms/2026-11-30_h200_fwd_0742.json):
-    # the looped forward, 2048-column chunks x 8 warps, 67.7 against 68.7 (with the residual 130.5 / 130.6).
-    # Round 3 (benchmarks/results/norms/2026-11-30_h200_fwd_0821.json): a prefetch of the next chunk did not help without the residual
-    # (68.9; 4096 x 16 warps 71.5; 1024 x 4 75.9); with it, 4096 x 16 warps 128.6. Round 5a
-    # (benchmarks/results/norms/2026-11-30_h200_fwd_1006.json): torch.compile's kernel (63.3 us) is Inductor's looped reduction with the
-    # whole row as one 16-warp chunk (32 registers, four programs an SM, x re-read from L1 in pass 2); ours
-    # in that shape took 79 us because in a loop ptxas serialised each thread's two masked 16-byte loads.
-    # The whole row is now straight-line code (``ONE_CHUNK``), default here for both forwards. Round 5b
-    # (benchmarks/results/norms/2026-11-30_h200_fwd_1058.json, A/B turn medians): RMSNorm 64.4 us (compile 63.4, Liger 68.2; the previous
-    # looped default 67.9); add+RMSNorm 32 warps 126.7 against 127.9 at 16 and 128.4 before. At 4096 wide the
-    # one-piece kernel with 8 warps also won: 32.86 against 33.34 (one-block, 2 rows x 8 warps), Liger 33.58.
-    "by_width": {
-        4096: {"fwd": {"min_tile": 8192, "bytes_per_thread": 64, "chunk": 4096, "looped_num_warps": 8}},
-        8192: {
-            "bwd_num_warps": 32,
-            "bwd_num_warps_ds": 16,
-            "bwd_programs_per_sm": 1,
-            "bwd_prefetch": 1,
-            # Session 5 round 2 (benchmarks/results/norms/2026-11-30_h200_bwd_1300.json, 8192 x 8192): the separate reduction stays (104.45
-            # us against 105.58 fused + balanced); the TMA kernel was slower (131.30).
-            "bwd_fused_reduce": False,
-            "bwd_balanced": False,
-            "fwd": {"min_tile": 8192, "bytes_per_thread": 64, "num_warps": 16, "chunk": 8192, "looped_num_warps": 16},
-            "fwd_residual": {
-                "min_tile": 4096,
-                "bytes_per_thread": 64,
-                "num_warps": 16,
-                "chunk": 8192,
-                "looped_num_warps": 32,
-                "looped_prefetch": False,
-            },
-        },
-    },
-}
+RMSNORM_CONFIG = tuned.load("norms", "rmsnorm")
 
 
 @triton.jit
@@ -249,7 +184,7 @@ def _rmsnorm_fwd_looped_kernel(
     src_ptr = s_ptr + row * s_stride if HAS_RESIDUAL else x_row  # what pass 2 re-reads
     if ONE_CHUNK:
         # No loop: inside one (even of one trip), ptxas (sm_90a) issued a thread's two masked 16-byte loads
-        # one after the other, a DRAM round trip each (79 against 63 us at 8192 x 8192, same launch shape).
+        # one after the other, a DRAM round trip each (docs/kernels/norms.md).
         mask = cols < n_cols
         x = tl.load(x_row + cols, mask=mask, other=0.0, eviction_policy=KEEP)
         r = x
@@ -451,7 +386,7 @@ def rmsnorm_backward(
                                plan.boxes)  # fmt: skip
     else:
         red_p, red_c = reduce_tile(n_cols, programs)
-        _rmsnorm_bwd_kernel[(programs,)](
+        rmsnorm_bwd_kernel[(programs,)](
             dy2, ds2 if ds2 is not None else dy2, x2, weight, rstd, dx2, partial, dw,
             sync_counter(x.device, programs) if fused else partial,
             n_rows, n_cols, dy2.stride(0), ds2.stride(0) if ds2 is not None else 0, x2.stride(0), dx2.stride(0), offset,

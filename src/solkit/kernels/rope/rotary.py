@@ -40,6 +40,7 @@ import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
+from solkit.kernels.common import tuned
 
 _LAYOUTS = ("bshd", "bhsd")
 #: Launch defaults. One program takes ``BLOCK_T`` whole tokens (all their q and k heads) when one
@@ -48,20 +49,11 @@ _LAYOUTS = ("bshd", "bhsd")
 #: program). Wider tokens are cut into head chunks along a second grid axis, each program taking
 #: ``max_tile`` elements' worth of q heads and the same share of k heads. ``num_warps`` per program;
 #: an optional ``maxnreg`` caps registers per thread (more programs resident per SM).
-#: Default: the fastest correct candidate on an H200 at Llama-3-8B shapes (benchmarks/results/gates_rope/2026-11-30_h200_gates_0528.json):
-#: one token (32 q + 8 k heads) per program, 8 warps.
-ROPE_CONFIG = {"num_warps": 8, "max_tile": 8192, "tokens": 1, "tile": 1}
+#: Values: rope/configs.yaml ``rope`` (the defaults) and ``rope_shapes``.
+ROPE_CONFIG = tuned.load("rope", "rope")
 #: Per-shape overrides of :data:`ROPE_CONFIG`, by the elements of one token's (padded) q and k heads:
 #: the first entry whose ``max_token_elems`` is at least the shape's wins; none matching: the defaults.
-ROPE_SHAPE_CONFIG = [
-    # Llama-3-8B, Mistral-7B (32 + 8 heads x 128 = 5120 elements per token): the defaults.
-    {"max_token_elems": 8192},
-    # Llama-3-70B (64 + 8 heads x 128 = 9216): one whole token per program, 8 warps. H200 forward, us
-    # (benchmarks/results/gates_rope/2026-11-30_h200_rope_0715.json): 76.3 against 78.3 for two head chunks of 8 warps, 80.0 for four of 4
-    # warps, 82.7 at 16 warps, 92.4 at 32, 82.2 for two tokens of 16 warps; Liger 78.6. Before, the
-    # heads went through one head tile after another: 94 us (0.77) in the main job.
-    {"max_token_elems": 16384, "num_warps": 8, "max_tile": 16384},
-]
+ROPE_SHAPE_CONFIG = tuned.load("rope", "rope_shapes")["shapes"]
 
 
 def rope_config(n_q: int, n_k: int, dim: int) -> dict:
