@@ -109,6 +109,7 @@ def grown_scratch(cache: dict[str, list[torch.Tensor]], outgrown: list[torch.Ten
     return have[0], have[1]
 
 
+@triton.jit
 def load_tile(ptr, rows, stride, cols, n_rows, n_cols):
     """A ``[BLOCK_M, BLOCK_N]`` tile of a row-major matrix in its own dtype, zero outside it; int64 row
     offsets. Kept unconverted so a prefetched tile holds half the registers of an fp32 copy."""
@@ -116,11 +117,13 @@ def load_tile(ptr, rows, stride, cols, n_rows, n_cols):
     return tl.load(ptr + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=mask, other=0.0)
 
 
+@triton.jit
 def load_tile_fp32(ptr, rows, stride, cols, n_rows, n_cols):
     """:func:`load_tile` converted to fp32."""
     return load_tile(ptr, rows, stride, cols, n_rows, n_cols).to(tl.float32)
 
 
+@triton.jit
 def _sum_partials_kernel(
     partial_ptr, out_ptr, n_partials, n_cols, row_stride, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr
 ):  # fmt: skip

@@ -177,6 +177,8 @@ def _schedule(tiles, k_tiles, num_programs, SK_WAVES: tl.constexpr):
     return sk_tiles, iters_per, extra
 
 
+# Over 80 lines on purpose: one kernel body whose compile-time branches share loop-carried state (split into
+# helpers, that state would cross calls the software pipeliner has to see through).
 # M is not specialised (by value or divisibility): every M shares one compiled kernel per config.
 @triton.jit(do_not_specialize=["M", "M_BUCKET"])
 def _gemm_streamk_kernel(
