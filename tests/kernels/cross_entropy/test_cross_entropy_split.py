@@ -15,8 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from solkit.errors import SolkitError
+from solkit.kernels.common.exchange import chunk_layout, programs_per_sm
 from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, LAST_LAUNCH, cross_entropy
-from solkit.kernels.cross_entropy.split import chunk_layout, launch_cross_entropy_split, programs_per_sm
+from solkit.kernels.cross_entropy.split import launch_cross_entropy_split
 
 
 def reference(x, y, ignore_index=-100, label_smoothing=0.0, z_loss_scale=0.0, reduction="mean"):

@@ -12,51 +12,42 @@ import pytest
 import torch
 
 from solkit.errors import SolkitError
-from solkit.kernels.softmax.dispatch import Softmax, _coop_plan, softmax, softmax_backward, softmax_forward
+from solkit.kernels.softmax.dispatch import Softmax, softmax, softmax_backward, softmax_forward
 from solkit.kernels.softmax.split import split_plan
 
 ATOL = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}
+#: Named cases: (path, options) of softmax_forward / softmax_backward.
 PATHS = {
-    "default": {},
-    "looped": {"max_single_block": 128, "loop_block": 128},
-    "looped_noprefetch": {"max_single_block": 128, "loop_block": 64, "prefetch": False},
-    # 2 programs per (CPU: 4) SM, 64-wide segments: 96 to 257-wide rows split into 2 to 8 segments,
-    # some of them empty, with phantom rows; in the interpreter the first programs of a group take the
-    # fallback (partners not arrived yet) and the last one the exchange path.
-    "coop": {"max_single_block": 64, "coop": True, "coop_segment": 64, "coop_per_sm": 2},
-    "coop_lookahead2": {
-        "max_single_block": 64,
-        "coop": True,
-        "coop_segment": 64,
-        "coop_per_sm": 2,
-        "coop_lookahead": 2,
-    },
+    "default": (None, None),
+    "looped": ("looped", {"block": 128}),
+    "looped_noprefetch": ("looped", {"block": 64, "prefetch": False}),
+    "single_block_m": ("single", {"block_m": 2, "store_cs": 1}),
     # Split-row path: 2+ segments per row on the CPU's 4 stand-in SMs x 2, 16/32-wide chunks; pass 2 one row
     # behind pass 1 or right after it. In the interpreter the first programs of a group fall back to
     # the whole row (partners not run yet), the last one reads the published partials.
-    "split": {"max_single_block": 64, "split": {"segment": 64, "chunk": 32, "per_sm": 2}},
-    "split_same_row": {"max_single_block": 64, "split": {"segment": 48, "chunk": 16, "per_sm": 2, "lookahead": 0}},
+    "split": ("split", {"segment": 64, "chunk": 32, "per_sm": 2}),
+    "split_same_row": ("split", {"segment": 48, "chunk": 16, "per_sm": 2, "lookahead": 0}),
     # Packed path (register-held chunks, tagged exchange): 64/256-column chunks, 1-3 row groups. In the
     # interpreter a group's programs run in order: the earlier ones time out at once and compute the row's
     # statistics themselves (the fallback), the last one reads its partners' published words.
-    "packed": {"packed": {"block": 256, "groups": 2}},
-    "packed_narrow": {"packed": {"block": 64, "groups": 3, "depth": 3}},
-    "packed_keep_e": {"packed": {"block": 256, "groups": 1, "keep_e": 1}},
-    "packed_late": {"packed": {"block": 128, "groups": 2, "early_load": 0, "skew": 2}},
-    "packed_gpu": {"packed": True},
-    "packed_gpu_2k": {"packed": {"block": 2048, "num_warps": 4, "per_sm": 4, "keep_e": 1, "skew": 2}},
-    "packed_gpu_d3": {
-        "packed": {"block": 2048, "num_warps": 4, "per_sm": 4, "depth": 3, "l2_prefetch": 2, "hint": 1, "early_load": 1}
-    },
-    "packed_gpu_8k": {
-        "packed": {"block": 8192, "num_warps": 8, "per_sm": 2, "l2_prefetch": 0, "early_load": 0, "keep_e": 0}
-    },
-    "packed_gpu_sp1": {"packed": {"block": 16384, "num_warps": 16, "per_sm": 1, "hint": 2, "keep_e": 1}},
-    "packed_gpu_sp1_4k": {"packed": {"block": 4096, "num_warps": 4, "per_sm": 4, "hint": 1, "keep_e": 2}},
-    "coop_gpu": {"coop": True},
-    "split_gpu": {"split": True},
-    "split_gpu_1per_sm": {"split": {"segment": 32768, "chunk": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 0}},
-    "coop_gpu_4per_sm": {"coop": True, "coop_segment": 4096, "num_warps": 8, "coop_per_sm": 4, "coop_lookahead": 2},
+    "packed": ("packed", {"block": 256, "groups": 2}),
+    "packed_narrow": ("packed", {"block": 64, "groups": 3, "depth": 3}),
+    "packed_keep_e": ("packed", {"block": 256, "groups": 1, "keep_e": 1}),
+    "packed_late": ("packed", {"block": 128, "groups": 2, "early_load": 0, "skew": 2}),
+    "packed_gpu": ("packed", None),
+    "packed_gpu_2k": ("packed", {"block": 2048, "num_warps": 4, "per_sm": 4, "keep_e": 1, "skew": 2}),
+    "packed_gpu_d3": (
+        "packed",
+        {"block": 2048, "num_warps": 4, "per_sm": 4, "depth": 3, "l2_prefetch": 2, "hint": 1, "early_load": 1},
+    ),
+    "packed_gpu_8k": (
+        "packed",
+        {"block": 8192, "num_warps": 8, "per_sm": 2, "l2_prefetch": 0, "early_load": 0, "keep_e": 0},
+    ),
+    "packed_gpu_sp1": ("packed", {"block": 16384, "num_warps": 16, "per_sm": 1, "hint": 2, "keep_e": 1}),
+    "packed_gpu_sp1_4k": ("packed", {"block": 4096, "num_warps": 4, "per_sm": 4, "hint": 1, "keep_e": 2}),
+    "split_gpu": ("split", None),
+    "split_gpu_1per_sm": ("split", {"segment": 32768, "chunk": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 0}),
 }
 
 
@@ -70,13 +61,14 @@ def _assert_close(out, ref, torch_out, atol):
 
 def _check(x, path, device):
     x = x.to(device)
-    y = softmax_forward(x, **PATHS[path])
+    p, opts = PATHS[path]
+    y = softmax_forward(x, path=p, options=opts)
     xr = x.double().requires_grad_()
     y_ref = torch.softmax(xr, -1)
     _assert_close(y, y_ref, torch.softmax(x, -1), ATOL[x.dtype])
     # seeded: a fixed dy per input, so a failure reproduces (the global RNG depends on the tests run before)
     dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(y.numel())).to(y)
-    dx = softmax_backward(dy, y, **PATHS[path])
+    dx = softmax_backward(dy, y, path=p, options=opts)
     (dx_ref,) = torch.autograd.grad(y_ref, xr, dy.double())
     xe = x.clone().requires_grad_()
     (dx_eager,) = torch.autograd.grad(torch.softmax(xe, -1), xe, dy)
@@ -87,24 +79,15 @@ def _check(x, path, device):
 @pytest.mark.parametrize("shape", [(1, 257), (6, 1031), (4, 5, 96), (3, 127)])
 @pytest.mark.parametrize(
     "path",
-    ["default", "looped", "looped_noprefetch", "coop", "coop_lookahead2", "split", "split_same_row", "packed",
-     "packed_narrow", "packed_keep_e", "packed_late"],
+    ["default", "looped", "looped_noprefetch", "single_block_m", "split", "split_same_row", "packed", "packed_narrow",
+     "packed_keep_e", "packed_late"],
 )  # fmt: skip
 def test_softmax_values_and_grads(dtype, shape, path, device):
-    if path.startswith(("coop", "split", "packed_narrow")) and shape[-1] > 300 and device == "cpu":
+    if path.startswith(("split", "packed_narrow")) and shape[-1] > 300 and device == "cpu":
         pytest.skip("interpreter: the cooperative fallback re-reads whole rows; the small shapes cover it")
     gen = torch.Generator().manual_seed(sum(shape))
     x = (torch.randn(*shape, generator=gen) * 4).to(dtype)  # spread wide enough that the max matters
     _check(x, path, device)
-
-
-def test_coop_plan_fills_every_sm():
-    """128256-wide rows on 132 SMs: 11 segments x 12 groups (all SMs), not 8 x 16 (four idle)."""
-    t = torch.empty(0)  # the CPU stand-in reports 4 SMs; 33 per SM makes 132 slots
-    grid, segs, seg_len, block_n = _coop_plan(4096, 128256, t, 16384, 33)
-    assert (grid, segs, block_n) == (132, 11, 16384) and segs * seg_len >= 128256 and seg_len % 16 == 0
-    assert _coop_plan(2, 128256, t, 16384, 33)[0] == 2 * _coop_plan(2, 128256, t, 16384, 33)[1]
-    assert _coop_plan(4, 10**7, t, 16384, 1) is None  # more segments than resident programs
 
 
 def test_split_plan_fills_every_sm():
@@ -117,13 +100,14 @@ def test_split_plan_fills_every_sm():
     assert split_plan(4, 10**7, 16384, 264) is None  # more segments than resident programs
 
 
-@pytest.mark.parametrize("path", ["default", "looped", "coop", "split", "packed_narrow"])
+@pytest.mark.parametrize("path", ["default", "looped", "split", "packed_narrow"])
 def test_masked_rows(path, device):
     """-inf entries (attention masks) get probability 0; a row whose first chunks are all -inf stays finite."""
     x = torch.randn(3, 300, device=device)
     x[0, :250] = -float("inf")
     x[1, 7] = -float("inf")
-    y = softmax_forward(x, **PATHS[path])
+    p, opts = PATHS[path]
+    y = softmax_forward(x, path=p, options=opts)
     torch.testing.assert_close(y, torch.softmax(x, -1), rtol=1e-6, atol=1e-7)
     assert torch.equal(y[0, :250], torch.zeros(250, device=device))
 
@@ -172,40 +156,29 @@ def test_softmax_beyond_int32_elements_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", ["coop_gpu", "coop_gpu_4per_sm", "split_gpu", "split_gpu_1per_sm"])
+@pytest.mark.parametrize("path", ["split_gpu", "split_gpu_1per_sm"])
 @pytest.mark.parametrize("shape", [(300, 128256), (5, 262144), (1000, 20000)])
-def test_softmax_coop_bf16_gpu(shape, path):
-    """The cooperative split-row path on a GPU, where its programs really wait for each other."""
+def test_softmax_split_bf16_gpu(shape, path):
+    """The split-row path on a GPU, where its programs really wait for each other."""
     x = torch.randn(*shape, dtype=torch.bfloat16) * 4
     _check(x, path, "cuda")
-
-
-def test_wide_path_choice(monkeypatch):
-    """Explicit ``coop``/``split`` win; otherwise "auto" splits exactly when a row per SM overflows the L2."""
-    import solkit.kernels.softmax.dispatch as sm
-
-    t = torch.empty(2, 8)
-    assert not sm._split_by_default(t)  # never on the CPU (the interpreter runs programs one by one)
-    for overflows, expected in ((True, "split"), (False, "looped")):
-        monkeypatch.setattr(sm, "_split_by_default", lambda _t, o=overflows: o)
-        assert sm._wide_path(None, None, "fwd", t) == expected
-        assert sm._wide_path(None, False, "bwd", t) == "looped"
-        assert sm._wide_path(True, None, "fwd", t) == "coop"
-    assert sm._wide_path(None, True, "fwd", t) == "split"
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n_cols", [128256, 262144])
 def test_wide_auto_path_gpu(n_cols):
     """The "auto" default on a GPU: split-row exactly when one row per SM overflows the L2 (on the H200,
-    132 SMs and 60 MB: 262144-wide bf16 rows split, 128256-wide stay looped), and the default path is right."""
-    import solkit.kernels.softmax.dispatch as sm
+    132 SMs and 60 MB: 262144-wide bf16 rows split, 128256-wide stay looped), where no optional path (TMA,
+    packed) comes first; and the default path is right."""
+    from solkit.kernels.softmax.dispatch import target_of
+    from solkit.kernels.softmax.plan import plan
 
     x = torch.randn(48, n_cols, dtype=torch.bfloat16) * 4
-    props = torch.cuda.get_device_properties(0)
-    overflows = props.multi_processor_count * n_cols * 2 > sm._l2_bytes(0)
-    assert sm._wide_path(None, None, "fwd", x.cuda()) == ("split" if overflows else "looped")
-    assert sm._wide_path(None, None, "bwd", x.cuda()) == ("split" if overflows else "looped")
+    target = target_of(x.cuda())
+    overflows = target.sms * n_cols * 2 > target.l2_bytes
+    for direction in ("fwd", "bwd"):
+        base = [p for p, _ in plan(direction, n_cols, torch.bfloat16, target) if p in ("split", "looped")]
+        assert base == (["split", "looped"] if overflows else ["looped"])
     _check(x, "default", "cuda")
 
 
@@ -261,7 +234,7 @@ def test_softmax_packed_launches_gpu():
 def test_packed_default_by_width():
     """The packed path is the default for 16-bit rows over 16384 wide (both directions) and for the forward
     of 12289-16384-wide rows (one chunk per row); never for fp32 or narrow rows."""
-    from solkit.kernels.softmax.dispatch import default_packed_options as opts
+    from solkit.kernels.softmax.packed import default_packed_options as opts
 
     assert opts("fwd", 128256, torch.bfloat16) == {} and opts("bwd", 262144, torch.float16) == {}
     assert opts("fwd", 14336, torch.bfloat16)["block"] == 16384 and opts("bwd", 14336, torch.bfloat16) is None

@@ -1,5 +1,6 @@
-"""solkit.kernels.softmax.rows (exact-tile whole-row forward), _softmax_tma (TMA-staged packed forward) and the
-packed path's grid fill: values against float64 (max error at most 2x torch's own same-dtype error + atol).
+"""solkit.kernels.softmax.rows (exact-tile whole-row forward), solkit.kernels.softmax.tma (TMA-staged packed
+forward) and the packed path's grid fill: values against float64 (max error at most 2x torch's own same-dtype error
++ atol).
 
 CPU: the rows kernel through the interpreter in fp16 with 1-2 warps (tiles of 128-256 words), so 1792 columns
 already take three pieces; the TMA kernel's interpreter form (descriptor loads, one poll, whole-row fallback);
@@ -14,7 +15,10 @@ import torch
 from softmax_helpers import assert_softmax_close, softmax_inputs
 
 from solkit.kernels.softmax.dispatch import softmax_backward, softmax_forward
-from solkit.kernels.softmax.rows import row_pieces, rows_options, softmax_forward_rows
+from solkit.kernels.softmax.plan import Target, plan
+from solkit.kernels.softmax.rows import row_pieces, softmax_forward_rows
+
+H200 = Target(gpu=True, sms=132, l2_bytes=60 * 2**20)
 
 
 def test_row_pieces():
@@ -27,13 +31,15 @@ def test_row_pieces():
     assert row_pieces(14336, 16, 2) == (4, 2, 1)  # 8-byte vectors at 16 warps
 
 
-def test_rows_options():
-    t = torch.empty(2, 14336, dtype=torch.bfloat16)
-    assert rows_options(None, None, None, None, t) is None  # CPU: never by default
-    assert rows_options(True, None, None, None, t) == {} and rows_options({"depth": 1}, None, None, None, t) == {
-        "depth": 1
-    }
-    assert rows_options(False, None, None, None, t) is None
+def test_rows_by_plan():
+    """The rows path: a default at 14336 on a GPU only; asked for, it comes first (TMA skipped) with the options given,
+    and a width that does not tile drops it."""
+    bf16 = torch.bfloat16
+    assert plan("fwd", 14336, bf16, Target(gpu=False))[0][0] == "single"  # CPU: never by default
+    assert plan("fwd", 14336, bf16, H200)[0][0] == "rows"
+    assert plan("fwd", 14336, bf16, Target(gpu=False), "rows", {"depth": 1})[0] == ("rows", {"depth": 1})
+    assert plan("fwd", 14336, bf16, H200, "rows", {"depth": 1})[0] == ("rows", {"depth": 1})
+    assert plan("fwd", 1031, torch.float16, H200, "rows", {"num_warps": 1})[0][0] == "single"
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3, 4])
@@ -52,28 +58,31 @@ def test_rows_values(shape, num_warps, vec, depth, device):
 def test_rows_falls_back_when_not_tiled(device):
     """``rows=True`` on a width that does not tile exactly takes the next path, still correct."""
     x = softmax_inputs((3, 1031), torch.float16, device)
-    assert_softmax_close(softmax_forward(x, rows={"num_warps": 1}), x)
+    assert_softmax_close(softmax_forward(x, path="rows", options={"num_warps": 1}), x)
     assert softmax_forward_rows(x, torch.empty_like(x), num_warps=1) is None
     assert softmax_forward_rows(x.float(), torch.empty_like(x.float()), num_warps=1) is None  # fp32: not this path
 
 
-def test_tma_options(monkeypatch):
-    """An explicit ``tma`` wins; an explicit other path excludes the default; the default by width is GPU-only."""
-    import solkit.kernels.softmax.tma as st
+def test_tma_by_plan(monkeypatch):
+    """Asked for, the TMA forward comes first; asking for another path skips its default; the default by width is
+    GPU-only and needs whole 256-column blocks."""
+    from solkit.kernels.softmax import tma as st
 
-    t = torch.empty(2, 262144, dtype=torch.bfloat16)
+    bf16 = torch.bfloat16
     monkeypatch.setitem(st.TMA_DEFAULT, "ranges", [(196608, None, {"blocks": 32})])
-    assert st.tma_options(None, (None, None, None, None), t) is None  # CPU: never by default
-    assert st.tma_options(True, (None, None, None, None), t) == {}
-    assert st.tma_options({"stages": 4}, (None, {"block": 64}, None, None), t) == {"stages": 4}
-    assert st.tma_options(None, (None, {"block": 64}, None, None), t) is None
+    assert plan("fwd", 262144, bf16, Target(gpu=False))[0][0] == "looped"  # CPU: never by default
+    assert plan("fwd", 262144, bf16, Target(gpu=False), "tma")[0] == ("tma", {})
+    assert plan("fwd", 262144, bf16, H200, "tma", {"stages": 4})[0] == ("tma", {"stages": 4})
+    assert plan("fwd", 262144, bf16, H200)[0] == ("tma", {"blocks": 32})
+    assert plan("fwd", 262144, bf16, H200, "packed", {"block": 64})[0] == ("packed", {"block": 64})
+    assert plan("fwd", 262144 + 16, bf16, H200)[0][0] == "packed"  # not whole 256-column blocks
 
 
 def test_packed_fill_layout(monkeypatch):
     """``fill``: the fewest chunks, no wider than the block, whose count divides the resident slots."""
-    import solkit.kernels.softmax.packed as sp
+    from solkit.kernels.softmax import packed as sp
 
-    monkeypatch.setattr(sp, "_sms", lambda t: 132)
+    monkeypatch.setattr(sp, "sm_count", lambda t: 132)
     t = torch.empty(1)
     assert sp._layout(128256, 4096, 4, t, False, 1) == (33, 3888, 4096)  # 528 = 16 x 33
     assert sp._layout(128256, 4096, 4, t, False, 0) == (32, 4016, 4096)
@@ -85,10 +94,10 @@ def test_packed_fill_layout(monkeypatch):
 def test_packed_fill_values(device):
     x = softmax_inputs((5, 1030), torch.float16, device)
     opts = {"block": 256, "groups": 2, "fill": 1} if device == "cpu" else {"fill": 1}
-    assert_softmax_close(softmax_forward(x, packed=opts), x)
+    assert_softmax_close(softmax_forward(x, path="packed", options=opts), x)
     dy = torch.randn_like(x)
     y = softmax_forward(x)
-    dx = softmax_backward(dy, y, packed=opts)
+    dx = softmax_backward(dy, y, path="packed", options=opts)
     yd = y.double()
     ref = yd * (dy.double() - (yd * dy.double()).sum(-1, keepdim=True))
     assert (dx.double() - ref).abs().max().item() < 2e-3
@@ -161,7 +170,7 @@ def test_tma_declines_gpu():
 @pytest.mark.parametrize("shape", [(300, 128256), (33, 262144)])
 def test_packed_fill_bf16_gpu(shape):
     x = softmax_inputs(shape, torch.bfloat16, "cuda")
-    assert_softmax_close(softmax_forward(x, packed={"fill": 1}), x)
+    assert_softmax_close(softmax_forward(x, path="packed", options={"fill": 1}), x)
 
 
 @pytest.mark.gpu
@@ -172,16 +181,13 @@ def test_packed_fill_bf16_gpu(shape):
      ((3, 128255), torch.bfloat16, None)],
 )  # fmt: skip
 def test_defaults_by_width_gpu(shape, dtype, path):
-    """The session-6 defaults on a GPU: the rows forward at 14336, the TMA forward at 128256 and 262144 (an odd
-    width takes neither), values and gradients through autograd."""
-    from solkit.kernels.softmax.dispatch import softmax
-    from solkit.kernels.softmax.tma import tma_options
+    """The defaults on a GPU: the rows forward at 14336, the TMA forward at 128256 and 262144 (an odd width takes
+    neither), values and gradients through autograd."""
+    from solkit.kernels.softmax.dispatch import softmax, target_of
 
     x = softmax_inputs(shape, dtype, "cuda")
-    taken = "rows" if rows_options(None, None, None, None, x) is not None else None
-    if tma_options(None, (None, None, None, None), x) is not None and shape[1] % 256 == 0:
-        taken = "tma"
-    assert taken == path
+    first = plan("fwd", shape[1], dtype, target_of(x))[0][0]
+    assert (first if first in ("rows", "tma") else None) == path
     xg = x.clone().requires_grad_()
     y = softmax(xg)
     assert_softmax_close(y.detach(), x)

@@ -314,8 +314,8 @@ def launch_cross_entropy_rows(
         return
     LAST_LAUNCH.clear()
     if grad is None and not cfg["split_fwd"]:
-        # forward only (no gradient to write): the two-sweep kernel's statistics sweep alone is faster than
-        # the split kernel (benchmarks/results/gates_rope/2026-11-30_h200_gates_0819.json: 0.614 vs 0.904 ms); keys the caller set still win
+        # forward only (no gradient to write): the two-sweep kernel's statistics sweep alone reads the logits once
+        # and is faster than the split kernel (configs.yaml, split_fwd); keys the caller set still win
         fwd = {k[4:]: v for k, v in cfg.items() if k.startswith("fwd_")}
         cfg = {**cfg, "split_block": 0, **fwd, **{k: v for k, v in user.items() if not k.startswith("fwd_")}}
     if softcap is None and cfg["split_block"] > 0:

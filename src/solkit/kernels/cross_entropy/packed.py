@@ -32,41 +32,19 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from solkit.kernels.common.spin import _poll_tagged, _publish_tagged
-from solkit.kernels.cross_entropy.split import (
-    L2E,
-    _await_tagged,
-    _load_words_row,
-    _on_timeout,
-    _pack,
-    _slot,
-    _store_loss,
-    _store_target_grad,
-    _target_logit,
-    _unpack,
-    _word_chunk_geometry,
-    _zero_row,
+from solkit.kernels.common.exchange import pass1_packed, pass2_packed, prefetch_rows
+from solkit.kernels.common.spin import poll_tagged, publish_tagged
+from solkit.kernels.cross_entropy.chunks import (
+    await_tagged,
+    load_words_row,
+    on_timeout,
+    slot,
+    store_loss,
+    store_target_grad,
+    target_logit,
+    word_chunk_geometry,
+    zero_row,
 )
-
-
-@triton.jit
-def _l2_prefetch(ptr, nbytes):
-    """One TMA bulk prefetch into L2 (``cp.async.bulk.prefetch.L2``, sm_90) of ``nbytes`` (a multiple of 16,
-    16-byte aligned) at ``ptr``, issued by thread 0: DRAM traffic in flight that holds no register."""
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
-        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r", [ptr, nbytes], dtype=tl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
-
-
-@triton.jit
-def _prefetch_rows(logits_w_ptr, first, count: tl.constexpr, n_groups, n_rows, w_row_stride, wcol0, nbytes):
-    """L2 prefetches of this program's chunk in rows ``first, first + G, ...`` (``count`` of them, < n_rows)."""
-    for i in tl.static_range(count):
-        r = first + i * n_groups
-        if r < n_rows:
-            _l2_prefetch(logits_w_ptr + r.to(tl.int64) * w_row_stride + wcol0, nbytes)
 
 
 @triton.jit
@@ -83,7 +61,7 @@ def _load_chunk(logits_w_ptr, targets_ptr, row, n_rows, w_row_stride, wcols, wof
                         mask=woffs < tl.where(row < n_rows, w_lim, 0), other=W_PAD)  # fmt: skip
         return w, tl.load(targets_ptr + tl.minimum(row, n_rows - 1)).to(tl.int32)
     else:
-        return _load_words_row(logits_w_ptr, targets_ptr, row, n_rows, w_row_stride, wcols, woffs, w_lim, W_PAD)
+        return load_words_row(logits_w_ptr, targets_ptr, row, n_rows, w_row_stride, wcols, woffs, w_lim, W_PAD)
 
 
 @triton.jit
@@ -99,44 +77,12 @@ def _prime_rows(logits_w_ptr, targets_ptr, group, n_groups, n_rows, lw_stride, w
                          W_PAD, WBLOCK, FULL)  # fmt: skip
     pf_bytes = w_lim * 4 // 16 * 16
     if PF > 0:
-        _prefetch_rows(logits_w_ptr, group + 3 * n_groups, PF, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
+        prefetch_rows(logits_w_ptr, group + 3 * n_groups, PF, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
     return x0, t0, x1, t1, x2, t2, pf_bytes
 
 
 @triton.jit
-def _pass1_packed(w, w_mask, IS_BF16: tl.constexpr, HAS_SMOOTHING: tl.constexpr, E_BF16: tl.constexpr,
-                  ASM: tl.constexpr):  # fmt: skip
-    """(max, m_ref, sum of e, sum z, e packed as bf16x2 / f16x2) of a chunk of packed 16-bit logits."""
-    lo, hi = _unpack(w, IS_BF16)
-    m_c = tl.max(tl.maximum(lo, hi), axis=0)  # one block reduction for both halves
-    m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
-    e_lo = tl.exp2(lo * L2E - m_ref * L2E)
-    e_hi = tl.exp2(hi * L2E - m_ref * L2E)
-    s_c = tl.sum(e_lo + e_hi, axis=0)
-    if HAS_SMOOTHING:
-        sz = tl.sum(tl.where(w_mask, lo + hi, 0.0), axis=0)
-    else:
-        sz = 0.0
-    return m_c, m_ref, s_c, sz, _pack(e_lo, e_hi, E_BF16, ASM)
-
-
-@triton.jit
-def _pass2_packed(e, m_ref, lse, p_scale, uniform, IS_BF16: tl.constexpr, PASS2_BF16: tl.constexpr,
-                  ASM: tl.constexpr):  # fmt: skip
-    """Packed gradient words of a chunk from its packed exponentials (see the module docstring)."""
-    c = tl.exp2(m_ref * L2E - lse * L2E) * p_scale
-    if PASS2_BF16 and ASM:
-        cw = tl.broadcast_to(_pack(c, c, True, ASM), e.shape)
-        uw = tl.broadcast_to(_pack(-uniform, -uniform, True, ASM), e.shape)
-        return tl.inline_asm_elementwise("fma.rn.bf16x2 $0, $1, $2, $3;", "=r,r,r,r", [e, cw, uw], dtype=tl.int32,
-                                         is_pure=True, pack=1)  # fmt: skip
-    else:
-        e_lo, e_hi = _unpack(e, PASS2_BF16)  # bf16 pairs here only under the interpreter (no inline asm)
-        return _pack(e_lo * c - uniform, e_hi * c - uniform, IS_BF16, ASM)
-
-
-@triton.jit
-def _ce_split_packed_kernel(
+def ce_packed_kernel(
     logits_ptr, logits_w_ptr, grad_ptr, grad_w_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr,
     partial_ptr, n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
     ignore_index, label_smoothing, z_loss_scale, max_spins,
@@ -149,19 +95,19 @@ def _ce_split_packed_kernel(
     WBLOCK: tl.constexpr = BLOCK // 2
     E_BF16: tl.constexpr = PASS2_BF16 and IS_BF16
     n_groups, group, chunk, col0, col_lim, col_end, woffs, wcols, w_lim, w_mask, lw_stride, gw_stride, grad_scale = (
-        _word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT, WBLOCK, MEAN)
+        word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT, WBLOCK, MEAN)
     )
     uniform = label_smoothing / n_cols * grad_scale
     spin_budget = max_spins
     # prologue: row r = group passed pass 1 and is published, rows r + G and r + 2G in flight
     x0, t0, x1, t1, x2, t2, pf_bytes = _prime_rows(logits_w_ptr, targets_ptr, group, n_groups, n_rows, lw_stride, wcols,
                                                    woffs, w_lim, col0, W_PAD, WBLOCK, FULL, PF)  # fmt: skip
-    zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
-    m_c, m0, s_c, sz, e0 = _pass1_packed(x0, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
+    zt0 = target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
+    m_c, m0, s_c, sz, e0 = pass1_packed(x0, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
     v0 = t0 != ignore_index
     k0 = 0
     if v0:
-        _publish_tagged(_slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4), chunk, k0, m_c, s_c, sz, SPLIT_P2,
+        publish_tagged(slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4), chunk, k0, m_c, s_c, sz, SPLIT_P2,
                         HAS_SMOOTHING)  # fmt: skip
     k1 = v0.to(tl.int32)
     for row in tl.range(group, n_rows, n_groups, loop_unroll_factor=UNROLL):
@@ -171,38 +117,38 @@ def _ce_split_packed_kernel(
             x3, t3 = _load_chunk(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                                  W_PAD, WBLOCK, FULL)  # fmt: skip
             if PF > 0:
-                _prefetch_rows(logits_w_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, lw_stride, col0 // 2,
+                prefetch_rows(logits_w_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, lw_stride, col0 // 2,
                                pf_bytes)  # fmt: skip
-        base0 = _slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4)
-        wm, ws, wz = _poll_tagged(base0, k0, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+        base0 = slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4)
+        wm, ws, wz = poll_tagged(base0, k0, SPLIT, SPLIT_P2, HAS_SMOOTHING)
         v1 = (r1 < n_rows) & (t1 != ignore_index)
-        zt1 = _target_logit(logits_ptr, tl.minimum(r1, n_rows - 1).to(tl.int64), logits_row_stride, t1, n_cols)
-        m_c, m1, s_c, sz, e1 = _pass1_packed(x1, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
+        zt1 = target_logit(logits_ptr, tl.minimum(r1, n_rows - 1).to(tl.int64), logits_row_stride, t1, n_cols)
+        m_c, m1, s_c, sz, e1 = pass1_packed(x1, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
         if not EARLY_LOAD:
             x3, t3 = _load_chunk(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                                  W_PAD, WBLOCK, FULL)  # fmt: skip
             if PF > 0:
-                _prefetch_rows(logits_w_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, lw_stride, col0 // 2,
+                prefetch_rows(logits_w_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, lw_stride, col0 // 2,
                                pf_bytes)  # fmt: skip
         if v1:
-            _publish_tagged(_slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 4), chunk, k1, m_c, s_c, sz,
+            publish_tagged(slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 4), chunk, k1, m_c, s_c, sz,
                             SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
         g_row_w = grad_w_ptr + row64 * gw_stride
         if v0:
-            lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING,
+            lse, sz_row, ok = await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING,
                                             ASM)  # fmt: skip
-            lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
-            owner, t_in = _store_loss(loss_ptr, lse_ptr, row64, t0, n_cols, col0, col_end, zt0, lse, sz_row,
+            lse, spin_budget = on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
+            owner, t_in = store_loss(loss_ptr, lse_ptr, row64, t0, n_cols, col0, col_end, zt0, lse, sz_row,
                                       label_smoothing, z_loss_scale, HAS_SMOOTHING)  # fmt: skip
             if WRITE_GRAD:
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
-                tl.store(g_row_w + wcols, _pass2_packed(e0, m0, lse, p_scale, uniform, IS_BF16, E_BF16, ASM),
+                tl.store(g_row_w + wcols, pass2_packed(e0, m0, lse, p_scale, uniform, IS_BF16, E_BF16, ASM),
                          mask=w_mask)  # fmt: skip
                 if owner & t_in:
-                    _store_target_grad(grad_ptr, row64, grad_row_stride, t0, zt0, lse, p_scale, uniform,
+                    store_target_grad(grad_ptr, row64, grad_row_stride, t0, zt0, lse, p_scale, uniform,
                                        label_smoothing, grad_scale)  # fmt: skip
         else:
-            _zero_row(loss_ptr, lse_ptr, g_row_w, row64, wcols, w_mask, chunk, WBLOCK, WRITE_GRAD)
+            zero_row(loss_ptr, lse_ptr, g_row_w, row64, wcols, w_mask, chunk, WBLOCK, WRITE_GRAD)
         x1 = x2
         x2 = x3
         t0 = t1
@@ -217,7 +163,7 @@ def _ce_split_packed_kernel(
 
 
 @triton.jit
-def _ce_split_lean_kernel(
+def ce_lean_kernel(
     logits_ptr, logits_w_ptr, grad_ptr, grad_w_ptr, targets_ptr, loss_ptr, lse_ptr, n_valid_ptr, sync_ptr,
     partial_ptr, n_rows, n_cols, chunk_cols, logits_row_stride, grad_row_stride,
     ignore_index, label_smoothing, z_loss_scale, max_spins,
@@ -225,7 +171,7 @@ def _ce_split_lean_kernel(
     HAS_SMOOTHING: tl.constexpr, WRITE_GRAD: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr,
     PASS2_BF16: tl.constexpr, UNROLL: tl.constexpr, FULL: tl.constexpr, PF: tl.constexpr = 0,
 ):  # fmt: skip
-    """:func:`_ce_split_packed_kernel` (late load) with less control and address work per row: every row is
+    """:func:`ce_packed_kernel` (late load) with less control and address work per row: every row is
     an arrival (an ignored row exchanges too, then writes loss 0 and a gradient scaled by 0: no branch, no
     arrival counter; arrival ``j`` is the group's ``j``-th row, slot ``j & 3``), and the row offsets advance
     by one increment per row instead of a multiply."""
@@ -233,16 +179,16 @@ def _ce_split_lean_kernel(
     WBLOCK: tl.constexpr = BLOCK // 2
     E_BF16: tl.constexpr = PASS2_BF16 and IS_BF16
     n_groups, group, chunk, col0, col_lim, col_end, woffs, wcols, w_lim, w_mask, lw_stride, gw_stride, grad_scale = (
-        _word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT, WBLOCK, MEAN)
+        word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT, WBLOCK, MEAN)
     )
     spin_budget = max_spins
     gbase = partial_ptr + group * (3 * SPLIT_P2)
     slot_stride = n_groups * (3 * SPLIT_P2)
     x0, t0, x1, t1, x2, t2, pf_bytes = _prime_rows(logits_w_ptr, targets_ptr, group, n_groups, n_rows, lw_stride, wcols,
                                                    woffs, w_lim, col0, W_PAD, WBLOCK, FULL, PF)  # fmt: skip
-    zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
-    m_c, m0, s_c, sz, e0 = _pass1_packed(x0, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
-    _publish_tagged(gbase, chunk, 0, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
+    zt0 = target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
+    m_c, m0, s_c, sz, e0 = pass1_packed(x0, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
+    publish_tagged(gbase, chunk, 0, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
     j = 0
     g_off = group.to(tl.int64) * gw_stride  # row offsets in words, advanced by one increment per row
     l_off = group.to(tl.int64) * logits_row_stride
@@ -251,19 +197,19 @@ def _ce_split_lean_kernel(
     for row in tl.range(group, n_rows, n_groups, loop_unroll_factor=UNROLL):
         r1 = row + n_groups
         base0 = gbase + (j & 3) * slot_stride
-        wm, ws, wz = _poll_tagged(base0, j, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+        wm, ws, wz = poll_tagged(base0, j, SPLIT, SPLIT_P2, HAS_SMOOTHING)
         t1c = tl.where((t1 >= 0) & (t1 < n_cols), t1, 0)
         zt1 = tl.load(logits_ptr + tl.where(r1 < n_rows, l_off + l_step, l_off) + t1c).to(tl.float32)
-        m_c, m1, s_c, sz, e1 = _pass1_packed(x1, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
+        m_c, m1, s_c, sz, e1 = pass1_packed(x1, w_mask, IS_BF16, HAS_SMOOTHING, E_BF16, ASM)
         x3, t3 = _load_chunk(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                              W_PAD, WBLOCK, FULL)  # fmt: skip
         if PF > 0:
-            _prefetch_rows(logits_w_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
+            prefetch_rows(logits_w_ptr, r1 + (2 + PF) * n_groups, 1, n_groups, n_rows, lw_stride, col0 // 2, pf_bytes)
         if r1 < n_rows:  # (no arrival past the last row: it would take a slot still to be read)
-            _publish_tagged(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, m_c, s_c, sz, SPLIT_P2,
+            publish_tagged(gbase + ((j + 1) & 3) * slot_stride, chunk, j + 1, m_c, s_c, sz, SPLIT_P2,
                             HAS_SMOOTHING)  # fmt: skip
-        lse, sz_row, ok = _await_tagged(base0, j, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING, ASM)
-        lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
+        lse, sz_row, ok = await_tagged(base0, j, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING, ASM)
+        lse, spin_budget = on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
         valid = t0 != ignore_index
         t_in = (t0 >= 0) & (t0 < n_cols)
         t_idx = tl.where(t_in, t0, 0)
@@ -278,11 +224,11 @@ def _ce_split_lean_kernel(
             scale = tl.where(valid, grad_scale, 0.0)  # an ignored row's gradient: exactly 0
             p_scale = (1.0 + 2.0 * z_loss_scale * lse) * scale
             u = label_smoothing / n_cols * scale
-            tl.store(grad_w_ptr + g_off + wcols, _pass2_packed(e0, m0, lse, p_scale, u, IS_BF16, E_BF16, ASM),
+            tl.store(grad_w_ptr + g_off + wcols, pass2_packed(e0, m0, lse, p_scale, u, IS_BF16, E_BF16, ASM),
                      mask=w_mask)  # fmt: skip
             if owner & t_in & valid:
                 # (g_off counts 32-bit words of two logits)
-                _store_target_grad(grad_ptr, g_off, 2, t0, zt0, lse, p_scale, u, label_smoothing, scale)
+                store_target_grad(grad_ptr, g_off, 2, t0, zt0, lse, p_scale, u, label_smoothing, scale)
         x1 = x2
         x2 = x3
         t0 = t1

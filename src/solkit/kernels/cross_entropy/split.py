@@ -51,32 +51,27 @@ Softcapping is not handled here (the caller falls back to the two-sweep kernel).
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
-from solkit.kernels.common.spin import _poll_tagged, _publish_tagged, _spin_until_tagged, _untag
-
-L2E = tl.constexpr(1.4426950408889634)  # log2(e): exponentials in base 2 (one MUFU.EX2 each)
-LN2 = tl.constexpr(0.6931471805599453)
-
-
-@triton.jit
-def _log2(v, FAST: tl.constexpr):
-    if FAST:  # one MUFU.LG2 (relative error ~2^-22) instead of the ~25-instruction precise log2
-        return tl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=f,f", [v], dtype=tl.float32, is_pure=True,
-                                         pack=1)  # fmt: skip
-    return tl.log2(v)
-
-
-@triton.jit
-def _combine(ms, ss, FAST_LOG: tl.constexpr):
-    """lse from the chunks' (max, sum of exp relative to that max); ``FAST_LOG``: ``lg2.approx`` (GPU only)."""
-    big = tl.max(ms, axis=0)
-    return big + _log2(tl.sum(ss * tl.exp2(ms * L2E - big * L2E), axis=0), FAST_LOG) * LN2
+from solkit.kernels.common.device import interpreting, sm_count
+from solkit.kernels.common.exchange import L2E, LN2, chunk_layout, pack, pair_sums, resident_programs, unpack
+from solkit.kernels.common.spin import poll_tagged, publish_tagged
+from solkit.kernels.cross_entropy.chunks import (
+    await_tagged,
+    combine,
+    load_words_row,
+    on_timeout,
+    slot,
+    store_loss,
+    store_target_grad,
+    target_logit,
+    word_chunk_geometry,
+    zero_row,
+)
+from solkit.kernels.cross_entropy.packed import ce_lean_kernel, ce_packed_kernel
 
 
 @triton.jit
@@ -102,46 +97,16 @@ def _exchange_counted(partial_ptr, sync_ptr, group, chunk, n_groups, k, m_c, s_c
     ss = tl.load(base + SPLIT_P2 + offs, mask=pm, other=0.0, volatile=True)
     if HAS_SMOOTHING:
         sz = tl.sum(tl.load(base + 2 * SPLIT_P2 + offs, mask=pm, other=0.0, volatile=True), axis=0)
-    return _combine(ms, ss, False), sz, (arrived >= goal).to(tl.int32)
-
-
-@triton.jit
-def _slot(partial_ptr, group, n_groups, k, SPLIT_P2: tl.constexpr, SLOTS: tl.constexpr):
-    return partial_ptr + ((k % SLOTS) * n_groups + group) * (3 * SPLIT_P2)
-
-
-@triton.jit
-def _await_tagged(base, k, wm, ws, wz, sz, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
-                  HAS_SMOOTHING: tl.constexpr, FAST_LOG: tl.constexpr):  # fmt: skip
-    """From a first read (``wm, ws, wz``), re-read the words until every tag matches (at most ``spin_budget``
-    times: :func:`~solkit.kernels.common.spin._spin_until_tagged`); returns (lse, sum z over the row, 1 if all arrived
-    else 0). ``FAST_LOG``: the row's log by ``lg2.approx``."""
-    wm, ws, wz, ready = _spin_until_tagged(base, k, wm, ws, wz, spin_budget, SPLIT, SPLIT_P2,
-                                           3 if HAS_SMOOTHING else 2)  # fmt: skip
-    if HAS_SMOOTHING:
-        sz = tl.sum(_untag(wz), axis=0)
-    return _combine(_untag(wm), _untag(ws), FAST_LOG), sz, ready
+    return combine(ms, ss, False), sz, (arrived >= goal).to(tl.int32)
 
 
 @triton.jit
 def _exchange_tagged(partial_ptr, group, chunk, n_groups, k, m_c, s_c, sz, spin_budget,
                      SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
-    base = _slot(partial_ptr, group, n_groups, k, SPLIT_P2, 2)
-    _publish_tagged(base, chunk, k, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
-    wm, ws, wz = _poll_tagged(base, k, SPLIT, SPLIT_P2, HAS_SMOOTHING)
-    return _await_tagged(base, k, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING, False)
-
-
-@triton.jit
-def _on_timeout(ok, lse, spin_budget, flag_ptr):
-    """A peer never arrived: NaN for this row, the flag set (once per program; the launcher adds it to the
-    losses), and no more waiting from now on."""
-    if ok == 0:
-        lse = lse + float("nan")
-        if spin_budget > 0:
-            tl.atomic_xchg(flag_ptr, 0x7FC00000)  # the int32 bits of a float NaN
-        spin_budget = 0
-    return lse, spin_budget
+    base = slot(partial_ptr, group, n_groups, k, SPLIT_P2, 2)
+    publish_tagged(base, chunk, k, m_c, s_c, sz, SPLIT_P2, HAS_SMOOTHING)
+    wm, ws, wz = poll_tagged(base, k, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+    return await_tagged(base, k, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING, False)
 
 
 @triton.jit
@@ -156,32 +121,6 @@ def _chunk_stats(x, col_mask, HAS_SMOOTHING: tl.constexpr):
     else:
         sz = 0.0
     return z, e, m_c, m_ref, tl.sum(e, axis=0), sz
-
-
-@triton.jit
-def _store_target_grad(grad_ptr, row, row_stride, target, z_t, lse, p_scale, uniform, label_smoothing, grad_scale):
-    """The target column's gradient, which has ``- (1 - eps) k`` more than the chunk's formula gave it, stored
-    over the chunk's value at ``grad_ptr + row * row_stride + target`` by the program that owns the column (one
-    store per row, no per-element compare; the address is formed after the barrier, as the kernels had it)."""
-    g_t = tl.exp2(z_t * L2E - lse * L2E) * p_scale - uniform - (1.0 - label_smoothing) * grad_scale
-    tl.debug_barrier()  # after every thread's store of this chunk, the target's value wins
-    tl.store(grad_ptr + row * row_stride + target, g_t.to(grad_ptr.dtype.element_ty))
-
-
-@triton.jit
-def _store_loss(loss_ptr, lse_ptr, row64, target, n_cols, col0, col_end, z_t, lse, sz_row, label_smoothing,
-                z_loss_scale, HAS_SMOOTHING: tl.constexpr):  # fmt: skip
-    """A row's loss and lse, stored by the program whose chunk holds the target (column 0 for an out-of-range
-    target); returns (this program owns the target's column, the target is in range)."""
-    t_in = (target >= 0) & (target < n_cols)
-    owner = (tl.where(t_in, target, 0) >= col0) & (tl.where(t_in, target, 0) < col_end)
-    if owner:
-        loss = lse - z_t
-        if HAS_SMOOTHING:
-            loss = (1.0 - label_smoothing) * loss + label_smoothing * (lse - sz_row / n_cols)
-        tl.store(loss_ptr + row64, loss + z_loss_scale * lse * lse)
-        tl.store(lse_ptr + row64, lse)
-    return owner, t_in
 
 
 @triton.jit
@@ -209,23 +148,8 @@ def _finish_row(loss_ptr, lse_ptr, grad_ptr, grad_row_stride, g_row, row64, cols
             g = tl.exp2(z * L2E - lse * L2E) * p_scale - uniform
         tl.store(g_row + cols, g.to(g_row.dtype.element_ty), mask=col_mask)
         if owner & t_in:
-            _store_target_grad(grad_ptr, row64, grad_row_stride, target, z_t, lse, p_scale, uniform, label_smoothing,
+            store_target_grad(grad_ptr, row64, grad_row_stride, target, z_t, lse, p_scale, uniform, label_smoothing,
                                grad_scale)  # fmt: skip
-
-
-@triton.jit
-def _zero_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, BLOCK: tl.constexpr, WRITE_GRAD: tl.constexpr):
-    if chunk == 0:
-        tl.store(loss_ptr + row64, 0.0)
-        tl.store(lse_ptr + row64, 0.0)
-    if WRITE_GRAD:
-        tl.store(g_row + cols, tl.zeros([BLOCK], dtype=g_row.dtype.element_ty), mask=col_mask)
-
-
-@triton.jit
-def _target_logit(logits_ptr, row64, logits_row_stride, target, n_cols):
-    t_in = (target >= 0) & (target < n_cols)
-    return tl.load(logits_ptr + row64 * logits_row_stride + tl.where(t_in, target, 0)).to(tl.float32)
 
 
 @triton.jit
@@ -271,10 +195,10 @@ def _ce_split_kernel(
             target = tl.load(targets_ptr + row64).to(tl.int32)
         g_row = grad_ptr + row64 * grad_row_stride
         if target == ignore_index:
-            _zero_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, BLOCK, WRITE_GRAD)
+            zero_row(loss_ptr, lse_ptr, g_row, row64, cols, col_mask, chunk, BLOCK, WRITE_GRAD)
         else:
             # read before this program arrives at the barrier, hence before any peer overwrites the row
-            z_t = _target_logit(logits_ptr, row64, logits_row_stride, target, n_cols)
+            z_t = target_logit(logits_ptr, row64, logits_row_stride, target, n_cols)
             z, e, m_c, m_ref, s_c, sz = _chunk_stats(x, col_mask, HAS_SMOOTHING)
             if SPLIT > 1:
                 if TAGGED:
@@ -283,84 +207,13 @@ def _ce_split_kernel(
                 else:
                     lse, sz, ok = _exchange_counted(partial_ptr, sync_ptr, group, chunk, n_groups, k, m_c, s_c, sz,
                                                     spin_budget, SPLIT, SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
-                lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
+                lse, spin_budget = on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
                 k += 1
             else:
                 lse = m_ref + tl.log2(s_c) * LN2
             _finish_row(loss_ptr, lse_ptr, grad_ptr, grad_row_stride, g_row, row64, cols, col_mask, chunk, col0,
                         col_end, target, n_cols, z_t, z, e, m_ref, lse, sz, grad_scale, label_smoothing, z_loss_scale,
                         WRITE_GRAD, KEEP_EXP)  # fmt: skip
-
-
-@triton.jit
-def _unpack(w, IS_BF16: tl.constexpr):
-    """Two 16-bit logits packed in an int32 word (little-endian: the even column in the low half) -> fp32."""
-    if IS_BF16:
-        lo = (w << 16).to(tl.float32, bitcast=True)
-        hi = (w & -65536).to(tl.float32, bitcast=True)
-    else:
-        lo = (w & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-        hi = (w >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-    return lo, hi
-
-
-@triton.jit
-def _pack(lo, hi, IS_BF16: tl.constexpr, ASM: tl.constexpr):
-    """fp32 pairs -> one int32 word of two 16-bit values; with ``ASM`` one ``cvt.rn.{bf16,f16}x2.f32`` per
-    pair (F2FP, full rate) instead of two single conversions on the quarter-rate pipe (the MUFU's)."""
-    if ASM:
-        cvt: tl.constexpr = "cvt.rn.bf16x2.f32 $0, $1, $2;" if IS_BF16 else "cvt.rn.f16x2.f32 $0, $1, $2;"
-        return tl.inline_asm_elementwise(cvt, "=r,f,f", [hi, lo], dtype=tl.int32, is_pure=True, pack=1)
-    dt: tl.constexpr = tl.bfloat16 if IS_BF16 else tl.float16
-    lo_bits = lo.to(dt).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    return lo_bits | (hi.to(dt).to(tl.int16, bitcast=True).to(tl.int32) << 16)
-
-
-@triton.jit
-def _pair_sums(w, w_mask, IS_BF16: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
-    """Pass 1 over a packed chunk: (max, sum of 2^((z - m_ref) L), sum z)."""
-    lo, hi = _unpack(w, IS_BF16)
-    m_c = tl.max(tl.maximum(lo, hi), axis=0)  # one block reduction for both halves
-    m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
-    s_c = tl.sum(tl.exp2(lo * L2E - m_ref * L2E) + tl.exp2(hi * L2E - m_ref * L2E), axis=0)
-    if HAS_SMOOTHING:
-        sz = tl.sum(tl.where(w_mask, lo + hi, 0.0), axis=0)
-    else:
-        sz = 0.0
-    return m_c, s_c, sz
-
-
-@triton.jit
-def _word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT: tl.constexpr,
-                         WBLOCK: tl.constexpr, MEAN: tl.constexpr):  # fmt: skip
-    """The program's group and chunk, its columns as 32-bit words (two 16-bit logits each), the row strides in
-    words and the gradient's scale (1 / #non-ignored rows for ``mean``): the preamble of every word-reading kernel."""
-    pid = tl.program_id(0)
-    n_groups = tl.num_programs(0) // SPLIT
-    group = pid // SPLIT
-    chunk = pid % SPLIT
-    col0 = chunk * chunk_cols
-    col_lim = tl.minimum(chunk_cols, n_cols - col0)
-    col_end = col0 + col_lim
-    woffs = tl.arange(0, WBLOCK)
-    wcols = col0 // 2 + woffs
-    w_lim = col_lim // 2
-    w_mask = woffs < w_lim
-    lw_stride = logits_row_stride // 2
-    gw_stride = grad_row_stride // 2
-    if MEAN:
-        grad_scale = 1.0 / tl.maximum(tl.load(n_valid_ptr).to(tl.float32), 1.0)
-    else:
-        grad_scale = 1.0
-    return n_groups, group, chunk, col0, col_lim, col_end, woffs, wcols, w_lim, w_mask, lw_stride, gw_stride, grad_scale
-
-
-@triton.jit
-def _load_words_row(logits_w_ptr, targets_ptr, row, n_rows, w_row_stride, wcols, woffs, w_lim, W_PAD: tl.constexpr):
-    """A row's chunk as int32 words (-inf pairs past the last row) and its target."""
-    w = tl.load(logits_w_ptr + tl.cast(row, tl.int64) * w_row_stride + wcols,
-                mask=woffs < tl.where(row < n_rows, w_lim, 0), other=W_PAD)  # fmt: skip
-    return w, tl.load(targets_ptr + tl.minimum(row, n_rows - 1)).to(tl.int32)
 
 
 @triton.jit
@@ -381,56 +234,56 @@ def _ce_split_reread_kernel(
     W_PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # 0xFF80FF80 / 0xFC00FC00: two -inf
     WBLOCK: tl.constexpr = BLOCK // 2
     n_groups, group, chunk, col0, col_lim, col_end, woffs, wcols, w_lim, w_mask, lw_stride, gw_stride, grad_scale = (
-        _word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT, WBLOCK, MEAN)
+        word_chunk_geometry(n_cols, chunk_cols, logits_row_stride, grad_row_stride, n_valid_ptr, SPLIT, WBLOCK, MEAN)
     )
     uniform = label_smoothing / n_cols * grad_scale
     spin_budget = max_spins
     # prologue: row r published, r + G and r + 2G in flight (r = group < n_rows: the launcher's grid)
-    x0, t0 = _load_words_row(logits_w_ptr, targets_ptr, group, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD)
-    x1, t1 = _load_words_row(logits_w_ptr, targets_ptr, group + n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
+    x0, t0 = load_words_row(logits_w_ptr, targets_ptr, group, n_rows, lw_stride, wcols, woffs, w_lim, W_PAD)
+    x1, t1 = load_words_row(logits_w_ptr, targets_ptr, group + n_groups, n_rows, lw_stride, wcols, woffs, w_lim,
                              W_PAD)  # fmt: skip
-    x2, t2 = _load_words_row(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs,
+    x2, t2 = load_words_row(logits_w_ptr, targets_ptr, group + 2 * n_groups, n_rows, lw_stride, wcols, woffs,
                              w_lim, W_PAD)  # fmt: skip
-    zt0 = _target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
-    m_c, s_c, sz = _pair_sums(x0, w_mask, IS_BF16, HAS_SMOOTHING)
+    zt0 = target_logit(logits_ptr, group.to(tl.int64), logits_row_stride, t0, n_cols)
+    m_c, s_c, sz = pair_sums(x0, w_mask, IS_BF16, HAS_SMOOTHING)
     v0 = t0 != ignore_index
     k0 = 0
     if v0:
-        _publish_tagged(_slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4), chunk, k0, m_c, s_c, sz, SPLIT_P2,
+        publish_tagged(slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4), chunk, k0, m_c, s_c, sz, SPLIT_P2,
                         HAS_SMOOTHING)  # fmt: skip
     k1 = v0.to(tl.int32)
     for row in tl.range(group, n_rows, n_groups, loop_unroll_factor=UNROLL):
         row64 = tl.cast(row, tl.int64)
         r1 = row + n_groups
-        x3, t3 = _load_words_row(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs,
+        x3, t3 = load_words_row(logits_w_ptr, targets_ptr, r1 + 2 * n_groups, n_rows, lw_stride, wcols, woffs,
                                  w_lim, W_PAD)  # fmt: skip
         xr = tl.load(logits_w_ptr + row64 * lw_stride + wcols, mask=w_mask, other=W_PAD)  # row r again: from L2
-        base0 = _slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4)
-        wm, ws, wz = _poll_tagged(base0, k0, SPLIT, SPLIT_P2, HAS_SMOOTHING)
+        base0 = slot(partial_ptr, group, n_groups, k0, SPLIT_P2, 4)
+        wm, ws, wz = poll_tagged(base0, k0, SPLIT, SPLIT_P2, HAS_SMOOTHING)
         v1 = (r1 < n_rows) & (t1 != ignore_index)
-        zt1 = _target_logit(logits_ptr, tl.minimum(r1, n_rows - 1).to(tl.int64), logits_row_stride, t1, n_cols)
-        m_c, s_c, sz = _pair_sums(x1, w_mask, IS_BF16, HAS_SMOOTHING)
+        zt1 = target_logit(logits_ptr, tl.minimum(r1, n_rows - 1).to(tl.int64), logits_row_stride, t1, n_cols)
+        m_c, s_c, sz = pair_sums(x1, w_mask, IS_BF16, HAS_SMOOTHING)
         if v1:
-            _publish_tagged(_slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 4), chunk, k1, m_c, s_c, sz,
+            publish_tagged(slot(partial_ptr, group, n_groups, k1, SPLIT_P2, 4), chunk, k1, m_c, s_c, sz,
                             SPLIT_P2, HAS_SMOOTHING)  # fmt: skip
         g_row_w = grad_w_ptr + row64 * gw_stride
         if v0:
-            lse, sz_row, ok = _await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
+            lse, sz_row, ok = await_tagged(base0, k0, wm, ws, wz, sz, spin_budget, SPLIT, SPLIT_P2,
                                             HAS_SMOOTHING, False)  # fmt: skip
-            lse, spin_budget = _on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
-            owner, t_in = _store_loss(loss_ptr, lse_ptr, row64, t0, n_cols, col0, col_end, zt0, lse, sz_row,
+            lse, spin_budget = on_timeout(ok, lse, spin_budget, sync_ptr + n_groups)
+            owner, t_in = store_loss(loss_ptr, lse_ptr, row64, t0, n_cols, col0, col_end, zt0, lse, sz_row,
                                       label_smoothing, z_loss_scale, HAS_SMOOTHING)  # fmt: skip
             if WRITE_GRAD:
                 p_scale = (1.0 + 2.0 * z_loss_scale * lse) * grad_scale
-                lo, hi = _unpack(xr, IS_BF16)
+                lo, hi = unpack(xr, IS_BF16)
                 g_lo = tl.exp2(lo * L2E - lse * L2E) * p_scale - uniform
                 g_hi = tl.exp2(hi * L2E - lse * L2E) * p_scale - uniform
-                tl.store(g_row_w + wcols, _pack(g_lo, g_hi, IS_BF16, ASM), mask=w_mask)
+                tl.store(g_row_w + wcols, pack(g_lo, g_hi, IS_BF16, ASM), mask=w_mask)
                 if owner & t_in:
-                    _store_target_grad(grad_ptr, row64, grad_row_stride, t0, zt0, lse, p_scale, uniform,
+                    store_target_grad(grad_ptr, row64, grad_row_stride, t0, zt0, lse, p_scale, uniform,
                                        label_smoothing, grad_scale)  # fmt: skip
         else:
-            _zero_row(loss_ptr, lse_ptr, g_row_w, row64, wcols, w_mask, chunk, WBLOCK, WRITE_GRAD)
+            zero_row(loss_ptr, lse_ptr, g_row_w, row64, wcols, w_mask, chunk, WBLOCK, WRITE_GRAD)
         x1 = x2
         x2 = x3
         t0 = t1
@@ -440,49 +293,6 @@ def _ce_split_reread_kernel(
         v0 = v1
         k0 = k1
         k1 = k1 + v1.to(tl.int32)
-
-
-def chunk_layout(n_cols: int, block: int) -> tuple[int, int, int]:
-    """(split, chunk_cols, block) for a row of ``n_cols``: as few chunks of at most ``block`` columns as
-    possible, chunk widths a multiple of 16 (16-byte vector loads), ``block`` shrunk to the chunk's power of 2."""
-    split = triton.cdiv(n_cols, block)
-    chunk_cols = triton.cdiv(triton.cdiv(n_cols, split), 16) * 16
-    split = triton.cdiv(n_cols, chunk_cols)  # rounding up the width can leave the last chunk empty
-    return split, chunk_cols, triton.next_power_of_2(chunk_cols)
-
-
-def programs_per_sm(n_regs: int, shared: int, num_warps: int, *, regs_sm: int = 65536, smem_sm: int = 228 * 1024,
-                    threads_sm: int = 2048, max_blocks: int = 32) -> dict[str, int]:  # fmt: skip
-    """Resident programs per SM by each limit: registers (allocated per warp in units of 256), shared
-    memory (+1 KB the driver reserves per block), threads, blocks; ``min`` of the values is the answer."""
-    regs_per_warp = triton.cdiv(max(n_regs, 1) * 32, 256) * 256
-    return {
-        "regs": regs_sm // (regs_per_warp * num_warps),
-        "smem": smem_sm // (shared + 1024),
-        "threads": threads_sm // (num_warps * 32),
-        "blocks": max_blocks,
-    }
-
-
-def resident_programs(kernel, num_warps: int, device: torch.device) -> tuple[int, dict]:
-    """How many programs of a compiled Triton kernel the GPU holds at once, and the facts behind it."""
-    if hasattr(kernel, "_init_handles"):
-        kernel._init_handles()  # loads the binary: fills n_regs / n_spills
-    props = torch.cuda.get_device_properties(device)
-    n_regs, shared = int(kernel.n_regs), int(kernel.metadata.shared)
-    limits = programs_per_sm(
-        n_regs, shared, num_warps, regs_sm=getattr(props, "regs_per_multiprocessor", 65536),
-        smem_sm=getattr(props, "shared_memory_per_multiprocessor", 228 * 1024),
-        threads_sm=getattr(props, "max_threads_per_multi_processor", 2048),
-    )  # fmt: skip
-    per_sm = min(limits.values())
-    info = {"n_regs": n_regs, "n_spills": int(getattr(kernel, "n_spills", 0)), "shared": shared,
-            "per_sm_limits": limits, "resident_per_sm": per_sm}  # fmt: skip
-    return per_sm * props.multi_processor_count, info
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def _packable(t: torch.Tensor) -> bool:
@@ -507,8 +317,8 @@ def launch_cross_entropy_split(
     of even length and row stride, else 0; ``unroll``: their row loop. ``groups`` caps the number of groups."""
     n_rows, n_cols = logits.shape
     split, chunk_cols, blk = chunk_layout(n_cols, block)
-    interpreting = _interpreting() or logits.device.type != "cuda"
-    if interpreting and split > 1 and groups is None:
+    interp = interpreting() or logits.device.type != "cuda"
+    if interp and split > 1 and groups is None:
         return None  # programs run one after another there: the barrier could never be met
     if skew not in (0, 3, 4, 5):
         raise SolkitError(f"cross_entropy: split skew must be 0 (plain), 3 (reread), 4/5 (packed), got {skew} "
@@ -522,23 +332,21 @@ def launch_cross_entropy_split(
     if skew == 0:
         meta.update(KEEP_EXP=int(keep_exp), PREFETCH=int(prefetch), TAGGED=int(tagged))
     if skew:
-        meta.update(IS_BF16=logits.dtype == torch.bfloat16, ASM=not interpreting, UNROLL=int(unroll))
+        meta.update(IS_BF16=logits.dtype == torch.bfloat16, ASM=not interp, UNROLL=int(unroll))
     kernel_fn = _ce_split_reread_kernel if skew else _ce_split_kernel
-    if skew >= 4:  # the packed kernels (their module imports this one)
-        from solkit.kernels.cross_entropy import packed as _ce_packed
-
-        kernel_fn = _ce_packed._ce_split_packed_kernel if skew == 4 else _ce_packed._ce_split_lean_kernel
+    if skew >= 4:  # the packed kernels (:mod:`solkit.kernels.cross_entropy.packed`)
+        kernel_fn = ce_packed_kernel if skew == 4 else ce_lean_kernel
         aligned = logits.data_ptr() % 16 == 0 and logits.stride(0) % 8 == 0  # the bulk prefetch's 16 bytes
-        meta.update(PASS2_BF16=int(pass2_bf16), FULL=int(full_chunks), PF=l2_prefetch if aligned and not interpreting
+        meta.update(PASS2_BF16=int(pass2_bf16), FULL=int(full_chunks), PF=l2_prefetch if aligned and not interp
                     else 0, **({"EARLY_LOAD": int(early_load)} if skew == 4 else {}))  # fmt: skip
         if full_chunks:  # chunks of exactly BLOCK columns but the last (loaded without masks)
             split, chunk_cols = triton.cdiv(n_cols, blk), blk
             meta.update(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2))
-    if maxnreg and not interpreting:
+    if maxnreg and not interp:
         meta["maxnreg"] = maxnreg
     info: dict = {"split": split, "chunk_cols": chunk_cols, "block": blk}
-    n_sms = torch.cuda.get_device_properties(logits.device).multi_processor_count if not interpreting else 1
-    most = max(1, min(n_rows, groups or n_rows, 4 if interpreting else programs_per_sm * n_sms // split))
+    n_sms = sm_count(logits) if not interp else 1
+    most = max(1, min(n_rows, groups or n_rows, 4 if interp else programs_per_sm * n_sms // split))
     # one zeroed buffer (one memset per call): the counters + timeout flag, then the partials (fp32, or
     # 64-bit tagged words), 16-byte aligned (the same specialisation whatever the grid)
     n_sync = (most + 4) // 4 * 4
@@ -555,7 +363,7 @@ def launch_cross_entropy_split(
     else:
         args = [logits, grad_arg, targets, losses, lse, n_valid, sync, partials, *tail]
     n_groups = most
-    if not interpreting:
+    if not interp:
         # compile (no launch) to read registers / shared memory: the whole grid must be resident at once or
         # the barrier deadlocks (it would then time out into NaN)
         kernel = kernel_fn.warmup(*args, grid=(1,), **meta)

@@ -29,15 +29,20 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels.common.device import interpreting
-from solkit.kernels.common.tuned import path_options
-from solkit.kernels.cross_entropy.packed import _prefetch_rows
-from solkit.kernels.cross_entropy.split import L2E, _pack, _unpack
+from solkit.errors import SolkitError
+from solkit.kernels.common import tuned
+from solkit.kernels.common.device import interpreting, sm_count
+from solkit.kernels.common.exchange import L2E, pack, prefetch_rows, unpack
 
-#: Launch defaults: warps, resident programs per SM, rows in flight (1-4), L2 prefetch rows ahead of them,
-#: cache hints, kept exponentials (2: bf16 pairs for bf16 inputs; f16 pairs otherwise), words per thread and
-#: vector (``vec`` 4: 16-byte loads, tiles of ``128 num_warps`` words; 2: 8-byte loads, ``64 num_warps``).
-ROWS_CONFIG = {"num_warps": 8, "per_sm": 2, "depth": 2, "l2_prefetch": 0, "hint": 1, "keep_e": 2, "vec": 4}
+_TUNED = tuned.load("softmax", "rows")
+#: Launch defaults (``configs.yaml``, entry ``rows``): warps, resident programs per SM, rows in flight (1-4), L2
+#: prefetch rows ahead of them, cache hints, kept exponentials (2: bf16 pairs for bf16 inputs; f16 pairs
+#: otherwise), words per thread and vector (``vec`` 4: 16-byte loads, tiles of ``128 num_warps`` words; 2: 8-byte
+#: loads, ``64 num_warps``).
+ROWS_CONFIG = _TUNED["config"]
+#: When no path is asked for: the rows path on a GPU for 16-bit inputs whose width lies in one of ``ranges``
+#: ``(min_cols, max_cols, options)`` (and tiles exactly; else the next path).
+ROWS_DEFAULT = {"ranges": _TUNED["ranges"]}
 
 
 def row_pieces(n_cols: int, num_warps: int, vec: int = 4) -> tuple[int, int, int] | None:
@@ -89,30 +94,30 @@ def _load_row(xu_ptr, row, n_rows, stride, R0: tl.constexpr, R1: tl.constexpr, R
 
 @triton.jit
 def _piece_max(w, IS_BF16: tl.constexpr):
-    lo, hi = _unpack(w, IS_BF16)
+    lo, hi = unpack(w, IS_BF16)
     return tl.max(tl.maximum(lo, hi), axis=0)  # over the tile rows: inside each thread
 
 
 @triton.jit
 def _piece_exp(w, m2, IS_BF16: tl.constexpr, E_BF16: tl.constexpr, ASM: tl.constexpr):
     """(per-column sums of ``2^(x L - m2)``, the exponentials packed as 16-bit pairs)."""
-    lo, hi = _unpack(w, IS_BF16)
+    lo, hi = unpack(w, IS_BF16)
     e_lo = tl.exp2(lo * L2E - m2)
     e_hi = tl.exp2(hi * L2E - m2)
-    return tl.sum(e_lo + e_hi, axis=0), _pack(e_lo, e_hi, E_BF16, ASM)
+    return tl.sum(e_lo + e_hi, axis=0), pack(e_lo, e_hi, E_BF16, ASM)
 
 
 @triton.jit
 def _piece_out(e, inv, IS_BF16: tl.constexpr, E_BF16: tl.constexpr, ASM: tl.constexpr):
     """Output words ``e * inv`` of a piece's kept exponentials."""
     if E_BF16 and ASM:
-        cw = tl.broadcast_to(_pack(inv, inv, True, ASM), e.shape)
+        cw = tl.broadcast_to(pack(inv, inv, True, ASM), e.shape)
         zw = tl.full(e.shape, -2147450880, tl.int32)  # (-0.0, -0.0) as bf16 pairs: e * c + (-0) = e * c
         return tl.inline_asm_elementwise("fma.rn.bf16x2 $0, $1, $2, $3;", "=r,r,r,r", [e, cw, zw], dtype=tl.int32,
                                          is_pure=True, pack=1)  # fmt: skip
     else:
-        e_lo, e_hi = _unpack(e, E_BF16)
-        return _pack(e_lo * inv, e_hi * inv, IS_BF16, ASM)
+        e_lo, e_hi = unpack(e, E_BF16)
+        return pack(e_lo * inv, e_hi * inv, IS_BF16, ASM)
 
 
 @triton.jit
@@ -172,7 +177,7 @@ def _softmax_fwd_rows_kernel(
     if DEPTH >= 4:
         a4, b4, c4 = _load_row(xu_ptr, pid + 3 * step, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
     if PF > 0:
-        _prefetch_rows(xu_ptr, pid + DEPTH * step, PF, step, n_rows, x_stride, 0, pf_bytes)
+        prefetch_rows(xu_ptr, pid + DEPTH * step, PF, step, n_rows, x_stride, 0, pf_bytes)
     for row in tl.range(pid, n_rows, step):
         a0, b0, c0 = a1, b1, c1
         if DEPTH == 1:
@@ -190,7 +195,7 @@ def _softmax_fwd_rows_kernel(
             a3, b3, c3 = a4, b4, c4
             a4, b4, c4 = _load_row(xu_ptr, row + 4 * step, n_rows, x_stride, R0, R1, R2, U, HINT, VEC)
         if PF > 0:
-            _prefetch_rows(xu_ptr, row + (DEPTH + PF) * step, 1, step, n_rows, x_stride, 0, pf_bytes)
+            prefetch_rows(xu_ptr, row + (DEPTH + PF) * step, 1, step, n_rows, x_stride, 0, pf_bytes)
         _softmax_row(a0, b0, c0, yu_ptr, row, n_rows, y_stride, R0, R1, R2, U, IS_BF16, E_BF16, ASM, HINT, VEC)
 
 
@@ -222,11 +227,9 @@ def softmax_forward_rows(
     per_sm = per_sm or cfg["per_sm"]
     depth = int(depth or cfg["depth"])
     if depth not in (1, 2, 3, 4):
-        from solkit.errors import SolkitError
-
         raise SolkitError(f"softmax rows: depth must be 1 to 4, got {depth}")
     interp = x.device.type != "cuda" or interpreting()
-    n_sms = sms or (4 if interp else torch.cuda.get_device_properties(x.device).multi_processor_count)
+    n_sms = sms or (4 if interp else sm_count(x))
     grid = max(1, min(x.shape[0], programs or per_sm * n_sms))
     is_bf16 = x.dtype == torch.bfloat16
     keep = cfg["keep_e"] if keep_e is None else keep_e
@@ -242,19 +245,3 @@ def softmax_forward_rows(
     if not interp and k is not None:
         facts.update(n_regs=int(getattr(k, "n_regs", -1)), n_spills=int(getattr(k, "n_spills", -1)))
     return facts
-
-
-#: When the caller leaves ``rows``, ``packed``, ``coop`` and ``split`` None: the rows path on a GPU for 16-bit
-#: inputs whose width lies in one of ``ranges`` ``(min_cols, max_cols, options)`` (and tiles exactly; else the
-#: next path). H200 (session 6 round 2, 8192 x 14336 bf16): one 8-warp program an SM, 3 rows in flight, one row
-#: bulk-prefetched into L2, plain stores: 118.8 / 118.9 us against the one-chunk packed forward's 120.4-120.8
-#: (copy 111.3); 2 programs an SM without prefetch 124.3 (round 1).
-ROWS_DEFAULT: dict = {
-    "ranges": [(12289, 16384, {"num_warps": 8, "vec": 4, "per_sm": 1, "depth": 3, "l2_prefetch": 1, "hint": 0})]
-}
-
-
-def rows_options(rows, packed, coop, split, t: torch.Tensor) -> dict | None:
-    """Options of the rows path, or None when it is not taken: an explicit ``rows`` wins, an explicit
-    ``packed``/``coop``/``split`` excludes it, else :data:`ROWS_DEFAULT` (16-bit inputs on a GPU)."""
-    return path_options(rows, (packed, coop, split), t, ROWS_DEFAULT["ranges"])

@@ -5,8 +5,8 @@ Math as in :mod:`solkit.kernels.softmax.dispatch` (``y = exp(x - m) / s``; backw
 Why: the looped path reads a wide row twice (statistics, then output); with one 32-warp program per
 SM, 132 rows are in flight (33 MB of 128256-wide bf16 rows, 67 MB at 256k, plus the outputs streaming
 through), more than the L2 keeps, so nearly all of the second read comes from DRAM again (0.70 of the
-one-read-one-write bound at 128k on the H200). The cooperative path keeps row segments in registers
-but pays a partner synchronisation per row segment, and its per-row latency chain dominates.
+one-read-one-write bound at 128k on the H200). Keeping row segments in registers instead (a cooperative
+path) pays a partner synchronisation per row segment, and its per-row latency chain dominates.
 
 Here ``S`` programs split each row into segments of ``N / S`` columns and stream them in chunks:
 
@@ -32,56 +32,15 @@ DRAM; the partial slots, ``M*S*8`` bytes, are extra).
 
 from __future__ import annotations
 
+import functools
+
+import torch
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _online_max_sum(row_ptr, c0, c1, CHUNK: tl.constexpr, POLICY: tl.constexpr, PREFETCH: tl.constexpr):
-    """``(max, sum(exp(x - max)))`` of ``row_ptr[c0:c1]``, chunk by chunk: a running max (a scalar, one
-    block reduction per chunk) and per-lane sums rescaled by it. ``PREFETCH``: the next chunk is
-    loaded before the current one is reduced (a register double buffer)."""
-    cols = tl.arange(0, CHUNK)
-    neg_inf = -float("inf")
-    m_run = tl.max(tl.full([CHUNK], neg_inf, tl.float32), axis=0)
-    s_vec = tl.zeros([CHUNK], tl.float32)
-    if PREFETCH:
-        x_next = tl.load(row_ptr + c0 + cols, mask=c0 + cols < c1, other=neg_inf, eviction_policy=POLICY)
-    for start in range(c0, c1, CHUNK):
-        if PREFETCH:
-            x = x_next.to(tl.float32)
-            nxt = start + CHUNK + cols
-            x_next = tl.load(row_ptr + nxt, mask=nxt < c1, other=neg_inf, eviction_policy=POLICY)
-        else:
-            x = tl.load(row_ptr + start + cols, mask=start + cols < c1, other=neg_inf, eviction_policy=POLICY)
-            x = x.to(tl.float32)
-        m_new = tl.maximum(m_run, tl.max(x, axis=0))
-        m_safe = tl.where(m_new == neg_inf, 0.0, m_new)  # an all -inf prefix must not make NaN
-        s_vec = s_vec * tl.exp(m_run - m_safe) + tl.exp(x - m_safe)
-        m_run = m_new
-    return m_run, tl.sum(s_vec, axis=0)
-
-
-@triton.jit
-def _dot_range(y_row, dy_row, c0, c1, CHUNK: tl.constexpr, POLICY: tl.constexpr, PREFETCH: tl.constexpr):
-    """``sum(y * dy)`` over ``[c0, c1)``; ``PREFETCH``: the next chunk loaded before the current one is used."""
-    cols = tl.arange(0, CHUNK)
-    acc = tl.zeros([CHUNK], tl.float32)
-    if PREFETCH:
-        y_next = tl.load(y_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy=POLICY)
-        dy_next = tl.load(dy_row + c0 + cols, mask=c0 + cols < c1, other=0.0, eviction_policy=POLICY)
-    for start in range(c0, c1, CHUNK):
-        if PREFETCH:
-            y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
-            nxt = start + CHUNK + cols
-            y_next = tl.load(y_row + nxt, mask=nxt < c1, other=0.0, eviction_policy=POLICY)
-            dy_next = tl.load(dy_row + nxt, mask=nxt < c1, other=0.0, eviction_policy=POLICY)
-        else:
-            mask = start + cols < c1
-            y = tl.load(y_row + start + cols, mask=mask, other=0.0, eviction_policy=POLICY).to(tl.float32)
-            dy = tl.load(dy_row + start + cols, mask=mask, other=0.0, eviction_policy=POLICY).to(tl.float32)
-        acc += y * dy
-    return tl.sum(acc, axis=0)
+from solkit.kernels.common.device import interpreting, sm_count
+from solkit.kernels.common.rows import register_cap
+from solkit.kernels.softmax.streaming import dot_range, online_max_sum
 
 
 @triton.jit
@@ -125,7 +84,7 @@ def _fwd_finish(x_ptr, y_ptr, part_ptr, row, n_cols, x_stride, y_stride, c0, c1,
         m_all = tl.max(ms, axis=0)
         s_all = tl.sum(tl.where(km & (ms > -float("inf")), lo * tl.exp(ms - m_all), 0.0), axis=0)
     else:  # partners never published (not resident, or the interpreter): the whole row, here
-        m_all, s_all = _online_max_sum(x_row, 0, n_cols, CHUNK, "evict_first", True)
+        m_all, s_all = online_max_sum(x_row, 0, n_cols, CHUNK, "evict_first", True)
     inv_s = 1.0 / s_all
     y_row = y_ptr + row.to(tl.int64) * y_stride
     for start in range(c0, c1, CHUNK):
@@ -154,7 +113,7 @@ def _bwd_finish(dy_ptr, y_ptr, dx_ptr, part_ptr, row, n_cols, dy_stride, y_strid
     if missing == 0:
         dot_all = tl.sum(tl.where(km, p, 0.0), axis=0)
     else:  # partners never published: the whole row's dot product, here
-        dot_all = _dot_range(y_row, dy_row, 0, n_cols, CHUNK, "evict_first", True)
+        dot_all = dot_range(y_row, dy_row, 0, n_cols, CHUNK, "evict_first", True)
     dx_row = dx_ptr + r64 * dx_stride
     for start in range(c0, c1, CHUNK):
         y, dy = y_next.to(tl.float32), dy_next.to(tl.float32)
@@ -186,10 +145,10 @@ def _softmax_split_kernel(
         if row < n_rows:  # rows past the end: every program of the group skips them alike
             r64 = row.to(tl.int64)
             if BACKWARD:
-                dot = _dot_range(b_ptr + r64 * b_stride, a_ptr + r64 * a_stride, c0, c1, CHUNK, "evict_last", True)
+                dot = dot_range(b_ptr + r64 * b_stride, a_ptr + r64 * a_stride, c0, c1, CHUNK, "evict_last", True)
                 tl.store(part_ptr + r64 * SEGS + seg, dot)
             else:
-                m_loc, s_loc = _online_max_sum(a_ptr + r64 * a_stride, c0, c1, CHUNK, "evict_last", True)
+                m_loc, s_loc = online_max_sum(a_ptr + r64 * a_stride, c0, c1, CHUNK, "evict_last", True)
                 # sum in the low half, zero-extended (via uint32); max in the high half
                 s_bits = s_loc.to(tl.int32, bitcast=True).to(tl.uint32).to(tl.int64)
                 bits = (m_loc.to(tl.int32, bitcast=True).to(tl.int64) << 32) | s_bits
@@ -220,3 +179,43 @@ def split_plan(n_rows: int, n_cols: int, segment: int, slots: int) -> tuple[int,
     seg_len = triton.cdiv(triton.cdiv(n_cols, segs), 16) * 16
     groups = max(min(slots // segs, n_rows), 1)
     return groups * segs, segs, seg_len
+
+
+def max_spin() -> int:
+    """Polls before a program stops waiting for its partners and computes the row statistics itself: none
+    under the interpreter (programs run one after another), 4096 on a GPU (milliseconds, far beyond a
+    normal wait of a few microseconds)."""
+    return 0 if interpreting() else 1 << 12
+
+
+def launch_split(backward: bool, ptrs, strides, opts: dict, num_warps: int | None = None) -> bool:
+    """Launch the split-row kernel on ``ptrs`` (forward: x, x, y; backward: dy, y, dx) with the options ``opts``
+    (``segment``, ``chunk``, ``num_warps``, ``per_sm``, ``lookahead``); False, with nothing launched, when a row
+    needs more programs than can be resident at once."""
+    t = ptrs[0]
+    n_rows, n_cols = t.shape
+    plan = split_plan(n_rows, n_cols, opts["segment"], sm_count(t) * opts["per_sm"])
+    if plan is None:
+        return False
+    grid, segs, seg_len = plan
+    nw = num_warps or opts["num_warps"]
+    if not backward:  # (max, sum) bit patterns; all ones = NaN = not published
+        part = torch.full((n_rows * segs,), -1, dtype=torch.int64, device=t.device)
+    else:
+        part = torch.full((n_rows * segs,), float("nan"), dtype=torch.float32, device=t.device)
+    _softmax_split_kernel[(grid,)](
+        *ptrs, part, n_rows, n_cols, *strides, seg_len, max_spin(), BACKWARD=backward,
+        SEGS=segs, SEGS_P2=triton.next_power_of_2(segs), CHUNK=min(opts["chunk"], triton.next_power_of_2(seg_len)),
+        LOOKAHEAD=int(opts["lookahead"]), num_warps=nw, maxnreg=register_cap(opts["per_sm"], nw),
+    )  # fmt: skip
+    return True
+
+
+@functools.cache
+def _l2_bytes_of(index: int) -> int:
+    return int(getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or 50 * 2**20)
+
+
+def l2_bytes(t: torch.Tensor) -> int:
+    """L2 bytes of ``t``'s CUDA device (50 MiB when the driver does not say)."""
+    return _l2_bytes_of(t.device.index if t.device.index is not None else torch.cuda.current_device())

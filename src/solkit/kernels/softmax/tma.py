@@ -19,42 +19,28 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels.common.device import interpreting
-from solkit.kernels.common.spin import _poll_tagged, _publish_tagged, _tags_match, _untag
-from solkit.kernels.common.tuned import path_options
-from solkit.kernels.cross_entropy.packed import _prefetch_rows
-from solkit.kernels.cross_entropy.split import L2E, _pack, _unpack, resident_programs
-from solkit.kernels.softmax.packed import _await_stats, _log2, _partials, _sms
-from solkit.kernels.softmax.split import _online_max_sum
+from solkit.kernels.common import tuned
+from solkit.kernels.common.device import interpreting, sm_count, use_descriptor_scratch
+from solkit.kernels.common.exchange import (
+    L2E,
+    await_max_sum,
+    fast_log2,
+    pack,
+    prefetch_rows,
+    resident_programs,
+    tagged_slots,
+    unpack,
+)
+from solkit.kernels.common.spin import poll_tagged, publish_tagged, tags_match, untag
+from solkit.kernels.softmax.streaming import online_max_sum
 
-#: Launch defaults: 128-word blocks per chunk (16: 4096 columns), warps, programs per SM, pipeline stages.
-TMA_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "hint": 1}
-#: When the caller leaves ``tma``, ``rows``, ``packed``, ``coop`` and ``split`` None: the TMA forward on a GPU for
-#: 16-bit rows whose width lies in one of ``ranges`` ``(min_cols, max_cols, options)`` (and is a multiple of 256;
-#: else the next path). H200, bf16, the harness's median (docs/kernels/norms.md, "Wide softmax, session 7"):
-#: 8192 x 128256, 4096-column chunks on 2-warp programs, 6 an SM (24 groups, 167 registers: no spills), 2 stages
-#: (one TMA box in flight, the L2 prefetch one row further: 2 rows staged ahead, not 3), one-word partials polled
-#: by one thread each, 100 ns back-off: 1057.7 us (0.930; round 2) against 3 stages 1067.6 / 1066.5 / 1067.8
-#: (0.921-0.922; 1066.9 / 1065.6 in round 1) and the session-6 default's 8 an SM 1100.0-1101.1 (0.893-0.894);
-#: round 3 (the table of record): 1057.9-1059.1 against 3 stages 1064.0-1066.3 and 8 an SM 1102.0 / 1102.2;
-#: 6 an SM with the two-word exchange 1073.9-1076.9, 24 groups at 128 registers 1070.5 / 1070.2 (the one-word
-#: form there spills: 1088-1131), back-off 30-1000 ns alike; 4096 x 128256 (3 stages): 533.3 / 531.4 against
-#: 551.7. 1024 x 262144: 8192-column chunks on 4-warp programs, 3 an SM, 3 stages, prefetch: 271.5 / 271.6 / 270.9
-#: against 4 an SM 279.5-280.0 (rounds 1-2). Session 6: 8 an SM 1103.2 against the register-packed 1142.5, the L2
-#: prefetch essential (1378.1 without).
-TMA_DEFAULT: dict = {
-    "ranges": [
-        (65537, 196607, {"blocks": 16, "num_warps": 2, "per_sm": 6, "stages": 2, "l2_prefetch": 1, "word1": 2,
-                         "backoff": 100}),
-        (196608, 524288, {"blocks": 32, "num_warps": 4, "per_sm": 3, "stages": 3, "l2_prefetch": 1}),
-    ]
-}  # fmt: skip
-
-
-def tma_options(tma, explicit: tuple, t: torch.Tensor) -> dict | None:
-    """Options of the TMA forward, or None when it is not taken: an explicit ``tma`` wins, any other explicit
-    path choice (``explicit``: rows, packed, coop, split) excludes it, else :data:`TMA_DEFAULT` (16-bit, GPU)."""
-    return path_options(tma, explicit, t, TMA_DEFAULT["ranges"])
+_TUNED = tuned.load("softmax", "tma")
+#: Launch defaults (``configs.yaml``, entry ``tma``): 128-word blocks per chunk (16: 4096 columns), warps, programs
+#: per SM, pipeline stages, store hint.
+TMA_CONFIG = _TUNED["config"]
+#: When no path is asked for: the TMA forward on a GPU for 16-bit rows whose width lies in one of ``ranges``
+#: ``(min_cols, max_cols, options)`` (and is a multiple of 256; else the next path).
+TMA_DEFAULT: dict = {"ranges": _TUNED["ranges"]}
 
 
 @triton.jit
@@ -79,10 +65,10 @@ def _spin_words(base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexp
     tag = want << 32
     wm = tl.where(offs < SPLIT, wm, tag | 0xFF800000)
     ws = tl.where(offs < SPLIT, ws, tag)
-    ready = _tags_match(wm, ws, ws, want)
-    ms = _untag(wm)
+    ready = tags_match(wm, ws, ws, want)
+    ms = untag(wm)
     big = tl.max(ms, axis=0)
-    return big, tl.sum(_untag(ws) * tl.exp(ms - big), axis=0), ready
+    return big, tl.sum(untag(ws) * tl.exp(ms - big), axis=0), ready
 
 
 @triton.jit
@@ -137,7 +123,7 @@ def _spin_word(base, j, spin_budget, SPLIT: tl.constexpr, NL: tl.constexpr, BACK
 
 
 @triton.jit
-def _row_stats(x_ptr, row, x_stride, n_cols, base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
+def row_stats(x_ptr, row, x_stride, n_cols, base, j, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
                ASM: tl.constexpr, FALLBACK: tl.constexpr, WORD1: tl.constexpr = 0,
                BACKOFF: tl.constexpr = 0):  # fmt: skip
     """The row's (M, S) from the group's words of arrival ``j`` (on a GPU the PTX spin of :func:`_spin_words`, or
@@ -154,11 +140,11 @@ def _row_stats(x_ptr, row, x_stride, n_cols, base, j, spin_budget, SPLIT: tl.con
     elif ASM:
         big, total, ok = _spin_words(base, j, spin_budget, SPLIT, SPLIT_P2)
     else:
-        wm, ws, _wz = _poll_tagged(base, j, SPLIT, SPLIT_P2, False)
-        big, total, ok = _await_stats(base, j, wm, ws, 0, SPLIT, SPLIT_P2)
+        wm, ws, _wz = poll_tagged(base, j, SPLIT, SPLIT_P2, False)
+        big, total, ok = await_max_sum(base, j, wm, ws, 0, SPLIT, SPLIT_P2)
     if ok == 0:
         if FALLBACK:
-            big, total = _online_max_sum(x_ptr + tl.cast(row, tl.int64) * x_stride, 0, n_cols, 1024, "", False)
+            big, total = online_max_sum(x_ptr + tl.cast(row, tl.int64) * x_stride, 0, n_cols, 1024, "", False)
         else:
             big = big + float("nan")
         spin_budget = 0
@@ -166,36 +152,36 @@ def _row_stats(x_ptr, row, x_stride, n_cols, base, j, spin_budget, SPLIT: tl.con
 
 
 @triton.jit
-def _publish(base, chunk, j, m_c, s_c, SPLIT_P2: tl.constexpr, WORD1: tl.constexpr):
+def publish_stats(base, chunk, j, m_c, s_c, SPLIT_P2: tl.constexpr, WORD1: tl.constexpr):
     """Arrival ``j``'s ``(max, sum)``: one word (``WORD1``, :func:`_publish_word`) or two tagged words."""
     if WORD1:
         _publish_word(base, chunk, j, m_c, s_c)
     else:
-        _publish_tagged(base, chunk, j, m_c, s_c, 0.0, SPLIT_P2, False)
+        publish_tagged(base, chunk, j, m_c, s_c, 0.0, SPLIT_P2, False)
 
 
 @triton.jit
-def _tma_pass1(w, E_BF16: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr):
-    lo, hi = _unpack(w, IS_BF16)
+def tma_pass1(w, E_BF16: tl.constexpr, IS_BF16: tl.constexpr, ASM: tl.constexpr):
+    lo, hi = unpack(w, IS_BF16)
     m_c = tl.max(tl.max(tl.maximum(lo, hi), axis=1), axis=0)
     m_ref = tl.where(m_c == -float("inf"), 0.0, m_c)
     e_lo = tl.exp2(lo * L2E - m_ref * L2E)
     e_hi = tl.exp2(hi * L2E - m_ref * L2E)
     s_c = tl.sum(tl.sum(e_lo + e_hi, axis=1), axis=0)
-    return m_c, m_ref, s_c, _pack(e_lo, e_hi, E_BF16, ASM)
+    return m_c, m_ref, s_c, pack(e_lo, e_hi, E_BF16, ASM)
 
 
 @triton.jit
 def _tma_pass2(e, m_ref, big, total, IS_BF16: tl.constexpr, E_BF16: tl.constexpr, ASM: tl.constexpr):
-    c = tl.exp2(m_ref * L2E - big * L2E - _log2(total, ASM))
+    c = tl.exp2(m_ref * L2E - big * L2E - fast_log2(total, ASM))
     if E_BF16 and ASM:
-        cw = tl.broadcast_to(_pack(c, c, True, ASM), e.shape)
+        cw = tl.broadcast_to(pack(c, c, True, ASM), e.shape)
         zw = tl.full(e.shape, -2147450880, tl.int32)  # (-0.0, -0.0): e * c + (-0) = e * c
         return tl.inline_asm_elementwise("fma.rn.bf16x2 $0, $1, $2, $3;", "=r,r,r,r", [e, cw, zw], dtype=tl.int32,
                                          is_pure=True, pack=1)  # fmt: skip
     else:
-        e_lo, e_hi = _unpack(e, E_BF16)
-        return _pack(e_lo * c, e_hi * c, IS_BF16, ASM)
+        e_lo, e_hi = unpack(e, E_BF16)
+        return pack(e_lo * c, e_hi * c, IS_BF16, ASM)
 
 
 @triton.jit
@@ -236,20 +222,20 @@ def _softmax_fwd_tma_kernel(
     spin_budget = max_spins
     # Row `group` (arrival 0) outside the pipelined loop: the loop then always has a previous row to finish.
     w = tl.where(valid, tl.reshape(desc.load([group, b0, 0]), [BR, 128]), PAD)
-    m_c, m_p, s_c, e_p = _tma_pass1(w, E_BF16, IS_BF16, ASM)
-    _publish(gbase, chunk, 0, m_c, s_c, SPLIT_P2, WORD1)
+    m_c, m_p, s_c, e_p = tma_pass1(w, E_BF16, IS_BF16, ASM)
+    publish_stats(gbase, chunk, 0, m_c, s_c, SPLIT_P2, WORD1)
     pf_bytes = tl.minimum(n_blocks - b0, BR) * 512  # (the chunk's words, contiguous: 16-byte multiple)
     if PF > 0:  # rows past the pipeline's TMA loads on their way to L2
-        _prefetch_rows(xu_ptr, group + STAGES * n_groups, PF, n_groups, n_rows, x_stride, b0 * 128, pf_bytes)
+        prefetch_rows(xu_ptr, group + STAGES * n_groups, PF, n_groups, n_rows, x_stride, b0 * 128, pf_bytes)
     j = 1
     for row in tl.range(group + n_groups, n_rows, n_groups, num_stages=STAGES):
         if PF > 0:
-            _prefetch_rows(xu_ptr, row + (STAGES - 1 + PF) * n_groups, 1, n_groups, n_rows, x_stride, b0 * 128,
+            prefetch_rows(xu_ptr, row + (STAGES - 1 + PF) * n_groups, 1, n_groups, n_rows, x_stride, b0 * 128,
                            pf_bytes)  # fmt: skip
         w = tl.where(valid, tl.reshape(desc.load([row, b0, 0]), [BR, 128]), PAD)
-        m_c, m_n, s_c, e_n = _tma_pass1(w, E_BF16, IS_BF16, ASM)
-        _publish(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, SPLIT_P2, WORD1)
-        big, total, spin_budget = _row_stats(x_ptr, row - n_groups, 2 * x_stride, 256 * n_blocks,
+        m_c, m_n, s_c, e_n = tma_pass1(w, E_BF16, IS_BF16, ASM)
+        publish_stats(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, SPLIT_P2, WORD1)
+        big, total, spin_budget = row_stats(x_ptr, row - n_groups, 2 * x_stride, 256 * n_blocks,
                                              gbase + ((j - 1) & 7) * slot_stride, j - 1, spin_budget, SPLIT,
                                              SPLIT_P2, ASM, FALLBACK, WORD1, BACKOFF)  # fmt: skip
         _finish(yu_ptr, row - n_groups, n_rows, y_stride, e_p, m_p, big, total, u_offs, u_mask, IS_BF16, E_BF16, ASM,
@@ -258,16 +244,11 @@ def _softmax_fwd_tma_kernel(
         m_p = m_n
         j += 1  # noqa: SIM113 (a Triton loop-carried scalar)
     last = group + (j - 1) * n_groups
-    big, total, spin_budget = _row_stats(x_ptr, last, 2 * x_stride, 256 * n_blocks,
+    big, total, spin_budget = row_stats(x_ptr, last, 2 * x_stride, 256 * n_blocks,
                                          gbase + ((j - 1) & 7) * slot_stride, j - 1, spin_budget, SPLIT, SPLIT_P2,
                                          ASM, FALLBACK, WORD1, BACKOFF)  # fmt: skip
     _finish(yu_ptr, last, n_rows, y_stride, e_p, m_p, big, total, u_offs, u_mask, IS_BF16,
             E_BF16, ASM, HINT)  # fmt: skip
-
-
-def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    # Global scratch for device-side tensor descriptors (128 bytes each), from the torch caching allocator.
-    return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
 
 
 _CAPACITY: dict = {}
@@ -284,7 +265,7 @@ def softmax_forward_tma(
     interpreter (``groups`` groups, default 2) a program whose partners have not run computes the row's
     statistics itself. ``static_width`` compiles the width in (one kernel per width): with the width a runtime
     argument that Triton cannot specialise (128256 columns: 501 blocks, not a multiple of 16) ptxas spills 4-24
-    bytes in these kernels with Triton 3.6, and such kernels ran erratically slowly on the H200 (session 6).
+    bytes in these kernels with Triton 3.6, and such kernels ran erratically slowly on the H200.
     ``word1``: the partials as one 64-bit word per chunk (:func:`_publish_word`: half the polls' and publications'
     L2 traffic; 2: also each word polled by one thread, not once per warp); ``backoff``: ns of ``nanosleep`` after a
     failed poll (with ``word1``)."""
@@ -306,12 +287,12 @@ def softmax_forward_tma(
                 HINT=int(cfg["hint"] if hint is None else hint), FALLBACK=int(interp),
                 PF=0 if interp else int(l2_prefetch), NB_STATIC=n_blocks if static_width else 0,
                 num_warps=nw)  # fmt: skip
-    meta.update(_word_meta(word1, backoff, nw))
+    meta.update(word_meta(word1, backoff, nw))
     launched = launch_grouped(_softmax_fwd_tma_kernel, x, y, meta, split, per_sm, nw, groups, max_spins, maxnreg)
     return None if launched is None else {"path": "tma", **launched}
 
 
-def _word_meta(word1: int, backoff: int, num_warps: int) -> dict:
+def word_meta(word1: int, backoff: int, num_warps: int) -> dict:
     """The constexprs of the one-word exchange: ``WORD1`` = the poll vector's length (1: the partials' lanes, as
     the two-word form; 2: one lane per thread), ``BACKOFF``; none when off (the default kernel unchanged)."""
     meta = {"WORD1": 1 if word1 == 1 else 32 * num_warps} if word1 else {}
@@ -326,13 +307,13 @@ def launch_grouped(kernel, x: torch.Tensor, y: torch.Tensor, meta: dict, split: 
     an SM; under the interpreter ``groups`` groups (default 2). None when one group cannot be resident."""
     n_rows, n_cols = x.shape
     interp = not x.is_cuda or interpreting()
-    triton.set_allocator(_descriptor_scratch)
+    use_descriptor_scratch()
     if interp:
         n_groups = min(n_rows, groups or 2)
     else:
         meta = {**meta, "maxnreg": maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8)}
-        n_groups = min(n_rows, groups or n_rows, per_sm * _sms(x) // split)
-    partials = _partials(max(n_groups, 1), split, 3, x.device)
+        n_groups = min(n_rows, groups or n_rows, per_sm * sm_count(x) // split)
+    partials = tagged_slots(max(n_groups, 1), split, 3, x.device)
     args = [x, x.view(torch.int32), y.view(torch.int32), partials, n_rows, n_cols // 256, x.stride(0) // 2,
             y.stride(0) // 2, 0 if interp else max_spins]  # fmt: skip
     occ: dict = {}

@@ -1,5 +1,5 @@
-"""The cooperative wide-row softmax path (``coop=True`` in :mod:`solkit.kernels.softmax.dispatch`; measured 2-3x slower
-than the looped path, kept opt-in).
+"""Lab: the cooperative wide-row softmax (measured 2-3x slower than the product's looped path; never dispatched:
+run it through :func:`softmax_forward_coop` / :func:`softmax_backward_coop`).
 
 ``S`` resident programs split each row into register-held segments and trade partial ``(max, sum)`` (backward:
 ``sum(y * dy)``) through a small buffer and a per-row arrival counter (release atomic, acquire polls), so the
@@ -18,9 +18,17 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels.common.device import interpreting, sm_count
-from solkit.kernels.common.rows import register_cap
-from solkit.kernels.softmax.split import _dot_range, _online_max_sum, split_plan
+from solkit.kernels.common.device import sm_count
+from solkit.kernels.common.rows import check_rows, register_cap
+from solkit.kernels.softmax.split import max_spin, split_plan
+from solkit.kernels.softmax.streaming import dot_range, online_max_sum
+
+#: Launch defaults: the widest row segment a program keeps in registers (the backward holds y and dy), warps,
+#: resident programs per SM, and rows loaded ahead beyond the one whose partial is posted next (1 or 2).
+COOP_CONFIG = {
+    "fwd": {"segment": 16384, "num_warps": 32, "per_sm": 1, "lookahead": 1},
+    "bwd": {"segment": 8192, "num_warps": 32, "per_sm": 1, "lookahead": 1},
+}
 
 
 @triton.jit
@@ -105,7 +113,7 @@ def _softmax_fwd_coop_kernel(
             ss = tl.load(part_ptr + idx + 1, mask=k < SEGS, other=0.0, cache_modifier=".cg")
             s_all = tl.sum(tl.where(k < SEGS, ss * tl.exp(ms - m_all), 0.0), axis=0)
         else:  # narrow chunks: the segments and their prefetch stay in registers; a phantom row reads nothing
-            m_all, s_all = _online_max_sum(x_row, 0, tl.where(row < n_rows, n_cols, 0), FB_BLOCK, "", False)
+            m_all, s_all = online_max_sum(x_row, 0, tl.where(row < n_rows, n_cols, 0), FB_BLOCK, "", False)
         y = tl.exp(x - m_all) * (1.0 / s_all)
         row_ok = offs * 0 + row < n_rows
         tl.store(y_ptr + row.to(tl.int64) * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=cmask & row_ok)
@@ -154,7 +162,7 @@ def _softmax_bwd_coop_kernel(
         else:  # the whole row's dot product, here (a phantom row reads nothing)
             r64 = row.to(tl.int64)
             n_valid = tl.where(row < n_rows, n_cols, 0)
-            dot = _dot_range(y_ptr + r64 * y_stride, dy_ptr + r64 * dy_stride, 0, n_valid, FB_BLOCK, "", False)
+            dot = dot_range(y_ptr + r64 * y_stride, dy_ptr + r64 * dy_stride, 0, n_valid, FB_BLOCK, "", False)
         dx = (y_cur.to(tl.float32) * (dy_cur.to(tl.float32) - dot)).to(dx_ptr.dtype.element_ty)
         tl.store(dx_ptr + row.to(tl.int64) * dx_stride + cols, dx, mask=cmask & (offs * 0 + row < n_rows))
         y_cur, dy_cur = y_nxt, dy_nxt
@@ -165,7 +173,7 @@ def _softmax_bwd_coop_kernel(
             y_nxt, dy_nxt = y_ahead, dy_ahead
 
 
-def _coop_plan(
+def coop_plan(
     n_rows: int, n_cols: int, t: torch.Tensor, seg_block: int, per_sm: int
 ) -> tuple[int, int, int, int] | None:
     """``(grid, SEGS, seg_len, BLOCK_N)`` of the cooperative path, or None when a row needs more
@@ -182,13 +190,6 @@ def _coop_buffers(rows: int, segs: int, per_seg: int, device) -> tuple[torch.Ten
     return cnt, torch.empty(rows * segs * per_seg, dtype=torch.float32, device=device)
 
 
-def _max_spin() -> int:
-    """Polls before a cooperative program stops waiting and computes the row statistics itself: none
-    under the interpreter (programs run one after another), 4096 on a GPU (milliseconds, far beyond a
-    normal wait of a few microseconds)."""
-    return 0 if interpreting() else 1 << 12
-
-
 def _coop_launch(kernel, ptrs, strides, per_seg, cfg, coop_segment, num_warps, coop_per_sm, lookahead) -> bool:
     """Launch a cooperative kernel over the 2-D tensors ``ptrs`` (inputs then output); False, with
     nothing launched, when a row needs more programs than can be resident at once."""
@@ -196,17 +197,41 @@ def _coop_launch(kernel, ptrs, strides, per_seg, cfg, coop_segment, num_warps, c
     n_rows, n_cols = t.shape
     per_sm = coop_per_sm or cfg["per_sm"]
     num_warps = num_warps or cfg["num_warps"]
-    plan = _coop_plan(n_rows, n_cols, t, coop_segment or cfg["segment"], per_sm)
+    plan = coop_plan(n_rows, n_cols, t, coop_segment or cfg["segment"], per_sm)
     if plan is None:
         return False
     grid, segs, seg_len, bn = plan
     # Phantom rows: every group runs cdiv(n_rows, G) rows and posts partials two rows ahead.
     cnt, part = _coop_buffers(n_rows + 2 * (grid // segs), segs, per_seg, t.device)
     kernel[(grid,)](
-        *ptrs, cnt, part, n_rows, n_cols, *strides, seg_len, _max_spin(),
+        *ptrs, cnt, part, n_rows, n_cols, *strides, seg_len, max_spin(),
         SEGS=segs, SEGS_P2=triton.next_power_of_2(segs), BLOCK_N=bn, FB_BLOCK=min(bn, 2048),
         LOOKAHEAD=lookahead or cfg["lookahead"],
         # Registers capped so that per_sm programs fit on every SM: all must be resident at once.
         num_warps=num_warps, maxnreg=register_cap(per_sm, num_warps),
     )  # fmt: skip
     return True
+
+
+def softmax_forward_coop(x: torch.Tensor, *, segment: int | None = None, num_warps: int | None = None,
+                         per_sm: int | None = None, lookahead: int | None = None) -> torch.Tensor | None:  # fmt: skip
+    """Softmax over the last dimension of ``x`` by the cooperative kernel, or None (nothing launched) when a row
+    needs more programs than can be resident at once."""
+    x2 = check_rows(x, "softmax input", max_cols=None)
+    y2 = torch.empty_like(x2)
+    launched = _coop_launch(_softmax_fwd_coop_kernel, (x2, y2), (x2.stride(0), y2.stride(0)), 2, COOP_CONFIG["fwd"],
+                            segment, num_warps, per_sm, lookahead)  # fmt: skip
+    return y2.view(x.shape) if launched else None
+
+
+def softmax_backward_coop(dy: torch.Tensor, y: torch.Tensor, *, segment: int | None = None,
+                          num_warps: int | None = None, per_sm: int | None = None,
+                          lookahead: int | None = None) -> torch.Tensor | None:  # fmt: skip
+    """``dx = y * (dy - sum(y * dy))`` by the cooperative kernel, or None when it cannot be resident."""
+    y2 = check_rows(y, "softmax saved output", max_cols=None)
+    dy2 = check_rows(dy, "softmax grad_output", max_cols=None)
+    dx2 = torch.empty_like(y2)
+    strides = (dy2.stride(0), y2.stride(0), dx2.stride(0))
+    launched = _coop_launch(_softmax_bwd_coop_kernel, (dy2, y2, dx2), strides, 1, COOP_CONFIG["bwd"], segment,
+                            num_warps, per_sm, lookahead)  # fmt: skip
+    return dx2.view(y.shape) if launched else None

@@ -1,4 +1,4 @@
-"""The warp-specialised Gluon softmax forward (solkit.kernels.softmax.gluon): correctness on the GPU against float64
+"""The warp-specialised Gluon softmax forward (lab.kernels.softmax_gluon): correctness on the GPU against float64
 over every row (NaN-poisoned outputs) at 1, odd and 1000 rows of 65536-262144 columns, its launch knobs, the
 bounded spin, and where the launcher declines. Gluon does not run in the interpreter: on the CPU only the
 launch plan and the declines are checked."""
@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from solkit.kernels.softmax import gluon as G
+from lab.kernels import softmax_gluon as G
 
 GPU = torch.cuda.is_available() and G.unavailable_reason() is None
 
@@ -163,12 +162,3 @@ def test_stat_slots_outlast_the_ring() -> None:
     for stages in range(2, G.MAX_STAGES + 1):
         n = G.stat_slots(stages)
         assert n >= max(16, 2 * stages) and n & (n - 1) == 0
-
-
-def test_gluon_options() -> None:
-    t = torch.empty(2, 512, dtype=torch.bfloat16)
-    assert G.gluon_options(None, (None,), t) is None  # CPU tensor: never by default
-    assert G.gluon_options(None, (True,), t) is None  # another path asked for
-    assert G.gluon_options(False, (None,), t) is None
-    assert G.gluon_options(True, (None,), t) == {}
-    assert G.gluon_options({"per_sm": 2}, (None,), t) == {"per_sm": 2}

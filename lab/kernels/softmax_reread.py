@@ -1,4 +1,5 @@
-"""Row softmax forward for vocabulary-wide 16-bit rows: the grouped exchange with pass 2 re-reading its chunk from L2.
+"""Lab: row softmax forward for vocabulary-wide 16-bit rows, the grouped exchange with pass 2 re-reading its chunk
+from L2 (never dispatched; run it through :func:`softmax_forward_reread`).
 
 Layout and exchange as :mod:`solkit.kernels.softmax.tma`: the row of ``N`` columns is viewed as ``[N / 256, 128]``
 int32 words (two 16-bit values each), a program owns one chunk of ``BR`` 128-word blocks (the last chunk of a row
@@ -21,8 +22,9 @@ the re-read (0 default, 1 ``evict_last``, 2 ``evict_first``; plain loads only); 
 or TMA bulk stores from shared memory (``TST``).
 ``PF`` > 0: the chunk of the row ``STAGES - 1 + PF`` rows ahead is bulk-prefetched into L2.
 
-Measured (H200, session 7): slower than the register-held TMA forward at every shape and option (see
-:data:`REREAD_DEFAULT`); kept opt-in (``softmax_forward(x, reread=...)``) as the measured negative result.
+Measured on the H200: slower than the register-held TMA forward at every shape and option (docs/kernels/norms.md,
+"Wide softmax, session 7"), because the L2, not DRAM or the registers, is the binding unit there and the re-read
+adds one L2 read per element.
 
 Bytes per call, ``M x N`` of ``e`` bytes: DRAM read ``M N e``, write ``M N e`` (the re-read is an L2 hit; the
 partials, ``16 SPLIT`` bytes per row, stay in L2). Slots: a program publishes arrival ``j`` while a partner may
@@ -37,28 +39,13 @@ import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels.common.device import interpreting
-from solkit.kernels.common.tuned import path_options
-from solkit.kernels.cross_entropy.packed import _prefetch_rows
-from solkit.kernels.cross_entropy.split import L2E, _pack, _unpack
-from solkit.kernels.softmax.packed import _log2
-from solkit.kernels.softmax.tma import _publish, _row_stats, _tma_pass1, _word_meta, launch_grouped
+from solkit.kernels.common.exchange import L2E, fast_log2, pack, prefetch_rows, unpack
+from solkit.kernels.softmax.tma import launch_grouped, publish_stats, row_stats, tma_pass1, word_meta
 
 #: Launch defaults: 128-word blocks per chunk (16: 4096 columns), warps, programs per SM, pipeline stages, skew,
 #: TMA for pass 1 / the re-read, eviction policies, L2 prefetch rows.
 REREAD_CONFIG = {"blocks": 16, "num_warps": 4, "per_sm": 4, "stages": 3, "skew": 1, "tma1": 1, "tma2": 1, "ev1": 0,
                  "ev2": 0, "l2_prefetch": 0, "tstore": 0, "word1": 0, "backoff": 0}  # fmt: skip
-#: When the caller leaves every path None: the re-read forward on a GPU for 16-bit rows whose width lies in one of
-#: ``ranges`` ``(min_cols, max_cols, options)`` (and is a multiple of 256). Empty: on the H200 (session 7 round 1,
-#: bf16) every form lost to the register-held TMA forward — 8192 x 128256 best 1150.3 us (2 warps x 6 an SM, skew 1)
-#: against 1099.8 (the TMA default then) and 1066 (its successor); 1024 x 262144 303.3 against 271.5 — because the
-#: L2, not DRAM or the registers, is the binding unit there, and the re-read adds one L2 read per element.
-REREAD_DEFAULT: dict = {"ranges": []}
-
-
-def reread_options(reread, explicit: tuple, t: torch.Tensor) -> dict | None:
-    """Options of the re-read forward, or None when it is not taken: an explicit ``reread`` wins, any other
-    explicit path choice (``explicit``) excludes it, else :data:`REREAD_DEFAULT` (16-bit, GPU)."""
-    return path_options(reread, explicit, t, REREAD_DEFAULT["ranges"])
 
 
 @triton.jit
@@ -85,8 +72,8 @@ def _pass1(desc, xu_ptr, row, j, n_rows, x_stride, b0, u_offs, u_mask, gbase, sl
            EV1: tl.constexpr, WORD1: tl.constexpr):  # fmt: skip
     """Read the chunk of ``row`` and publish its ``(max, sum)`` as arrival ``j`` (the exponentials are dropped)."""
     w = _load_chunk(desc, xu_ptr, row, n_rows, x_stride, b0, u_offs, u_mask, PAD, BR, TMA1, EV1)
-    m_c, _m_ref, s_c, _e = _tma_pass1(w, False, IS_BF16, ASM)
-    _publish(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, SPLIT_P2, WORD1)
+    m_c, _m_ref, s_c, _e = tma_pass1(w, False, IS_BF16, ASM)
+    publish_stats(gbase + (j & 7) * slot_stride, chunk, j, m_c, s_c, SPLIT_P2, WORD1)
 
 
 @triton.jit
@@ -97,12 +84,12 @@ def _pass2(desc, ydesc, x_ptr, xu_ptr, yu_ptr, row, j, n_rows, x_stride, y_strid
     """Re-read the chunk of ``row`` (issued before the wait: its latency overlaps it), wait for arrival ``j``'s
     statistics, store ``y = 2^(x L - lse_2)`` (streaming); returns the spin budget left."""
     w = _load_chunk(desc, xu_ptr, row, n_rows, x_stride, b0, u_offs, u_mask, PAD, BR, TMA2, EV2)
-    big, total, spin_budget = _row_stats(x_ptr, tl.minimum(row, n_rows - 1), 2 * x_stride, n_cols,
+    big, total, spin_budget = row_stats(x_ptr, tl.minimum(row, n_rows - 1), 2 * x_stride, n_cols,
                                          gbase + (j & 7) * slot_stride, j, spin_budget, SPLIT, SPLIT_P2, ASM,
                                          FALLBACK, WORD1, BACKOFF)  # fmt: skip
-    lse2 = big * L2E + _log2(total, ASM)
-    lo, hi = _unpack(w, IS_BF16)
-    y = _pack(tl.exp2(lo * L2E - lse2), tl.exp2(hi * L2E - lse2), IS_BF16, ASM)
+    lse2 = big * L2E + fast_log2(total, ASM)
+    lo, hi = unpack(w, IS_BF16)
+    y = pack(tl.exp2(lo * L2E - lse2), tl.exp2(hi * L2E - lse2), IS_BF16, ASM)
     if TST:  # a TMA bulk store from shared memory (blocks and rows out of bounds are clipped by the descriptor)
         ydesc.store([row, b0, 0], tl.reshape(y, [1, BR, 128]))
     else:
@@ -120,7 +107,7 @@ def _softmax_fwd_reread_kernel(
     TST: tl.constexpr = 0, WORD1: tl.constexpr = 0, BACKOFF: tl.constexpr = 0,
 ):  # fmt: skip
     PAD: tl.constexpr = -8323200 if IS_BF16 else -67044352  # two -inf per word
-    if NB_STATIC > 0:  # the width compiled in (runtime widths made ptxas spill in the TMA kernels, session 6)
+    if NB_STATIC > 0:  # the width compiled in (runtime widths made ptxas spill in the TMA kernels)
         n_blocks = NB_STATIC
     pid = tl.program_id(0)
     n_groups = tl.num_programs(0) // SPLIT
@@ -148,12 +135,12 @@ def _softmax_fwd_reread_kernel(
         _pass1(desc, xu_ptr, group + k * n_groups, k, n_rows, x_stride, b0, u_offs, u_mask, gbase, slot_stride, chunk,
                PAD, BR, SPLIT_P2, IS_BF16, ASM, TMA1, EV1, WORD1)  # fmt: skip
     if PF > 0:
-        _prefetch_rows(xu_ptr, group + (SKEW + STAGES - 1) * n_groups, PF, n_groups, n_rows, x_stride, b0 * 128,
+        prefetch_rows(xu_ptr, group + (SKEW + STAGES - 1) * n_groups, PF, n_groups, n_rows, x_stride, b0 * 128,
                        pf_bytes)  # fmt: skip
     j = SKEW
     for row in tl.range(group + SKEW * n_groups, n_rows, n_groups, num_stages=STAGES):
         if PF > 0:
-            _prefetch_rows(xu_ptr, row + (STAGES - 1 + PF) * n_groups, 1, n_groups, n_rows, x_stride, b0 * 128,
+            prefetch_rows(xu_ptr, row + (STAGES - 1 + PF) * n_groups, 1, n_groups, n_rows, x_stride, b0 * 128,
                            pf_bytes)  # fmt: skip
         _pass1(desc, xu_ptr, row, j, n_rows, x_stride, b0, u_offs, u_mask, gbase, slot_stride, chunk, PAD, BR,
                SPLIT_P2, IS_BF16, ASM, TMA1, EV1, WORD1)  # fmt: skip
@@ -200,7 +187,7 @@ def softmax_forward_reread(
                 SKEW=int(o["skew"]), TMA1=int(o["tma1"]), TMA2=int(o["tma2"]), EV1=int(o["ev1"]), EV2=int(o["ev2"]),
                 FALLBACK=int(interp), PF=0 if interp else int(o["l2_prefetch"]),
                 NB_STATIC=n_blocks if static_width else 0, TST=int(o["tstore"]), num_warps=nw)  # fmt: skip
-    meta.update(_word_meta(int(o["word1"]), int(o["backoff"]), nw))
+    meta.update(word_meta(int(o["word1"]), int(o["backoff"]), nw))
     launched = launch_grouped(_softmax_fwd_reread_kernel, x, y, meta, split, int(o["per_sm"]), nw, groups, max_spins,
                               maxnreg)  # fmt: skip
     return None if launched is None else {"path": "reread", **launched}

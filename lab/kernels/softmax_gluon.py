@@ -1,4 +1,6 @@
-"""Row softmax forward for vocabulary-wide 16-bit rows in Gluon: a TMA loader warp feeding a shared-memory ring.
+"""Lab: row softmax forward for vocabulary-wide 16-bit rows in Gluon, a TMA loader warp feeding a shared-memory ring
+(never dispatched: 0.87 of the copy against the product's 0.93, docs/kernels/softmax-gluon.md; run it through
+:func:`softmax_forward_gluon`).
 
 Math (fp32, base-2 exponentials, ``L = log2 e``). The row of ``N`` columns is cut into ``SPLIT`` chunks, one per
 program of a *group*; ``G`` groups of ``SPLIT`` co-resident programs walk rows ``g, g + G, ...``. For chunk ``c``:
@@ -27,18 +29,18 @@ kernel's shared memory and registers) and the spin is bounded (``max_spins``): o
 as NaN and the program never waits again (a visible failure, never a hang).
 
 Bytes per call, ``M x N`` of ``e`` bytes: read ``M N e``, write ``M N e`` (the tagged words stay in L2).
+
+Over 500 lines: the kernel, its partitions, its plan and its launcher are one experiment, kept whole as a record.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 
-from solkit.kernels.common.device import gluon_unavailable_reason
-from solkit.kernels.common.tuned import path_options
-from solkit.kernels.cross_entropy.split import resident_programs
+from solkit.kernels.common.device import cuda_sm_count, gluon_unavailable_reason
+from solkit.kernels.common.exchange import resident_programs
 
 try:  # Gluon is experimental: without it (older Triton) or with a changed API this path is only unavailable
     import triton
@@ -57,9 +59,8 @@ except Exception as exc:  # pragma: no cover - depends on the installed Triton
 #: Launch defaults: ``split`` programs a row (0: picked from the width), ``box`` 128-word blocks a TMA box,
 #: ``stages`` ring slots (0: as many as the shared memory holds), compute ``warps``, ``lag`` rows between pass 1
 #: and pass 2, ``per_sm`` programs an SM, ``hint`` 1: streaming (``.cs``) stores, ``mode``, ``align``, ``keep_e``.
-#: H200 (session 7, bf16; docs/kernels/softmax-gluon.md): aligned chunks, kept exponentials, one compute partition,
-#: 3 programs an SM: 8192 x 128256 1133.1-1134.7 us (0.872 of the copy), 4096 x 128256 568.7, 1024 x 262144 288.9
-#: (round 3); the first defaults (balanced chunks, 1 an SM) ran 2122.3 at 8192 x 128256 (round 1).
+#: The fastest form measured on the H200 (docs/kernels/softmax-gluon.md): aligned chunks, kept exponentials, one
+#: compute partition, 3 programs an SM.
 GLUON_CONFIG = {
     "split": 0,
     "box": 0,
@@ -86,21 +87,6 @@ def stat_slots(stages: int) -> int:
 
 
 L2E_PY = 1.4426950408889634
-
-
-#: When ``solkit.kernels.softmax.dispatch.softmax_forward`` would take this path by default (once wired; see
-#: docs/kernels/softmax-gluon.md): 16-bit rows on an sm_90 GPU whose width lies in one of ``ranges``
-#: ``(min_cols, max_cols, options)``. Filled from the session-7 measurements.
-GLUON_DEFAULT: dict = {"ranges": []}
-
-
-def gluon_options(gluon: bool | dict | None, explicit: tuple, t: torch.Tensor) -> dict | None:
-    """Options of this forward, or None when it is not taken: an explicit ``gluon`` wins (True: the launcher's
-    defaults, a dict: those options), any other explicit path choice (``explicit``) excludes it, else
-    :data:`GLUON_DEFAULT` (16-bit rows on an sm_90 GPU with Gluon)."""
-    return path_options(
-        gluon, explicit, t, GLUON_DEFAULT["ranges"], usable=lambda: unavailable_reason(t.device) is None
-    )
 
 
 def unavailable_reason(device: torch.device | None = None) -> str | None:
@@ -483,11 +469,6 @@ def plan(n_cols: int, sms: int, *, split: int = 0, box: int = 0, stages: int = 0
             "slot_bytes": slot_bytes, "groups": slots // split, "align": int(bool(align))}  # fmt: skip
 
 
-@functools.cache
-def _num_sms(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def _stat_words(n_groups: int, n_slots: int, sp2: int, device: torch.device) -> torch.Tensor:
     # zeroed every call: the tags restart at 1
     return torch.zeros(n_groups * n_slots * sp2, dtype=torch.int64, device=device)
@@ -525,7 +506,7 @@ def softmax_forward_gluon(
     if not 0 <= lag <= 7:  # 2 LAG + 1 < 16 stat slots
         return None
     align = cfg["align"] if align is None else align
-    p = plan(n_cols, _num_sms(x.device.index or 0), split=split, box=box, stages=stages, per_sm=per_sm,
+    p = plan(n_cols, cuda_sm_count(x.device), split=split, box=box, stages=stages, per_sm=per_sm,
              target=target, warps=scratch_warps, align=align, nbox=nbox)  # fmt: skip
     if p is None or p["stages"] <= lag:
         return None

@@ -1,21 +1,19 @@
-"""solkit.kernels.softmax.reread (grouped forward, pass 2 re-reads its chunk): values against float64 (max error at
+"""lab.kernels.softmax_reread (grouped forward, pass 2 re-reads its chunk): values against float64 (max error at
 most 2x torch's own same-dtype error + atol).
 
 CPU: the interpreter's form in fp16 (descriptor or plain loads, one poll, then the whole-row fallback; the last
 program of a group finds its partners' words and takes the exchange), skews 1-3, a short last chunk, one chunk a
-row, one row, fewer rows than the skew. GPU: bf16 / fp16 at Llama vocabulary widths with the real exchange. Also
-the TMA forward's one-word exchange (``word1``, ``backoff``; :mod:`solkit.kernels.softmax.tma`), CPU and GPU.
+row, one row, fewer rows than the skew. GPU: bf16 / fp16 at Llama vocabulary widths with the real exchange.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from lab.kernels.softmax_reread import softmax_forward_reread
 from softmax_helpers import assert_softmax_close, softmax_inputs
 
 from solkit.errors import SolkitError
-from solkit.kernels.softmax.dispatch import softmax_forward
-from solkit.kernels.softmax.reread import reread_options, softmax_forward_reread
 
 
 @pytest.mark.parametrize(
@@ -42,13 +40,6 @@ def test_reread_declines_and_options(device):
     x = torch.randn(3, 1024, device=device, dtype=torch.float16)
     with pytest.raises(SolkitError):
         softmax_forward_reread(x, torch.empty_like(x), skew=4)
-    t = torch.empty(2, 128256, dtype=torch.bfloat16)
-    assert reread_options(None, (None,) * 5, t) is None  # CPU: never by default
-    assert reread_options({"skew": 2}, (True, None, None, None, None), t) == {"skew": 2}
-    assert reread_options(None, (True, None, None, None, None), t) is None
-    if device == "cpu":  # through softmax_forward's path choice
-        xs = softmax_inputs((3, 512), torch.float16, device)
-        assert_softmax_close(softmax_forward(xs, reread={"blocks": 1, "groups": 2, "num_warps": 1}), xs)
 
 
 #: (shape, dtype, options): the configurations the benchmark sweeps, at Llama vocabulary widths, one row, a width
@@ -74,40 +65,3 @@ def test_reread_gpu(shape, dtype, opts):
     assert info is not None and info["path"] == "reread"
     assert info["n_spills"] == 0
     assert_softmax_close(y, x)
-
-
-@pytest.mark.parametrize("shape,blocks,groups", [((5, 1024), 2, 2), ((20, 768), 1, 2), ((1, 256), 1, 1)])
-def test_tma_one_word_partials_cpu(shape, blocks, groups, device):
-    """The TMA forward with one-word partials (``word1``; tags ``((j >> 3) + 1) & 7``: 10 arrivals wrap the 8
-    slots) through the interpreter."""
-    if device != "cpu":
-        pytest.skip("the interpreter's form")
-    from solkit.kernels.softmax.tma import softmax_forward_tma
-
-    x = softmax_inputs(shape, torch.float16, device)
-    y = torch.full_like(x, float("nan"))
-    assert softmax_forward_tma(x, y, blocks=blocks, groups=groups, num_warps=1, word1=2, backoff=64) is not None
-    assert_softmax_close(y, x)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("opts", [{"word1": 1}, {"word1": 2, "backoff": 100, "groups": 24, "per_sm": 8}])
-@pytest.mark.parametrize("shape", [(300, 128256), (1000, 128256), (33, 262144)])
-def test_tma_one_word_partials_gpu(shape, opts):
-    from solkit.kernels.softmax.tma import softmax_forward_tma
-
-    x = softmax_inputs(shape, torch.bfloat16, "cuda")
-    y = torch.full_like(x, float("nan"))
-    assert softmax_forward_tma(x, y, **opts) is not None
-    assert_softmax_close(y, x)
-
-
-def test_word_meta():
-    """The one-word exchange's constexprs: none when off (the default kernel unchanged), the poll vector's length."""
-    from solkit.kernels.softmax.tma import TMA_DEFAULT, _word_meta
-
-    assert _word_meta(0, 100, 2) == {}
-    assert _word_meta(1, 0, 2) == {"WORD1": 1}
-    assert _word_meta(2, 100, 4) == {"WORD1": 128, "BACKOFF": 100}
-    for lo, hi, opts in TMA_DEFAULT["ranges"]:
-        assert lo <= hi and set(opts) <= {"blocks", "num_warps", "per_sm", "stages", "l2_prefetch", "word1", "backoff"}
