@@ -14,6 +14,7 @@ import sys
 
 from solkit import __version__
 from solkit.errors import SolkitError
+from solkit.output import CommandParser
 
 COMMAND_MODULES = [
     "solkit.hardware.cli",  # hw, calibrate
@@ -27,18 +28,10 @@ COMMAND_MODULES = [
 ]
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line with exit code 2 (argparse's own convention)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="solkit", description="Speed-of-light analysis, benchmarking and kernels for GPUs.")
+    parser = CommandParser(prog="solkit", description="Speed-of-light analysis, benchmarking and kernels for GPUs.")
     parser.add_argument("--version", action="version", version=f"solkit {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -16,13 +17,22 @@ console = Console(width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
-def _jsonable(obj: Any) -> Any:
+class CommandParser(argparse.ArgumentParser):
+    """argparse, but errors are one line with exit code 2 (argparse's own convention)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` with pydantic models dumped, keys as strings, tuples as lists and NaN/Inf as None."""
     if hasattr(obj, "model_dump"):
         return obj.model_dump(mode="json")
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
@@ -30,7 +40,7 @@ def _jsonable(obj: Any) -> Any:
 
 def print_json(obj: Any) -> None:
     """Print ``obj`` as strict JSON (NaN/Inf become null) on stdout."""
-    sys.stdout.write(json.dumps(_jsonable(obj), indent=2, allow_nan=False) + "\n")
+    sys.stdout.write(json.dumps(jsonable(obj), indent=2, allow_nan=False) + "\n")
     sys.stdout.flush()
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from solkit.bench.backends import BACKENDS
+from solkit.backends import BACKENDS
 from solkit.bench.runner import BenchConfig, check, expected, select, suite_problems
 
 

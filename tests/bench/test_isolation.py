@@ -2,7 +2,7 @@
 
 import pytest
 
-from solkit.bench import backends as B
+import solkit.backends as B
 from solkit.bench import runner as R
 from solkit.sol.model import Ceilings
 

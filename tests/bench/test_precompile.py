@@ -13,12 +13,12 @@ from solkit.bench.runner import BenchConfig, select, suite_problems
 CHECK = """
 import json, torch
 from torch._dynamo.utils import counters
-from solkit.bench.backends import BACKENDS
-from solkit.bench.runner import BenchConfig, _clone, select, suite_problems
+from solkit.backends import BACKENDS
+from solkit.bench.runner import BenchConfig, clone_values, select, suite_problems
 from solkit.harness.inputs import InputFactory
 p, w = select(suite_problems(), BenchConfig(device="cpu", sizes=("s",), ops=("softmax",)))[0]
 fn = BACKENDS["compile"].make(p.definition.name, p.reference_fn())
-fn(*_clone(InputFactory(p, torch.device("cpu")).generate(w, 0)).values())
+fn(*clone_values(InputFactory(p, torch.device("cpu")).generate(w, 0)).values())
 print(json.dumps(dict(counters["inductor"])))
 """
 

@@ -3,8 +3,7 @@
 import pytest
 import torch
 
-from solkit.timing import RANGE_PREFIX, spans_from_trace
-from solkit.timing import METHODS, benchmark
+from solkit.timing import METHODS, RANGE_PREFIX, benchmark, spans_from_trace
 
 
 def _trace():

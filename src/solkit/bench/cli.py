@@ -62,7 +62,7 @@ def _device(arg: str | None) -> str:
 
 
 def _validate(args: argparse.Namespace, device: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...] | None]:
-    from solkit.bench.backends import BACKENDS
+    from solkit.backends import BACKENDS
     from solkit.bench.runner import MODES, SIZES
 
     sizes = _csv(args.size) if args.size else (("s",) if device == "cpu" else ("l",))
@@ -85,7 +85,7 @@ def _validate(args: argparse.Namespace, device: str) -> tuple[tuple[str, ...], t
 
 
 def cmd_list_backends(device: str, as_json: bool) -> int:
-    from solkit.bench.backends import BACKENDS
+    from solkit.backends import BACKENDS
 
     rows = []
     for b in BACKENDS.values():

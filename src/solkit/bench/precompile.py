@@ -27,8 +27,8 @@ def _warm_one(problem_dir: str, uuid: str, device: str, dtype: str | None) -> tu
     try:
         import torch
 
-        from solkit.bench.backends import BACKENDS
-        from solkit.bench.runner import _cast_floats, _clone
+        from solkit.backends import BACKENDS
+        from solkit.bench.runner import cast_floats, clone_values
         from solkit.harness.inputs import InputFactory
         from solkit.problems import load_problem
 
@@ -39,8 +39,8 @@ def _warm_one(problem_dir: str, uuid: str, device: str, dtype: str | None) -> tu
             return uuid, 0.0, None
         dev = torch.device(device)
         override = getattr(torch, dtype) if dtype else None
-        inputs = _cast_floats(InputFactory(problem, dev).generate(workload, 0), override)
-        fn(*_clone(inputs).values())  # as the bench calls it: clones of the generated inputs
+        inputs = cast_floats(InputFactory(problem, dev).generate(workload, 0), override)
+        fn(*clone_values(inputs).values())  # as the bench calls it: clones of the generated inputs
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         return uuid, time.perf_counter() - t0, None

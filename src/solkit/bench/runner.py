@@ -25,11 +25,11 @@ from typing import Any
 
 import torch
 
-from solkit.bench.backends import BACKENDS, MUTATES_INPUTS
-from solkit.timing import benchmark
+from solkit.backends import BACKENDS, MUTATES_INPUTS
 from solkit.problems.loader import Problem, load_problem
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.sol.tiers import tier_for
+from solkit.timing import benchmark
 
 SUITE_ROOT = Path(__file__).resolve().parents[1] / "problems" / "suite"
 SIZES = ("s", "m", "l")
@@ -130,11 +130,11 @@ def _upcast(values: dict[str, Any], dtype: torch.dtype) -> dict[str, Any]:
     return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in values.items()}
 
 
-def _cast_floats(values: dict[str, Any], dtype: torch.dtype | None) -> dict[str, Any]:
+def cast_floats(values: dict[str, Any], dtype: torch.dtype | None) -> dict[str, Any]:
     return values if dtype is None else _upcast(values, dtype)
 
 
-def _clone(values: dict[str, Any]) -> dict[str, Any]:
+def clone_values(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
 
 
@@ -237,21 +237,21 @@ def run_workload(
     ref = problem.reference_fn()
     try:
         factory = InputFactory(problem, dev)
-        inputs = _cast_floats(factory.generate(workload, 0), override)
+        inputs = cast_floats(factory.generate(workload, 0), override)
         hi_dtype = torch.float64 if dev.type == "cpu" else torch.float32
         prev_tf32 = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = False
         try:
-            hi = _outputs(ref(*_upcast(_clone(inputs), hi_dtype).values()))
+            hi = _outputs(ref(*_upcast(clone_values(inputs), hi_dtype).values()))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = prev_tf32
-        exp = expected(_outputs(ref(*_clone(inputs).values())), hi)
+        exp = expected(_outputs(ref(*clone_values(inputs).values())), hi)
         pool = [inputs] + [
-            _cast_floats(factory.generate(workload, t), override) for t in range(1, _pool_size(inputs, cfg.device))
+            cast_floats(factory.generate(workload, t), override) for t in range(1, _pool_size(inputs, cfg.device))
         ]
         # Every backend is checked on copies of these untouched values: a backend that writes into its
         # inputs while being timed (Liger's in-place RoPE) must not change what the next one is checked on.
-        pristine = _clone(inputs)
+        pristine = clone_values(inputs)
     except Exception as exc:  # noqa: BLE001 - e.g. out of memory: every backend row says so
         msg = f"reference failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return [Row(**base, backend=b, status="error", error=msg) for b in names]
@@ -269,7 +269,7 @@ def run_workload(
         if progress:
             progress(f"{d.name} [{row.size}/{row.model}] {bname}")
         try:
-            outs = _outputs(fn(*_clone(pristine).values()))
+            outs = _outputs(fn(*clone_values(pristine).values()))
             good, err, eerr, why = check(outs, exp)
             row.max_abs_error, row.eager_abs_error = err, eerr
             if not good:
@@ -278,7 +278,7 @@ def run_workload(
                 continue
             del outs
             mutates = (bname, d.name) in MUTATES_INPUTS
-            args = [tuple((_clone(p) if mutates else p).values()) for p in pool]
+            args = [tuple((clone_values(p) if mutates else p).values()) for p in pool]
             if dev.type == "cuda":
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()

@@ -38,10 +38,10 @@ from typing import Any
 
 import torch
 
+from solkit import timing
 from solkit.harness import anticheat as ac
 from solkit.harness import correctness as cc
 from solkit.harness import inputs as gen
-from solkit import timing
 from solkit.harness.candidate import Failure, load_candidate
 from solkit.problems.loader import Problem, load_problem
 from solkit.problems.schema import Solution, Workload

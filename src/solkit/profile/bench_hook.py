@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from solkit.profile.runner import _solution_tag, plan_targets, profile
+from solkit.profile.runner import plan_targets, profile, solution_tag
 
 _RANK = {"high": 0, "medium": 1, "info": 2}
 
@@ -22,7 +22,7 @@ def _target_for(item: dict[str, Any]) -> dict[str, Any]:
     if solution is None:
         return reference
     name = reference["label"].rsplit(".", 1)[0]
-    tag = _solution_tag(Path(str(solution)), name)
+    tag = solution_tag(Path(str(solution)), name)
     return {
         "label": f"{name}.{tag}",
         "problem_dir": str(problem_dir),

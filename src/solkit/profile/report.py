@@ -286,9 +286,9 @@ def to_html(report: dict[str, Any]) -> str:
 
 
 def to_json(report: dict[str, Any]) -> str:
-    from solkit.output import _jsonable
+    from solkit.output import jsonable
 
-    return json.dumps(_jsonable(report), indent=2, allow_nan=False, default=str)
+    return json.dumps(jsonable(report), indent=2, allow_nan=False, default=str)
 
 
 def write_reports(report: dict[str, Any], out_dir: str | Path, stem: str = "profile") -> dict[str, str]:

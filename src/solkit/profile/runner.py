@@ -92,7 +92,7 @@ def plan_targets(
         for sol in mine + backends:
             targets.append(
                 {
-                    "label": f"{name}.{_solution_tag(sol, name)}",
+                    "label": f"{name}.{solution_tag(sol, name)}",
                     "problem_dir": str(d),
                     "workload": uuid,
                     "solution": str(sol),
@@ -110,7 +110,7 @@ def _solution_definition(path: Path) -> str | None:
         raise SolkitError(f"--solution {path}: not a readable solution JSON ({exc})") from exc
 
 
-def _solution_tag(path: Path, definition_name: str) -> str:
+def solution_tag(path: Path, definition_name: str) -> str:
     """A short label for a solution: its JSON name without the definition's prefix, or the file stem."""
     if str(path).startswith("bench:"):  # a solkit bench backend, not a file
         return _slug(str(path)[len("bench:") :])

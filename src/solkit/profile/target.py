@@ -234,7 +234,7 @@ BENCH_PREFIX = "bench:"
 
 def bench_backend_fn(solution: str, problem_name: str, reference: Callable[..., Any], device: str):
     """The callable ``solkit bench`` runs for backend ``bench:<name>`` on ``problem_name``."""
-    from solkit.bench.backends import BACKENDS
+    from solkit.backends import BACKENDS
 
     name = solution[len(BENCH_PREFIX) :]
     backend = BACKENDS.get(name)

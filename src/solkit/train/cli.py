@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from solkit.errors import SolkitError
-from solkit.output import console, print_json, table
+from solkit.output import CommandParser, console, print_json, table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -100,10 +100,8 @@ def _cmd(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m solkit.train.cli ...``: train-bench alone, without importing the other commands."""
-    from solkit.cli import _Parser
-
-    parser = _Parser(prog="solkit")
-    register(parser.add_subparsers(dest="command", parser_class=_Parser))
+    parser = CommandParser(prog="solkit")
+    register(parser.add_subparsers(dest="command", parser_class=CommandParser))
     args = parser.parse_args(["train-bench", *(sys.argv[1:] if argv is None else argv)])
     try:
         return int(args.func(args) or 0)

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from solkit.backends import liger
 from solkit.errors import SolkitError, choices_hint
 from solkit.train.model import LinearResidual, LlamaModel, LMHeadLoss, RMSNorm, Rotary, SiluMul
 
@@ -121,31 +122,30 @@ def opaque_kinds(model: nn.Module) -> list[str]:
 # ---- kernel adapters: each returns fn(orig_module, *forward_args) or raises with a reason ----------
 
 
-def _attr(module_name: str, *names: str) -> Callable[..., Any]:
-    mod = importlib.import_module(module_name)
-    for n in names:
-        if callable(getattr(mod, n, None)):
-            return getattr(mod, n)
-    raise AttributeError(f"{module_name} has none of {', '.join(names)}")
+def _kernels():
+    # Imported on first use: a broken kernel import leaves only the solkit swaps unavailable.
+    import solkit.kernels
+
+    return solkit.kernels
 
 
 def _solkit_rmsnorm() -> Callable[..., Any]:
-    rmsnorm = _attr("solkit.kernels", "rmsnorm")
+    rmsnorm = _kernels().rmsnorm
     return lambda m, x: rmsnorm(x, m.weight, m.eps, 0.0, "llama")
 
 
 def _solkit_rope() -> Callable[..., Any]:
-    apply_rope = _attr("solkit.kernels", "apply_rope")
+    apply_rope = _kernels().apply_rope
     return lambda m, q, k, cos, sin: apply_rope(q, k, cos, sin, layout="bshd")
 
 
 def _solkit_swiglu() -> Callable[..., Any]:
-    swiglu = _attr("solkit.kernels", "swiglu")
+    swiglu = _kernels().swiglu
     return lambda m, gate, up: swiglu(gate, up)
 
 
 def _solkit_linear_residual() -> Callable[..., Any]:
-    fused_linear = _attr("solkit.kernels", "fused_linear")
+    fused_linear = _kernels().fused_linear
 
     def call(m: nn.Module, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         if residual is None:  # nothing to fuse: keep the plain GEMM
@@ -156,7 +156,7 @@ def _solkit_linear_residual() -> Callable[..., Any]:
 
 
 def _solkit_flce() -> Callable[..., Any]:
-    fn = _attr("solkit.kernels", "fused_linear_cross_entropy", "fused_linear_ce")
+    fn = _kernels().fused_linear_cross_entropy
 
     def call(m: nn.Module, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return fn(h.reshape(-1, h.shape[-1]), m.weight, labels.reshape(-1))
@@ -164,36 +164,31 @@ def _solkit_flce() -> Callable[..., Any]:
     return call
 
 
-def _liger_fn(name: str) -> Callable[..., Any]:
-    return _attr("liger_kernel.transformers.functional", name)
+def _liger_ready() -> None:
+    importlib.import_module("liger_kernel")  # raises, with the reason, when Liger-Kernel is absent
 
 
 def _liger_rmsnorm() -> Callable[..., Any]:
-    fn = _liger_fn("liger_rms_norm")
-    # in_place=False: the in-place backward overwrites dY, which is unsafe when dY is shared.
-    return lambda m, x: fn(x, m.weight, m.eps, 0.0, "llama", False)
+    _liger_ready()
+    return lambda m, x: liger.rms_norm(x, m.weight, m.eps)
 
 
 def _liger_rope() -> Callable[..., Any]:
-    fn = _liger_fn("liger_rope")
-
-    def call(m: nn.Module, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        # Liger takes (B, H, T, D) and (1, T, D) tables; our q/k are (B, T, H, D): pass transposed views.
-        # Tables in q's dtype, as Hugging Face passes them.
-        qo, ko = fn(q.transpose(1, 2), k.transpose(1, 2), cos[None].to(q.dtype), sin[None].to(q.dtype))
-        return qo.transpose(1, 2), ko.transpose(1, 2)
-
-    return call
+    _liger_ready()
+    # Tables as (1, T, D) in q's dtype, as Hugging Face passes them.
+    return lambda m, q, k, cos, sin: liger.rope(q, k, cos[None].to(q.dtype), sin[None].to(q.dtype))
 
 
 def _liger_swiglu() -> Callable[..., Any]:
-    fn = _liger_fn("liger_swiglu")
-    return lambda m, gate, up: fn(gate, up)
+    _liger_ready()
+    return lambda m, gate, up: liger.swiglu(gate, up)
 
 
 def _liger_flce() -> Callable[..., Any]:
-    fn = _liger_fn("liger_fused_linear_cross_entropy")
-    return lambda m, h, labels: fn(h.reshape(-1, h.shape[-1]), m.weight, labels.reshape(-1))
+    _liger_ready()
+    return lambda m, h, labels: liger.fused_linear_cross_entropy(
+        h.reshape(-1, h.shape[-1]), m.weight, labels.reshape(-1)
+    )
 
 
 ADAPTERS: dict[str, dict[str, Callable[[], Callable[..., Any]]]] = {

@@ -26,74 +26,21 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from solkit.backends import liger
+from solkit.backends.autograd import (
+    FWD_HELPERS,
+    bwd_attn,
+    bwd_ce,
+    bwd_flce,
+    bwd_gate,
+    bwd_layernorm,
+    bwd_rmsnorm,
+    bwd_rope,
+    bwd_softmax,
+)
+from solkit.backends.liger import EPS
+
 Factory = Callable[[Callable], Callable]
-EPS = 1e-5  # every norm in the suite uses eps = 1e-5
-
-
-def vjp(fn: Callable, inputs: tuple, grads: tuple) -> tuple[tuple, tuple]:
-    """Forward ``fn(*inputs)`` then the gradients w.r.t. ``inputs`` for output cotangents ``grads``."""
-    with torch.enable_grad():
-        leaves = [t.detach().requires_grad_(True) for t in inputs]
-        out = fn(*leaves)
-        outs = out if isinstance(out, tuple) else (out,)
-        g = torch.autograd.grad(outs, leaves, grads)
-    return tuple(o.detach() for o in outs), g
-
-
-# Adapters turning a forward function into each fwd_bwd problem's ``run`` signature.
-def _bwd_rmsnorm(f):
-    return lambda x, w, dy: (lambda o, g: (o[0], g[0], g[1]))(*vjp(f, (x, w), (dy,)))
-
-
-def _bwd_layernorm(f):
-    return lambda x, w, b, dy: (lambda o, g: (o[0], *g))(*vjp(f, (x, w, b), (dy,)))
-
-
-def _bwd_gate(f):
-    return lambda gate, up, dy: (lambda o, g: (o[0], *g))(*vjp(f, (gate, up), (dy,)))
-
-
-def _bwd_softmax(f):
-    return lambda x, dy: (lambda o, g: (o[0], g[0]))(*vjp(f, (x,), (dy,)))
-
-
-def _bwd_rope(f):
-    def run(q, k, cos, sin, dq, dk):
-        (qo, ko), (gq, gk) = vjp(lambda a, b: f(a, b, cos, sin), (q, k), (dq, dk))
-        return qo, ko, gq, gk
-
-    return run
-
-
-def _bwd_attn(f):
-    return lambda q, k, v, do: (lambda o, g: (o[0], *g))(*vjp(f, (q, k, v), (do,)))
-
-
-def _bwd_ce(loss_fn):
-    def run(logits, targets):
-        (loss,), (dz,) = vjp(lambda z: loss_fn(z, targets), (logits,), (torch.ones((), device=logits.device),))
-        return loss, dz
-
-    return run
-
-
-def _bwd_flce(loss_fn):
-    def run(h, w, targets):
-        one = torch.ones((), device=h.device)
-        (loss,), (dh, dw) = vjp(lambda a, b: loss_fn(a, b, targets), (h, w), (one,))
-        return loss, dh, dw
-
-    return run
-
-
-# Forward helpers the reference of each fwd_bwd problem defines (compiled by the "compile" backend).
-FWD_HELPERS = {
-    "rmsnorm_bwd": ("_rmsnorm", _bwd_rmsnorm),
-    "layernorm_bwd": ("_layernorm", _bwd_layernorm),
-    "swiglu_bwd": ("_swiglu", _bwd_gate),
-    "softmax_bwd": ("_softmax", _bwd_softmax),
-    "attention_causal_bwd": ("_attn", _bwd_attn),
-}
 
 
 @dataclass
@@ -137,7 +84,7 @@ def _compile_with_helper(problem: str) -> Factory:
 
 def _compile_rope(ref: Callable) -> Callable:
     rope = torch.compile(ref.__globals__["_rope"], dynamic=False)
-    return _bwd_rope(lambda q, k, c, s: (rope(q, c, s), rope(k, c, s)))
+    return bwd_rope(lambda q, k, c, s: (rope(q, c, s), rope(k, c, s)))
 
 
 COMPILE = Backend("compile", "torch.compile (default mode) of the reference's forward")
@@ -159,8 +106,8 @@ for _name in (
 for _name in FWD_HELPERS:
     COMPILE.impls[_name] = _compile_with_helper(_name)
 COMPILE.impls["rope_bwd"] = _compile_rope
-COMPILE.impls["cross_entropy"] = lambda ref: _bwd_ce(torch.compile(lambda z, t: F.cross_entropy(z.float(), t)))
-COMPILE.impls["fused_linear_cross_entropy"] = lambda ref: _bwd_flce(
+COMPILE.impls["cross_entropy"] = lambda ref: bwd_ce(torch.compile(lambda z, t: F.cross_entropy(z.float(), t)))
+COMPILE.impls["fused_linear_cross_entropy"] = lambda ref: bwd_flce(
     torch.compile(lambda h, w, t: F.cross_entropy((h @ w.t()).float(), t))
 )
 
@@ -185,82 +132,38 @@ VENDOR.impls.update(
         "gemm_bf16": lambda ref: lambda x, w: F.linear(x, w),
         "o_proj_residual": lambda ref: lambda x, w, r: torch.addmm(r, x, w.t()),
         "rmsnorm": lambda ref: _rms_vendor,
-        "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_rms_vendor),
+        "rmsnorm_bwd": lambda ref: bwd_rmsnorm(_rms_vendor),
         "add_rmsnorm": lambda ref: lambda x, r, w: (lambda s: (s, _rms_vendor(s, w)))(x + r),
         "layernorm": lambda ref: lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, EPS),
-        "layernorm_bwd": lambda ref: _bwd_layernorm(lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, EPS)),
+        "layernorm_bwd": lambda ref: bwd_layernorm(lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, EPS)),
         "softmax": lambda ref: lambda x: torch.softmax(x, dim=-1),
-        "softmax_bwd": lambda ref: _bwd_softmax(lambda x: torch.softmax(x, dim=-1)),
+        "softmax_bwd": lambda ref: bwd_softmax(lambda x: torch.softmax(x, dim=-1)),
         "attention_causal": lambda ref: _sdpa,
-        "attention_causal_bwd": lambda ref: _bwd_attn(_sdpa),
-        "cross_entropy": lambda ref: _bwd_ce(lambda z, t: F.cross_entropy(z, t).float()),  # bf16 math, fp32 loss
+        "attention_causal_bwd": lambda ref: bwd_attn(_sdpa),
+        "cross_entropy": lambda ref: bwd_ce(lambda z, t: F.cross_entropy(z, t).float()),  # bf16 math, fp32 loss
         "embedding": lambda ref: lambda ids, w: F.embedding(ids, w),
     }
 )
 
 
 # ----------------------------------------------------------------------------------------------- liger
-def _liger(name: str):
-    return importlib.import_module(f"liger_kernel.ops.{name}")
-
-
-def _liger_rms(x, w):
-    return _liger("rms_norm").LigerRMSNormFunction.apply(x, w, EPS, 0.0, "llama", False)
-
-
-def _liger_ln(x, w, b):
-    return _liger("layer_norm").LigerLayerNormFunction.apply(x, w, b, EPS)
-
-
-def _liger_rope(q, k, cos, sin):
-    # Liger takes [batch, heads, seq, dim]; transposed views of the suite's [batch, seq, heads, dim].
-    qo, ko = _liger("rope").LigerRopeFunction.apply(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-    return qo.transpose(1, 2), ko.transpose(1, 2)
-
-
-def _liger_ce(z, t):
-    # Liger returns the loss in the logits' dtype; the contract is fp32 (its accuracy is still judged).
-    return _liger("cross_entropy").LigerCrossEntropyFunction.apply(z, t, None)[0].float()
-
-
-def _liger_flce(h, w, t):
-    return _liger("fused_linear_cross_entropy").LigerFusedLinearCrossEntropyFunction.apply(h, w, t)[0]
-
-
-def _liger_add_rms(x, r, w):
-    y, s = _liger("fused_add_rms_norm").LigerFusedAddRMSNormFunction.apply(x, r, w, EPS, 0.0, "llama", False)
-    return s, y
-
-
-def _liger_swiglu(g, u):
-    return _liger("swiglu").LigerSiLUMulFunction.apply(g, u)
-
-
-def _liger_geglu(g, u):
-    return _liger("geglu").LigerGELUMulFunction.apply(g, u)
-
-
-def _liger_softmax(x):
-    return _liger("softmax").LigerSoftmaxFunction.apply(x)
-
-
 LIGER = Backend("liger", "Liger-Kernel's Triton kernels", requires_cuda=True, module="liger_kernel")
 LIGER.impls.update(
     {
-        "rmsnorm": lambda ref: _liger_rms,
-        "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_liger_rms),
-        "add_rmsnorm": lambda ref: _liger_add_rms,
-        "layernorm": lambda ref: _liger_ln,
-        "layernorm_bwd": lambda ref: _bwd_layernorm(_liger_ln),
-        "swiglu": lambda ref: _liger_swiglu,
-        "swiglu_bwd": lambda ref: _bwd_gate(_liger_swiglu),
-        "geglu": lambda ref: _liger_geglu,
-        "softmax": lambda ref: _liger_softmax,
-        "softmax_bwd": lambda ref: _bwd_softmax(_liger_softmax),
-        "rope": lambda ref: _liger_rope,
-        "rope_bwd": lambda ref: _bwd_rope(_liger_rope),
-        "cross_entropy": lambda ref: _bwd_ce(_liger_ce),
-        "fused_linear_cross_entropy": lambda ref: _bwd_flce(_liger_flce),
+        "rmsnorm": lambda ref: liger.rms_norm,
+        "rmsnorm_bwd": lambda ref: bwd_rmsnorm(liger.rms_norm),
+        "add_rmsnorm": lambda ref: liger.add_rms_norm,
+        "layernorm": lambda ref: liger.layer_norm,
+        "layernorm_bwd": lambda ref: bwd_layernorm(liger.layer_norm),
+        "swiglu": lambda ref: liger.swiglu,
+        "swiglu_bwd": lambda ref: bwd_gate(liger.swiglu),
+        "geglu": lambda ref: liger.geglu,
+        "softmax": lambda ref: liger.softmax,
+        "softmax_bwd": lambda ref: bwd_softmax(liger.softmax),
+        "rope": lambda ref: liger.rope,
+        "rope_bwd": lambda ref: bwd_rope(liger.rope),
+        "cross_entropy": lambda ref: bwd_ce(liger.cross_entropy),
+        "fused_linear_cross_entropy": lambda ref: bwd_flce(liger.fused_linear_cross_entropy),
     }
 )
 
@@ -307,19 +210,19 @@ SOLKIT.impls.update(
         "o_proj_residual": lambda ref: lambda x, w, r: _k().gemm(x, w, residual=r),
         "gate_up_swiglu": lambda ref: _sk_gate_up_swiglu,
         "rmsnorm": lambda ref: _sk_rms,
-        "rmsnorm_bwd": lambda ref: _bwd_rmsnorm(_sk_rms),
+        "rmsnorm_bwd": lambda ref: bwd_rmsnorm(_sk_rms),
         "add_rmsnorm": lambda ref: lambda x, r, w: _k().add_rmsnorm(x, r, w, eps=EPS),
         "layernorm": lambda ref: _sk_ln,
-        "layernorm_bwd": lambda ref: _bwd_layernorm(_sk_ln),
+        "layernorm_bwd": lambda ref: bwd_layernorm(_sk_ln),
         "swiglu": lambda ref: lambda g, u: _k().swiglu(g, u),
-        "swiglu_bwd": lambda ref: _bwd_gate(lambda g, u: _k().swiglu(g, u)),
+        "swiglu_bwd": lambda ref: bwd_gate(lambda g, u: _k().swiglu(g, u)),
         "geglu": lambda ref: lambda g, u: _k().geglu(g, u),
         "softmax": lambda ref: lambda x: _k().softmax(x),
-        "softmax_bwd": lambda ref: _bwd_softmax(lambda x: _k().softmax(x)),
+        "softmax_bwd": lambda ref: bwd_softmax(lambda x: _k().softmax(x)),
         "rope": lambda ref: _sk_rope,
-        "rope_bwd": lambda ref: _bwd_rope(_sk_rope),
-        "cross_entropy": lambda ref: _bwd_ce(_sk_ce),
-        "fused_linear_cross_entropy": lambda ref: _bwd_flce(_sk_flce),
+        "rope_bwd": lambda ref: bwd_rope(_sk_rope),
+        "cross_entropy": lambda ref: bwd_ce(_sk_ce),
+        "fused_linear_cross_entropy": lambda ref: bwd_flce(_sk_flce),
     }
 )
 
@@ -329,6 +232,6 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (EAGER, COMPILE, VENDOR, LIGE
 MUTATES_INPUTS = {("solkit", "cross_entropy"), ("liger", "cross_entropy")}
 # Liger's RoPE rotates q/k in place (forward) and dq/dk in place (backward), and its SwiGLU backward
 # writes dgate/dup into the saved gate/up, which share storage with the pool through detach(): timed
-# on the shared pool, they rewrite the inputs every later backend is checked on (the cause of solkit's
-# "incorrect" rope, rope_bwd and swiglu_bwd rows in round 2; solkit's kernels allocate their outputs).
+# on the shared pool, they rewrite the inputs every later backend is checked on (which made solkit's
+# rope, rope_bwd and swiglu_bwd rows read "incorrect" before; solkit's kernels allocate their outputs).
 MUTATES_INPUTS |= {("liger", "rope"), ("liger", "rope_bwd"), ("liger", "swiglu_bwd")}
