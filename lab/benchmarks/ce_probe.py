@@ -34,9 +34,9 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.timing import benchmark
 from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, LAST_LAUNCH, cross_entropy
 from solkit.kernels.cross_entropy.split import chunk_layout
+from solkit.timing import benchmark
 
 MODES = {"read": 0, "read_reread_write": 1, "read_write": 2}
 

@@ -20,8 +20,8 @@ import time
 import torch
 import triton
 
-from solkit.timing import benchmark
 from solkit.kernels.softmax.dispatch import softmax_forward
+from solkit.timing import benchmark
 
 CONDITIONS = ["none", "sleep_1s", "busy_300ms", "empty_cache", "sync_only", "none"]
 

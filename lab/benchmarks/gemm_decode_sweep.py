@@ -248,8 +248,7 @@ def kernel_spans(fns: dict[str, Any], pool: list[tuple], device: torch.device, r
     in one profiler session, each call after an L2 read flush (outside the timed range)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from solkit.timing import RANGE_PREFIX, spans_from_trace
-    from solkit.timing import L2Flusher
+    from solkit.timing import RANGE_PREFIX, L2Flusher, spans_from_trace
 
     names = list(fns)
     flush = L2Flusher(device, "read")

@@ -132,8 +132,8 @@ def main() -> int:
     import torch
     import triton
 
-    from solkit.timing import benchmark
     from solkit.kernels.gemm import dispatch as G
+    from solkit.timing import benchmark
     from solkit.tune.cache import environment
 
     smoke = args.smoke

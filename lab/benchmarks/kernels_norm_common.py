@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from solkit.timing import benchmark
 from solkit.kernels.norms.layer_norm import layernorm
 from solkit.kernels.norms.rms_norm import add_rmsnorm, rmsnorm
 from solkit.kernels.softmax.dispatch import softmax, softmax_backward, softmax_forward
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
+from solkit.timing import benchmark
 
 DATASHEET_BW = 4.8e12
 #: Op shapes by name suffix: Llama-3-8B (hidden 4096) and Llama-3-70B (hidden 8192, the main job's l class).

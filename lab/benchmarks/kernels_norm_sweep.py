@@ -1,3 +1,4 @@
+# ruff: noqa: E501 (a dated record; the results move lengthened the paths in its comments)
 """Launcher sweeps of the norm/softmax kernel benchmark (``lab/benchmarks/kernels_norm.py --sweep``): each
 solkit launcher alone over a few configurations, every one checked against an fp32 reference before
 it is timed; the wide-row softmax adoption; the dW partial-sum reduction alone."""
@@ -20,12 +21,12 @@ from kernels_norm_common import (
     sol_cols,
 )
 
-from solkit.timing import benchmark
 from solkit.kernels.common.device import sm_count
 from solkit.kernels.common.rows import sum_partials
 from solkit.kernels.norms.layer_norm import layernorm_backward, layernorm_forward
 from solkit.kernels.norms.rms_norm import rmsnorm_backward, rmsnorm_forward
 from solkit.kernels.softmax.dispatch import softmax_backward, softmax_forward
+from solkit.timing import benchmark
 
 #: Launcher sweep, per op and kernel: solkit launcher keyword arguments, the measured default first.
 #: Wide softmax rows: the looped path against cooperative (segment, warps, programs per SM) variants.

@@ -30,9 +30,9 @@ import torch
 import triton
 from kernels_softmax_wide import _err, measure_copy, sol_cols
 
-from solkit.timing import benchmark
 from solkit.kernels.softmax.dispatch import softmax_forward
 from solkit.kernels.softmax.gluon import softmax_forward_gluon
+from solkit.timing import benchmark
 
 SHAPES = {"vocab8k": (8192, 128256), "vocab4k": (4096, 128256), "256k": (1024, 262144), "small": (1000, 128256),
           "odd": (7, 65536), "one": (1, 262144)}  # fmt: skip

@@ -34,9 +34,9 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 from softmax_wide_plans import ALL3, COMPILE_SHAPES, DIAG, FLOORS, PLANS, RIVALS, SHAPES, VARIANTS  # noqa: E402, F401
 
-from solkit.timing import benchmark  # noqa: E402
 from solkit.kernels.softmax.dispatch import softmax_backward, softmax_forward  # noqa: E402
 from solkit.sol.model import Ceilings, sol_fraction, t_sol  # noqa: E402
+from solkit.timing import benchmark  # noqa: E402
 
 DATASHEET_BW = 4.8e12
 T0 = time.perf_counter()

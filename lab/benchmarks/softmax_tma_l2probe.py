@@ -19,8 +19,8 @@ import platform
 import torch
 import triton
 
-from solkit.timing import benchmark
 from solkit.kernels.softmax.dispatch import softmax_forward
+from solkit.timing import benchmark
 
 BASE = {"blocks": 16, "num_warps": 2, "per_sm": 8, "stages": 3, "l2_prefetch": 1}  # TMA_DEFAULT at 65537-196607
 BASE_256K = {"blocks": 32, "num_warps": 4, "per_sm": 4, "stages": 3, "l2_prefetch": 1}  # TMA_DEFAULT from 196608

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from solkit.sol.analysis import TensorSpec, analyze, analyze_problem
+from solkit.sol.analysis import ShapeSpec, analyze, analyze_problem
 from solkit.sol.ceilings import spec_ceilings
 
 SUITE = Path(__file__).resolve().parents[1] / "src" / "solkit" / "problems" / "suite"
@@ -68,9 +68,9 @@ def main() -> int:
     result["suite_seconds"] = time.perf_counter() - t0
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t1 = time.perf_counter()
-    ce = analyze(F.cross_entropy, TensorSpec((16384, 128256), torch.bfloat16), TensorSpec((16384,), torch.long))
+    ce = analyze(F.cross_entropy, ShapeSpec((16384, 128256), torch.bfloat16), ShapeSpec((16384,), torch.long))
     t2 = time.perf_counter()
-    gemm = analyze(torch.mm, TensorSpec((8192, 8192), torch.bfloat16), TensorSpec((8192, 28672), torch.bfloat16))
+    gemm = analyze(torch.mm, ShapeSpec((8192, 8192), torch.bfloat16), ShapeSpec((8192, 28672), torch.bfloat16))
     t3 = time.perf_counter()
     result["huge"] = {
         "cross_entropy": {"seconds": t2 - t1, "flops": ce.flops, "fused_bytes": ce.fused_bytes},

@@ -1,3 +1,4 @@
+# ruff: noqa: E501 (a dated record; the results move lengthened the paths in its comments)
 """Replay every search strategy on recorded sweeps (CPU only) and plot fraction-of-best vs evaluations.
 
     python lab/benchmarks/tune_replay.py --data benchmarks/results/tuner/2026-11-30_h200_sweeps --out benchmarks/results/tuner/2026-11-30_h200_replay

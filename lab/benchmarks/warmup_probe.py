@@ -20,8 +20,8 @@ import time
 import torch
 import triton
 
-from solkit.timing import benchmark
 from solkit.kernels.softmax.dispatch import softmax_forward
+from solkit.timing import benchmark
 
 SHAPES = [(8192, 4096), (1024, 262144)]
 
