@@ -35,7 +35,7 @@ def test_violation_flagged(capsys):
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
-    (["sol", "--flops", "1", "--arch", "nope"], "allowed: a100-pcie-80gb"),
+    (["sol", "--flops", "1", "--arch", "nope"], "allowed: a10, a100-pcie-80gb"),
     (["sol", "--flops", "1", "--dtype", "int3", "--arch", "h100-sxm"], "allowed: bf16"),
     (["sol", "--bytes", "-5", "--arch", "h100-sxm"], ">= 0"),
     (["hw", "show", "nope"], "allowed:"),
