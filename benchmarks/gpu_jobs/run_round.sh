@@ -3,7 +3,8 @@
 #
 #   bash benchmarks/gpu_jobs/run_round.sh JOB[:SECONDS] [JOB[:SECONDS] ...]
 #
-# Each job is benchmarks/gpu_jobs/JOB.sh. It runs from the repo root with OUT set to its own
+# Each job is benchmarks/gpu_jobs/JOB.sh (the maintained jobs), else lab/benchmarks/gpu_jobs/JOB.sh (the dated
+# per-round record; those need not run any more). It runs from the repo root with OUT set to its own
 # folder, and must finish within the budget (seconds) on its "# budget: N" line (default 60; the
 # wrapper kills it past that). Wheels in .whl/ (carried) are installed into /tmp/site first.
 set -u
@@ -19,6 +20,7 @@ for spec in "$@"; do
   # JOB or JOB:SECONDS (a cap below the script's own budget, to fit the session's device time)
   job=${spec%%:*}
   script=benchmarks/gpu_jobs/$job.sh
+  [ -f "$script" ] || script=lab/benchmarks/gpu_jobs/$job.sh
   budget=$(grep -m1 -oP '^# budget:\s*\K[0-9]+' "$script" 2>/dev/null || echo 60)
   if [ "$spec" != "$job" ] && [ "${spec##*:}" -lt "$budget" ]; then budget=${spec##*:}; fi
   work=/tmp/jobout/$job
