@@ -12,14 +12,14 @@ import torch
 import torch.nn.functional as F
 
 from solkit.errors import SolkitError
-from solkit.sol.analysis import TensorSpec, analyze, analyze_problem, apply_declared
+from solkit.sol.analysis import ShapeSpec, analyze, analyze_problem, apply_declared
 from solkit.sol.model import Ceilings
 
 BF16 = torch.bfloat16
 
 
 def spec(*shape, dtype=BF16, grad=False):
-    return TensorSpec(tuple(shape), dtype, grad)
+    return ShapeSpec(tuple(shape), dtype, grad)
 
 
 # ---------------------------------------------------------------------------------------------- Llama layer
@@ -105,7 +105,7 @@ CASES = {
 def test_fused_bytes_is_the_exact_sum_of_inputs_and_outputs(case):
     fn, inputs = CASES[case]
     a = analyze(fn, *inputs)
-    tensor_specs = {id(x): x for x in inputs if isinstance(x, TensorSpec)}.values()  # each input once
+    tensor_specs = {id(x): x for x in inputs if isinstance(x, ShapeSpec)}.values()  # each input once
     in_bytes = sum(math.prod(x.shape) * x.dtype.itemsize for x in tensor_specs)
     out_bytes = sum(t.numel * t.dtype.itemsize for t in a.outputs)
     assert a.fused_bytes == in_bytes + out_bytes

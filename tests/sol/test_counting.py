@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from solkit.sol.analysis import TensorSpec, analyze
+from solkit.sol.analysis import ShapeSpec, analyze
 from solkit.sol.counting import count_op, rule_table, tensor_unit, vector_unit
 from solkit.sol.trace import trace
 
@@ -14,7 +14,7 @@ BF16, F32 = torch.bfloat16, torch.float32
 
 
 def spec(*shape, dtype=BF16, grad=False):
-    return TensorSpec(tuple(shape), dtype, grad)
+    return ShapeSpec(tuple(shape), dtype, grad)
 
 
 def calls(a, op):

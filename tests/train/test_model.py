@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from solkit.train.config import get_config
-from solkit.train.model import LinearResidual, LMHeadLoss, RMSNorm, Rotary, SiluMul, build_model, synthetic_batches
+from solkit.train.model import LinearResidual, LMHeadLoss, LlamaRMSNorm, Rotary, SiluMul, build_model, synthetic_batches
 
 
 def test_rmsnorm_matches_formula_in_float64():
     torch.manual_seed(0)
     x = torch.randn(3, 5, 37)
-    norm = RMSNorm(37, 1e-5)
+    norm = LlamaRMSNorm(37, 1e-5)
     with torch.no_grad():
         norm.weight.uniform_(0.5, 1.5)
     ref = x.double() / torch.sqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-5) * norm.weight.double()

@@ -31,7 +31,7 @@ def _torch_dtype(name: str):
 
 
 @dataclass
-class Target:
+class ProfileTarget:
     """One runnable thing: ``fn(*args)`` does the work once."""
 
     label: str
@@ -278,8 +278,8 @@ def load_target(
     device: str,
     label: str | None = None,
     seed: int = 200,
-) -> Target:
-    """Build a :class:`Target` (reference when ``solution`` is None)."""
+) -> ProfileTarget:
+    """Build a :class:`ProfileTarget` (reference when ``solution`` is None)."""
     definition, workloads = read_problem(problem_dir)
     workload = pick_workload(workloads, workload_uuid, str(problem_dir))
     notes: list[str] = []
@@ -325,7 +325,7 @@ def load_target(
             flops = count_model_flops(ref, tuple(inputs))
         except Exception as exc:  # the counter is a model aid, never a reason to fail the profile
             notes.append(f"FLOP count unavailable: {type(exc).__name__}: {exc}")
-    return Target(
+    return ProfileTarget(
         label=label or f"{definition['name']}.{name}",
         problem=definition["name"],
         workload=workload.get("uuid", "?"),

@@ -13,7 +13,7 @@ __all__ = ["Ceilings", "SolResult", "anchored_score", "mfu", "sol_fraction", "t_
 
 def __getattr__(name: str):
     # The analysis imports torch's tracing machinery; load it only when asked for.
-    if name in ("analyze", "analyze_problem", "analyze_workload", "TensorSpec"):
+    if name in ("analyze", "analyze_problem", "analyze_workload", "ShapeSpec"):
         from solkit.sol import analysis
 
         return getattr(analysis, name)

@@ -43,7 +43,7 @@ DISAGREEMENT = 0.01
 
 
 @dataclass(frozen=True)
-class TensorSpec:
+class ShapeSpec:
     """A tensor described by shape and dtype only (never allocated)."""
 
     shape: tuple[int, ...]
@@ -60,7 +60,7 @@ def _is_shape(x: Any) -> bool:
 
 
 def _is_spec(x: Any) -> bool:
-    if isinstance(x, TensorSpec):
+    if isinstance(x, ShapeSpec):
         return True
     return isinstance(x, tuple) and len(x) == 2 and _is_shape(x[0]) and isinstance(x[1], torch.dtype)
 
@@ -68,13 +68,13 @@ def _is_spec(x: Any) -> bool:
 def as_meta_input(x: Any) -> Any:
     """An example input -> what the traced function receives.
 
-    ``TensorSpec`` and ``(shape, dtype)`` pairs become meta tensors; tensors on any device become
+    ``ShapeSpec`` and ``(shape, dtype)`` pairs become meta tensors; tensors on any device become
     meta tensors of the same shape, dtype and strides; anything else is passed unchanged.
     """
-    if isinstance(x, TensorSpec):
+    if isinstance(x, ShapeSpec):
         return x.to_meta()
     if _is_spec(x):
-        return TensorSpec(tuple(x[0]), x[1]).to_meta()
+        return ShapeSpec(tuple(x[0]), x[1]).to_meta()
     return x
 
 
@@ -279,7 +279,7 @@ def analyze(
 ) -> Analysis:
     """Trace ``fn(*example_inputs, **kwargs)`` without allocating tensors and count its work.
 
-    Inputs may be tensors (any device; only their metadata is used), :class:`TensorSpec` objects,
+    Inputs may be tensors (any device; only their metadata is used), :class:`ShapeSpec` objects,
     ``(shape, dtype)`` pairs, or plain Python values passed through unchanged. Tensors that require
     grad let ``fn`` run a backward pass (``torch.autograd.grad`` works on meta tensors).
     ``allow_tf32`` (default: ``torch.backends.cuda.matmul.allow_tf32``) decides whether fp32 matrix
@@ -361,7 +361,7 @@ def _scalar_default(dtype: torch.dtype) -> bool | int | float:
 
 
 def workload_inputs(problem, workload) -> list[Any]:
-    """The reference's positional inputs for ``workload``: TensorSpecs and Python scalars."""
+    """The reference's positional inputs for ``workload``: ShapeSpecs and Python scalars."""
     shapes = problem.input_shapes(workload)
     dtypes = problem.input_dtypes()
     scalars = problem.scalar_values(workload)
@@ -371,7 +371,7 @@ def workload_inputs(problem, workload) -> list[Any]:
         if shape is None:
             out.append(scalars.get(name, _scalar_default(dtypes[name])))
         else:
-            out.append(TensorSpec(tuple(shape), dtypes[name]))
+            out.append(ShapeSpec(tuple(shape), dtypes[name]))
     return out
 
 

@@ -116,7 +116,7 @@ class OpRecord:
 
 
 @dataclass
-class Trace:
+class OpTrace:
     """The ops a traced call ran, and its external inputs and outputs."""
 
     records: list[OpRecord]
@@ -326,7 +326,7 @@ def to_meta(x: Any) -> Any:
     return x
 
 
-def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
+def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> OpTrace:
     """Run ``fn(*args, **kwargs)`` on meta tensors and record its ops.
 
     Tensor arguments on other devices are converted to meta first (no data is copied). The external
@@ -350,7 +350,7 @@ def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
             hint = " (solkit traces shapes only, on meta tensors; an op that needs tensor values cannot be analysed)"
         raise SolkitError(f"tracing {name} failed after {last}: {type(exc).__name__}: {first[:300]}{hint}") from None
     outputs = _unique(_tensors(result))
-    return Trace(
+    return OpTrace(
         records=recorder.records,
         inputs=[TensorMeta.of(t) for t in inputs],
         outputs=[TensorMeta.of(t) for t in outputs],

@@ -26,7 +26,7 @@ from torch.utils.checkpoint import checkpoint
 from solkit.train.config import ModelConfig
 
 
-class RMSNorm(nn.Module):
+class LlamaRMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
         self.eps = eps
@@ -126,9 +126,9 @@ class MLP(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.attn_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
+        self.attn_norm = LlamaRMSNorm(cfg.hidden, cfg.norm_eps)
         self.attn = Attention(cfg)
-        self.mlp_norm = RMSNorm(cfg.hidden, cfg.norm_eps)
+        self.mlp_norm = LlamaRMSNorm(cfg.hidden, cfg.norm_eps)
         self.mlp = MLP(cfg)
 
     def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -145,7 +145,7 @@ class LlamaModel(nn.Module):
         self.checkpoint_layers = checkpoint_layers
         self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.layers))
-        self.norm = RMSNorm(cfg.hidden, cfg.norm_eps)
+        self.norm = LlamaRMSNorm(cfg.hidden, cfg.norm_eps)
         head_weight = self.embed.weight if cfg.tie_embeddings else nn.Parameter(torch.empty(cfg.vocab, cfg.hidden))
         self.head = LMHeadLoss(head_weight)
         self.register_buffer("rope_cos", torch.empty(0), persistent=False)

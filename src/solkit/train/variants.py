@@ -26,11 +26,11 @@ from torch import nn
 
 from solkit.backends import liger
 from solkit.errors import SolkitError, choices_hint
-from solkit.train.model import LinearResidual, LlamaModel, LMHeadLoss, RMSNorm, Rotary, SiluMul
+from solkit.train.model import LinearResidual, LlamaModel, LMHeadLoss, LlamaRMSNorm, Rotary, SiluMul
 
 # kind -> (model class it replaces, what it fuses)
 SWAP_KINDS: dict[str, tuple[type[nn.Module], str]] = {
-    "rmsnorm": (RMSNorm, "RMSNorm forward/backward"),
+    "rmsnorm": (LlamaRMSNorm, "RMSNorm forward/backward"),
     "rope": (Rotary, "RoPE on q and k"),
     "swiglu": (SiluMul, "silu(gate) * up"),
     "linear_residual": (LinearResidual, "o_proj / down_proj GEMM with the residual add in the epilogue"),
