@@ -32,7 +32,7 @@ from solkit.train.variants import get_variant
 #   below 1e-3 of the largest are compared against that floor), and the total norm ≤ grad_total;
 # * training: the loss at every step, |Δ| ≤ atol + rtol·|loss|. The synthetic batches repeat every 4
 #   steps, so the loss falls fast (12.6 → 0.4 in 11 steps on llama3-8b-L8) and bf16 rounding
-#   differences grow with it: on the H200 (round 1), torch.compile and Liger, both correct, ended up
+#   differences grow with it: on the H200, torch.compile and Liger, both correct, ended up
 #   to 0.027 from eager. The trajectory tolerance allows twice that; a wrong gradient (checked
 #   directly by the backward part) or a broken optimizer interplay moves the curve by far more.
 PARITY_TOL: dict[str, dict[str, Any]] = {
