@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from solkit.profile.diagnose import classify_roof, diagnose_kernel, diagnose_target, fp16_flops, fp32_flops, sol_block
-from solkit.profile.ncu import METRICS, KernelMetrics
+from solkit.profile.ncu_parse import METRICS, KernelMetrics
 from solkit.sol.ceilings import spec_ceilings
 
 

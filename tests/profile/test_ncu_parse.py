@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from solkit.profile.ncu import (
+from solkit.profile.ncu import build_command, classify_error
+from solkit.profile.ncu_parse import (
     METRICS,
     KernelMetrics,
     NcuParseError,
     attribute_by_order,
-    build_command,
-    classify_error,
     parse_csv,
     parse_number,
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from solkit.profile import bench_hook, runner
-from solkit.profile.ncu import METRICS
+from solkit.profile.ncu_parse import METRICS
 from solkit.profile.report import to_html, to_json, to_markdown
 from solkit.sol.ceilings import spec_ceilings
 

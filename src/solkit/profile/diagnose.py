@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from solkit.profile.ncu import KernelMetrics
+from solkit.profile.ncu_parse import KernelMetrics
 
 #: Thresholds (fractions in %), named so the rules read like the advice they give.
 LATENCY_PCT = 60.0

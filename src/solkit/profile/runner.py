@@ -23,6 +23,7 @@ from typing import Any
 import solkit
 from solkit.errors import SolkitError
 from solkit.profile import ncu as ncu_mod
+from solkit.profile import ncu_parse
 from solkit.profile.diagnose import diagnose_target, sol_block
 
 SCHEMA_VERSION = 1
@@ -235,7 +236,7 @@ def profile(
     else:
         timed = None
 
-    kernels: list[ncu_mod.KernelMetrics] = []
+    kernels: list[ncu_parse.KernelMetrics] = []
     ncu_info: dict[str, Any] = {"used": False}
     if use_ncu and device == "cuda":
         exe = ncu_mod.find_ncu()
@@ -285,7 +286,7 @@ def assemble(
     report: dict[str, Any],
     targets: list[dict],
     timed: dict[str, Any],
-    kernels: list[ncu_mod.KernelMetrics],
+    kernels: list[ncu_parse.KernelMetrics],
     ceilings: Any | None,
     calibrated: Any | None = None,
     ncu_errors: dict[str, str] | None = None,
@@ -342,7 +343,7 @@ def rebuild(work_dir: str | Path) -> dict[str, Any]:
     previous = _read_json(work / "profile.json") or {}
     timed = _read_json(work / "time_result.json") or _read_json(work / "ncu_result.json") or {"targets": []}
     _fill_unfused(timed, spec["targets"])
-    kernels: list[ncu_mod.KernelMetrics] = []
+    kernels: list[ncu_parse.KernelMetrics] = []
     raw = work / "ncu_raw.csv"
     if raw.exists():
         kernels = ncu_mod.parse_csv(raw.read_text())
@@ -388,7 +389,7 @@ def _fill_unfused(timed: dict[str, Any], targets: list[dict]) -> None:
             continue
 
 
-def _attribute_missing(kernels: list[ncu_mod.KernelMetrics], timed: dict | None, targets: list[dict]) -> None:
+def _attribute_missing(kernels: list[ncu_parse.KernelMetrics], timed: dict | None, targets: list[dict]) -> None:
     """Kernels without an NVTX name: by launch order and the timing run's per-call kernel counts."""
     if not kernels or any(k.target for k in kernels):
         return
@@ -396,7 +397,7 @@ def _attribute_missing(kernels: list[ncu_mod.KernelMetrics], timed: dict | None,
     for t in (timed or {}).get("targets", []):
         n = sum(round(r["count_per_call"]) for r in t.get("kernels", []) if not _is_copy(r["name"]))
         counts.append((t["label"], int(n)))
-    if not ncu_mod.attribute_by_order(kernels, counts) and len(targets) == 1:
+    if not ncu_parse.attribute_by_order(kernels, counts) and len(targets) == 1:
         for k in kernels:
             k.target = targets[0]["label"]
 
