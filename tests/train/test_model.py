@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from solkit.train.config import get_config
-from solkit.train.model import LinearResidual, LMHeadLoss, LlamaRMSNorm, Rotary, SiluMul, build_model, synthetic_batches
+from solkit.train.model import LinearResidual, LlamaRMSNorm, LMHeadLoss, Rotary, SiluMul, build_model, synthetic_batches
 
 
 def test_rmsnorm_matches_formula_in_float64():

@@ -138,6 +138,7 @@ def _ceilings(device: str, recalibrate: bool, notes: list[str]):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    # Long on purpose: one linear command (select, calibrate, run, write the report), read top to bottom.
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from solkit.bench.runner import BenchConfig, run_suite, select, suite_problems

@@ -213,6 +213,7 @@ def run_workload(
     ceilings: dict[str, Ceilings],
     progress: Callable[[str], None] | None = None,
 ) -> list[Row]:
+    # Long on purpose: the per-workload protocol (inputs, fp64 reference, each backend checked then timed) in its order.
     from solkit.harness.inputs import InputFactory
 
     d = problem.definition

@@ -198,6 +198,7 @@ def _start(job_path: Path, log_path: Path, use_fork_server: bool) -> tuple[_Proc
 
 
 def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: RunnerOptions):
+    # Long on purpose: one event loop over the worker's pipe whose phases share the deadline and partial results.
     proc, read_fd = _start(job_path, log_path, options.use_fork_server)
     environment: dict[str, Any] = {}
     settled: dict[str, dict] = {}

@@ -1,3 +1,4 @@
+# Over 500 lines on purpose: the Worker class is the whole in-child protocol (prepare, check, time, anti-cheat).
 """The evaluation worker: one subprocess per solution (started by :mod:`solkit.harness.runner`).
 
 Protocol: ``python -m solkit.harness.worker JOB.json FD`` — the job (problem, solution, device,
@@ -216,6 +217,7 @@ class Worker:
         return (*inputs.values(), *outs.values()) if outs is not None else tuple(inputs.values())
 
     def _check_trial(self, fn, w: Workload, p: Prepared, t: int, state: dict) -> cc.OutputCheck:
+        # Long on purpose: one correctness trial with its anti-cheat guards, which share the trial's buffers.
         dps = self.solution.spec.destination_passing_style
         tol = w.tolerance
         ratio = cc.required_ratio(tol, self.job.get("matched_ratio"))
@@ -365,6 +367,7 @@ class Worker:
         return n
 
     def evaluate(self, fn, w: Workload, guard) -> dict[str, Any]:
+        # Long on purpose: the per-workload protocol (trials, timing, anti-cheat verdicts) in the order it runs.
         p = self.prepared[w.uuid]
         if p.error:
             raise Failure(*p.error)

@@ -105,6 +105,7 @@ def classify_roof(sm_pct: float | None, mem_pct: float | None) -> str:
 
 def diagnose_kernel(k: KernelMetrics, sm_count: int | None = None, gemm_expected: bool = False) -> dict[str, Any]:
     """Roof and findings for one kernel. ``gemm_expected``: the target's model has tensor-core FLOPs."""
+    # Long on purpose: a table of rules read top to bottom, each finding next to the metrics it uses.
     sm = _v(k, "sm_throughput_pct")
     mem = _v(k, "memory_throughput_pct")
     dram = _v(k, "dram_throughput_pct")
@@ -303,6 +304,7 @@ def diagnose_target(
 
     ``model_unfused_bytes`` (what op-by-op execution moves) refines the excess-traffic advice: DRAM
     bytes near it mean unfused intermediates; beyond it, kernels also re-read their own data."""
+    # Long on purpose: a table of rules read top to bottom, each finding next to the model it compares with.
     model_flops = {u: f for u, f in (model_flops or {}).items() if f}
     gemm = any(u.endswith("_tensor") for u in model_flops)
     per_kernel = [diagnose_kernel(k, sm_count, gemm_expected=gemm) for k in kernels]

@@ -209,6 +209,7 @@ def profile(
     ``timing=False`` skips the plain timing run (no torch.profiler list, no telemetry): the caller
     supplies T_measured per target label in ``t_measured_ms`` (as ``solkit bench`` does).
     """
+    # Long on purpose: the two subprocess passes (timing, then ncu) and the merge of their results, in order.
     targets = targets or plan_targets(problem_dirs, solution, workload)
     work = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="solkit_profile_"))
     work.mkdir(parents=True, exist_ok=True)

@@ -1,3 +1,4 @@
+# Just over 500 lines on purpose: one table of per-op FLOP/byte rules, each op's rule found in one place.
 """FLOPs and bytes of each traced op, with the FLOPs charged to the math unit that does them.
 
 Matrix work has exact formulas here (FLOP = one multiply or one add, so a multiply-accumulate is 2):

@@ -297,6 +297,7 @@ def run_bench(
     log: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
     """Run every variant (in order) and return the summary; rewrites ``out_json`` after each one."""
+    # Long on purpose: one run of the variants in order, with their parity checks against eager.
     cfg = get_config(config, batch=batch, seq=seq)
     for v in variants:
         get_variant(v)

@@ -26,7 +26,7 @@ from torch import nn
 
 from solkit.backends import liger
 from solkit.errors import SolkitError, choices_hint
-from solkit.train.model import LinearResidual, LlamaModel, LMHeadLoss, LlamaRMSNorm, Rotary, SiluMul
+from solkit.train.model import LinearResidual, LlamaModel, LlamaRMSNorm, LMHeadLoss, Rotary, SiluMul
 
 # kind -> (model class it replaces, what it fuses)
 SWAP_KINDS: dict[str, tuple[type[nn.Module], str]] = {

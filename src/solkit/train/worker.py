@@ -149,6 +149,7 @@ def _wrap_distributed(torch: Any, model: Any, mode: str, device: Any) -> Any:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
+    # Long on purpose: one training run (set-up, warm-up, timed steps, memory) in the order it happens.
     import torch
     import torch.distributed as dist
 
