@@ -14,7 +14,6 @@ The paths, one epilogue (epilogue.py):
 * ``splitk`` (decode.py; decode-sized M <= 64 on Hopper and in the interpreter): the weight stream, with a GEMV
   for M = 1 and K split across programs with an in-kernel last-program reduction;
 * ``pointer`` (kernels.py; Ampere/Ada, odd strides or fp32 at M > 64, the CPU interpreter): masked loads;
-* ``streamk`` (streamk.py): only when a config names it.
 
 The epilogue (bias, activation, alpha, residual, beta) is chosen at compile time (tl.constexpr), so
 the variant without it is a plain GEMM. Configs live in gemm/configs.yaml (table.py), per architecture family
@@ -34,7 +33,7 @@ import triton
 
 from solkit.errors import SolkitError, choices_hint
 from solkit.kernels.common.device import cuda_sm_count, interpreting, use_descriptor_scratch
-from solkit.kernels.gemm import decode, gluon, streamk
+from solkit.kernels.gemm import decode, gluon
 from solkit.kernels.gemm.aot import compile_for
 from solkit.kernels.gemm.gluon import GEMM_BACKENDS, GLUON_MIN_M
 from solkit.kernels.gemm.kernels import KERNEL_FNS
@@ -57,10 +56,10 @@ from solkit.kernels.gemm.table import (
 
 #: Names other modules and tools read from here (the table, the AOT compiler, the Gluon backend switch).
 __all__ = [
-    "ACTIVATIONS", "FAMILIES", "GEMM_BACKENDS", "GEMM_TUNERS", "GLUON_MIN_M", "KERNELS", "LAST_LAUNCH",
-    "SPLITK_DEFAULTS", "TMA_DEFAULTS", "TMA_KERNELS", "arch_family", "compile_for", "gemm", "load_config_table",
-    "m_bucket", "m_range", "native", "prune_by_block_m", "prune_by_m_range", "reference", "select",
-    "to_triton_config", "tuner_kind",
+    "ACTIVATIONS", "FAMILIES", "GEMM_BACKENDS", "GEMM_TUNERS", "GLUON_MIN_M", "INTERPRETER_PROGRAMS", "KERNELS",
+    "LAST_LAUNCH", "SPLITK_DEFAULTS", "TMA_DEFAULTS", "TMA_KERNELS", "arch_family", "check_operands", "compile_for",
+    "gemm", "load_config_table", "m_bucket", "m_range", "native", "operands", "prune_by_block_m", "prune_by_m_range",
+    "reference", "select", "tma_ok", "to_triton_config", "torch_epilogue", "tuner_kind",
 ]  # fmt: skip
 
 #: Programs of the persistent kernels in Triton's interpreter (a few, so each walks several tiles)
@@ -187,7 +186,7 @@ def check_operands(x, weight, bias, residual, activation) -> None:
         raise SolkitError("gemm: tensors on the CPU need TRITON_INTERPRET=1 (Triton's interpreter)")
 
 
-def _operands(x, weight, residual, out):
+def operands(x, weight, residual, out):
     """x and the residual as unit-stride 2-D views (copies where needed), W with unit inner stride, and y."""
     lead, K, N = x.shape[:-1], x.shape[-1], weight.shape[0]
     x2 = x.reshape(-1, K)
@@ -231,7 +230,7 @@ def gemm(
     """
     check_operands(x, weight, bias, residual, activation)
     lead, N = x.shape[:-1], weight.shape[0]
-    x2, w, r2, y = _operands(x, weight, residual, out)
+    x2, w, r2, y = operands(x, weight, residual, out)
     M, K = x2.shape
     if M == 0 or N == 0:
         return y.reshape(*lead, N)
@@ -253,8 +252,6 @@ def gemm(
 
 def _grid(kernel: str, M: int, N: int, n_prog: int):
     """The launch grid of ``kernel`` as a function of the config's meta-parameters."""
-    if kernel == "streamk":  # the kernel's schedule is for exactly its grid: PROGS_PER_SM per SM
-        return lambda meta: (n_prog * meta["PROGS_PER_SM"],)
     if kernel == "tma_persistent":
         return lambda meta: (min(n_prog, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
     if kernel == "splitk":
@@ -270,13 +267,10 @@ def _launch_triton(x2, w, bias, r2, y, *, config, alpha, beta, activation) -> No
     family, regime, kernel = select(M, x2.device, tma_ok(*tensors) and x2.dtype != torch.float32)
     if config is not None:
         kernel = config.get("kernel", load_config_table()[family][regime]["kernel"])
+        if kernel not in KERNELS:
+            raise SolkitError(choices_hint(kernel, list(KERNELS), "gemm config kernel"))
         if kernel in TMA_KERNELS and not tma_ok(*tensors):
             raise SolkitError(f"gemm: config asks for {kernel} but the tensors are not TMA-aligned")
-    if kernel == "streamk" and alpha == 0.0 and r2 is not None:
-        # streamk's PREFETCH_RES 6 starts the accumulator at residual * beta / alpha: alpha = 0 goes without it
-        z = gemm(x2, w, bias, alpha=0.0, activation=activation, config=config)
-        y.copy_(z.float() + r2.float() * beta)
-        return
     args = dict(
         M=M, N=N, K=K, M_BUCKET=m_bucket(M), stride_xm=x2.stride(0), stride_wn=w.stride(0), stride_ym=y.stride(0),
         stride_rm=r2.stride(0) if r2 is not None else 0, alpha=float(alpha), beta=float(beta),
@@ -293,8 +287,6 @@ def _launch_triton(x2, w, bias, r2, y, *, config, alpha, beta, activation) -> No
     cfgs = [config] if config is not None else load_config_table()[family][regime]["autotune"]
     if kernel == "splitk":
         ptrs += decode.workspace(x2.device, M, N, cfgs)
-    elif kernel == "streamk":
-        ptrs += streamk.workspace(x2.device, n_prog, [to_triton_config(c, kernel).kwargs for c in cfgs])
     grid = _grid(kernel, M, N, n_prog)
     if config is not None:
         tc = to_triton_config(config, kernel)

@@ -1,4 +1,4 @@
-"""The fused GEMM epilogue shared by solkit's GEMM kernels (gemm/kernels.py, decode.py, streamk.py).
+"""The fused GEMM epilogue shared by solkit's GEMM kernels (gemm/kernels.py, decode.py).
 
 ``act(acc + bias) * alpha + residual * beta`` on an fp32 accumulator tile; every term is switched
 on or off at compile time, so the plain GEMM pays nothing for it.

@@ -19,7 +19,6 @@ import triton.language as tl
 
 from solkit.kernels.gemm.decode import gemm_decode_jit, gemm_decode_kernel
 from solkit.kernels.gemm.epilogue import apply_epilogue
-from solkit.kernels.gemm.streamk import gemm_streamk_kernel
 from solkit.kernels.gemm.tiles import finish_pieces, load_tile, prefetch_l2, tile_coords
 
 
@@ -170,7 +169,6 @@ KERNEL_FNS = {
     "tma_persistent": gemm_tma_persistent_kernel,
     "pointer": gemm_pointer_kernel,
     "splitk": gemm_decode_kernel,
-    "streamk": gemm_streamk_kernel,
 }
 #: The bare JIT functions (splitk's launchable kernel wraps its own in triton.heuristics).
 JIT_FNS = {**KERNEL_FNS, "splitk": gemm_decode_jit}

@@ -13,13 +13,12 @@ from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
 from solkit.kernels.common.device import interpreting
 from solkit.kernels.gemm.decode import KNOB_DEFAULTS
-from solkit.kernels.gemm.streamk import INTERPRETER_PREFETCH, STREAMK_DEFAULTS
 from solkit.tune.space import config_key
 
 ACTIVATIONS = {"none": 0, "silu": 1, "gelu_tanh": 2}
-KERNELS = ("tma_persistent", "pointer", "splitk", "streamk")
+KERNELS = ("tma_persistent", "pointer", "splitk")
 #: kernels on TMA tensor descriptors (aligned bf16/fp16 operands only)
-TMA_KERNELS = ("tma_persistent", "streamk")
+TMA_KERNELS = ("tma_persistent",)
 FAMILIES = ("hopper", "ampere", "interpreter")
 
 
@@ -72,10 +71,6 @@ def to_triton_config(cfg: dict[str, Any], kernel: str | None = None) -> triton.C
             params["PREFETCH_RES"] = {1: 0, 2: 0, 4: 3, 6: 7}[params["PREFETCH_RES"]]
         if interpreting() and params["PREFETCH_RES"] >= 8:
             params["PF_DIST"] = 0  # 8's loads without its L2 prefetch
-    elif cfg.get("kernel", kernel) == "streamk":
-        params = {**STREAMK_DEFAULTS, **params}
-        if interpreting():
-            params["PREFETCH_RES"] = INTERPRETER_PREFETCH[params["PREFETCH_RES"]]
     elif cfg.get("kernel", kernel) == "splitk":
         params = {**SPLITK_DEFAULTS, **{k: v for k, v in params.items() if k != "GROUP_M"}}
     return triton.Config(params, num_warps=int(cfg.get("num_warps", 4)), num_stages=int(cfg.get("num_stages", 3)))

@@ -1,4 +1,4 @@
-"""Tile helpers shared by solkit's persistent GEMM kernels (kernels.py's tma_persistent, streamk.py).
+"""Tile helpers shared by solkit's persistent GEMM kernel (kernels.py's tma_persistent).
 
 Tile order, column splits of an accumulator tile and the L2 prefetch of a residual tile; no kernel here.
 """

@@ -1,4 +1,4 @@
-"""solkit.kernels.gemm.streamk: the stream-K persistent GEMM, against an fp32 reference.
+"""lab.kernels.gemm_streamk: the stream-K persistent GEMM, against an fp32 reference.
 
 On the CPU the kernel runs through Triton's interpreter (fp32/fp16, small odd shapes) with a few
 programs, so that the stream-K ranges cut tiles in every way: a tile shared by two or three programs,
@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from lab.kernels import gemm_streamk as SK
 
 from solkit.kernels.gemm import dispatch as G
-from solkit.kernels.gemm import streamk as SK
 
-SMALL = {
-    "kernel": "streamk", "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2,
-    "EPI_SUBTILE": 2, "FLATTEN": True, "SK_WAVES": 1, "num_warps": 4, "num_stages": 1,
-}  # fmt: skip
+SMALL = {**SK.INTERPRETER_CONFIG, "FLATTEN": True, "SK_WAVES": 1}
 ATOL = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 
 
@@ -83,13 +80,12 @@ def test_schedule(M, N, K, programs, waves, expect_sk):
 def test_values_interpreter(dtype, M, N, K, programs, waves, subtile, prefetch, monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("interpreter case (the GPU runs the gpu tests below)")
-    monkeypatch.setattr(G, "INTERPRETER_PROGRAMS", programs)
+    monkeypatch.setattr(SK, "INTERPRETER_PROGRAMS", programs)
     x, w, b, r = _case(M, N, K, dtype, "cpu", seed=M + N + K)
     kw = dict(alpha=0.5, beta=-2.0, activation="silu")
     cfg = {**SMALL, "SK_WAVES": waves, "EPI_SUBTILE": subtile, "PREFETCH_RES": prefetch, "PF_DIST": 2}
     y = torch.full((M, N), float("nan"), dtype=dtype)
-    G.gemm(x, w, b, r, config=cfg, out=y, **kw)
-    assert G.LAST_LAUNCH["kernel"] == "streamk"
+    SK.gemm_streamk(x, w, b, r, config=cfg, out=y, **kw)
     _check(y, x, w, b, r, dtype, **kw)
     ws, counters = SK.SCRATCH["cpu"]
     assert int(counters.abs().sum()) == 0, "tile counters must be back at zero after the call"
@@ -108,7 +104,7 @@ def test_residual_in_accumulator_interpreter(activation, alpha, beta, waves, mon
     monkeypatch.setattr(G, "INTERPRETER_PROGRAMS", 3)
     x, w, b, r = _case(130, 64, 80, torch.float32, "cpu", seed=5)
     kw = dict(alpha=alpha, beta=beta, activation=activation)
-    y = G.gemm(x, w, b, r, config={**SMALL, "SK_WAVES": waves, "PREFETCH_RES": 6}, **kw)
+    y = SK.gemm_streamk(x, w, b, r, config={**SMALL, "SK_WAVES": waves, "PREFETCH_RES": 6}, **kw)
     _check(y, x, w, b, r, torch.float32, **kw)
 
 
@@ -120,7 +116,7 @@ def test_two_programs_per_sm_interpreter(waves, monkeypatch):
     monkeypatch.setattr(G, "INTERPRETER_PROGRAMS", 3)
     cfg = {**SMALL, "SK_WAVES": waves, "PROGS_PER_SM": 2}
     x, w, b, r = _case(130, 96, 80, torch.float16, "cpu", seed=9)
-    y = G.gemm(x, w, b, r, config=cfg)
+    y = SK.gemm_streamk(x, w, b, r, config=cfg)
     _check(y, x, w, b, r, torch.float16)
     assert _covers_once(130, 96, 80, cfg, 6)["sk_tiles"] > 0
     assert SK.SCRATCH["cpu"][0].numel() >= 6 * 2 * 32 * 32
@@ -136,7 +132,7 @@ def test_reuse_and_determinism_interpreter(monkeypatch):
     first = None
     for seed in (1, 2, 2):
         x, w, b, r = _case(130, 64, 80, torch.float32, "cpu", seed=seed, bias=False)
-        y = G.gemm(x, w, residual=r, config=cfg)
+        y = SK.gemm_streamk(x, w, residual=r, config=cfg)
         _check(y, x, w, None, r, torch.float32)
         if seed == 2:
             if first is None:
@@ -151,7 +147,7 @@ def test_streamk_needs_tma_alignment():
     if torch.cuda.is_available():
         x, w = x.cuda().half(), w.cuda().half()
     with pytest.raises(Exception, match="TMA-aligned"):
-        G.gemm(x, w, config=SMALL)
+        SK.gemm_streamk(x, w, config=SMALL)
 
 
 def test_workspace_grows_and_keeps_old_buffers():
@@ -167,10 +163,8 @@ def test_workspace_grows_and_keeps_old_buffers():
 
 # --------------------------------------------------------------------------------------------- GPU only
 def _hopper_streamk_configs():
-    table = G.load_config_table()["hopper"]["prefill"]
-    cfgs = [c for c in table["autotune"] + table.get("candidates", []) if c.get("kernel", table["kernel"]) == "streamk"]
-    picked: dict[tuple, dict] = {}  # one per (tile, SK_WAVES, residual mode): each its own code path
-    for c in cfgs:
+    picked: dict[tuple, dict] = {}  # one per (tile, SK_WAVES, residual mode, programs per SM): each its own code path
+    for c in SK.SWEPT_CONFIGS:
         key = (
             c["BLOCK_M"],
             c["BLOCK_N"],
@@ -178,7 +172,7 @@ def _hopper_streamk_configs():
             c.get("PREFETCH_RES", 0) == 6,
             c.get("PROGS_PER_SM", 1),
         )
-        picked.setdefault(key, {"kernel": "streamk", **{k: v for k, v in c.items() if k not in ("m_min", "m_max")}})
+        picked.setdefault(key, c)
     return list(picked.values())
 
 
@@ -191,7 +185,7 @@ def test_bf16_odd_m_hopper(M):
     for cfg in _hopper_streamk_configs():
         x, w, b, r = _case(M, 4096, 4096, torch.bfloat16, "cuda", seed=M, bias=False)
         y = torch.full((M, 4096), float("nan"), dtype=torch.bfloat16, device="cuda")
-        G.gemm(x, w, residual=r, config=cfg, out=y)
+        SK.gemm_streamk(x, w, residual=r, config=cfg, out=y)
         _check(y, x, w, None, r, torch.bfloat16)
 
 
@@ -202,11 +196,11 @@ def test_bf16_cuda_graph_replay():
         pytest.skip("Hopper path")
     cfg = _hopper_streamk_configs()[0]
     x, w, _, r = _case(1000, 4096, 4096, torch.bfloat16, "cuda", seed=7, bias=False)
-    G.gemm(x, w, residual=r, config=cfg)  # compile and allocate the workspace outside the capture
+    SK.gemm_streamk(x, w, residual=r, config=cfg)  # compile and allocate the workspace outside the capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        y = G.gemm(x, w, residual=r, config=cfg)
+        y = SK.gemm_streamk(x, w, residual=r, config=cfg)
     for seed in (8, 9):
         x2, w2, _, r2 = _case(1000, 4096, 4096, torch.bfloat16, "cuda", seed=seed, bias=False)
         x.copy_(x2)
@@ -219,12 +213,12 @@ def test_bf16_cuda_graph_replay():
 
 _AOT_SCRIPT = """
 import json
-from solkit.kernels.gemm import dispatch as G
-base = {"kernel": "streamk", "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "EPI_SUBTILE": 2,
+from lab.kernels import gemm_streamk as SK
+base = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "EPI_SUBTILE": 2,
         "num_warps": 8, "num_stages": 3}
 out = []
 for extra, act in [({"SK_WAVES": 1, "PREFETCH_RES": 4, "PF_DIST": 8}, "gelu_tanh")]:
-    k = G.compile_for(90, {**base, **extra}, activation=act)
+    k = SK.compile_for(90, {**base, **extra}, activation=act)
     out.append([k.metadata.shared, "wgmma" in k.asm["ptx"], "atom" in k.asm["ptx"]])
 print(json.dumps(out))
 """
@@ -238,10 +232,12 @@ def test_compiles_for_sm90_without_gpu():
     import os
     import subprocess
     import sys
+    from pathlib import Path
 
     pytest.importorskip("triton.backends.nvidia")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _AOT_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", _AOT_SCRIPT], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
     if proc.returncode != 0 and "ptxas" in proc.stderr and "not found" in proc.stderr:
         pytest.skip("no ptxas in this triton install")
     assert proc.returncode == 0, proc.stderr[-3000:]

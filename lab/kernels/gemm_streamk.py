@@ -32,7 +32,10 @@ FLOPs: 2 * M * N * K, as for any GEMM; the fix-up's adds are noise.
 
 Measured (H200, bf16, benchmarks/results/gemm/2026-11-30_h200_oproj_sweep_0712.json): slower than the persistent
 kernel at 4096^3 .. 8192^3 (by 11 % down to 1 %): the partial stores, fix-up reads and pipeline restarts
-cost more than the wave tail it removes. Not in the default config list; selectable with kernel: streamk.
+cost more than the wave tail it removes (docs/kernels/gemm.md, "Stream-K").
+
+A lab experiment: no dispatcher reaches it; call :func:`gemm_streamk` (a config as in gemm/configs.yaml,
+with the stream-K keys of :data:`STREAMK_DEFAULTS`), or :func:`compile_for` for Triton's AOT path.
 """
 
 from __future__ import annotations
@@ -43,7 +46,12 @@ import torch
 import triton
 import triton.language as tl
 
+from solkit.errors import SolkitError
+from solkit.kernels.common.device import cuda_sm_count, interpreting, use_descriptor_scratch
 from solkit.kernels.common.rows import grown_scratch
+from solkit.kernels.gemm.aot import compile_kernel
+from solkit.kernels.gemm.dispatch import INTERPRETER_PROGRAMS, check_operands, operands, tma_ok, torch_epilogue
+from solkit.kernels.gemm.table import ACTIVATIONS, META_KEYS, m_bucket
 from solkit.kernels.gemm.tiles import finish_tile, halves, prefetch_l2, tile_coords
 
 
@@ -336,3 +344,84 @@ def workspace(device: torch.device, sms: int, cfgs: list[dict[str, Any]]) -> tup
     waves = [max(int(c.get("SK_WAVES", STREAMK_DEFAULTS["SK_WAVES"])), 1) for c in cfgs]
     counters = max(programs(sms, c) * w for c, w in zip(cfgs, waves))
     return grown_scratch(SCRATCH, OUTGROWN, device, floats, counters)
+
+
+#: The stream-K configs of the H200 sweep (benchmarks/results/gemm/2026-11-30_h200_oproj_sweep_0712.json), as
+#: overrides of the first: SK_WAVES 0 (the data-parallel half alone, a control), 1 and 2, the residual modes,
+#: epilogue pieces, tile shapes and 128x128 tiles two per SM. ``DEFAULT_CONFIG`` is the first.
+_SWEPT_BASE = {
+    "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "EPI_SUBTILE": 2, "FLATTEN": True, "SK_WAVES": 1,
+    "PREFETCH_RES": 4, "PF_DIST": 8, "num_warps": 8, "num_stages": 3,
+}  # fmt: skip
+_TWO_PER_SM = {"BLOCK_N": 128, "PROGS_PER_SM": 2, "num_warps": 4}
+SWEPT_CONFIGS = [
+    {**_SWEPT_BASE, **over}
+    for over in (
+        {}, {"SK_WAVES": 0}, {"SK_WAVES": 2}, {"PREFETCH_RES": 1}, {"PREFETCH_RES": 0, "PF_DIST": 0},
+        {"EPI_SUBTILE": 4, "PREFETCH_RES": 1}, {"EPI_SUBTILE": 4, "PREFETCH_RES": 1, "num_stages": 4},
+        {"FLATTEN": False, "PREFETCH_RES": 1}, {"GROUP_M": 16}, {"BLOCK_M": 256, "BLOCK_N": 128},
+        {"PREFETCH_RES": 6, "PF_DIST": 0}, {"EPI_SUBTILE": 4, "PREFETCH_RES": 6, "PF_DIST": 0},
+        {**_TWO_PER_SM, "EPI_SUBTILE": 4, "PREFETCH_RES": 1},
+        {**_TWO_PER_SM, "EPI_SUBTILE": 4, "PREFETCH_RES": 6, "PF_DIST": 0},
+        {**_TWO_PER_SM, "PREFETCH_RES": 1, "num_stages": 2},
+    )
+]  # fmt: skip
+DEFAULT_CONFIG = SWEPT_CONFIGS[0]
+#: Small tiles for Triton's interpreter (a few programs then cut tiles in every way at small shapes).
+INTERPRETER_CONFIG = {
+    "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2, "EPI_SUBTILE": 2, "num_warps": 4, "num_stages": 1,
+}  # fmt: skip
+
+
+def to_config(cfg: dict[str, Any]) -> triton.Config:
+    """A config dict as a triton.Config, the keys it leaves out from STREAMK_DEFAULTS (the interpreter runs no
+    inline PTX: its PREFETCH_RES without the L2 prefetch)."""
+    params = {**STREAMK_DEFAULTS, **{k: v for k, v in cfg.items() if k not in META_KEYS}}
+    if interpreting():
+        params["PREFETCH_RES"] = INTERPRETER_PREFETCH[params["PREFETCH_RES"]]
+    return triton.Config(params, num_warps=int(cfg.get("num_warps", 4)), num_stages=int(cfg.get("num_stages", 3)))
+
+
+def gemm_streamk(x, weight, bias=None, residual=None, *, alpha=1.0, beta=1.0, activation="none", config=None,
+                 out=None) -> torch.Tensor:  # fmt: skip
+    """``act(x @ weight.T + bias) * alpha + residual * beta`` by the stream-K kernel (operands as
+    ``solkit.kernels.gemm``'s, TMA-aligned). ``config``: :data:`DEFAULT_CONFIG` on a GPU, else
+    :data:`INTERPRETER_CONFIG`."""
+    check_operands(x, weight, bias, residual, activation)
+    lead, N = x.shape[:-1], weight.shape[0]
+    x2, w, r2, y = operands(x, weight, residual, out)
+    M, K = x2.shape
+    if M == 0 or N == 0:
+        return y.reshape(*lead, N)
+    if K == 0:  # no products: the epilogue on a zero accumulator, in torch
+        z = torch.zeros((M, N), dtype=torch.float32, device=x.device)
+        return y.copy_(torch_epilogue(z, bias, r2, alpha, beta, activation)).reshape(*lead, N)
+    if config is None:
+        config = DEFAULT_CONFIG if x.device.type == "cuda" else INTERPRETER_CONFIG
+    if not tma_ok(*[t for t in (x2, w, y, r2) if t is not None]):
+        raise SolkitError("gemm_streamk: the tensors are not TMA-aligned")
+    if alpha == 0.0 and r2 is not None:
+        # PREFETCH_RES 6 starts the accumulator at residual * beta / alpha: alpha = 0 goes without it
+        z = gemm_streamk(x2, w, bias, alpha=0.0, activation=activation, config=config)
+        y.copy_(z.float() + r2.float() * beta)
+        return y.reshape(*lead, N)
+    use_descriptor_scratch()
+    # the interpreter: a few programs, so each walks several tiles as on a GPU
+    sms = cuda_sm_count(x2.device) if x2.device.type == "cuda" else INTERPRETER_PROGRAMS
+    tc = to_config(config)
+    ws, counters = workspace(x2.device, sms, [tc.kwargs])
+    grid = (programs(sms, tc.kwargs),)  # the kernel's schedule is for exactly this grid
+    gemm_streamk_kernel[grid](
+        x2, w, y, bias, r2, ws, counters, M, N, K, m_bucket(M), x2.stride(0), w.stride(0), y.stride(0),
+        r2.stride(0) if r2 is not None else 0, float(alpha), float(beta),
+        HAS_BIAS=bias is not None, HAS_RESIDUAL=r2 is not None, ACT=ACTIVATIONS[activation],
+        **tc.kwargs, num_warps=tc.num_warps, num_stages=tc.num_stages,
+    )  # fmt: skip
+    return y.reshape(*lead, N)
+
+
+def compile_for(arch: int, config: dict[str, Any], **kw):
+    """The stream-K kernel compiled for ``sm_<arch>`` without a GPU (``solkit.kernels.gemm.aot.compile_kernel``;
+    ``kw``: dtype, has_bias, has_residual, activation)."""
+    return compile_kernel(arch, gemm_streamk_kernel, to_config(config), extra_sig={"ws_ptr": "*fp32",
+                          "count_ptr": "*i32"}, **kw)  # fmt: skip
