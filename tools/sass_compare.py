@@ -34,13 +34,30 @@ def _sig(names: str, kind: str) -> dict:
     return {n: kind for n in names.split()}
 
 
+def _module(*names: str):
+    """The first of ``names`` that imports: the kernel modules moved when the kernels were split by family,
+    and the base tree of a comparison may predate that."""
+    import importlib
+
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"none of {', '.join(names)}")
+
+
+def _kernel(mod, *names: str):
+    return next(getattr(mod, n) for n in names if hasattr(mod, n))
+
+
 def cases(groups: set[str]) -> list[tuple]:
     """``(name, kernel, signature, constexprs, num_warps, maxnreg)``; for Gluon ``(name, "gluon", cfg, residual)``."""
     out: list[tuple] = []
     i32, c = "i32", "constexpr"
     if "ce" in groups:
-        from solkit.kernels import _ce_packed as P
-        from solkit.kernels import cross_entropy_split as S
+        P = _module("solkit.kernels.cross_entropy.packed", "solkit.kernels._ce_packed")
+        S = _module("solkit.kernels.cross_entropy.split", "solkit.kernels.cross_entropy_split")
 
         tail = {**_sig("n_rows n_cols chunk_cols logits_row_stride grad_row_stride ignore_index", i32),
                 **_sig("label_smoothing z_loss_scale", "fp32"), "max_spins": i32}  # fmt: skip
@@ -65,14 +82,14 @@ def cases(groups: set[str]) -> list[tuple]:
                     for full, pf in ((0, 1), (1, 0)):
                         tag = f"smooth{hs} bf16{bf} pass2bf16{p2} full{full} pf{pf}"
                         opts = {"PASS2_BF16": p2, "UNROLL": 1, "FULL": full, "PF": pf}
-                        out.append((f"ce packed {tag}", P._ce_split_packed_kernel,
+                        out.append((f"ce packed {tag}", _kernel(P, "ce_packed_kernel", "_ce_split_packed_kernel"),
                                     {**wptrs, **_sig(names + " PASS2_BF16 EARLY_LOAD UNROLL FULL PF", c)},
                                     {**base, **opts, "EARLY_LOAD": 1}, 4, 128))  # fmt: skip
-                        out.append((f"ce lean {tag}", P._ce_split_lean_kernel,
+                        out.append((f"ce lean {tag}", _kernel(P, "ce_lean_kernel", "_ce_split_lean_kernel"),
                                     {**wptrs, **_sig(names + " PASS2_BF16 UNROLL FULL PF", c)}, {**base, **opts}, 4,
                                     128))  # fmt: skip
     if "norm_tma" in groups:
-        from solkit.kernels import norm_backward as N
+        N = _module("solkit.kernels.norms.backward", "solkit.kernels.norm_backward")
 
         red = {"R": 16, "C": 256, "STAGES": 4, "RED_P": 16, "RED_C": 256}
         for fused in (0, 1):
@@ -90,7 +107,7 @@ def cases(groups: set[str]) -> list[tuple]:
                 out.append((f"layernorm bwd tma bias{bias} fused{fused}", N._layernorm_bwd_tma_kernel, sig,
                             {**red, "HAS_BIAS": bias, "FUSED": fused}, 8, 128))  # fmt: skip
     if "gluon" in groups:
-        from solkit.kernels import gemm_gluon as GG
+        GG = _module("solkit.kernels.gemm.gluon", "solkit.kernels.gemm_gluon")
 
         if GG._IMPORT_ERROR is None:
             out += [(f"gluon {g.name} residual{r}", "gluon", g, r, None, None) for g in GG.CONFIGS for r in (0, 1)]
@@ -126,8 +143,7 @@ def dump(out_dir: Path, groups: set[str], name_filter: str = "") -> None:
             continue
         try:
             if kernel == "gluon":
-                from solkit.kernels import gemm_gluon as GG
-
+                GG = _module("solkit.kernels.gemm.gluon", "solkit.kernels.gemm_gluon")
                 compiled = GG.compile_sm90(sig, has_residual=bool(consts))
             else:
                 opts = {"num_warps": warps, **({"maxnreg": cap} if cap else {})}

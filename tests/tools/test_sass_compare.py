@@ -24,7 +24,7 @@ def _git_tree_clean(path: str) -> bool:
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs the git checkout")
 def test_one_variant_against_head(tmp_path):
     if not _git_tree_clean("src/solkit/kernels/norms/backward.py"):
-        pytest.skip("norm_backward.py has uncommitted changes: HEAD and the working tree may differ")
+        pytest.skip("norms/backward.py has uncommitted changes: HEAD and the working tree may differ")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # a real compile, not the interpreter
     out = tmp_path / "report.json"
     subprocess.run([sys.executable, str(TOOL), "--base", "HEAD", "--groups", "norm_tma", "--filter",
