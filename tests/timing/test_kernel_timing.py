@@ -75,7 +75,7 @@ def test_harness_kernel_method_with_cooldown_passes_a_correct_solution():
 
     from solkit.harness.evaluate import evaluate
 
-    ex = Path(__file__).parent / "examples" / "gelu_add"
+    ex = Path(__file__).parents[1] / "harness" / "examples" / "gelu_add"
     sol = sorted(ex.glob("solution*.json"))[0]
     traces = evaluate(ex, sol, fast_options(method="kernel", cooldown_ms=2.0, max_workloads=1))
     e = traces[0].evaluation
