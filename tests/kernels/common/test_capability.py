@@ -116,3 +116,31 @@ def test_cc_forms_and_unknowns():
     with pytest.raises(SolkitError, match="amd"):
         caps_for_product("mi300x")
     assert Needs().portable and not Needs(min_cc=80).portable and Needs(smem_bytes=1).portable
+
+
+def test_simulate_portable_only_and_device_caps():
+    import torch
+
+    from solkit.kernels.common import capability as C
+
+    paths = [("tma", C.Needs(min_cc=90, tma=True)), ("portable", C.Needs())]
+    assert C.device_caps(torch.zeros(1)) is C.INTERPRETER_CAPS
+    with C.simulate(C.caps_for_product("h200-sxm")):
+        assert C.device_caps(torch.zeros(1)).name == "h200-sxm"
+        assert C.choose(paths, C.device_caps()) == ("tma", {})
+        with C.portable_only():
+            name, skipped = C.choose(paths, C.device_caps())
+            assert name == "portable" and "forced" in skipped["tma"][-1]
+    with C.simulate(C.caps_for_cc((8, 9), sm_count=128)):
+        name, skipped = C.choose(paths, C.device_caps())
+        assert name == "portable" and any("TMA" in r for r in skipped["tma"])
+    assert C.device_caps(torch.zeros(1)) is C.INTERPRETER_CAPS  # the simulation ends with its block
+
+
+def test_forced_portable_by_environment(monkeypatch):
+    from solkit.kernels.common import capability as C
+
+    monkeypatch.setenv(C.PATH_ENV, "portable")
+    assert C.forced_portable()
+    monkeypatch.setenv(C.PATH_ENV, "")
+    assert not C.forced_portable()

@@ -105,3 +105,13 @@ def test_path_options_explicit_choices():
     assert tuned.path_options({"a": 5}, (), t, RANGES) == {"a": 5}
     assert tuned.path_options(True, (), t, RANGES) == {}
     assert tuned.path_options(False, (), t, RANGES) is None
+
+
+def test_for_arch_overrides_and_measured_flag():
+    from solkit.kernels.common.tuned import arch_key, for_arch
+
+    entry = {"num_warps": 8, "per_sm": 4, "by_arch": {"sm_80": {"per_sm": 2}}, "measured_on": ["sm_90"]}
+    assert for_arch(entry, (9, 0)) == ({"num_warps": 8, "per_sm": 4}, True)
+    assert for_arch(entry, (8, 0)) == ({"num_warps": 8, "per_sm": 2}, True)
+    assert for_arch(entry, (12, 0)) == ({"num_warps": 8, "per_sm": 4}, False)
+    assert arch_key(None) == "interpreter" and arch_key((10, 0)) == "sm_100"

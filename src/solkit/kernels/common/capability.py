@@ -14,7 +14,11 @@ capability and no features, so only portable paths run there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+import functools
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -147,6 +151,59 @@ def caps_for_device(device: torch.device | str | int | None = None) -> DeviceCap
     return replace(caps, source="device", **{k: int(v) for k, v in measured.items() if v})
 
 
+#: ``SOLKIT_KERNEL_PATH=portable`` makes every dispatcher take its portable path (a correctness check of that
+#: path on a device that would otherwise never run it, and a way around a fast path that misbehaves).
+PATH_ENV = "SOLKIT_KERNEL_PATH"
+_SIMULATED: contextvars.ContextVar[DeviceCaps | None] = contextvars.ContextVar("solkit_simulated_caps", default=None)
+_PORTABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("solkit_portable_only", default=False)
+
+
+@contextlib.contextmanager
+def simulate(caps: DeviceCaps) -> Iterator[DeviceCaps]:
+    """Within the block, :func:`device_caps` answers ``caps`` for every device: what a dispatcher would choose
+    on another product, asked without that product (the compile checks and the dispatch tests use it)."""
+    token = _SIMULATED.set(caps)
+    try:
+        yield caps
+    finally:
+        _SIMULATED.reset(token)
+
+
+@contextlib.contextmanager
+def portable_only() -> Iterator[None]:
+    """Within the block, :func:`choose` takes the portable path whatever the device offers."""
+    token = _PORTABLE.set(True)
+    try:
+        yield
+    finally:
+        _PORTABLE.reset(token)
+
+
+def forced_portable() -> bool:
+    """True inside :func:`portable_only` or with ``SOLKIT_KERNEL_PATH=portable``."""
+    return _PORTABLE.get() or os.environ.get(PATH_ENV, "").strip().lower() == "portable"
+
+
+@functools.cache
+def _live_caps(index: int) -> DeviceCaps:
+    return caps_for_device(index)
+
+
+def device_caps(where: torch.Tensor | torch.device | str | int | None = None) -> DeviceCaps:
+    """The capabilities a dispatcher plans for: those simulated by :func:`simulate` if any, else the live
+    device's (cached per device), else :data:`INTERPRETER_CAPS` on the CPU and under the interpreter."""
+    simulated = _SIMULATED.get()
+    if simulated is not None:
+        return simulated
+    device = where.device if isinstance(where, torch.Tensor) else where
+    if device is None:
+        device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    if device.type != "cuda" or interpreting() or not torch.cuda.is_available():
+        return INTERPRETER_CAPS
+    return _live_caps(device.index if device.index is not None else torch.cuda.current_device())
+
+
 @dataclass(frozen=True)
 class Needs:
     """What one kernel path needs of the device. The default (no needs) is the portable Triton path.
@@ -205,6 +262,7 @@ def unmet(needs: Needs, caps: DeviceCaps) -> list[str]:
 
 def choose(paths: Sequence[tuple[str, Needs]], caps: DeviceCaps) -> tuple[str, dict[str, list[str]]]:
     """The first path (fastest first) whose needs ``caps`` meets, and the reasons each earlier path was skipped.
+    Under :func:`portable_only` (or ``SOLKIT_KERNEL_PATH=portable``) every non-portable path is skipped.
 
     The last path must be portable (:attr:`Needs.portable`), so one always exists; if even its shared memory or
     registers do not fit, a SolkitError names every reason.
@@ -215,8 +273,11 @@ def choose(paths: Sequence[tuple[str, Needs]], caps: DeviceCaps) -> tuple[str, d
     if not last.portable:
         raise SolkitError(f"choose: the last path ({last_name}) must be the portable one (no cc or feature needs)")
     skipped: dict[str, list[str]] = {}
+    portable_forced = forced_portable()
     for name, needs in paths:
         reasons = unmet(needs, caps)
+        if portable_forced and not needs.portable:
+            reasons = [*reasons, f"the portable path is forced ({PATH_ENV}=portable)"]
         if not reasons:
             return name, skipped
         skipped[name] = reasons

@@ -9,6 +9,9 @@ Two lookups turn an entry into the settings for one call:
 
 * :func:`for_width` applies an entry's ``by_width`` overrides (row width ``W`` -> keys that change for
   rows at least ``W`` wide, padded to a power of two);
+* :func:`for_arch` applies an entry's ``by_arch`` overrides (``sm_80``, ``sm_90``, ...) for the device's
+  architecture and says whether the settings were measured there; where they were not, the family derives
+  them from the device's limits (shared memory, SM count, registers), never from another part's tuning;
 * :func:`path_options` decides whether an optional path is taken, from the caller's choice or the
   entry's ``ranges`` of row widths.
 """
@@ -104,3 +107,21 @@ def for_width(config: dict, n_cols: int) -> dict:
     block_n = triton.next_power_of_2(n_cols)
     widths = [w for w in sorted(config.get("by_width", {})) if w <= block_n]
     return {**config, **(config["by_width"][widths[-1]] if widths else {})}
+
+
+def arch_key(cc: tuple[int, int] | None) -> str:
+    """``"sm_90"`` for ``(9, 0)``; ``"interpreter"`` for no compute capability."""
+    return "interpreter" if cc is None else f"sm_{cc[0]}{cc[1]}"
+
+
+def for_arch(entry: dict[str, Any], cc: tuple[int, int] | None) -> tuple[dict[str, Any], bool]:
+    """``entry`` with its ``by_arch`` overrides for compute capability ``cc`` applied, and whether the entry
+    was measured on that architecture (its ``measured_on`` list, default ``["sm_90"]``, names it).
+
+    An entry without ``by_arch`` is returned as it is; the flag tells the caller to derive what depends on
+    the part (tiles that must fit its shared memory, programs per SM) instead of trusting the numbers."""
+    key = arch_key(cc)
+    out = {k: copy.deepcopy(v) for k, v in entry.items() if k not in ("by_arch", "measured_on")}
+    out.update(copy.deepcopy(entry.get("by_arch", {}).get(key, {})))
+    measured = key in entry.get("measured_on", ["sm_90"]) or key in entry.get("by_arch", {})
+    return out, measured
