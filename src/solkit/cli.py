@@ -40,7 +40,21 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    _register_sections()
     return parser
+
+
+def _register_sections() -> None:
+    # `solkit hw show` lists each kernel's path on the product; the hardware floor cannot import the kernels,
+    # so this top floor hands it the section (imported only when `hw show` runs).
+    from solkit.hardware.cli import add_show_section
+
+    def kernel_paths(product_id: str):
+        from solkit.backends.kernel_paths import hw_show_section
+
+        return hw_show_section(product_id)
+
+    add_show_section("kernel_paths", kernel_paths)
 
 
 def main(argv: list[str] | None = None) -> int:

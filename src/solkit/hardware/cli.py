@@ -1,11 +1,40 @@
-"""``solkit hw list|show|detect`` and ``solkit calibrate``."""
+"""``solkit hw list|show|detect`` and ``solkit calibrate``.
+
+``hw show`` prints the product's record and its compute capability's limits; floors above the hardware add
+their own sections (which path each kernel takes there) through :func:`add_show_section`, so this module never
+imports them: the top-level CLI registers those sections.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from solkit.output import console, print_json, table, warn
+
+
+@dataclass
+class ShowSection:
+    """One extra section of ``solkit hw show``: a table for people and a value for ``--json``."""
+
+    key: str  # the key of ``data`` in the JSON record
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    data: Any
+    caption: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+#: Providers of extra ``hw show`` sections, by name; each takes a product id and returns a section or None.
+SHOW_SECTIONS: dict[str, Callable[[str], ShowSection | None]] = {}
+
+
+def add_show_section(name: str, provider: Callable[[str], ShowSection | None]) -> None:
+    """Register (or replace) an extra ``hw show`` section: how a floor above the hardware adds what it knows."""
+    SHOW_SECTIONS[name] = provider
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = hw_sub.add_parser("list", help="list every known product")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_list)
-    p = hw_sub.add_parser("show", help="one product's record, with the source of every value")
+    p = hw_sub.add_parser(
+        "show", help="one product's record with the source of every value, its per-SM limits and kernel paths"
+    )
     p.add_argument("id", help="arch id, e.g. h200-sxm (see `solkit hw list`)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
@@ -87,12 +118,52 @@ def _record_json(spec, with_sources: bool = True) -> dict[str, Any]:
     }
 
 
+def cc_limits_json(spec) -> dict[str, Any] | None:
+    """The per-compute-capability limits and features of a product (None when the database has none)."""
+    from solkit.hardware.specs import cc_limits
+
+    lim = cc_limits(spec.compute_capability) if spec.vendor == "nvidia" else None
+    if lim is None:
+        return None
+    return {
+        name: {"value": s.value, "kind": s.kind, "source": s.source, **({"note": s.note} if s.note else {})}
+        for name, s in ((n, getattr(lim, n)) for n in type(lim).model_fields)
+    }
+
+
+_LIMIT_LABELS = {
+    "smem_per_sm_bytes": ("shared memory per SM", "B"),
+    "smem_per_block_bytes": ("shared memory per block (opt-in)", "B"),
+    "regs_per_sm": ("registers per SM", "32-bit"),
+    "max_regs_per_thread": ("registers per thread", "max"),
+    "tma": ("TMA", ""),
+    "wgmma": ("wgmma", ""),
+    "gluon_hopper": ("Gluon Hopper ops", ""),
+}
+
+
+def show_sections(product_id: str) -> list[ShowSection]:
+    """The extra sections registered for ``hw show``; a provider that fails gives a one-line note instead."""
+    out = []
+    for name, provider in SHOW_SECTIONS.items():
+        try:
+            section = provider(product_id)
+        except Exception as exc:  # noqa: BLE001 - one section must never hide the record
+            section = ShowSection(name, name, [], [], {"error": f"{type(exc).__name__}: {exc}"},
+                                  notes=[f"{name}: not available ({type(exc).__name__}: {exc})"])  # fmt: skip
+        if section is not None:
+            out.append(section)
+    return out
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from solkit.hardware.specs import get_spec, load_db
 
     spec = get_spec(args.id)
+    limits = cc_limits_json(spec)
+    sections = show_sections(spec.id)
     if args.json:
-        print_json(_record_json(spec))
+        print_json({**_record_json(spec), "cc_limits": limits, **{s.key: s.data for s in sections}})
         return 0
     sources = load_db().sources
     rows = []
@@ -111,6 +182,16 @@ def cmd_show(args: argparse.Namespace) -> int:
             rows,
         )
     )
+    if limits:
+        lim_rows = [[_LIMIT_LABELS[k][0], v["value"], _LIMIT_LABELS[k][1], v["kind"], v.get("note", ""),
+                     sources[v["source"]].url] for k, v in limits.items()]  # fmt: skip
+        console.print(table(f"compute capability {spec.compute_capability}: per-SM limits and features",
+                            ["limit", "value", "unit", "kind", "note", "source"], lim_rows))  # fmt: skip
+    for s in sections:
+        if s.rows:
+            console.print(table(s.title, s.columns, s.rows, caption=s.caption))
+        for n in s.notes:
+            console.print(f"note: {n}")
     return 0
 
 
