@@ -18,7 +18,7 @@ def run_cli(*argv, timeout=600):
 def bench_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     p = run_cli("bench", "--ops", "rmsnorm,o_proj_residual,embedding,cross_entropy", "--size", "s", "--reps", "3",
-                "--out", str(out), "--json")  # fmt: skip
+                "--out", str(out), "--what-if", "a100-sxm4-80gb,b200", "--json")  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
     return out, json.loads(p.stdout)
 
@@ -55,6 +55,18 @@ def test_report_files_written(bench_run):
     assert "| rmsnorm | s |" in md and "timing:" in md
 
 
+def test_what_if_rows_in_results(bench_run):
+    out, d = bench_run
+    wi = json.loads((out / "results.json").read_text())["what_if"]
+    assert d["what_if"] == wi and wi["products"] == ["a100-sxm4-80gb", "b200"] and wi["kind"] == "analysis"
+    measured = [r for r in d["rows"] if r["status"] == "ok"]
+    assert len(wi["rows"]) == len(measured)
+    for r in wi["rows"]:
+        assert set(r["products"]) == {"a100-sxm4-80gb", "b200"}
+        assert all(c["t_sol_ms"] > 0 and c["bound"] in ("compute", "memory") for c in r["products"].values())
+    assert "(analysis)" in (out / "report.md").read_text()
+
+
 def test_report_rebuild_and_compare(bench_run, tmp_path):
     out, _ = bench_run
     p = run_cli("report", str(out / "results.json"), "--out", str(tmp_path), "--json")
@@ -71,6 +83,7 @@ def test_report_rebuild_and_compare(bench_run, tmp_path):
     (["bench", "--mode", "train"], "allowed: fwd, bwd, fwd_bwd"),
     (["bench", "--ops", "no_such_op"], "no suite problem matches"),
     (["report", "/nonexistent/results.json"], "no such results file"),
+    (["bench", "--size", "s", "--what-if", "h300"], "--what-if: unknown product id 'h300'; allowed:"),
 ])  # fmt: skip
 def test_bad_input(argv, needle):
     p = run_cli(*argv)

@@ -38,13 +38,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compile-workers", type=int, default=None,
                    help="processes that compile the torch.compile rows before the timed run "
                         "(default: half the cores up to 8 on a GPU, 0 on a CPU)")  # fmt: skip
+    p.add_argument("--what-if", dest="what_if", default=None, metavar="ARCH[,ARCH]",
+                   help="also give every measured row's T_SOL, bound and tier on these products (analysis, from "
+                        "their datasheets; see `solkit hw list`)")  # fmt: skip
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
 
-    r = sub.add_parser("report", help="rebuild a report from saved results, or compare two results files")
+    r = sub.add_parser(
+        "report",
+        help="rebuild a report from saved results, or compare results files (same device: times; several "
+        "devices: each row's own SOL per device and the spread)",
+    )
     r.add_argument("results", help="results.json (or its directory)")
-    r.add_argument("other", nargs="?", default=None, help="a second results file to compare against")
+    r.add_argument("others", nargs="*", default=[], help="more results files to compare against")
     r.add_argument("--out", default=None, help="directory for the rebuilt report (default: beside RESULTS)")
+    r.add_argument("--what-if", dest="what_if", default=None, metavar="ARCH[,ARCH]",
+                   help="add the what-if section (T_SOL, bound, tier on these products) to the report")  # fmt: skip
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_report)
 
@@ -143,6 +152,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from solkit.bench.runner import BenchConfig, run_suite, select, suite_problems
     from solkit.hardware.calibrate import versions
+    from solkit.report.crossarch import product_ids, what_if_section
     from solkit.report.render import write_report
 
     started = time.perf_counter()
@@ -150,6 +160,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.list_backends:
         return cmd_list_backends(device, args.json)
     sizes, backends, modes = _validate(args, device)
+    what_if = product_ids(args.what_if) if args.what_if else None
     notes: list[str] = []
     if device == "cpu" and not args.backends:
         notes.append(
@@ -234,14 +245,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     }
     if args.profile and device != "cpu":
         _add_diagnoses(results, notes, out)
+    if what_if:
+        results["what_if"] = what_if_section(results, what_if)
     # Wall time of the whole job up to here (detection, calibration, compile warm-up, every row).
     results["meta"]["elapsed_s"] = round(time.perf_counter() - started, 1)
     paths = write_report(results, out)
     (out / "results.partial.json").unlink(missing_ok=True)
     if args.json:
-        print_json({"out": str(out), **{k: str(v) for k, v in paths.items()}, "rows": results["rows"]})
+        print_json({"out": str(out), **{k: str(v) for k, v in paths.items()}, "rows": results["rows"],
+                    **({"what_if": results["what_if"]} if what_if else {})})  # fmt: skip
     else:
         print_table(results)
+        if what_if:
+            print_what_if(results["what_if"])
         console.print(f"report: {paths['html']} (also {paths['markdown'].name}, results.json, results.csv)")
         console.print(f"done in {time.perf_counter() - started:.1f} s")
     bad = [r for r in rows if r.status in ("incorrect", "error")]
@@ -309,24 +325,26 @@ def print_table(results: dict[str, Any]) -> None:
         console.print(f"note: {n}")
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from solkit.report.render import compare, load_results, write_report
+def print_what_if(section: dict[str, Any]) -> None:
+    from solkit.report.crossarch import what_if_rows
 
+    cols, rows = what_if_rows(section)
+    changed = sum(r["bound_changes"] for r in section["rows"])
+    console.print(table(f"what-if on {', '.join(section['products'])} (analysis; measured on "
+                        f"{section.get('measured_on') or 'this device'})", cols, rows,
+                        caption=f"{section['note']}; {changed} of {len(rows)} rows change bound"))  # fmt: skip
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from solkit.report.crossarch import product_ids, what_if_section
+    from solkit.report.render import load_results, write_report
+
+    what_if = product_ids(args.what_if) if args.what_if else None
     a = load_results(args.results)
-    if args.other:
-        b = load_results(args.other)
-        rows = compare(a, b)
-        if args.json:
-            print_json(rows)
-        else:
-            console.print(
-                table(
-                    f"{args.results} (a) vs {args.other} (b)",
-                    ["problem", "size", "model", "backend", "ms a", "ms b", "speedup b/a", "SOL a", "SOL b"],
-                    [list(r.values()) for r in rows],
-                )
-            )
-        return 0
+    if args.others:
+        return _compare(args, [a] + [load_results(o) for o in args.others])
+    if what_if:
+        a["what_if"] = what_if_section(a, what_if)
     out = (
         Path(args.out) if args.out else Path(args.results if Path(args.results).is_dir() else Path(args.results).parent)
     )
@@ -335,5 +353,39 @@ def cmd_report(args: argparse.Namespace) -> int:
         print_json({k: str(v) for k, v in paths.items()})
     else:
         print_table(a)
+        if what_if:
+            print_what_if(a["what_if"])
         console.print(f"report: {paths['html']}")
+    return 0
+
+
+def _compare(args: argparse.Namespace, runs: list[dict[str, Any]]) -> int:
+    """Two runs on one device: times side by side. Runs on several devices: each row's own SOL per device."""
+    from solkit.report.crossarch import compare_devices, compare_devices_rows, device_labels, same_device
+    from solkit.report.render import compare
+
+    names = [args.results, *args.others]
+    if len(runs) == 2 and same_device(runs):
+        rows = compare(runs[0], runs[1])
+        if args.json:
+            print_json(rows)
+        else:
+            console.print(
+                table(
+                    f"{names[0]} (a) vs {names[1]} (b)",
+                    ["problem", "size", "model", "backend", "ms a", "ms b", "speedup b/a", "SOL a", "SOL b"],
+                    [list(r.values()) for r in rows],
+                )
+            )
+        return 0
+    labels = device_labels(runs)
+    rows = compare_devices(runs, labels)
+    if args.json:
+        print_json({"devices": dict(zip(labels, names)), "rows": rows})
+        return 0
+    cols, body = compare_devices_rows(rows, labels)
+    console.print(table(f"across devices: {', '.join(f'{lab} ({n})' for lab, n in zip(labels, names))}", cols, body,
+                        caption="each device's time and its own SOL fraction (T_SOL on that device / its time); "
+                        "times are never compared across devices; spread = highest - lowest SOL fraction; "
+                        "* = the bound differs"))  # fmt: skip
     return 0

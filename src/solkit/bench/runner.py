@@ -10,7 +10,9 @@ For each workload:
 4. it is timed with solkit.timing (median of reps x trials, L2 flushed, a rotating pool of
    input sets, CUDA graphs for calls under 100 us), and scored on both bases.
 
-A backend that fails becomes a row with its error; it never stops the run.
+A backend that fails becomes a row with its error; it never stops the run. A backend that raises
+:class:`~solkit.errors.SolkitError` (a kernel with no path that runs on this device, say) makes the row
+``unavailable`` with that one-line reason.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import torch
 
 from solkit.backends import BACKENDS, MUTATES_INPUTS
+from solkit.errors import SolkitError
 from solkit.problems.loader import Problem, load_problem
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.sol.tiers import tier_for
@@ -295,6 +298,8 @@ def run_workload(
             if bname == "eager":
                 eager_ms = r.median_ms
             _score(row, ceilings)
+        except SolkitError as exc:  # the kernel says it cannot serve this device or shape: a reason, not a crash
+            row.status, row.error = "unavailable", unavailable_reason(exc)
         except Exception as exc:  # noqa: BLE001 - a crashing backend becomes a row
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             row.status, row.error = "error", f"{type(exc).__name__}: {first}"[:300]
@@ -304,6 +309,12 @@ def run_workload(
         if row.ms and eager_ms:
             row.speedup_vs_eager = eager_ms / row.ms
     return rows
+
+
+def unavailable_reason(exc: SolkitError) -> str:
+    """The one line a kernel gives when no path of it runs here (``"<kernel>: no path runs on <device>: ..."``)."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
 def _restore(values: dict[str, Any], pristine: dict[str, Any]) -> bool:

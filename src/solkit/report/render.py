@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
+from solkit.report.crossarch import what_if_markdown, what_if_rows
 from solkit.report.figures import all_figures
 
 COLUMNS = [
@@ -123,6 +124,8 @@ def markdown(results: dict[str, Any], figures: dict[str, Path] | None = None) ->
         lines += [
             f"- **{r['problem']}** [{r.get('size')}/{r.get('model')}]: {r['profile']['summary']}" for r in diagnosed
         ]
+    if results.get("what_if"):
+        lines += what_if_markdown(results["what_if"])
     advice = {(r.get("tier"), r.get("advice")) for r in results["rows"] if r.get("advice")}
     if advice:
         lines += ["", "## Tiers and advice", ""] + [f"- **{t}**: {a}" for t, a in sorted(advice)]
@@ -155,6 +158,7 @@ def html_report(results: dict[str, Any], figures: dict[str, Path]) -> str:
         f"<figcaption>{html.escape(k)}</figcaption></figure>"
         for k, p in figures.items()
     )
+    what_if = _what_if_html(results["what_if"]) if results.get("what_if") else ""
     meta_items = "".join(
         f"<li>{html.escape(line[2:])}</li>" for line in markdown(results).splitlines()[2:] if line.startswith("- ")
     )
@@ -166,12 +170,12 @@ body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
 table {{ border-collapse: collapse; font-size: 12px; }}
 td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
 td:nth-child(-n+5) {{ text-align: left; }}
-tr.bad td {{ background: #fde2e2; }} tr.na td {{ color: #999; }}
+tr.bad td {{ background: #fde2e2; }} tr.na td {{ color: #999; }} tr.changed td {{ background: #fff4d6; }}
 figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 720px; }}
 </style></head>
 <body><h1>{title}</h1><ul>{meta_items}</ul>
 <table id="results"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>
-<h2>Figures</h2>{imgs}
+{what_if}<h2>Figures</h2>{imgs}
 <script>
 // Self-check used by the tests: every figure decoded and the table has rows.
 window.addEventListener('load', () => {{
@@ -183,6 +187,20 @@ window.addEventListener('load', () => {{
 </script>
 </body></html>
 """
+
+
+def _what_if_html(section: dict[str, Any]) -> str:
+    cols, rows = what_if_rows(section)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join(
+        f"<tr class='{'changed' if r['bound_changes'] else 'ok'}'>"
+        + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells)
+        + "</tr>"
+        for r, cells in zip(section["rows"], rows)
+    )
+    return (f"<h2>What-if on {html.escape(', '.join(section['products']))} (analysis)</h2>"
+            f"<p>{html.escape(section['note'])}</p><table id='what-if'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")  # fmt: skip
 
 
 def write_report(results: dict[str, Any], out: str | Path) -> dict[str, Path]:
