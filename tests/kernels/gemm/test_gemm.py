@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from solkit.errors import SolkitError
+from solkit.kernels.common.capability import caps_for_product, simulate
 from solkit.kernels.gemm import dispatch as G
 from solkit.kernels.gemm.linear_residual import FusedLinearResidual, fused_linear
 
@@ -237,8 +238,12 @@ def test_autotuned_hopper_lists_in_interpreter(monkeypatch):
             tuners[family, regime] = make(family, regime, fake_bench)
         return tuners[family, regime]
 
-    monkeypatch.setattr(G, "arch_family", lambda device: "hopper")
     monkeypatch.setattr(G, "_autotuner", tuner)
+    with simulate(caps_for_product("h200-sxm")):  # the H200's plan (Hopper lists), run by the interpreter
+        _run_hopper_lists(calls)
+
+
+def _run_hopper_lists(calls):
     table = G.load_config_table()["hopper"]
     ep = EPILOGUES["residual"]
     small = [c for c in table["prefill"]["autotune"] if G.m_range(c)[0] <= 256 <= G.m_range(c)[1]]

@@ -18,6 +18,7 @@ import torch
 import triton
 
 from solkit.errors import SolkitError
+from solkit.kernels.common.capability import caps_for_product, simulate
 from solkit.kernels.gemm import dispatch as G
 from solkit.tune.decorator import Autotuner
 from solkit.tune.engine import Evaluator
@@ -41,7 +42,6 @@ def fresh_tuners(monkeypatch, tmp_path):
     forgets every tuner, as a new process would (the cache on disk stays)."""
     monkeypatch.setenv("SOLKIT_TUNE_CACHE", str(tmp_path / "tune"))
     monkeypatch.delenv("SOLKIT_GEMM_TUNER", raising=False)
-    monkeypatch.setattr(G, "arch_family", lambda device: "hopper")
     timed: list[dict] = []
 
     def fake_time(self, ev):
@@ -59,7 +59,8 @@ def fresh_tuners(monkeypatch, tmp_path):
         return tuners[family, regime]
 
     monkeypatch.setattr(G, "_autotuner", tuner)
-    return timed, tuners.clear
+    with simulate(caps_for_product("h200-sxm")):  # the H200's plan (Hopper lists), run by the interpreter
+        yield timed, tuners.clear
 
 
 def test_tuner_kind_env(monkeypatch):
@@ -133,6 +134,7 @@ def test_hopper_lists_tune_persist_and_are_read_back(fresh_tuners):
 
 _SECOND_PROCESS = """
 import json, sys, torch
+from solkit.kernels.common.capability import caps_for_product, simulate
 from solkit.kernels.gemm import dispatch as G
 from solkit.tune.engine import Evaluator
 
@@ -140,7 +142,8 @@ def refuse(self, ev):
     raise AssertionError("timed again")
 
 Evaluator._time = refuse
-G.arch_family = lambda device: "hopper"
+h200 = simulate(caps_for_product("h200-sxm"))  # the H200's plan for the whole script (kept: its exit resets it)
+h200.__enter__()
 g = torch.Generator().manual_seed(5)
 x = torch.randn(130, 64, generator=g).half()
 w = (torch.randn(48, 64, generator=g) / 8).half()

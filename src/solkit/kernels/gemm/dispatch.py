@@ -32,11 +32,13 @@ import torch
 import triton
 
 from solkit.errors import SolkitError, choices_hint
+from solkit.kernels.common.capability import device_caps, unmet
 from solkit.kernels.common.device import cuda_sm_count, interpreting, use_descriptor_scratch
 from solkit.kernels.gemm import decode, gluon
 from solkit.kernels.gemm.aot import compile_for
 from solkit.kernels.gemm.gluon import GEMM_BACKENDS, GLUON_MIN_M
 from solkit.kernels.gemm.kernels import KERNEL_FNS
+from solkit.kernels.gemm.planning import PATHS, allowed_paths, fit_configs, plan
 from solkit.kernels.gemm.table import (
     ACTIVATIONS,
     FAMILIES,
@@ -92,9 +94,10 @@ def _tuning_reference(x, w, y, bias, res, *scratch, alpha, beta, ACT, **_):
 
 
 @functools.cache
-def _autotuner(family: str, regime: str, do_bench=None):
+def _autotuner(family: str, regime: str, do_bench=None, fit: tuple[int, int] | None = None):
     """The config selector over the family's autotune list for the regime, keyed on TUNING_KEY (M as
-    its bucket) and pruned by M (BLOCK_M for decode, m_min / m_max for prefill).
+    its bucket) and pruned by M (BLOCK_M for decode, m_min / m_max for prefill). ``fit`` (shared memory per
+    program, itemsize): the list fitted to a device it was not measured on (planning.fit_configs).
 
     solkit.tune.autotune by default: a correctness gate against fp32 torch (y only: splitk's scratch
     differs between configs), parallel compilation, the harness timing protocol and the persistent
@@ -106,7 +109,8 @@ def _autotuner(family: str, regime: str, do_bench=None):
     entry = load_config_table()[family][regime]
     prune = {"early_config_prune": prune_by_block_m if regime == "decode" else prune_by_m_range}
     configs = []
-    for cfg in entry["autotune"]:
+    listed = entry["autotune"] if fit is None else fit_configs(entry["autotune"], entry["kernel"], fit[1], fit[0])
+    for cfg in listed:
         tc = to_triton_config(cfg, entry["kernel"])
         M_RANGES[range_key(tc)] = m_range(cfg)
         configs.append(tc)
@@ -125,20 +129,9 @@ def _autotuner(family: str, regime: str, do_bench=None):
 
 # --------------------------------------------------------------------------------------------- dispatch
 def arch_family(device: torch.device) -> str:
-    """hopper for sm_90 and newer (TMA), ampere for sm_80/sm_89, interpreter on the CPU."""
-    if device.type != "cuda":
-        return "interpreter"
-    return _cuda_family(device.index if device.index is not None else torch.cuda.current_device())
-
-
-@functools.cache
-def _cuda_family(index: int) -> str:
-    major, _minor = torch.cuda.get_device_capability(index)
-    if major >= 9:
-        return "hopper"
-    if major >= 8:
-        return "ampere"
-    raise SolkitError(f"solkit gemm needs compute capability >= 8.0 (bf16 tensor cores); device has {major}.x")
+    """The family table an aligned bf16 prefill call takes its configs from on ``device`` (planning.plan):
+    hopper where the TMA kernels run, ampere where only the pointer kernel does, interpreter on the CPU."""
+    return plan(8192, 4096, 4096, torch.bfloat16, device_caps(device)).family
 
 
 def tma_ok(*tensors: torch.Tensor) -> bool:
@@ -151,14 +144,10 @@ def tma_ok(*tensors: torch.Tensor) -> bool:
 
 
 def select(rows: int, device: torch.device, aligned: bool) -> tuple[str, str, str]:
-    """(family, regime, kernel) for ``rows`` = M on a device: the path ``gemm`` takes."""
-    family = arch_family(device)
-    table = load_config_table()
-    regime = "decode" if rows <= int(table["decode_max_m"]) else "prefill"
-    if table[family][regime]["kernel"] in TMA_KERNELS and not aligned:
-        # Unaligned or fp32 operands: the portable kernel with the Ampere configs (which fit sm_90 too).
-        family = "ampere"
-    return family, regime, table[family][regime]["kernel"]
+    """(family, regime, kernel) of the Triton kernel ``gemm`` takes for ``rows`` = M on a device (planning.plan
+    with backend "triton"; ``aligned`` False also stands for fp32, which the TMA kernels never take)."""
+    p = plan(rows, 4096, 4096, torch.bfloat16, device_caps(device), aligned=aligned, backend="triton")
+    return p.family, p.regime, p.kernel
 
 
 # --------------------------------------------------------------------------------------------- launcher
@@ -241,7 +230,8 @@ def gemm(
     # The Gluon kernel takes the call first where it applies (prefill on Hopper, or a forced gluon_ws config).
     launch = dict(backend=backend, config=config, activation=activation, alpha=alpha, beta=beta)
     min_prefill_m = int(load_config_table()["decode_max_m"]) + 1
-    ran = gluon.try_gemm(x2, w, bias, r2, y, min_prefill_m=min_prefill_m, **launch)
+    allowed = "gluon_ws" in allowed_paths(device_caps(x2))[0]
+    ran = gluon.try_gemm(x2, w, bias, r2, y, min_prefill_m=min_prefill_m, allowed=allowed, **launch)
     if ran is not None:
         LAST_LAUNCH.clear()
         LAST_LAUNCH.update(family="hopper", regime="prefill", kernel="gluon_ws", m_bucket=m_bucket(M), config=ran)
@@ -264,13 +254,19 @@ def _launch_triton(x2, w, bias, r2, y, *, config, alpha, beta, activation) -> No
     M, K = x2.shape
     N = w.shape[0]
     tensors = [t for t in (x2, w, y, r2) if t is not None]
-    family, regime, kernel = select(M, x2.device, tma_ok(*tensors) and x2.dtype != torch.float32)
+    caps = device_caps(x2)
+    p = plan(M, N, K, x2.dtype, caps, aligned=tma_ok(*tensors), backend="triton")
+    family, regime, kernel = p.family, p.regime, p.kernel
     if config is not None:
         kernel = config.get("kernel", load_config_table()[family][regime]["kernel"])
         if kernel not in KERNELS:
             raise SolkitError(choices_hint(kernel, list(KERNELS), "gemm config kernel"))
         if kernel in TMA_KERNELS and not tma_ok(*tensors):
             raise SolkitError(f"gemm: config asks for {kernel} but the tensors are not TMA-aligned")
+        needs = dict(PATHS["gemm"])[kernel]
+        if not caps.is_interpreter and unmet(needs, caps):  # the interpreter emulates every Triton kernel
+            raise SolkitError(f"gemm: config asks for {kernel}, which {caps.name} cannot run: "
+                              + ", ".join(unmet(needs, caps)))  # fmt: skip
     args = dict(
         M=M, N=N, K=K, M_BUCKET=m_bucket(M), stride_xm=x2.stride(0), stride_wn=w.stride(0), stride_ym=y.stride(0),
         stride_rm=r2.stride(0) if r2 is not None else 0, alpha=float(alpha), beta=float(beta),
@@ -284,7 +280,7 @@ def _launch_triton(x2, w, bias, r2, y, *, config, alpha, beta, activation) -> No
         if kernel == "tma_persistent":
             args["num_programs"] = n_prog
     ptrs: tuple = (x2, w, y, bias, r2)
-    cfgs = [config] if config is not None else load_config_table()[family][regime]["autotune"]
+    cfgs = [config] if config is not None else p.configs
     if kernel == "splitk":
         ptrs += decode.workspace(x2.device, M, N, cfgs)
     grid = _grid(kernel, M, N, n_prog)
@@ -293,12 +289,14 @@ def _launch_triton(x2, w, bias, r2, y, *, config, alpha, beta, activation) -> No
         KERNEL_FNS[kernel][grid](*ptrs, **args, **tc.kwargs, num_warps=tc.num_warps, num_stages=tc.num_stages)
         chosen = dict(config)
     else:
-        tuner = _autotuner(family, regime)
+        tuner = _autotuner(family, regime) if p.fit is None else _autotuner(family, regime, fit=p.fit)
         tuner[grid](*ptrs, **args)
         best = tuner.best_config
         chosen = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
     LAST_LAUNCH.clear()
     LAST_LAUNCH.update(family=family, regime=regime, kernel=kernel, m_bucket=args["M_BUCKET"], config=chosen)
+    if p.fit is not None and config is None:
+        LAST_LAUNCH["derived"] = f"{family} list fitted to {p.fit[0]} B of shared memory per program"
 
 
 def torch_epilogue(z, bias, residual, alpha, beta, activation) -> torch.Tensor:

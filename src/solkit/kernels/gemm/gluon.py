@@ -398,21 +398,33 @@ GEMM_BACKENDS = ("auto", "triton", "gluon")
 GLUON_MIN_M = 1024
 
 
-def try_gemm(x2, w, bias, r2, y, *, backend: str | None, config: dict | None, activation: str, alpha: float,
-             beta: float, min_prefill_m: int) -> dict | None:  # fmt: skip
-    """``gemm.dispatch.gemm``'s hook: run the call here if the backend (argument, else SOLKIT_GEMM_BACKEND,
-    else "auto") allows it for this M, the device is a Hopper GPU with Gluon and the kernel takes the operands, or
-    if ``config`` names ``kernel: gluon_ws``. Returns the config that ran (for LAST_LAUNCH), or None."""
+def backend_kind(backend: str | None) -> str:
+    """The backend (argument, else SOLKIT_GEMM_BACKEND, else "auto"), checked against GEMM_BACKENDS."""
     kind = (backend or os.environ.get("SOLKIT_GEMM_BACKEND", "") or "auto").strip().lower()
     if kind not in GEMM_BACKENDS:
         raise SolkitError(choices_hint(kind, GEMM_BACKENDS, "backend / SOLKIT_GEMM_BACKEND"))
+    return kind
+
+
+def min_rows(kind: str, min_prefill_m: int) -> int:
+    """The fewest rows backend ``kind`` ("auto" or "gluon") sends to this kernel."""
+    return GLUON_MIN_M if kind == "auto" else min_prefill_m
+
+
+def try_gemm(x2, w, bias, r2, y, *, backend: str | None, config: dict | None, activation: str, alpha: float,
+             beta: float, min_prefill_m: int, allowed: bool = True) -> dict | None:  # fmt: skip
+    """``gemm.dispatch.gemm``'s hook: run the call here if the backend (argument, else SOLKIT_GEMM_BACKEND,
+    else "auto") allows it for this M, the device meets the path's needs (``allowed``: the capability model's
+    answer; and a Hopper GPU with Gluon) and the kernel takes the operands, or if ``config`` names
+    ``kernel: gluon_ws``. Returns the config that ran (for LAST_LAUNCH), or None."""
+    kind = backend_kind(backend)
     forced = config is not None and config.get("kernel") == "gluon_ws"
     if (config is not None and not forced) or (kind == "triton" and not forced):
         return None
-    min_m = 1 if forced else GLUON_MIN_M if kind == "auto" else min_prefill_m
+    min_m = 1 if forced else min_rows(kind, min_prefill_m)
     bias_ok = bias is None or (bias.is_contiguous() and bias.dtype == x2.dtype)
     ok = x2.is_cuda and not interpreting() and x2.shape[0] >= min_m and bias_ok
-    ok = ok and available(x2.device) and supports(x2, w, r2)
+    ok = ok and (allowed or forced) and available(x2.device) and supports(x2, w, r2)
     if not ok:
         if forced:
             raise SolkitError("gemm: config asks for gluon_ws, which needs sm_90 with Gluon, bf16/fp16 operands and "
