@@ -1,7 +1,9 @@
 """Persistent cache of every measured config.
 
 An entry is keyed by what changes a kernel's best config: the kernel source hash, the shape bucket,
-the dtypes, the device model, and the Triton / CUDA / torch versions. The entry stores *every*
+the dtypes, the device's fingerprint (:func:`fingerprint`: product id, device name, compute capability,
+SM count, memory size), and the Triton / CUDA / torch versions. Two different GPUs never share an entry
+(an H100 PCIe and an H100 SXM differ in SM count even where the name matched). The entry stores *every*
 config measured under that key (time, status, compile and benchmark seconds), not just the
 winner, so:
 
@@ -9,6 +11,8 @@ winner, so:
 * the winner is a pure function of the stored records (lowest time, then lowest canonical config
   key), so every process reading the same entry picks the same config;
 * other shapes of the same kernel on the same device give a warm start (:meth:`TuneCache.prior`);
+* another device's records seed a new device's search (:meth:`TuneCache.warm_start`): its best configs are
+  measured first on the new device, never taken as they are;
 * entries can be exported to, and imported from, one JSON file (share them between machines or ranks).
 
 Files: ``<root>/<kernel hash>/<entry hash>.json``, written atomically (temp file + rename).
@@ -29,7 +33,9 @@ from solkit.errors import SolkitError
 from solkit.tune.space import Config, config_key
 from solkit.tune.strategies import Prior
 
-FORMAT = 1
+FORMAT = 2  # 2: the device fingerprint (SM count, memory size, product id) joined the key
+#: The parts of :func:`environment` that identify a device; two devices share cache entries only if all agree.
+FINGERPRINT_FIELDS = ("product", "device", "capability", "sm_count", "memory_bytes")
 
 
 def default_root() -> Path:
@@ -63,6 +69,8 @@ def environment() -> dict[str, Any]:
             env["device"] = p.name
             env["capability"] = f"sm_{p.major}{p.minor}"
             env["sm_count"] = p.multi_processor_count
+            env["memory_bytes"] = p.total_memory
+            env["product"] = _product_id(p.name, p.multi_processor_count, p.total_memory)
         else:
             env["device"] = "cpu"
     except ImportError:  # pragma: no cover - torch is a dependency
@@ -75,6 +83,51 @@ def environment() -> dict[str, Any]:
         env["triton"] = None
     env["interpreter"] = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
     return env
+
+
+def _product_id(name: str, sm_count: int, memory_bytes: int) -> str | None:
+    from solkit.hardware.specs import match_spec
+
+    spec = match_spec(name, sm_count, memory_bytes)
+    return spec.id if spec else None
+
+
+def fingerprint(env: Mapping[str, Any]) -> dict[str, Any]:
+    """The device part of a cache key: product id (None off the database), name, capability, SMs, memory."""
+    return {f: env.get(f) for f in FINGERPRINT_FIELDS}
+
+
+def fingerprint_id(fp: Mapping[str, Any]) -> str:
+    """A short stable name of a fingerprint (12 hex digits), to name a device on the command line."""
+    return hashlib.sha256(json.dumps(dict(fp), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def describe_fingerprint(fp: Mapping[str, Any]) -> str:
+    """``h200-sxm (NVIDIA H200, sm_90, 132 SMs, 141 GB) [3f2a...]``."""
+    parts = [str(fp.get(f)) for f in ("device", "capability") if fp.get(f)]
+    if fp.get("sm_count"):
+        parts.append(f"{fp['sm_count']} SMs")
+    if fp.get("memory_bytes"):
+        parts.append(f"{fp['memory_bytes'] / 1e9:.0f} GB")
+    return f"{fp.get('product') or fp.get('device') or '?'} ({', '.join(parts)}) [{fingerprint_id(fp)}]"
+
+
+def _cc_name(text: str) -> str | None:
+    t = text.strip().lower().removeprefix("sm_").replace(".", "")
+    return f"sm_{t}" if t.isdigit() and len(t) in (2, 3) else None
+
+
+def fingerprint_matches(fp: Mapping[str, Any], ref: str) -> bool:
+    """Does ``ref`` name this device: its product id, its device name, its compute capability (``sm_90``,
+    ``9.0``) or its fingerprint id (a prefix of at least 6 hex digits)? Case-insensitive."""
+    r = ref.strip().lower()
+    if not r:
+        return False
+    if r in (str(fp.get("product") or "").lower(), str(fp.get("device") or "").lower()):
+        return True
+    if _cc_name(r) is not None and _cc_name(r) == fp.get("capability"):
+        return True
+    return len(r) >= 6 and fingerprint_id(fp).startswith(r)
 
 
 def source_hash(obj: Any) -> str:
@@ -102,8 +155,7 @@ def make_key(kernel_hash: str, shape: Mapping[str, Any], dtypes: Iterable[str], 
         "kernel": kernel_hash,
         "shape": {k: shape_bucket(v, bucket) for k, v in sorted(shape.items())},
         "dtypes": list(dtypes),
-        "device": env.get("device"),
-        "capability": env.get("capability"),
+        "fingerprint": fingerprint(env),
         "versions": {k: env.get(k) for k in ("triton", "cuda", "torch")},
         "interpreter": env.get("interpreter", False),
     }
@@ -185,11 +237,55 @@ class TuneCache:
         runs = []
         for entry in self.entries(str(key["kernel"])):
             k = entry.get("key", {})
-            same_machine = all(k.get(f) == key.get(f) for f in ("device", "versions", "dtypes", "interpreter"))
+            same_machine = all(k.get(f) == key.get(f) for f in ("fingerprint", "versions", "dtypes", "interpreter"))
             if same_machine and k.get("shape") != key.get("shape"):
                 runs.append({ck: (r.get("time_ms") if r.get("status") == "ok" else None)
                              for ck, r in entry.get("records", {}).items()})  # fmt: skip
         return Prior.from_times(runs)
+
+    def fingerprints(self, kernel_hash: str | None = None) -> list[dict[str, Any]]:
+        """The distinct device fingerprints with records (of one kernel, or of all)."""
+        seen: dict[str, dict[str, Any]] = {}
+        for entry in self.entries(kernel_hash):
+            fp = entry.get("key", {}).get("fingerprint")
+            if isinstance(fp, dict):
+                seen.setdefault(fingerprint_id(fp), fp)
+        return list(seen.values())
+
+    def warm_start(self, key: Mapping[str, Any], source: str, top: int = 4) -> tuple[Prior, list[Config], list[str]]:
+        """Seed a search on this key's device from another device's records of the same kernel and dtypes.
+
+        ``source`` names the other device (:func:`fingerprint_matches`: product id, device name, ``sm_90`` or a
+        fingerprint id); every shape it measured counts, this key's own shape first. Returns the prior (relative
+        speeds per config), the ``top`` configs with the best mean relative speed there (to be measured first
+        here: a config that won on another part is a guess to check, never a result), and the devices used.
+        Records of this key's own device are left out (those are the cache itself). No match is a one-line error
+        listing the devices the cache holds for this kernel.
+        """
+        own = key.get("fingerprint") or {}
+        runs, used, configs = [], {}, {}
+        entries = sorted(self.entries(str(key["kernel"])), key=lambda e: e.get("key", {}).get("shape") != key["shape"])
+        for entry in entries:
+            k = entry.get("key", {})
+            fp = k.get("fingerprint")
+            if not isinstance(fp, dict) or fp == own or not fingerprint_matches(fp, source):
+                continue
+            if k.get("dtypes") != key.get("dtypes") or k.get("interpreter") != key.get("interpreter"):
+                continue
+            records = entry.get("records", {})
+            runs.append({ck: (r.get("time_ms") if r.get("status") == "ok" else None) for ck, r in records.items()})
+            configs.update({ck: r["config"] for ck, r in records.items() if r.get("status") == "ok"})
+            used[fingerprint_id(fp)] = describe_fingerprint(fp)
+        prior = Prior.from_times(runs)
+        if not prior:
+            known = [describe_fingerprint(fp) for fp in self.fingerprints(str(key["kernel"])) if fp != own]
+            raise SolkitError(
+                f"--warm-start-from {source}: no measured configs of this kernel ({', '.join(key['dtypes'])}) from a "
+                f"device matching {source!r} in {self.root}; recorded: {', '.join(known) or 'none'} "
+                "(bring another machine's records with --cache-import)"
+            )
+        ranked = sorted(configs, key=lambda ck: (-(prior.score(ck) or 0.0), ck))
+        return prior, [dict(configs[ck]) for ck in ranked[:top]], list(used.values())
 
     def export(self, path: str | Path, kernel_hash: str | None = None) -> int:
         entries = self.entries(kernel_hash)

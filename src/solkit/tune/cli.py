@@ -1,6 +1,6 @@
 """``solkit tune``: tune a Triton solution of a problem, or replay strategies on recorded sweeps.
 
-solkit tune PROBLEM_DIR --solution FILE [--strategy S] [--budget N] [--json]
+solkit tune PROBLEM_DIR --solution FILE [--strategy S] [--budget N] [--warm-start-from DEVICE] [--json]
 solkit tune --replay DATA [DATA ...] --strategy S --budget N [--seeds K] [--warm] [--json]
 solkit tune --cache-export FILE | --cache-import FILE
 """
@@ -41,6 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="live: benchmark in a restartable child process (survives illegal addresses and hangs)",
     )
+    p.add_argument(
+        "--warm-start-from",
+        metavar="ARCH_OR_FINGERPRINT",
+        default=None,
+        help="live: seed the search with the best configs the cache holds from another device (product id, device "
+        "name, sm_XY or fingerprint id); they are measured again here",
+    )
     p.add_argument("--cache-dir", default=None, help="tuning cache directory (default: user cache dir)")
     p.add_argument("--cache-export", metavar="FILE", help="write the whole tuning cache to FILE")
     p.add_argument("--cache-import", metavar="FILE", help="merge FILE into the tuning cache")
@@ -61,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
 
     result = tune_solution(args.problem_dir, args.solution, strategy=args.strategy, budget=args.budget,
                            time_budget_s=args.time_budget, workload_index=args.workload,
-                           cache_dir=args.cache_dir, isolate=args.isolate)  # fmt: skip
+                           cache_dir=args.cache_dir, isolate=args.isolate,
+                           warm_start_from=args.warm_start_from)  # fmt: skip
     return _print_live(result, args.json)
 
 

@@ -148,14 +148,20 @@ def tune_solution(
     cache_dir: str | Path | None = None,
     seed: int = 0,
     isolate: bool = False,
+    warm_start_from: str | None = None,
 ) -> dict[str, Any]:
+    """Tune one workload of a solution; ``warm_start_from`` names another device whose cached records seed the
+    search (its best configs are measured here first; see :meth:`TuneCache.warm_start`)."""
     tprob, space, info = solution_problem(problem_dir, solution_file, workload_index)
     cache = TuneCache(cache_dir)
     kernel = f"{info['problem']}:{info['solution']}:{info['digest']}"
     key = make_key(kernel, info["axes"], info["dtypes"], environment())
+    prior, seeds, sources = cache.warm_start(key, warm_start_from) if warm_start_from else (None, None, [])
     res = tune(tprob, space, strategy=strategy, budget=budget, seed=seed, time_budget_s=time_budget_s, cache=cache,
-               cache_key=key, pool=None, isolate=isolate)  # fmt: skip
+               cache_key=key, pool=None, isolate=isolate, prior=prior, seeds=seeds)  # fmt: skip
     out = res.to_dict()
+    if warm_start_from:
+        out["warm_started_from"] = {"source": warm_start_from, "devices": sources, "seed_configs": seeds}
     out.update({k: info[k] for k in ("problem", "solution", "workload", "axes", "device")})
     return out
 

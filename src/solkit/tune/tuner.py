@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ class TuneResult:
     budget: int
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     reused: int = 0
+    seeded: int = 0
     space_size: int = 0
     pruned: int = 0
     seconds: float = 0.0
@@ -40,9 +41,9 @@ class TuneResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"best": self.best, "best_ms": self.best_ms, "strategy": self.strategy, "budget": self.budget,
-                "evaluated": len(self.evaluations), "reused_from_cache": self.reused, "space_size": self.space_size,
-                "pruned_by_prefilter": self.pruned, "seconds": self.seconds, "stopped_by": self.stopped_by,
-                "statuses": self.statuses, "evaluations": self.evaluations}  # fmt: skip
+                "evaluated": len(self.evaluations), "reused_from_cache": self.reused, "seeded": self.seeded,
+                "space_size": self.space_size, "pruned_by_prefilter": self.pruned, "seconds": self.seconds,
+                "stopped_by": self.stopped_by, "statuses": self.statuses, "evaluations": self.evaluations}  # fmt: skip
 
 
 def default_pool(problem: TuneProblem) -> CompilePool | None:
@@ -71,6 +72,7 @@ def tune(
     on_record: Callable[[ConfigEvaluation], None] | None = None,
     strategy_options: Mapping[str, Any] | None = None,
     isolate: bool = False,
+    seeds: Sequence[Config] | None = None,
 ) -> TuneResult:
     """Search ``space`` for the fastest correct config of ``problem``.
 
@@ -79,7 +81,9 @@ def tune(
     and a list with one new config measures only that one); new measurements are added to the
     cache. With ``warm_start``, other shapes of the kernel in the cache seed the strategy. With
     ``isolate`` (needs ``problem.ref``), configs are benchmarked in a restartable child process, so
-    that an illegal address or a hang costs one evaluation instead of ending the search.
+    that an illegal address or a hang costs one evaluation instead of ending the search. ``seeds`` (configs
+    that did well elsewhere, e.g. on another device: :meth:`TuneCache.warm_start`) are measured first, then
+    told to the strategy; they count against ``budget`` like any other evaluation.
     """
     t0 = time.perf_counter()
     own_pool = pool == "auto"
@@ -106,8 +110,12 @@ def tune(
             cache.add(cache_key, recs)
         return [e.time_ms if e.ok else None for e in evs]
 
+    seeded = [c for c in _dedup(seeds or ()) if config_key(c) in member_keys and config_key(c) not in known]
+    seeded = seeded[: max(0, budget - reused)]
     try:
-        trace = run_search(strat, evaluate, max(0, budget - reused), time_budget_s=time_budget_s)
+        for c, t in zip(seeded, evaluate(seeded) if seeded else ()):
+            strat.tell(c, t)
+        trace = run_search(strat, evaluate, max(0, budget - reused - len(seeded)), time_budget_s=time_budget_s)
     finally:
         evaluator.close()
         if own_pool and pool_obj is not None:
@@ -122,8 +130,16 @@ def tune(
         budget=budget,
         evaluations=new_records,
         reused=reused,
+        seeded=len(seeded),
         space_size=len(members),
         pruned=len(space.candidates()) - len(members),
         seconds=time.perf_counter() - t0,
         stopped_by=trace.stopped_by,
     )
+
+
+def _dedup(configs: Sequence[Config]) -> list[Config]:
+    out: dict[str, Config] = {}
+    for c in configs:
+        out.setdefault(config_key(c), dict(c))
+    return list(out.values())
