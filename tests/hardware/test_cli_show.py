@@ -63,3 +63,11 @@ def test_show_unknown_id_is_one_line(capsys):
     assert main(["hw", "show", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "h200-sxm" in err
+
+
+def test_show_with_the_real_paths_table(capsys):
+    # The families' PATHS: every public kernel has a path on an sm_89 part, and none of them needs TMA there.
+    assert main(["hw", "show", "rtx-4090", "--json"]) == 0
+    kp = json.loads(capsys.readouterr().out)["kernel_paths"]
+    assert "gemm" in kp and all(d["path"] for d in kp.values())
+    assert all("tma" not in d["path"] for d in kp.values())
