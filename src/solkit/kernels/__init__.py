@@ -2,7 +2,9 @@
 
 Import kernels from here (``from solkit.kernels import rmsnorm``); each family lives in its own
 subpackage (``gemm/``, ``softmax/``, ``cross_entropy/``, ``norms/``, ``rope/``, ``gates/``) and shares
-helpers through ``common/``, which imports no family.
+helpers through ``common/``, which imports no family. :func:`all_paths` gives every kernel's paths and what each
+needs of the device; :func:`kernel_paths` (``paths.describe``) the path each kernel takes on a device's
+capabilities (``caps_for_product("rtx-4090")``).
 """
 
 from solkit.kernels.cross_entropy import (
@@ -14,6 +16,8 @@ from solkit.kernels.cross_entropy import (
 from solkit.kernels.gates import GeGLU, SwiGLU, geglu, swiglu
 from solkit.kernels.gemm import FusedLinearResidual, fused_linear, gemm
 from solkit.kernels.norms import AddRMSNorm, LayerNorm, RMSNorm, add_rmsnorm, layernorm, rmsnorm
+from solkit.kernels.paths import all_paths
+from solkit.kernels.paths import describe as kernel_paths
 from solkit.kernels.rope import RoPE, apply_rope
 from solkit.kernels.softmax import Softmax, softmax
 
@@ -39,4 +43,6 @@ __all__ = [
     "geglu",
     "SwiGLU",
     "GeGLU",
+    "kernel_paths",
+    "all_paths",
 ]

@@ -170,12 +170,12 @@ def test_wide_auto_path_gpu(n_cols):
     """The "auto" default on a GPU: split-row exactly when one row per SM overflows the L2 (on the H200,
     132 SMs and 60 MB: 262144-wide bf16 rows split, 128256-wide stay looped), where no optional path (TMA,
     packed) comes first; and the default path is right."""
-    from solkit.kernels.softmax.dispatch import target_of
+    from solkit.kernels.common.capability import device_caps
     from solkit.kernels.softmax.plan import plan
 
     x = torch.randn(48, n_cols, dtype=torch.bfloat16) * 4
-    target = target_of(x.cuda())
-    overflows = target.sms * n_cols * 2 > target.l2_bytes
+    target = device_caps(x.cuda())
+    overflows = target.sm_count * n_cols * 2 > target.l2_bytes
     for direction in ("fwd", "bwd"):
         base = [p for p, _ in plan(direction, n_cols, torch.bfloat16, target) if p in ("split", "looped")]
         assert base == (["split", "looped"] if overflows else ["looped"])

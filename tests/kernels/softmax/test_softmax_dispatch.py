@@ -7,12 +7,13 @@ import pytest
 import torch
 
 from solkit.errors import SolkitError
+from solkit.kernels.common.capability import INTERPRETER_CAPS, caps_for_product
 from solkit.kernels.softmax import plan as plan_module
 from solkit.kernels.softmax.dispatch import softmax_backward, softmax_forward
-from solkit.kernels.softmax.plan import BACKWARD_PATHS, FORWARD_PATHS, Target, default_path, plan
+from solkit.kernels.softmax.plan import BACKWARD_PATHS, FORWARD_PATHS, default_path, plan
 
-CPU = Target(gpu=False)
-H200 = Target(gpu=True, sms=132, l2_bytes=60 * 2**20)
+CPU = INTERPRETER_CAPS
+H200 = caps_for_product("h200-sxm")  # 132 SMs, 60 MiB of L2 (as the live device reports)
 BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
 
 #: (direction, n_cols, dtype, device) -> the first path tried with no path asked for. The GPU rows are the H200's

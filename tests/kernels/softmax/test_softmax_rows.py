@@ -14,11 +14,12 @@ import pytest
 import torch
 from softmax_helpers import assert_softmax_close, softmax_inputs
 
+from solkit.kernels.common.capability import INTERPRETER_CAPS, caps_for_product
 from solkit.kernels.softmax.dispatch import softmax_backward, softmax_forward
-from solkit.kernels.softmax.plan import Target, plan
+from solkit.kernels.softmax.plan import plan
 from solkit.kernels.softmax.rows import row_pieces, softmax_forward_rows
 
-H200 = Target(gpu=True, sms=132, l2_bytes=60 * 2**20)
+H200 = caps_for_product("h200-sxm")
 
 
 def test_row_pieces():
@@ -35,9 +36,9 @@ def test_rows_by_plan():
     """The rows path: a default at 14336 on a GPU only; asked for, it comes first (TMA skipped) with the options given,
     and a width that does not tile drops it."""
     bf16 = torch.bfloat16
-    assert plan("fwd", 14336, bf16, Target(gpu=False))[0][0] == "single"  # CPU: never by default
+    assert plan("fwd", 14336, bf16, INTERPRETER_CAPS)[0][0] == "single"  # CPU: never by default
     assert plan("fwd", 14336, bf16, H200)[0][0] == "rows"
-    assert plan("fwd", 14336, bf16, Target(gpu=False), "rows", {"depth": 1})[0] == ("rows", {"depth": 1})
+    assert plan("fwd", 14336, bf16, INTERPRETER_CAPS, "rows", {"depth": 1})[0] == ("rows", {"depth": 1})
     assert plan("fwd", 14336, bf16, H200, "rows", {"depth": 1})[0] == ("rows", {"depth": 1})
     assert plan("fwd", 1031, torch.float16, H200, "rows", {"num_warps": 1})[0][0] == "single"
 
@@ -70,8 +71,8 @@ def test_tma_by_plan(monkeypatch):
 
     bf16 = torch.bfloat16
     monkeypatch.setitem(st.TMA_DEFAULT, "ranges", [(196608, None, {"blocks": 32})])
-    assert plan("fwd", 262144, bf16, Target(gpu=False))[0][0] == "looped"  # CPU: never by default
-    assert plan("fwd", 262144, bf16, Target(gpu=False), "tma")[0] == ("tma", {})
+    assert plan("fwd", 262144, bf16, INTERPRETER_CAPS)[0][0] == "looped"  # CPU: never by default
+    assert plan("fwd", 262144, bf16, INTERPRETER_CAPS, "tma")[0] == ("tma", {})
     assert plan("fwd", 262144, bf16, H200, "tma", {"stages": 4})[0] == ("tma", {"stages": 4})
     assert plan("fwd", 262144, bf16, H200)[0] == ("tma", {"blocks": 32})
     assert plan("fwd", 262144, bf16, H200, "packed", {"block": 64})[0] == ("packed", {"block": 64})

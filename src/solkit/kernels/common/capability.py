@@ -283,3 +283,15 @@ def choose(paths: Sequence[tuple[str, Needs]], caps: DeviceCaps) -> tuple[str, d
         skipped[name] = reasons
     detail = "; ".join(f"{n}: {', '.join(r)}" for n, r in skipped.items())
     raise SolkitError(f"no path runs on {caps.name}: {detail}")
+
+
+def allowed(paths: Sequence[tuple[str, Needs]], caps: DeviceCaps, kernel: str = "kernel") -> tuple[str, ...]:
+    """The names of ``paths`` whose needs ``caps`` meets, in their order (under :func:`portable_only`, the
+    portable ones only): the set a dispatcher's own shape rules choose among; the first is :func:`choose`'s.
+    None met: a SolkitError naming ``kernel``, the device and every path's reasons (one line)."""
+    forced = forced_portable()
+    names = tuple(name for name, needs in paths if not unmet(needs, caps) and (needs.portable or not forced))
+    if not names:
+        detail = "; ".join(f"{n}: {', '.join(unmet(nd, caps)) or 'not portable'}" for n, nd in paths)
+        raise SolkitError(f"{kernel}: no path runs on {caps.name}: {detail}")
+    return names

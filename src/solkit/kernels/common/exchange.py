@@ -17,10 +17,20 @@ import torch
 import triton
 import triton.language as tl
 
+from solkit.kernels.common.capability import DeviceCaps, Needs, unmet
 from solkit.kernels.common.spin import spin_until_tagged, untag
 
 L2E = tl.constexpr(1.4426950408889634)  # log2(e): exponentials in base 2 (one MUFU.EX2 each)
 LN2 = tl.constexpr(0.6931471805599453)
+
+#: The inline PTX of the 16-bit pair arithmetic these kernels run on a GPU (``cvt.rn.bf16x2.f32`` /
+#: ``cvt.rn.f16x2.f32`` in :func:`pack`, ``fma.rn.bf16x2`` in pass 2): sm_80 and later (PTX ISA).
+PAIR_PTX_CC = (8, 0)
+#: :func:`l2_prefetch` (``cp.async.bulk.prefetch.L2``): sm_90 and later. A path that uses it drops the prefetch on
+#: a device without it (``PF = 0``: the same kernel, its loads not ahead in L2); it does not decline.
+BULK_PREFETCH = Needs(min_cc=90, note="cp.async.bulk.prefetch.L2")
+#: Registers of the SM the tuned settings were measured on (sm_90): the budget a tuned ``per_sm`` implies.
+TUNED_REGS_PER_SM = 65536
 
 
 @triton.jit
@@ -135,6 +145,33 @@ def await_max_sum(base, j, wm, ws, spin_budget, SPLIT: tl.constexpr, SPLIT_P2: t
     ms = untag(wm)
     big = tl.max(ms, axis=0)
     return big, tl.sum(untag(ws) * tl.exp(ms - big), axis=0), ready
+
+
+def bulk_prefetch_ok(caps: DeviceCaps) -> bool:
+    """Whether ``caps`` has the bulk L2 prefetch (:data:`BULK_PREFETCH`)."""
+    return not unmet(BULK_PREFETCH, caps)
+
+
+def resident_regs(per_sm: int, num_warps: int, regs_per_sm: int | None = None) -> int:
+    """Registers per thread (a multiple of 8, at most 255) that let ``per_sm`` programs of ``num_warps`` warps share
+    an SM's ``regs_per_sm`` registers (:data:`TUNED_REGS_PER_SM` when not given): the ``maxnreg`` of a grid whose
+    programs must all be resident at once."""
+    return min(255, (regs_per_sm or TUNED_REGS_PER_SM) // (per_sm * num_warps * 32) // 8 * 8)
+
+
+def per_sm_for(caps: DeviceCaps, measured: bool, per_sm: int, num_warps: int, smem_bytes: int = 0) -> int:
+    """Programs per SM of a persistent grid on ``caps``: ``per_sm`` as tuned where it was measured on this
+    architecture (``measured``, :func:`solkit.kernels.common.tuned.for_arch`) or where ``caps`` has no limits (the
+    interpreter). Elsewhere derived, never copied: the tuned register budget per thread
+    (:func:`resident_regs` on the measured part) kept, as many programs as this part's register file holds at that
+    budget, and no more than its shared memory holds (``smem_bytes`` a program plus the 1 KB the driver keeps)."""
+    if measured or caps.regs_per_sm is None:
+        return per_sm
+    budget = resident_regs(per_sm, num_warps)
+    n = caps.regs_per_sm // (budget * 32 * num_warps)
+    if smem_bytes and caps.smem_per_sm:
+        n = min(n, caps.smem_per_sm // (smem_bytes + 1024))
+    return max(1, n)
 
 
 def tagged_slots(n_groups: int, split: int, words_per_chunk: int, device) -> torch.Tensor:

@@ -2,5 +2,6 @@
 
 from solkit.kernels.cross_entropy.dispatch import CrossEntropyLoss, cross_entropy
 from solkit.kernels.cross_entropy.fused_linear import FusedLinearCrossEntropyLoss, fused_linear_cross_entropy
+from solkit.kernels.cross_entropy.paths import PATHS
 
-__all__ = ["cross_entropy", "CrossEntropyLoss", "fused_linear_cross_entropy", "FusedLinearCrossEntropyLoss"]
+__all__ = ["cross_entropy", "CrossEntropyLoss", "fused_linear_cross_entropy", "FusedLinearCrossEntropyLoss", "PATHS"]

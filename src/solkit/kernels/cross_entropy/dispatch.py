@@ -33,13 +33,18 @@ Bytes per call, ``T`` rows x ``V`` classes, ``b`` bytes per logit:
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import DeviceCaps, allowed, device_caps
 from solkit.kernels.common.device import sm_count
+from solkit.kernels.common.exchange import bulk_prefetch_ok, per_sm_for, resident_regs
+from solkit.kernels.cross_entropy.paths import PATHS
 from solkit.kernels.cross_entropy.split import launch_cross_entropy_split
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -274,6 +279,34 @@ CE_CONFIG = tuned.load("cross_entropy", "launch")
 LAST_LAUNCH: dict = {}
 
 
+@functools.cache
+def _measured(cc: tuple[int, int] | None) -> bool:
+    return tuned.for_arch(CE_CONFIG, cc)[1]
+
+
+def arch_config(cfg: dict, user: dict, caps: DeviceCaps, runs: tuple[str, ...], elem_bytes: int) -> dict:
+    """``cfg`` for this device: the split kernels' skew 3-5 only where the packed path runs (else the plain skew
+    0), the bulk L2 prefetch only where it exists. Where the settings were not measured on this architecture,
+    what the caller did not set is derived: split programs per SM and their register cap from the register file,
+    and the two-sweep kernel's pipeline stages cut until its staged blocks (``stages - 1`` of ``block`` logits)
+    fit the part's shared memory per program."""
+    out = dict(cfg)
+    if out["split_skew"] and "packed" not in runs:
+        out["split_skew"] = 0
+    if not bulk_prefetch_ok(caps):
+        out["split_l2_prefetch"] = 0
+    if _measured(caps.cc) or caps.regs_per_sm is None:
+        return out
+    if "split_programs_per_sm" not in user:
+        out["split_programs_per_sm"] = per_sm_for(caps, False, out["split_programs_per_sm"], out["split_warps"])
+    if out["split_maxnreg"] and "split_maxnreg" not in user:
+        out["split_maxnreg"] = resident_regs(out["split_programs_per_sm"], out["split_warps"], caps.regs_per_sm)
+    if caps.smem_per_block and "num_stages" not in user:
+        while out["num_stages"] > 1 and (out["num_stages"] - 1) * out["block"] * elem_bytes > caps.smem_per_block:
+            out["num_stages"] -= 1
+    return out
+
+
 def _grid(n_rows: int, t: torch.Tensor, programs_per_sm: int) -> int:
     if programs_per_sm <= 0:
         return max(n_rows, 1)
@@ -313,12 +346,15 @@ def launch_cross_entropy_rows(
     if not (n_rows and n_cols):
         return
     LAST_LAUNCH.clear()
+    caps = device_caps(logits)
+    runs = allowed(PATHS["cross_entropy"], caps, "cross_entropy")
     if grad is None and not cfg["split_fwd"]:
         # forward only (no gradient to write): the two-sweep kernel's statistics sweep alone reads the logits once
         # and is faster than the split kernel (configs.yaml, split_fwd); keys the caller set still win
         fwd = {k[4:]: v for k, v in cfg.items() if k.startswith("fwd_")}
         cfg = {**cfg, "split_block": 0, **fwd, **{k: v for k, v in user.items() if not k.startswith("fwd_")}}
-    if softcap is None and cfg["split_block"] > 0:
+    cfg = arch_config(cfg, user, caps, runs, logits.element_size())
+    if softcap is None and cfg["split_block"] > 0 and "split" in runs:
         info = launch_cross_entropy_split(
             logits, targets, losses, lse, n_valid, grad=grad, mean=mean, ignore_index=ignore_index,
             label_smoothing=label_smoothing, z_loss_scale=z_loss_scale, block=cfg["split_block"],

@@ -30,6 +30,8 @@ import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import allowed, device_caps
+from solkit.kernels.gates.paths import PATHS
 
 _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_CUBIC = 0.044715
@@ -123,10 +125,14 @@ def _launch_config(n_cols: int) -> tuple[int, int]:
     return block, (GATE_CONFIG["num_warps"] if block >= 1024 else 4)
 
 
-def _fast_tanh(x: torch.Tensor) -> bool:
+def _fast_tanh(x: torch.Tensor, activation: str, direction: str) -> bool:
     """The hardware tanh (relative error 2^-11) is exact enough for bf16 storage (a rounding is 2^-9; for
-    fp16, 2^-11, it would double the error), and exists only on the GPU (not in the CPU interpreter)."""
-    return x.is_cuda and x.dtype == torch.bfloat16
+    fp16, 2^-11, it would double the error), and exists only on the GPU (not in the CPU interpreter); GeGLU takes
+    it where the device runs that path (:data:`~solkit.kernels.gates.paths.PATHS`). SiLU never reads the flag: it
+    is passed as it always was, so its compiled kernel does not change."""
+    kernel = f"{'swiglu' if activation == 'silu' else 'geglu'}_{direction}"
+    runs = allowed(PATHS[kernel], device_caps(x), kernel)
+    return x.is_cuda and x.dtype == torch.bfloat16 and (activation == "silu" or "fast_tanh" in runs)
 
 
 def gated_forward(gate: torch.Tensor, up: torch.Tensor, activation: str = "silu") -> torch.Tensor:
@@ -140,7 +146,7 @@ def gated_forward(gate: torch.Tensor, up: torch.Tensor, activation: str = "silu"
         nblk = triton.cdiv(n, block)
         _gated_fwd_kernel[(rows * nblk,)](
             g2, u2, out, n, nblk, g2.stride(0), u2.stride(0), out.stride(0),
-            ACTIVATION=activation, BLOCK=block, FAST_TANH=_fast_tanh(gate), num_warps=warps,
+            ACTIVATION=activation, BLOCK=block, FAST_TANH=_fast_tanh(gate, activation, "fwd"), num_warps=warps,
         )  # fmt: skip
     return out.view(gate.shape)
 
@@ -161,7 +167,7 @@ def gated_backward(
         _gated_bwd_kernel[(rows * nblk,)](
             dy, g2, u2, dgate, dup, n, nblk,
             dy.stride(0), g2.stride(0), u2.stride(0), dgate.stride(0), dup.stride(0),
-            ACTIVATION=activation, BLOCK=block, FAST_TANH=_fast_tanh(gate), num_warps=warps,
+            ACTIVATION=activation, BLOCK=block, FAST_TANH=_fast_tanh(gate, activation, "bwd"), num_warps=warps,
         )  # fmt: skip
     return dgate.view(gate.shape), dup.view(up.shape)
 

@@ -21,14 +21,19 @@ persistent grid requires anyway); the wait is bounded, and a barrier that times 
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
+from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import DeviceCaps, allowed, device_caps, forced_portable
 from solkit.kernels.common.device import interpreting, use_descriptor_scratch
+from solkit.kernels.common.exchange import per_sm_for
 from solkit.kernels.common.rows import backward_programs, load_tile, register_cap, row_config, warps_for
+from solkit.kernels.norms.paths import PATHS, tma_smem_bytes
 
 #: Spins of the fused reduction's barrier wait before it gives up (and writes NaN).
 MAX_SPINS = 1 << 20
@@ -87,13 +92,47 @@ class BackwardPlan(NamedTuple):
     fused: bool  # the dW reduction inside the kernel
 
 
+@functools.cache
+def _measured(entry: str, cc: tuple[int, int] | None) -> bool:
+    return tuned.for_arch(tuned.load("norms", entry), cc)[1]
+
+
+def _tma_stages(caps: DeviceCaps, runs: tuple[str, ...], asked: int | None, cfg: dict, x2: torch.Tensor,
+                measured: bool) -> int:  # fmt: skip
+    """Pipeline stages of the TMA backward, 0 for the pointer kernel: the caller's ``asked`` where the device runs
+    the TMA path (and under the interpreter, which emulates descriptors), else the config's ``bwd_tma_stages`` where
+    the device runs it. On an architecture the config was not measured on the rows must fit the part's shared
+    memory per program: the stages asked for, or the most (at least 2) of the config's."""
+    if asked is not None:
+        if not ("tma" in runs or (caps.is_interpreter and not forced_portable())):
+            return 0
+        stages = asked
+    else:
+        stages = cfg.get("bwd_tma_stages", 0)
+        if stages < 2 or "tma" not in runs:
+            return 0
+    if measured or caps.smem_per_block is None or stages < 2:
+        return stages
+    fits = [s for s in range(2, stages + 1) if tma_smem_bytes(x2.shape[1], x2.element_size(), s) <= caps.smem_per_block]
+    if asked is not None:
+        return stages if stages in fits else 0
+    return max(fits, default=0)
+
+
 def backward_plan(x2: torch.Tensor, cfg: dict, tma_tensors: list, *, block_m: int | None, num_warps: int | None,
                   programs_per_sm: int | None, tma_stages: int | None, balanced: bool | None,
-                  fused_reduce: bool | None, maxnreg: int | None, ds: bool = False) -> BackwardPlan:  # fmt: skip
+                  fused_reduce: bool | None, maxnreg: int | None, ds: bool = False,
+                  entry: str = "rmsnorm") -> BackwardPlan:  # fmt: skip
     """The launch shape shared by the RMSNorm and LayerNorm backwards: each setting the caller left None comes
     from the width's config ``cfg`` (``bwd_*`` keys; the ``*_ds`` ones for add+RMSNorm with ``ds``); warps so
-    that each thread holds ``bwd_bytes_per_thread`` of a row tile; the TMA kernel (one row a block) where
-    ``tma_stages`` > 1 and :func:`tma_shape` accepts ``tma_tensors``; the grid from :func:`backward_grid`."""
+    that each thread holds ``bwd_bytes_per_thread`` of a row tile; the TMA kernel (one row a block) where the
+    device runs it (:data:`~solkit.kernels.norms.paths.PATHS` of ``entry``'s backward), the stages are > 1 and
+    :func:`tma_shape` accepts ``tma_tensors``; the grid from :func:`backward_grid`. Where the config ``entry``
+    ("rmsnorm" or "layernorm") was not measured on this architecture, programs per SM and stages are derived from
+    the device."""
+    caps = device_caps(x2)
+    runs = allowed(PATHS[f"{entry}_bwd"], caps, f"{entry}_bwd")
+    measured = _measured(entry, caps.cc)
     sfx = "_ds" if ds else ""
     bm, bn, _ = row_config(x2.shape[1], x2.element_size())
     bm = block_m or cfg.get("bwd_block_m") or bm
@@ -102,8 +141,9 @@ def backward_plan(x2: torch.Tensor, cfg: dict, tma_tensors: list, *, block_m: in
         or cfg.get("bwd_num_warps" + sfx)
         or min(max(warps_for(bm * bn, x2.element_size(), bytes_per_thread=cfg["bwd_bytes_per_thread" + sfx]), 4), 16)
     )
-    programs_per_sm = programs_per_sm or cfg["bwd_programs_per_sm"]
-    tma_stages = cfg.get("bwd_tma_stages", 0) if tma_stages is None else tma_stages
+    tma_stages = _tma_stages(caps, runs, tma_stages, cfg, x2, measured)
+    smem = tma_smem_bytes(x2.shape[1], x2.element_size(), tma_stages) if tma_stages > 1 else 0
+    programs_per_sm = programs_per_sm or per_sm_for(caps, measured, cfg["bwd_programs_per_sm"], nw, smem)
     boxes = tma_shape(x2, tma_tensors) if tma_stages and tma_stages > 1 else None
     n_blocks = x2.shape[0] if boxes is not None else triton.cdiv(x2.shape[0], bm)
     programs, fused = backward_grid(

@@ -31,6 +31,7 @@ import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import allowed, device_caps
 from solkit.kernels.common.rows import check_rows, check_weight, load_tile, row_config, sum_partials, warps_for
 from solkit.kernels.common.tuned import for_width as config_for_width
 from solkit.kernels.norms.backward import (
@@ -42,6 +43,7 @@ from solkit.kernels.norms.backward import (
     reduce_tile,
     sync_counter,
 )
+from solkit.kernels.norms.paths import PATHS
 
 #: Launch defaults (norms/configs.yaml ``layernorm``; docs/kernels/norms.md).
 #: ``one_pass``: mean and variance from one reduction; warps so each thread holds ``*_bytes_per_thread``
@@ -241,6 +243,7 @@ def layernorm_forward(
     (one row per program, shifted one-pass statistics, ``num_warps`` or the config's ``fwd_looped_num_warps``;
     ``num_stages``: Triton's pipelining of the chunk loops, the config's ``fwd_looped_num_stages``)."""
     x2 = check_rows(x, "layernorm input")
+    allowed(PATHS["layernorm_fwd"], device_caps(x2), "layernorm_fwd")  # one portable path: raises only where none runs
     n_rows, n_cols = x2.shape
     check_weight(weight, n_cols, "layernorm weight", x.device)
     check_weight(bias, n_cols, "layernorm bias", x.device)
@@ -312,7 +315,7 @@ def layernorm_backward(
     cfg = config_for_width(LAYERNORM_CONFIG, n_cols)
     plan = backward_plan(x2, cfg, [x2, dy2, dx2], block_m=block_m, num_warps=num_warps,
                          programs_per_sm=programs_per_sm, tma_stages=tma_stages, balanced=balanced,
-                         fused_reduce=fused_reduce, maxnreg=maxnreg)  # fmt: skip
+                         fused_reduce=fused_reduce, maxnreg=maxnreg, entry="layernorm")  # fmt: skip
     programs, fused = plan.programs, plan.fused
     partial_sum = partial_sum or cfg["partial_sum"]
     partial = torch.empty(programs, 2 * n_cols, dtype=torch.float32, device=x.device)

@@ -40,6 +40,7 @@ import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import allowed, device_caps
 from solkit.kernels.common.rows import (
     backward_programs,
     check_rows,
@@ -60,6 +61,7 @@ from solkit.kernels.norms.backward import (
     rmsnorm_bwd_kernel,
     sync_counter,
 )
+from solkit.kernels.norms.paths import PATHS
 
 Casting = Literal["llama", "gemma"]
 CASTINGS = ("llama", "gemma")
@@ -288,6 +290,8 @@ def rmsnorm_forward(
     ``looped_hints``, default 1)."""
     _check_casting(casting)
     x2 = check_rows(x, "rmsnorm input")
+    kernel = "add_rmsnorm_fwd" if residual is not None else "rmsnorm_fwd"
+    allowed(PATHS[kernel], device_caps(x2), kernel)  # one portable path: raises only where nothing runs
     n_rows, n_cols = x2.shape
     check_weight(weight, n_cols, "rmsnorm weight", x.device)
     res2 = s2 = None

@@ -41,6 +41,8 @@ import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import allowed, device_caps
+from solkit.kernels.rope.paths import PATHS
 
 _LAYOUTS = ("bshd", "bhsd")
 #: Launch defaults. One program takes ``BLOCK_T`` whole tokens (all their q and k heads) when one
@@ -203,6 +205,8 @@ def _table_view(t: torch.Tensor, batch: int, seq: int, dim: int, has_pos: bool, 
 def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, backward: bool, config=None):
     if layout not in _LAYOUTS:
         raise SolkitError(f"rope: layout must be one of {_LAYOUTS}, got {layout!r}")
+    kernel = "rope_bwd" if backward else "rope_fwd"
+    allowed(PATHS[kernel], device_caps(q), kernel)  # one portable path: raises only where nothing runs
     qv, kv = _to_bshd(q, layout, "q"), _to_bshd(k, layout, "k")
     batch, seq, n_q, dim = qv.shape
     if kv.shape[0] != batch or kv.shape[1] != seq or kv.shape[3] != dim:

@@ -6,7 +6,8 @@ Math, per row ``x`` of ``N`` elements, fp32 arithmetic, one rounding of the outp
     backward:  dx = y * (dy - sum(y * dy))
 
 Paths (``path=`` of :func:`softmax_forward` / :func:`softmax_backward`; None: the default by width, dtype and
-device, :mod:`solkit.kernels.softmax.plan`; ``options=``: that path's launch overrides):
+device, :mod:`solkit.kernels.softmax.plan`, among the paths the device can run,
+:data:`~solkit.kernels.softmax.paths.PATHS`; ``options=``: that path's launch overrides):
 
 * ``"single"`` (:mod:`~solkit.kernels.softmax.blocks`): the whole row in registers; one read, one write. Options:
   ``block_m``, ``num_warps``, ``maxnreg``, ``store_cs``, ``one_row`` (forward);
@@ -30,16 +31,20 @@ Bytes per call (the minimum the benchmark scores against), ``M x N`` of ``e`` by
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from solkit.errors import SolkitError
-from solkit.kernels.common.device import interpreting, sm_count
+from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import device_caps
+from solkit.kernels.common.exchange import per_sm_for
 from solkit.kernels.common.rows import check_rows, row_config, warps_for
 from solkit.kernels.softmax.blocks import backward_looped, backward_single, forward_looped, forward_single
 from solkit.kernels.softmax.packed import softmax_backward_packed, softmax_forward_packed
-from solkit.kernels.softmax.plan import LOOPED, SINGLE, SPLIT_CONFIG, Target, plan
+from solkit.kernels.softmax.plan import LOOPED, SINGLE, SPLIT_CONFIG, plan
 from solkit.kernels.softmax.rows import softmax_forward_rows
-from solkit.kernels.softmax.split import l2_bytes, launch_split
+from solkit.kernels.softmax.split import launch_split
 from solkit.kernels.softmax.tma import softmax_forward_tma
 
 _SINGLE_KEYS = {"block_m", "num_warps", "maxnreg", "store_cs", "one_row"}
@@ -47,11 +52,19 @@ _LOOPED_KEYS = {"block", "num_warps", "maxnreg", "prefetch"}
 _SPLIT_KEYS = {"segment", "chunk", "num_warps", "per_sm", "lookahead"}
 
 
-def target_of(t: torch.Tensor) -> Target:
-    """The device facts the path choice reads (:class:`~solkit.kernels.softmax.plan.Target`) for tensor ``t``."""
-    if not t.is_cuda or interpreting():
-        return Target(gpu=False)
-    return Target(gpu=True, sms=sm_count(t), l2_bytes=l2_bytes(t))
+@functools.cache
+def _split_measured(cc: tuple[int, int] | None) -> bool:
+    return tuned.for_arch(SPLIT_CONFIG, cc)[1]
+
+
+def _split_options(direction: str, opts: dict, t: torch.Tensor) -> dict:
+    """The split-row path's options: ``SPLIT_CONFIG``'s with ``opts`` over them; programs per SM as tuned where
+    measured, else derived from the device's register file (unless asked for)."""
+    cfg = {**SPLIT_CONFIG[direction], **_checked("split", opts, _SPLIT_KEYS)}
+    if "per_sm" not in opts:
+        caps = device_caps(t)
+        cfg["per_sm"] = per_sm_for(caps, _split_measured(caps.cc), cfg["per_sm"], cfg["num_warps"])
+    return cfg
 
 
 def _checked(path: str, opts: dict, allowed: set) -> dict:
@@ -88,7 +101,7 @@ def _forward_path(name: str, opts: dict, x2: torch.Tensor, y2: torch.Tensor) -> 
     if name == "packed":
         return softmax_forward_packed(x2, y2, **opts) is not None
     if name == "split":
-        cfg = {**SPLIT_CONFIG["fwd"], **_checked(name, opts, _SPLIT_KEYS)}
+        cfg = _split_options("fwd", opts, x2)
         return launch_split(False, (x2, x2, y2), (x2.stride(0), x2.stride(0), y2.stride(0)), cfg)
     if name == "looped":
         block, nw = _looped_geometry("fwd", x2.element_size(), _checked(name, opts, _LOOPED_KEYS))
@@ -106,7 +119,7 @@ def _backward_path(name: str, opts: dict, dy2: torch.Tensor, y2: torch.Tensor, d
     if name == "packed":
         return softmax_backward_packed(dy2, y2, dx2, **opts) is not None
     if name == "split":
-        cfg = {**SPLIT_CONFIG["bwd"], **_checked(name, opts, _SPLIT_KEYS)}
+        cfg = _split_options("bwd", opts, y2)
         return launch_split(True, (dy2, y2, dx2), (dy2.stride(0), y2.stride(0), dx2.stride(0)), cfg)
     if name == "looped":
         block, nw = _looped_geometry("bwd", y2.element_size(), _checked(name, opts, _LOOPED_KEYS))
@@ -125,7 +138,7 @@ def softmax_forward(x: torch.Tensor, *, path: str | None = None, options: dict |
     ``options``: that path's launch overrides (see the module docstring and the path's launcher)."""
     x2 = check_rows(x, "softmax input", max_cols=None)
     y2 = torch.empty_like(x2)
-    for name, opts in plan("fwd", x2.shape[1], x2.dtype, target_of(x2), path, options):
+    for name, opts in plan("fwd", x2.shape[1], x2.dtype, device_caps(x2), path, options):
         if _forward_path(name, opts, x2, y2):
             return y2.view(x.shape)
     raise SolkitError(f"softmax forward: no path ran for shape {tuple(x.shape)}")  # (the base path always runs)
@@ -138,7 +151,7 @@ def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, path: str | None = No
     y2 = check_rows(y, "softmax saved output", max_cols=None)
     dy2 = check_rows(dy, "softmax grad_output", max_cols=None)
     dx2 = torch.empty_like(y2)
-    for name, opts in plan("bwd", y2.shape[1], y2.dtype, target_of(y2), path, options):
+    for name, opts in plan("bwd", y2.shape[1], y2.dtype, device_caps(y2), path, options):
         if _backward_path(name, opts, dy2, y2, dx2):
             return dx2.view(y.shape)
     raise SolkitError(f"softmax backward: no path ran for shape {tuple(y.shape)}")

@@ -44,13 +44,23 @@ compiled kernel's registers (:func:`~solkit.kernels.common.exchange.resident_pro
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 
 from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import DeviceCaps, device_caps
 from solkit.kernels.common.device import interpreting, sm_count
-from solkit.kernels.common.exchange import chunk_layout, resident_programs, tagged_slots
+from solkit.kernels.common.exchange import (
+    bulk_prefetch_ok,
+    chunk_layout,
+    per_sm_for,
+    resident_programs,
+    resident_regs,
+    tagged_slots,
+)
 from solkit.kernels.softmax.packed_kernels import softmax_bwd_packed_kernel, softmax_fwd_packed_kernel
 
 _TUNED = tuned.load("softmax", "packed")
@@ -73,6 +83,17 @@ def default_packed_options(direction: str, n_cols: int, dtype: torch.dtype) -> d
         if n_cols >= lo and (hi is None or n_cols <= hi):
             return dict(opts)
     return None
+
+
+@functools.cache
+def _measured(cc: tuple[int, int] | None) -> bool:
+    return tuned.for_arch(_TUNED, cc)[1]
+
+
+def packed_per_sm(caps: DeviceCaps, per_sm: int, num_warps: int) -> int:
+    """Programs per SM: the tuned ``per_sm`` where measured, else derived from ``caps``' register file
+    (:func:`~solkit.kernels.common.exchange.per_sm_for`)."""
+    return per_sm_for(caps, _measured(caps.cc), per_sm, num_warps)
 
 
 # ------------------------------------------------------------------------------------------------ launchers
@@ -155,7 +176,9 @@ def softmax_forward_packed(
     facts, or None (nothing launched) when one group does not fit on the GPU at once. Options left None
     come from :data:`PACKED_CONFIG` ``["fwd"]``; ``fallback`` defaults to True under the interpreter."""
     cfg = tuned.for_width(PACKED_CONFIG["fwd"], x.shape[1])
-    block, num_warps, per_sm = block or cfg["block"], num_warps or cfg["num_warps"], per_sm or cfg["per_sm"]
+    caps = device_caps(x)
+    block, num_warps = block or cfg["block"], num_warps or cfg["num_warps"]
+    per_sm = per_sm or packed_per_sm(caps, cfg["per_sm"], num_warps)
     n_rows, n_cols = x.shape
     interp = x.device.type != "cuda" or interpreting()
     packed = _packable(x, y)
@@ -167,14 +190,15 @@ def softmax_forward_packed(
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BLOCK=blk, PACKED=int(packed),
                 IS_BF16=int(x.dtype == torch.bfloat16), KEEP_E=int(cfg["keep_e"] if keep_e is None else keep_e),
                 EARLY_LOAD=int(cfg["early_load"] if early_load is None else early_load),
-                PF=int(pf) if aligned and not interp else 0, FALLBACK=int(interp if fallback is None else fallback),
+                PF=int(pf) if aligned and not interp and bulk_prefetch_ok(caps) else 0,
+                FALLBACK=int(interp if fallback is None else fallback),
                 ASM=int(not interp), DEPTH=int(depth or cfg.get("depth", 2)), SKEW=int(skew or cfg.get("skew", 1)),
                 HINT=int(cfg.get("hint", 0) if hint is None else hint), num_warps=num_warps)  # fmt: skip
     if (meta["SKEW"], meta["DEPTH"]) not in ((1, 2), (1, 3), (2, 2)):
         raise SolkitError(f"softmax packed: (skew, depth) must be (1, 2), (1, 3) or (2, 2), got {meta['SKEW']}, "
                           f"{meta['DEPTH']}")  # fmt: skip
     if not interp:
-        meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * num_warps * 32) // 8 * 8)
+        meta["maxnreg"] = maxnreg or resident_regs(per_sm, num_warps, caps.regs_per_sm)
     args = [x, xu, yu, partials, n_rows, n_cols, chunk_cols, x.stride(0), xu_stride, yu_stride,
             0 if interp else max_spins]  # fmt: skip
     return _launch(softmax_fwd_packed_kernel, args, meta, n_rows, split, x, per_sm, groups, num_warps, interp)
@@ -191,7 +215,9 @@ def softmax_backward_packed(
     (``keep_e``, ``depth`` and ``skew``, forward options, are accepted and ignored, so one option dict serves
     both)."""
     cfg = tuned.for_width(PACKED_CONFIG["bwd"], y.shape[1])
-    block, num_warps, per_sm = block or cfg["block"], num_warps or cfg["num_warps"], per_sm or cfg["per_sm"]
+    caps = device_caps(y)
+    block, num_warps = block or cfg["block"], num_warps or cfg["num_warps"]
+    per_sm = per_sm or packed_per_sm(caps, cfg["per_sm"], num_warps)
     n_rows, n_cols = y.shape
     interp = y.device.type != "cuda" or interpreting()
     packed = _packable(y, dy, dx)
@@ -204,11 +230,12 @@ def softmax_backward_packed(
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BLOCK=blk, PACKED=int(packed),
                 IS_BF16=int(y.dtype == torch.bfloat16),
                 EARLY_LOAD=int(cfg["early_load"] if early_load is None else early_load),
-                PF=int(pf) if aligned and not interp else 0, FALLBACK=int(interp if fallback is None else fallback),
+                PF=int(pf) if aligned and not interp and bulk_prefetch_ok(caps) else 0,
+                FALLBACK=int(interp if fallback is None else fallback),
                 ASM=int(not interp), HINT=int(cfg.get("hint", 0) if hint is None else hint),
                 num_warps=num_warps)  # fmt: skip
     if not interp:
-        meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * num_warps * 32) // 8 * 8)
+        meta["maxnreg"] = maxnreg or resident_regs(per_sm, num_warps, caps.regs_per_sm)
     args = [y, dy, yu, du, dxu, partials, n_rows, n_cols, chunk_cols, y.stride(0), dy.stride(0), yu_stride,
             du_stride, dxu_stride, 0 if interp else max_spins]  # fmt: skip
     return _launch(softmax_bwd_packed_kernel, args, meta, n_rows, split, y, per_sm, groups, num_warps, interp)

@@ -25,14 +25,25 @@ Bytes per call, ``M x N`` of ``e`` bytes: read ``M N e``, write ``M N e``.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import DeviceCaps, device_caps
 from solkit.kernels.common.device import interpreting, sm_count
-from solkit.kernels.common.exchange import L2E, pack, prefetch_rows, unpack
+from solkit.kernels.common.exchange import (
+    L2E,
+    bulk_prefetch_ok,
+    pack,
+    per_sm_for,
+    prefetch_rows,
+    resident_regs,
+    unpack,
+)
 
 _TUNED = tuned.load("softmax", "rows")
 #: Launch defaults (``configs.yaml``, entry ``rows``): warps, resident programs per SM, rows in flight (1-4), L2
@@ -43,6 +54,17 @@ ROWS_CONFIG = _TUNED["config"]
 #: When no path is asked for: the rows path on a GPU for 16-bit inputs whose width lies in one of ``ranges``
 #: ``(min_cols, max_cols, options)`` (and tiles exactly; else the next path).
 ROWS_DEFAULT = {"ranges": _TUNED["ranges"]}
+
+
+@functools.cache
+def _measured(cc: tuple[int, int] | None) -> bool:
+    return tuned.for_arch(_TUNED, cc)[1]
+
+
+def rows_per_sm(caps: DeviceCaps, per_sm: int, num_warps: int) -> int:
+    """Programs per SM: the tuned ``per_sm`` where measured, else derived from ``caps``' register file
+    (:func:`~solkit.kernels.common.exchange.per_sm_for`)."""
+    return per_sm_for(caps, _measured(caps.cc), per_sm, num_warps)
 
 
 def row_pieces(n_cols: int, num_warps: int, vec: int = 4) -> tuple[int, int, int] | None:
@@ -224,7 +246,8 @@ def softmax_forward_rows(
     pieces = rows_plan(x, y, nw, vec)
     if pieces is None or x.shape[0] == 0:
         return None
-    per_sm = per_sm or cfg["per_sm"]
+    caps = device_caps(x)
+    per_sm = per_sm or rows_per_sm(caps, cfg["per_sm"], nw)
     depth = int(depth or cfg["depth"])
     if depth not in (1, 2, 3, 4):
         raise SolkitError(f"softmax rows: depth must be 1 to 4, got {depth}")
@@ -235,10 +258,11 @@ def softmax_forward_rows(
     keep = cfg["keep_e"] if keep_e is None else keep_e
     pf = cfg["l2_prefetch"] if l2_prefetch is None else l2_prefetch
     meta = dict(R0=pieces[0], R1=pieces[1], R2=pieces[2], U=32 * vec * nw, VEC=vec, IS_BF16=int(is_bf16),
-                E_BF16=int(keep == 2 and is_bf16), ASM=int(not interp), DEPTH=depth, PF=0 if interp else int(pf),
+                E_BF16=int(keep == 2 and is_bf16), ASM=int(not interp), DEPTH=depth,
+                PF=0 if interp or not bulk_prefetch_ok(caps) else int(pf),
                 HINT=int(cfg["hint"] if hint is None else hint), num_warps=nw)  # fmt: skip
     if not interp:
-        meta["maxnreg"] = maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8)
+        meta["maxnreg"] = maxnreg or resident_regs(per_sm, nw, caps.regs_per_sm)
     k = _softmax_fwd_rows_kernel[(grid,)](x.view(torch.int32), y.view(torch.int32), x.shape[0], x.stride(0) // 2,
                                           y.stride(0) // 2, **meta)  # fmt: skip
     facts = {"path": "rows", "pieces": pieces, "programs": grid, "depth": depth, "num_warps": nw, "vec": vec}

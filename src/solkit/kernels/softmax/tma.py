@@ -15,19 +15,25 @@ Bytes per call, ``M x N`` of ``e`` bytes: read ``M N e``, write ``M N e``; the p
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from solkit.kernels.common import tuned
+from solkit.kernels.common.capability import DeviceCaps, device_caps
 from solkit.kernels.common.device import interpreting, sm_count, use_descriptor_scratch
 from solkit.kernels.common.exchange import (
     L2E,
     await_max_sum,
+    bulk_prefetch_ok,
     fast_log2,
     pack,
+    per_sm_for,
     prefetch_rows,
     resident_programs,
+    resident_regs,
     tagged_slots,
     unpack,
 )
@@ -41,6 +47,22 @@ TMA_CONFIG = _TUNED["config"]
 #: When no path is asked for: the TMA forward on a GPU for 16-bit rows whose width lies in one of ``ranges``
 #: ``(min_cols, max_cols, options)`` (and is a multiple of 256; else the next path).
 TMA_DEFAULT: dict = {"ranges": _TUNED["ranges"]}
+
+
+def tma_smem_bytes(blocks: int, stages: int) -> int:
+    """Shared memory of one program's staged chunks: ``stages`` TMA boxes of ``blocks`` 128-word blocks."""
+    return stages * blocks * 512
+
+
+@functools.cache
+def _measured(cc: tuple[int, int] | None) -> bool:
+    return tuned.for_arch(_TUNED, cc)[1]
+
+
+def tma_per_sm(caps: DeviceCaps, per_sm: int, num_warps: int, blocks: int, stages: int) -> int:
+    """Programs per SM: the tuned ``per_sm`` where measured, else derived from ``caps``' registers and shared memory
+    (:func:`~solkit.kernels.common.exchange.per_sm_for`)."""
+    return per_sm_for(caps, _measured(caps.cc), per_sm, num_warps, tma_smem_bytes(blocks, stages))
 
 
 @triton.jit
@@ -275,18 +297,20 @@ def softmax_forward_tma(
     if n_rows == 0 or n_cols % 256 or any(t.stride(1) != 1 or t.stride(0) % 8 or t.data_ptr() % 16 for t in (x, y)):
         return None
     interp = not x.is_cuda or interpreting()
+    caps = device_caps(x)
     cfg = TMA_CONFIG
     br = blocks or cfg["blocks"]
     nw = num_warps or cfg["num_warps"]
-    per_sm = per_sm or cfg["per_sm"]
+    stages = int(stages or cfg["stages"])
+    per_sm = per_sm or tma_per_sm(caps, cfg["per_sm"], nw, br, stages)
     n_blocks = n_cols // 256
     split = triton.cdiv(n_blocks, br)
     is_bf16 = x.dtype == torch.bfloat16
     meta = dict(SPLIT=split, SPLIT_P2=max(triton.next_power_of_2(split), 2), BR=br, IS_BF16=int(is_bf16),
-                E_BF16=int(keep_e == 2 and is_bf16), ASM=int(not interp), STAGES=int(stages or cfg["stages"]),
+                E_BF16=int(keep_e == 2 and is_bf16), ASM=int(not interp), STAGES=stages,
                 HINT=int(cfg["hint"] if hint is None else hint), FALLBACK=int(interp),
-                PF=0 if interp else int(l2_prefetch), NB_STATIC=n_blocks if static_width else 0,
-                num_warps=nw)  # fmt: skip
+                PF=0 if interp or not bulk_prefetch_ok(caps) else int(l2_prefetch),
+                NB_STATIC=n_blocks if static_width else 0, num_warps=nw)  # fmt: skip
     meta.update(word_meta(word1, backoff, nw))
     launched = launch_grouped(_softmax_fwd_tma_kernel, x, y, meta, split, per_sm, nw, groups, max_spins, maxnreg)
     return None if launched is None else {"path": "tma", **launched}
@@ -311,7 +335,7 @@ def launch_grouped(kernel, x: torch.Tensor, y: torch.Tensor, meta: dict, split: 
     if interp:
         n_groups = min(n_rows, groups or 2)
     else:
-        meta = {**meta, "maxnreg": maxnreg or min(255, 65536 // (per_sm * nw * 32) // 8 * 8)}
+        meta = {**meta, "maxnreg": maxnreg or resident_regs(per_sm, nw, device_caps(x).regs_per_sm)}
         n_groups = min(n_rows, groups or n_rows, per_sm * sm_count(x) // split)
     partials = tagged_slots(max(n_groups, 1), split, 3, x.device)
     args = [x, x.view(torch.int32), y.view(torch.int32), partials, n_rows, n_cols // 256, x.stride(0) // 2,
