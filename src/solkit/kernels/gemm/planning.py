@@ -54,12 +54,13 @@ def elem_bytes(dtype: torch.dtype | str) -> int:
 
 
 def smem_estimate(cfg: dict[str, Any], kernel: str, itemsize: int = 2) -> int:
-    """An upper bound on one program's shared memory at ``cfg``: the x and W tiles of ``num_stages`` k-steps, the
-    whole output tile for tma_persistent's epilogue, and :data:`SMEM_SLACK`. The test that keeps it honest compiles
-    the tuned lists for sm_80-sm_120 and checks the bound against Triton's ``metadata.shared``."""
+    """An upper bound on one program's shared memory at ``cfg``: the x and W tiles of ``num_stages`` k-steps, for
+    tma_persistent's epilogue one residual piece and one y piece (the output tile over EPI_SUBTILE each), and
+    :data:`SMEM_SLACK`. Triton allocates no more for the tuned lists on sm_80-sm_120 (test_gemm_arch.py compiles
+    them and compares with ``metadata.shared``); on mma.sync parts it allocates one k-step fewer."""
     bm, bn, bk = int(cfg["BLOCK_M"]), int(cfg["BLOCK_N"]), int(cfg["BLOCK_K"])
     ring = (bm + bn) * bk * itemsize * max(1, int(cfg.get("num_stages", 3)))
-    epilogue = bm * bn * itemsize if kernel == "tma_persistent" else 0
+    epilogue = 2 * bm * bn * itemsize // int(cfg.get("EPI_SUBTILE", 1)) if kernel == "tma_persistent" else 0
     return ring + epilogue + SMEM_SLACK
 
 
