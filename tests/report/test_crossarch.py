@@ -89,3 +89,12 @@ def test_report_cli_what_if_and_bad_id(tmp_path, capsys):
     assert main(["report", str(fa), "--what-if", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--what-if" in err and "b200" in err
+
+
+def test_report_rebuilds_a_minimal_results_file(tmp_path, capsys):
+    # A hand-made file (no ceilings, no work totals, no timing policy) still rebuilds: empty roofline, no crash.
+    rows = [{k: v for k, v in GEMM.items() if k != "flops_total"}]
+    f = tmp_path / "a.json"
+    f.write_text(json.dumps({"meta": {"arch": "h200-sxm", "device": {"name": "x"}}, "rows": rows}))
+    assert main(["report", str(f), "--out", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / "roofline.png").stat().st_size > 0

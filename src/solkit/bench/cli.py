@@ -318,7 +318,7 @@ def print_table(results: dict[str, Any]) -> None:
             [h for _, h in COLUMNS],
             rows,
             caption="SOL = T_SOL / T_measured; spec = datasheet, calib. = measured ceilings. "
-            + f"Timing: {m['timing_policy']}",
+            + f"Timing: {m.get('timing_policy', 'not recorded')}",
         )
     )
     for n in m.get("notes", []):

@@ -64,6 +64,9 @@ def roofline(results: dict[str, Any], path: Path) -> Path:
         )
     for name, color in BACKEND_COLORS.items():
         ax.scatter([], [], color=color, label=name)
+    if not ax.get_lines() and not any(len(c.get_offsets()) for c in ax.collections):
+        ax.set_xlim(0.01, 1e5)  # nothing to draw (a results file without ceilings or work): keep the axes sane
+        ax.set_ylim(1e-3, 1e4)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / fused byte)")
