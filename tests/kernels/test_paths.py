@@ -301,8 +301,9 @@ def test_portable_fused_linear_cross_entropy_gpu(dtype):
     ref = torch.nn.functional.cross_entropy(hd @ wd.t(), y)
     rh, rw = torch.autograd.grad(ref, (hd, wd))
     _close(loss, ref, dtype)
-    _close(gh, rh, dtype, scale=0.1)
-    _close(gw, rw, dtype, scale=0.1)
+    scale = 10 if dtype == torch.float32 else 0.1  # fp32: torch's GEMMs may run in TF32
+    _close(gh, rh, dtype, scale=scale)
+    _close(gw, rw, dtype, scale=scale)
 
 
 @pytest.mark.gpu
