@@ -80,8 +80,11 @@ def child(args) -> int:
 
     t_import = time.time() - t_start
     smoke = args.smoke
-    if smoke:
-        G.arch_family = lambda device: "hopper"
+    if smoke:  # the H200's plan (Hopper lists) in the interpreter
+        from solkit.kernels.common.capability import caps_for_product, simulate
+
+        h200 = simulate(caps_for_product("h200-sxm"))  # held: its exit (or collection) resets it
+        h200.__enter__()
     dev, dtype = ("cpu", torch.float16) if smoke else ("cuda", torch.bfloat16)
     out = {"import_s": round(t_import, 3), "shapes": {}}
     for name, M, N, K, res in _shape_list(args):
@@ -137,8 +140,11 @@ def main() -> int:
     from solkit.tune.cache import environment
 
     smoke = args.smoke
-    if smoke:
-        G.arch_family = lambda device: "hopper"
+    if smoke:  # the H200's plan (Hopper lists) in the interpreter
+        from solkit.kernels.common.capability import caps_for_product, simulate
+
+        h200 = simulate(caps_for_product("h200-sxm"))  # held: its exit (or collection) resets it
+        h200.__enter__()
     dev, dtype = ("cpu", torch.float16) if smoke else ("cuda", torch.bfloat16)
     shapes = _shape_list(args)
     report: dict = {

@@ -56,12 +56,13 @@ def test_unavailable_on_cpu():
 
 
 def test_gemm_never_reaches_it():
-    """No dispatcher reaches the lab kernel: the product's decode path on the CPU is the Triton splitk kernel."""
+    """No dispatcher reaches the lab kernel: the product's decode path on the CPU is a product Triton kernel (the
+    portable pointer kernel: the interpreter meets no other path)."""
     from solkit.kernels.gemm import dispatch as G
 
     x, w, r, _ = _case(1, 64, 128, torch.float16, "cpu")
     y = G.gemm(x, w, residual=r)
-    assert G.LAST_LAUNCH["kernel"] == "splitk"
+    assert G.LAST_LAUNCH["kernel"] in G.KERNELS
     torch.testing.assert_close(y.float(), G.reference(x, w, None, r), atol=2e-3, rtol=2e-3)
 
 
