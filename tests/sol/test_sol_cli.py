@@ -60,3 +60,29 @@ def test_hw_list_and_detect(capsys):
     assert code == 0 and len(json.loads(out)) >= 16
     code, out, _ = run(capsys, "hw", "detect", "--json")
     assert code == 0 and json.loads(out)["kind"] in ("cpu", "cuda")
+
+
+@pytest.mark.parametrize(
+    "flops, expect", [("2*8192*4096*4096", 2 * 8192 * 4096 * 4096), ("4096**2 * 2", 4096**2 * 2), ("1e12", 1e12)]
+)
+def test_flops_takes_arithmetic(flops, expect, capsys):
+    code, out, _ = run(capsys, "sol", "--flops", flops, "--arch", "h200-sxm", "--json")
+    assert code == 0 and json.loads(out)["flops"] == expect
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["--flops", "0", "--bytes", "0"], ["--flops", "2**2000"], ["--flops", "x*2"], ["--flops", "__import__('os')"],
+     ["--flops", "1/0"], ["--bytes", "1e400"]],
+)  # fmt: skip
+def test_no_or_nonsense_work_is_one_line(argv):
+    p = subprocess.run([sys.executable, "-m", "solkit", "sol", "--arch", "h200-sxm", *argv], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and ("--flops" in p.stderr or "--bytes" in p.stderr)
+
+
+def test_python_m_solkit_runs():
+    r = subprocess.run([sys.executable, "-m", "solkit", "sol", "--bytes", "1e9", "--arch", "h200-sxm", "--json"],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0 and '"t_sol_ms"' in r.stdout

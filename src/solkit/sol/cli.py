@@ -9,10 +9,24 @@ from solkit.output import console, print_json, table
 
 
 def _nonneg_float(text: str) -> float:
+    """A count or a size: a number, or arithmetic on numbers (``2*4096*4096*4096``, ``4096**2 * 2``)."""
+    from solkit.problems.expr import ExprError, evaluate
+
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        try:
+            value = evaluate(text, {})
+        except (ExprError, OverflowError) as exc:
+            raise argparse.ArgumentTypeError(
+                f"expected a number or arithmetic on numbers, got {text!r} ({exc})"
+            ) from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        try:
+            value = float(value)
+        except OverflowError:
+            raise argparse.ArgumentTypeError(f"{text!r} is too large") from None
     if value < 0 or value != value or value in (float("inf"), float("-inf")):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
     return value
@@ -32,8 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="T_SOL = max(FLOPs / compute peak, bytes / bandwidth), on the datasheet (spec) or measured "
         "(calibrated) basis.",
     )
-    p.add_argument("--flops", type=_nonneg_float, default=0.0, help="total FLOPs (e.g. 2*M*N*K for a GEMM)")
-    p.add_argument("--bytes", type=_nonneg_float, default=0.0, help="fused bytes moved (inputs read + outputs written)")
+    p.add_argument("--flops", type=_nonneg_float, default=0.0,
+                   help="total FLOPs, a number or arithmetic (e.g. 2*8192*4096*4096 for a GEMM)")  # fmt: skip
+    p.add_argument("--bytes", type=_nonneg_float, default=0.0,
+                   help="fused bytes moved (inputs read + outputs written), a number or arithmetic")  # fmt: skip
     p.add_argument("--dtype", default="bf16", help="dtype of the math: fp64, fp32, tf32, bf16, fp16, fp8, int8, fp4")
     p.add_argument("--unit", choices=["tensor", "vector"], default=None,
                    help="math unit (default: tensor, except fp32 which defaults to the vector unit)")  # fmt: skip
@@ -63,6 +79,8 @@ def compute(args: argparse.Namespace) -> dict:
     from solkit.sol.model import anchored_score, bandwidth_utilization, mfu, sol_fraction, t_sol
     from solkit.sol.tiers import tier_for
 
+    if not args.flops and not args.bytes:
+        raise SolkitError("--flops / --bytes: give the work of the operation (at least one of them above 0)")
     if args.basis not in ("spec", "calibrated"):
         raise SolkitError(f"unknown basis {args.basis!r}; allowed: calibrated, spec")
     unit = unit_for(args.dtype, args.unit)
