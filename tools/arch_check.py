@@ -58,8 +58,8 @@ WHAT_IF_PRODUCTS = ("a100-sxm4-80gb", "h100-sxm", "h200-sxm", "b200", "rtx-4090"
 #: columns and may spill without being wrong; their spills are reported, not failed.
 SPILL_FREE = frozenset({
     "_rmsnorm_fwd_kernel", "_rmsnorm_fwd_looped_kernel", "_layernorm_fwd_kernel", "_gated_fwd_kernel",
-    "_gated_bwd_kernel", "_rope_kernel", "_softmax_packed_kernel", "_softmax_packed_bwd_kernel",
-    "_ce_packed_kernel",
+    "_gated_bwd_kernel", "_rope_kernel", "softmax_fwd_packed_kernel", "softmax_bwd_packed_kernel",
+    "ce_packed_kernel",
 })  # fmt: skip
 
 
@@ -129,9 +129,10 @@ def _rope(seq, heads_q, heads_k, grad):
     return run
 
 
-def _both(kernel, shape, make):
-    """The forward and the backward workload of ``kernel`` (``make(grad)`` gives the call)."""
-    return [Workload(f"{kernel}_fwd", shape, make(False)), Workload(f"{kernel}_bwd", shape, make(True), True)]
+def _both(kernel, shape, make, fwd="_fwd"):
+    """The forward and the backward workload of ``kernel`` (``make(grad)`` gives the call); the forward is
+    ``kernel + fwd`` (its ``PATHS`` name: the cross-entropy kernels name the forward by the kernel alone)."""
+    return [Workload(f"{kernel}{fwd}", shape, make(False)), Workload(f"{kernel}_bwd", shape, make(True), True)]
 
 
 def _workloads() -> list[Workload]:
@@ -150,10 +151,10 @@ def _workloads() -> list[Workload]:
         out += _both("swiglu", f"8192x{mlp}", lambda g, w=mlp: _rows("swiglu", 8192, w, ("rows",), g))
         out += _both("geglu", f"8192x{mlp}", lambda g, w=mlp: _rows("geglu", 8192, w, ("rows",), g))
         out += _both("fused_linear_cross_entropy", f"8192x{hidden} V128256",
-                     lambda g, h=hidden: _flce(8192, h, 128256, g))  # fmt: skip
+                     lambda g, h=hidden: _flce(8192, h, 128256, g), fwd="")  # fmt: skip
     out += _both("softmax", "8192x128256", lambda g: _rows("softmax", 8192, 128256, (), g))
     for rows in (8192, 1024):
-        out += _both("cross_entropy", f"{rows}x128256", lambda g, r=rows: _ce(r, 128256, g))
+        out += _both("cross_entropy", f"{rows}x128256", lambda g, r=rows: _ce(r, 128256, g), fwd="")
     return out
 
 
@@ -352,9 +353,10 @@ def _described_paths(caps) -> dict[str, str]:
     return {k: v["path"] for k, v in describe(caps).items()}
 
 
-def capture_arch(arch: int, workloads: list[Workload] | None = None) -> dict:
-    """Run every workload on the fake ``sm_<arch>`` device: ``{"launches": {(kernel, shape): [Launch]},
-    "errors": {(kernel, shape): str}, "paths": {kernel: path}}``. Runs in a fresh process (caches per device)."""
+def capture_arch(arch: int, only: list[tuple[str, str]] | None = None) -> dict:
+    """Run every workload (or those whose (kernel, shape) is in ``only``) on the fake ``sm_<arch>`` device:
+    ``{"launches": {(kernel, shape): [Launch]}, "errors": {(kernel, shape): str}, "paths": {kernel: path}}``.
+    Runs in a fresh process (the product caches per device)."""
     os.environ.pop("TRITON_INTERPRET", None)
     launches: dict[tuple[str, str], list[Launch]] = {}
     errors: dict[tuple[str, str], str] = {}
@@ -364,7 +366,7 @@ def capture_arch(arch: int, workloads: list[Workload] | None = None) -> dict:
         import torch
 
         paths = _described_paths(caps)
-        for w in WORKLOADS if workloads is None else workloads:
+        for w in [w for w in WORKLOADS if only is None or (w.kernel, w.shape) in only]:
             sink.clear()
             tape.clear()
             try:
@@ -449,7 +451,8 @@ def fit_problems(res: dict, caps) -> list[str]:
     out = []
     if caps.smem_per_block is not None and res["shared"] > caps.smem_per_block:
         out.append(f"{res['shared']} B of shared memory, the arch allows {caps.smem_per_block}")
-    if caps.regs_per_sm is not None and res["regs"] * 32 * res["warps"] > caps.regs_per_sm:
+    per_warp = -(-res["regs"] * 32 // 256) * 256  # registers are allocated per warp in units of 256
+    if caps.regs_per_sm is not None and per_warp * res["warps"] > caps.regs_per_sm:
         out.append(f"{res['regs']} registers x {res['warps']} warps exceed the {caps.regs_per_sm}-register file")
     return out
 
@@ -494,9 +497,10 @@ def compile_matrix(archs=ARCHS, workloads: list[Workload] | None = None, jobs: i
     from solkit.kernels.common.capability import caps_for_product
 
     wl = WORKLOADS if workloads is None else workloads
+    only = None if workloads is None else [(w.kernel, w.shape) for w in workloads]
     jobs = jobs or os.cpu_count() or 1
     with ProcessPoolExecutor(max_workers=min(jobs, len(archs)), max_tasks_per_child=1) as pool:
-        captured = dict(zip(archs, pool.map(capture_arch, archs, [workloads] * len(archs))))
+        captured = dict(zip(archs, pool.map(capture_arch, archs, [only] * len(archs))))
     todo: dict[str, tuple[Launch, int]] = {}
     for arch, cap in captured.items():
         for launches in cap["launches"].values():
