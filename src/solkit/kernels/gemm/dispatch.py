@@ -7,13 +7,14 @@ N * itemsize for the bias. FLOPs: 2*M*N*K on the tensor cores (the epilogue's M*
 Fusing the residual into the epilogue saves the unfused version's extra write and two reads of the
 [M, N] product: the o_proj + residual case study (docs/kernels/gemm.md).
 
-The paths, one epilogue (epilogue.py):
+The paths, one epilogue (epilogue.py); which one a call takes is planning.plan's decision (the capability model,
+then the shape rules):
 
-* ``gluon_ws`` (gluon.py; Hopper with Gluon, M >= GLUON_MIN_M, aligned bf16/fp16): the warp-specialised kernel;
-* ``tma_persistent`` (kernels.py; Hopper prefill): the persistent TMA kernel;
-* ``splitk`` (decode.py; decode-sized M <= 64 on Hopper and in the interpreter): the weight stream, with a GEMV
-  for M = 1 and K split across programs with an in-kernel last-program reduction;
-* ``pointer`` (kernels.py; Ampere/Ada, odd strides or fp32 at M > 64, the CPU interpreter): masked loads;
+* ``gluon_ws`` (gluon.py; sm_90 with Gluon, M >= GLUON_MIN_M, aligned bf16/fp16): the warp-specialised kernel;
+* ``tma_persistent`` (kernels.py; prefill on parts with TMA where its tiles fit): the persistent TMA kernel;
+* ``splitk`` (decode.py; decode-sized M <= 64 on parts with TMA): the weight stream, with a GEMV for M = 1 and K
+  split across programs with an in-kernel last-program reduction;
+* ``pointer`` (kernels.py; every part and the CPU interpreter, odd strides or fp32 at M > 64): masked loads;
 
 The epilogue (bias, activation, alpha, residual, beta) is chosen at compile time (tl.constexpr), so
 the variant without it is a plain GEMM. Configs live in gemm/configs.yaml (table.py), per architecture family
