@@ -29,7 +29,7 @@ def paths(monkeypatch):
 
 
 def test_show_json_has_limits_and_paths(paths, capsys):
-    assert main(["hw", "show", "rtx-4090", "--json"]) == 0
+    assert main(["hw", "show", "rtx-4090", "--json", "--paths"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["cc_limits"]["smem_per_block_bytes"]["value"] == 101376
     assert d["cc_limits"]["tma"]["value"] is False
@@ -39,21 +39,21 @@ def test_show_json_has_limits_and_paths(paths, capsys):
 
 
 def test_show_h200_takes_fast_paths(paths, capsys):
-    assert main(["hw", "show", "h200-sxm", "--json"]) == 0
+    assert main(["hw", "show", "h200-sxm", "--json", "--paths"]) == 0
     kp = json.loads(capsys.readouterr().out)["kernel_paths"]
     assert kp["gemm"] == {"path": "hopper", "skipped": {}}
     assert kp["softmax_fwd"]["path"] == "tma"
 
 
 def test_show_table_lists_paths_and_reasons(paths, capsys):
-    assert main(["hw", "show", "b200"]) == 0
+    assert main(["hw", "show", "b200", "--paths"]) == 0
     out = capsys.readouterr().out
     assert "kernel paths on b200" in out and "per-SM limits" in out
     assert "hopper" in out and "portable" in out
 
 
 def test_show_amd_product_says_why_no_paths(paths, capsys):
-    assert main(["hw", "show", "mi300x", "--json"]) == 0
+    assert main(["hw", "show", "mi300x", "--json", "--paths"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["cc_limits"] is None
     assert "NVIDIA" in d["kernel_paths"]["error"]
@@ -67,7 +67,7 @@ def test_show_unknown_id_is_one_line(capsys):
 
 def test_show_with_the_real_paths_table(capsys):
     # The families' PATHS: every public kernel has a path on an sm_89 part, and none of them needs TMA there.
-    assert main(["hw", "show", "rtx-4090", "--json"]) == 0
+    assert main(["hw", "show", "rtx-4090", "--json", "--paths"]) == 0
     kp = json.loads(capsys.readouterr().out)["kernel_paths"]
     assert "gemm" in kp and all(d["path"] for d in kp.values())
     assert all("tma" not in d["path"] for d in kp.values())

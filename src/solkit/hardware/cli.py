@@ -47,6 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "show", help="one product's record with the source of every value, its per-SM limits and kernel paths"
     )
     p.add_argument("id", help="arch id, e.g. h200-sxm (see `solkit hw list`)")
+    p.add_argument(
+        "--paths",
+        action="store_true",
+        help="also the path each public kernel takes on the product (imports torch and the kernels: ~2 s)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
     p = hw_sub.add_parser("detect", help="detect the present device and match it to a record")
@@ -161,7 +166,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     spec = get_spec(args.id)
     limits = cc_limits_json(spec)
-    sections = show_sections(spec.id)
+    # The extra sections import the kernels (torch, Triton): only on request, so `hw show` starts in a blink.
+    sections = show_sections(spec.id) if getattr(args, "paths", False) else []
     if args.json:
         print_json({**_record_json(spec), "cc_limits": limits, **{s.key: s.data for s in sections}})
         return 0
@@ -192,6 +198,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             console.print(table(s.title, s.columns, s.rows, caption=s.caption))
         for n in s.notes:
             console.print(f"note: {n}")
+    if not getattr(args, "paths", False) and SHOW_SECTIONS:
+        console.print(f"each kernel's path on {spec.id}: `solkit hw show {spec.id} --paths`")
     return 0
 
 

@@ -56,11 +56,11 @@ def get_ceilings(arch: str | None = None, basis: str = "spec", quick: bool = Tru
     """Ceilings for ``arch`` (default: the present device) on ``basis``."""
     if basis not in BASES:
         raise SolkitError(f"unknown basis {basis!r}; allowed: {', '.join(BASES)}")
+    if basis == "spec" and arch is not None:  # a named product needs no device (nor torch)
+        return spec_ceilings(arch)
     from solkit.hardware.detect import detect_device
 
     if basis == "spec":
-        if arch is not None:
-            return spec_ceilings(arch)
         info = detect_device()
         if info.arch_id:
             return spec_ceilings(info.arch_id)
