@@ -18,7 +18,8 @@ def run_cli(*argv, timeout=600):
 def bench_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     p = run_cli("bench", "--ops", "rmsnorm,o_proj_residual,embedding,cross_entropy", "--size", "s", "--reps", "3",
-                "--out", str(out), "--what-if", "a100-sxm4-80gb,b200", "--json")  # fmt: skip
+                "--out", str(out), "--what-if", "a100-sxm4-80gb,b200", "--calibration", "quick",
+                "--json")  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
     return out, json.loads(p.stdout)
 
@@ -53,6 +54,14 @@ def test_report_files_written(bench_run):
         assert (out / name).stat().st_size > 0, name
     md = (out / "report.md").read_text()
     assert "| rmsnorm | s |" in md and "timing:" in md
+    # A quick calibration says so wherever the calibrated basis is shown; every row has a verdict in every format.
+    html = (out / "report.html").read_text()
+    assert "QUICK calibration" in md and "QUICK calibration" in html and "quick calibration" in md
+    assert "arch None" not in md and "(CPU, " in md
+    csv_text = (out / "results.csv").read_text().splitlines()
+    assert "verdict" in csv_text[0].split(",")
+    assert all(any(v in line for v in ("ok", "noisy", "violation", "incorrect", "error", "unavailable"))
+               for line in csv_text[1:])  # fmt: skip
 
 
 def test_what_if_rows_in_results(bench_run):

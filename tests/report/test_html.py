@@ -45,3 +45,8 @@ def test_report_opens_in_headless_chromium(tmp_path):
     console_errors = [line for line in p.stderr.splitlines() if "CONSOLE" in line and "ERROR" in line.upper()]
     assert not console_errors, console_errors
     assert "Uncaught" not in p.stderr
+    dom = p.stdout  # what the browser built: Markdown rendered, the legend drawn, each row's verdict a class
+    assert "**" not in dom and "['" not in dom and "arch None" not in dom
+    assert 'id="legend"' in dom and "<b>violation</b>" in dom
+    assert "<h3>memory-bound rows</h3>" in dom and dom.count("<h2>Tiers and advice</h2>") == 1
+    assert '<tr class="ok">' in dom and '<tr class="error">' in dom

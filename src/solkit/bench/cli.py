@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="report directory (default ./solkit-results/<timestamp>)")
     p.add_argument("--list-backends", action="store_true", help="show which backends are available and exit")
     p.add_argument("--recalibrate", action="store_true", help="measure the device's ceilings again")
+    p.add_argument("--calibration", choices=("full", "quick"), default="full",
+                   help="full (default; a CPU measures STREAM-like bandwidth and GEMM peaks per dtype once, ~1 min, "
+                        "cached) or quick (rough; labelled quick in every table and report)")  # fmt: skip
     p.add_argument("--profile", action="store_true", help="add Nsight Compute diagnoses (GPU, needs ncu)")
     p.add_argument("--compile-workers", type=int, default=None,
                    help="processes that compile the torch.compile rows before the timed run "
@@ -129,7 +132,7 @@ def cmd_list_backends(device: str, as_json: bool) -> int:
     return 0
 
 
-def _ceilings(device: str, recalibrate: bool, notes: list[str]):
+def _ceilings(device: str, recalibrate: bool, notes: list[str], quick: bool = False):
     from solkit.hardware.calibrate import get_calibration
     from solkit.hardware.detect import detect_device
     from solkit.sol.ceilings import calibrated_ceilings, spec_ceilings
@@ -140,7 +143,9 @@ def _ceilings(device: str, recalibrate: bool, notes: list[str]):
         out["spec"] = spec_ceilings(info.arch_id)
     else:
         notes.append(f"{info.name} is not in the hardware database: no datasheet (spec) basis")
-    cal = get_calibration(recalibrate=recalibrate, quick=device == "cpu", info=info)
+    cal = get_calibration(recalibrate=recalibrate, quick=quick, info=info)
+    if cal.quick:
+        notes.append("the calibrated basis comes from a QUICK calibration (rough); `solkit calibrate --recalibrate`")
     out["calibrated"] = calibrated_ceilings(cal=cal, info=info)
     notes.extend(out["calibrated"].notes)
     return info, cal, out
@@ -171,7 +176,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         notes.append("bwd problems are timed as forward + backward (fwd_bwd)")
     if args.profile and device == "cpu":
         notes.append("--profile needs a GPU and Nsight Compute; skipped on the CPU")
-    info, cal, ceilings = _ceilings(device, args.recalibrate, notes)
+    info, cal, ceilings = _ceilings(device, args.recalibrate, notes, quick=args.calibration == "quick")
     cfg = BenchConfig(
         device=device,
         sizes=sizes,
@@ -239,6 +244,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "compile_warmup": warm,
             "ceilings": {k: c.to_dict() for k, c in ceilings.items()},
             "calibration": {"timestamp": cal.timestamp, "quick": cal.quick},
+            **_cpu_meta(device),
             "notes": notes,
         },
         "rows": [r.to_dict() for r in rows],
@@ -264,6 +270,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for r in bad:
         warn(f"{r.problem} [{r.size}/{r.model}] {r.backend}: {r.status}: {r.error}")
     return 0
+
+
+def _cpu_meta(device: str) -> dict[str, Any]:
+    """On a CPU: its model name (not just the machine type) and the torch threads the run used."""
+    if device != "cpu":
+        return {}
+    import torch
+
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import platform
+
+    return {"cpu_model": model or platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads()}
 
 
 def _add_diagnoses(results: dict[str, Any], notes: list[str], out: Path) -> None:
@@ -303,21 +328,21 @@ def _add_diagnoses(results: dict[str, Any], notes: list[str], out: Path) -> None
 
 
 def print_table(results: dict[str, Any]) -> None:
-    from solkit.report.render import COLUMNS
+    from solkit.report.render import COLUMNS, check_cell
+    from solkit.report.verdict import LEGEND, basis_line, device_label
 
     rows = []
     for r in results["rows"]:
         cells = [r.get(k) for k, _ in COLUMNS]
-        if r["status"] != "ok":
-            cells[4] = f"{r['status']}: {(r.get('error') or '')[:60]}"
+        cells[4] = check_cell(r)[:60]
         rows.append(cells)
     m = results["meta"]
     console.print(
         table(
-            f"solkit bench on {m['device'].get('name')} ({m.get('arch') or 'derived'})",
+            f"solkit bench on {device_label(m)}",
             [h for _, h in COLUMNS],
             rows,
-            caption="SOL = T_SOL / T_measured; spec = datasheet, calib. = measured ceilings. "
+            caption=f"{basis_line(m)}. SOL = T_SOL / T_measured. check: {', '.join(LEGEND)}. "
             + f"Timing: {m.get('timing_policy', 'not recorded')}",
         )
     )
@@ -359,6 +384,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_comparison(out: Path, names: list[str], rows: list[dict[str, Any]]) -> None:
+    """``report a b --out DIR``: the comparison as comparison.json and comparison.csv."""
+    import csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "comparison.json").write_text(json.dumps({"a": names[0], "b": names[1], "rows": rows}, indent=1))
+    with (out / "comparison.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["problem"])
+        w.writeheader()
+        w.writerows(rows)
+    console.print(f"comparison: {out / 'comparison.json'} (also comparison.csv)")
+
+
 def _compare(args: argparse.Namespace, runs: list[dict[str, Any]]) -> int:
     """Two runs on one device: times side by side. Runs on several devices: each row's own SOL per device."""
     from solkit.report.crossarch import compare_devices, compare_devices_rows, device_labels, same_device
@@ -367,19 +405,43 @@ def _compare(args: argparse.Namespace, runs: list[dict[str, Any]]) -> int:
     names = [args.results, *args.others]
     if len(runs) == 2 and same_device(runs):
         rows = compare(runs[0], runs[1])
+        if args.out:
+            _write_comparison(Path(args.out), names, rows)
         if args.json:
             print_json(rows)
         else:
             console.print(
                 table(
                     f"{names[0]} (a) vs {names[1]} (b)",
-                    ["problem", "size", "model", "backend", "ms a", "ms b", "speedup b/a", "SOL a", "SOL b"],
-                    [list(r.values()) for r in rows],
+                    ["problem", "size", "backend", "ms a", "ms b", "a/b", "95 % CI", "verdict"],
+                    [
+                        [
+                            r["problem"],
+                            r["size"],
+                            r["backend"],
+                            r["ms_a"],
+                            r["ms_b"],
+                            r["speedup_b_over_a"],
+                            f"{r['ci95_low']:.3g}-{r['ci95_high']:.3g}" if r["ci95_low"] else "-",
+                            r["verdict"],
+                        ]
+                        for r in rows
+                    ],  # fmt: skip
+                    caption="a/b > 1: b is faster. faster/slower only where the 95 % interval of the ratio (Welch t "
+                    "on the per-trial medians) excludes 1; noisy, violating or failed rows are not compared",
                 )
             )
+            counts = {v: sum(r["verdict"] == v for r in rows) for v in ("faster", "slower", "same within noise")}
+            console.print(", ".join(f"{n} {v}" for v, n in counts.items()) + f", {len(rows) - sum(counts.values())} "
+                          "not compared")  # fmt: skip
         return 0
     labels = device_labels(runs)
     rows = compare_devices(runs, labels)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "comparison.json").write_text(
+            json.dumps({"devices": dict(zip(labels, names)), "rows": rows}, indent=1, default=str)
+        )
     if args.json:
         print_json({"devices": dict(zip(labels, names)), "rows": rows})
         return 0

@@ -351,50 +351,95 @@ def _calibrate_gpu(cal: Calibration, info: DeviceInfo, quick: bool, say) -> None
 # ----------------------------------------------------------------------------------------------- CPU
 
 
+def cpu_llc_bytes() -> int | None:
+    """The largest CPU cache (the last level), from sysfs; None where the system does not say."""
+    best = 0
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip().upper()
+        mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        try:
+            best = max(best, int(text.rstrip("KMG")) * mult)
+        except ValueError:
+            continue
+    return best or None
+
+
+def _available_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def cpu_stream_bytes(quick: bool) -> tuple[int, str]:
+    """Bytes per array of the STREAM-like kernels and why: 4x the last-level cache (STREAM's rule), at least
+    256 MiB, at most 1 GiB and an eighth of the available memory (triad holds three arrays); quick: 64 MiB."""
+    if quick:
+        return 64 * 2**20, "quick: 64 MiB per array, may partly fit in the last-level cache"
+    llc = cpu_llc_bytes()
+    want = max(4 * (llc or 0), 256 * 2**20)
+    cap = min(2**30, (_available_bytes() or 2**33) // 8)
+    n = max(min(want, cap), 64 * 2**20)
+    why = f"{n / 2**20:.0f} MiB per array; last-level cache {llc / 2**20:.0f} MiB" if llc else f"{n / 2**20:.0f} MiB"
+    if llc and n < 4 * llc:
+        why += f" (only {n / llc:.1f}x it: memory caps the arrays, so the cache may serve part of them)"
+    return n, why
+
+
+#: CPU GEMM peaks measured per dtype (torch.matmul), by Calibration.gemm key.
+CPU_GEMM_DTYPES = (("fp32", torch.float32), ("fp64", torch.float64), ("bf16", torch.bfloat16), ("fp16", torch.float16))
+
+
 def _calibrate_cpu(cal: Calibration, quick: bool, say) -> None:
-    nbytes = (64 if quick else 512) * 2**20
-    src = torch.randn(nbytes // 4)
-    dst = torch.empty_like(src)
-    reps = 5 if quick else 15
-    say("bandwidth: copy")
-    r = benchmark(lambda: dst.copy_(src), method="wall", reps=reps, trials=3, warmup=2, device="cpu")
-    cal.bandwidth["copy"] = Ceiling(
-        value=2 * nbytes / (r.median_ms * 1e-3),
-        burst=2 * nbytes / (r.min_ms * 1e-3),
-        unit="B/s",
-        method="dst.copy_(src), wall clock, median",
-        size=f"{nbytes / 2**20:.0f} MiB per buffer",
-        samples=r.reps * r.trials,
-    )
-    say("bandwidth: read")
-    r = benchmark(lambda: src.sum(), method="wall", reps=reps, trials=3, warmup=2, device="cpu")
-    cal.bandwidth["read"] = Ceiling(
-        value=nbytes / (r.median_ms * 1e-3), unit="B/s", method="src.sum(), wall clock, median",
-        size=f"{nbytes / 2**20:.0f} MiB", samples=r.reps * r.trials,
-    )  # fmt: skip
-    src = dst = None
-    for name, dtype in (("fp32", torch.float32), ("fp64", torch.float64), ("bf16", torch.bfloat16)):
-        n = 512 if quick else 1536
-        say(f"gemm: {name} {n}^3")
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        out = torch.empty(n, n, dtype=dtype)
-        r = benchmark(
-            lambda a=a, b=b, out=out: torch.mm(a, b, out=out),
-            method="wall",
-            reps=reps,
-            trials=3,
-            warmup=2,
-            device="cpu",
+    # STREAM-like bandwidth (copy: 2 arrays of traffic, triad a = b + s*c: 3) over arrays beyond the last-level
+    # cache, then a GEMM peak per dtype through torch.matmul. Wall clock; the median of reps x 3 trials.
+    nbytes, why = cpu_stream_bytes(quick)
+    reps = 3 if quick else 5
+    a = torch.empty(nbytes // 4)
+    b = torch.rand(nbytes // 4)
+    c = torch.rand(nbytes // 4)
+    for name, fn, traffic in (
+        ("copy", lambda: a.copy_(b), 2),
+        ("triad", lambda: torch.add(b, c, alpha=3.0, out=a), 3),
+    ):
+        say(f"bandwidth: {name} ({nbytes / 2**20:.0f} MiB arrays)")
+        r = benchmark(fn, method="wall", reps=reps, trials=3, warmup=1, device="cpu")
+        cal.bandwidth[name] = Ceiling(
+            value=traffic * nbytes / (r.median_ms * 1e-3),
+            burst=traffic * nbytes / (r.min_ms * 1e-3),
+            unit="B/s",
+            method=f"STREAM-like {name} ({traffic} arrays of traffic), {torch.get_num_threads()} threads, "
+            "wall clock, median",
+            size=why,
+            samples=r.reps * r.trials,
         )
+    a = b = c = None
+    n = 512 if quick else 1024
+    for name, dtype in CPU_GEMM_DTYPES:
+        say(f"gemm: {name} {n}^3")
+        x, y = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        out = torch.empty(n, n, dtype=dtype)
+        try:
+            r = benchmark(lambda x=x, y=y, out=out: torch.matmul(x, y, out=out), method="wall", reps=reps,
+                          trials=3, warmup=1, device="cpu")  # fmt: skip
+        except RuntimeError as exc:  # a dtype this CPU build has no matmul for
+            cal.warnings.append(f"gemm {name}: not measured ({str(exc).splitlines()[0][:120]})")
+            continue
         flops = 2.0 * n**3
         cal.gemm[name] = Ceiling(
             value=flops / (r.median_ms * 1e-3),
             burst=flops / (r.min_ms * 1e-3),
             unit="FLOP/s",
-            method=f"torch.mm ({torch.get_num_threads()} threads), random inputs, wall clock",
+            method=f"torch.matmul ({torch.get_num_threads()} threads), random inputs, wall clock",
             size=f"{n}x{n}x{n}",
             samples=r.reps * r.trials,
         )
+    if quick:
+        cal.warnings.append("quick calibration: small arrays and GEMMs, few repetitions; "
+                            "`solkit calibrate --recalibrate` measures properly")  # fmt: skip
 
 
 def to_json(cal: Calibration) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")  # headless: figures are written to files, never shown
 import matplotlib.pyplot as plt  # noqa: E402
 
+from solkit.report.verdict import device_label  # noqa: E402
+
 BACKEND_COLORS = {
     "eager": "#7f7f7f",
     "compile": "#1f77b4",
@@ -29,9 +31,17 @@ def _basis(results: dict[str, Any]) -> str:
     return "calibrated" if any(r.get("sol_calibrated") is not None for r in results["rows"]) else "spec"
 
 
+def roofline_backends(results: dict[str, Any]) -> list[str]:
+    """The backends the roofline's legend lists: only those with a point on it (a backend that never ran has none)."""
+    ran = {r["backend"] for r in _ok(results["rows"]) if r.get("flops_total") and r.get("fused_bytes")}
+    order = list(BACKEND_COLORS)
+    return sorted(ran, key=lambda b: (order.index(b) if b in order else len(order), b))
+
+
 def roofline(results: dict[str, Any], path: Path) -> Path:
     """Every measured point (arithmetic intensity, achieved FLOP/s) against the measured and datasheet roofs."""
     meta = results["meta"]
+    quick = (meta.get("calibration") or {}).get("quick")
     fig, ax = plt.subplots(figsize=(8, 5.5))
     xs = [10 ** (k / 10) for k in range(-20, 51)]
     for basis, style in (("spec", "--"), ("calibrated", "-")):
@@ -48,7 +58,8 @@ def roofline(results: dict[str, Any], path: Path) -> Path:
                     style,
                     lw=1.2,
                     color="black" if unit == "bf16_tensor" else "gray",
-                    label=f"{basis}: {unit} {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s",
+                    label=f"{basis}{' (quick)' if basis == 'calibrated' and quick else ''}: {unit} "
+                    f"{peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s",
                 )
     for r in _ok(results["rows"]):
         if not r.get("flops_total") or not r.get("fused_bytes"):
@@ -62,8 +73,8 @@ def roofline(results: dict[str, Any], path: Path) -> Path:
             color=BACKEND_COLORS.get(r["backend"], "purple"),
             edgecolors="none",
         )
-    for name, color in BACKEND_COLORS.items():
-        ax.scatter([], [], color=color, label=name)
+    for name in roofline_backends(results):
+        ax.scatter([], [], color=BACKEND_COLORS.get(name, "purple"), label=name)
     if not ax.get_lines() and not any(len(c.get_offsets()) for c in ax.collections):
         ax.set_xlim(0.01, 1e5)  # nothing to draw (a results file without ceilings or work): keep the axes sane
         ax.set_ylim(1e-3, 1e4)
@@ -71,9 +82,10 @@ def roofline(results: dict[str, Any], path: Path) -> Path:
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / fused byte)")
     ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(f"Roofline: {meta.get('device', {}).get('name', '?')}")
+    ax.set_title(f"Roofline: {device_label(meta)}")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="lower right")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -6,19 +6,21 @@ import base64
 import csv
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
 from solkit.report.crossarch import what_if_markdown, what_if_rows
 from solkit.report.figures import all_figures
+from solkit.report.verdict import LEGEND, NOISY_CV, basis_line, compare_verdict, device_label, verdict
 
 COLUMNS = [
     ("problem", "op"),
     ("size", "size"),
     ("model", "model"),
     ("backend", "backend"),
-    ("status", "check"),
+    ("verdict", "check"),
     ("ms", "ms"),
     ("tflops", "TFLOP/s"),
     ("tbs", "TB/s"),
@@ -37,6 +39,7 @@ CSV_FIELDS = [
     "workload",
     "backend",
     "status",
+    "verdict",
     "error",
     "ms",
     "tflops",
@@ -89,34 +92,53 @@ def timing_note(rows: list[dict]) -> str:
     return ", ".join(m for m in methods if m) or "none"
 
 
-def markdown(results: dict[str, Any], figures: dict[str, Path] | None = None) -> str:
+def _listed(v: Any) -> str:
+    return ", ".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
+
+
+def header_lines(results: dict[str, Any]) -> list[str]:
+    """The report's header, one Markdown list item each (shared by report.md, report.html and nothing else)."""
     m = results["meta"]
     lines = [
-        f"# solkit bench: {m.get('device', {}).get('name', '?')}",
-        "",
-        f"- date: {m.get('date')}; command: `{m.get('command')}`",
-        f"- device: {m.get('device', {}).get('name')} (arch `{m.get('arch')}`); versions: "
-        + ", ".join(f"{k} {v}" for k, v in (m.get("versions") or {}).items()),
-        f"- size class: {m.get('sizes')}; backends: {', '.join(m.get('backends', []))}",
-        f"- timing: {m.get('timing_policy')}; methods used: {timing_note(results['rows'])}",
-        "- SOL fraction = T_SOL / T_measured on two bases: **spec** (datasheet dense peaks) and **calibrated** "
-        "(ceilings measured on this device); a time below T_SOL is flagged, never scored above 1.",
+        f"date: {m.get('date')}; command: `{m.get('command')}`",
+        f"device: {device_label(m)}; versions: " + ", ".join(f"{k} {v}" for k, v in (m.get("versions") or {}).items()),
+        f"size class: {_listed(m.get('sizes'))}; backends: {_listed(m.get('backends', []))}",
+        f"timing: {m.get('timing_policy')}; methods used: {timing_note(results['rows'])}",
+        "SOL fraction = T_SOL / T_measured on two bases: **spec** (datasheet dense peaks) and **calibrated** "
+        "(ceilings measured on this device); a time below T_SOL is a **violation**, never scored above 1.",
+        f"**{basis_line(m)}**",
     ]
     for basis, c in (m.get("ceilings") or {}).items():
-        bf = c["flops"].get("bf16_tensor")
-        lines.append(
-            f"- {basis} ceilings: bandwidth {c['bandwidth'] / 1e12:.2f} TB/s"
-            + (f", bf16 tensor {bf / 1e12:.0f} TFLOP/s" if bf else "")
-        )
-    for n in m.get("notes", []):
-        lines.append(f"- note: {n}")
+        peaks = ", ".join(f"{unit} {_fmt(v / 1e12)} TFLOP/s" for unit, v in sorted(c.get("flops", {}).items()) if v)
+        quick = " (quick calibration)" if basis == "calibrated" and (m.get("calibration") or {}).get("quick") else ""
+        lines.append(f"{basis} ceilings{quick}: bandwidth {_fmt(c['bandwidth'] / 1e12)} TB/s; {peaks or 'no peaks'}")
+    lines.append(f"check: {'; '.join(f'**{k}** = {v}' for k, v in LEGEND.items())}")
+    lines += [f"note: {n}" for n in m.get("notes", [])]
+    return lines
+
+
+def check_cell(r: dict[str, Any]) -> str:
+    """The check column: the verdict, with the error of a row that was not timed correctly."""
+    v = verdict(r)
+    return v if v in ("ok", "noisy", "violation") else f"{v}: {r.get('error') or ''}"
+
+
+def advice_sections(rows: list[dict]) -> dict[str, list[tuple[str, str]]]:
+    """Each tier's advice once, under the bound it applies to (compute-bound and memory-bound tiers differ)."""
+    out: dict[str, set[tuple[str, str]]] = {}
+    for r in rows:
+        if r.get("advice"):
+            out.setdefault(f"{r.get('bound') or 'memory'}-bound rows", set()).add((r.get("tier"), r["advice"]))
+    return {k: sorted(v, key=lambda t: str(t[0])) for k, v in sorted(out.items())}
+
+
+def markdown(results: dict[str, Any], figures: dict[str, Path] | None = None) -> str:
+    m = results["meta"]
+    lines = [f"# solkit bench: {device_label(m)}", ""] + [f"- {line}" for line in header_lines(results)]
     lines += ["", "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in results["rows"]:
         cells = [_fmt(r.get(k)) for k, _ in COLUMNS]
-        if r.get("status") != "ok":
-            cells[4] = f"{r.get('status')}: {r.get('error') or ''}".replace("|", "/")
-        if r.get("sol_violation"):
-            cells[4] += " (SOL violation)"
+        cells[4] = check_cell(r).replace("|", "/")
         lines.append("| " + " | ".join(cells) + " |")
     diagnosed = [r for r in results["rows"] if r.get("profile") and r["profile"].get("summary")]
     if diagnosed:
@@ -126,9 +148,11 @@ def markdown(results: dict[str, Any], figures: dict[str, Path] | None = None) ->
         ]
     if results.get("what_if"):
         lines += what_if_markdown(results["what_if"])
-    advice = {(r.get("tier"), r.get("advice")) for r in results["rows"] if r.get("advice")}
+    advice = advice_sections(results["rows"])
     if advice:
-        lines += ["", "## Tiers and advice", ""] + [f"- **{t}**: {a}" for t, a in sorted(advice)]
+        lines += ["", "## Tiers and advice"]
+        for bound, items in advice.items():
+            lines += ["", f"### {bound}", ""] + [f"- **{t}**: {a}" for t, a in items]
     if figures:
         lines += ["", "## Figures", ""] + [f"![{k}]({p.name})" for k, p in figures.items()]
     return "\n".join(lines) + "\n"
@@ -140,7 +164,19 @@ def write_csv(results: dict[str, Any], path: Path) -> None:
         w.writeheader()
         for r in results["rows"]:
             t = r.get("timing") or {}
-            w.writerow({**r, "timing_method": t.get("method"), "cv": t.get("cv")})
+            w.writerow({**r, "verdict": verdict(r), "timing_method": t.get("method"), "cv": t.get("cv")})
+
+
+def md_inline(text: str) -> str:
+    """Escape, then render the inline Markdown the header and advice use: **bold** and `code`."""
+    out = html.escape(text)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+
+
+#: Row colours of the HTML table, by verdict (the legend prints them).
+ROW_COLOURS = {"ok": "#ffffff", "noisy": "#fff4d6", "violation": "#e8d8ff", "incorrect": "#fde2e2",
+               "error": "#fde2e2", "unavailable": "#eeeeee"}  # fmt: skip
 
 
 def html_report(results: dict[str, Any], figures: dict[str, Path]) -> str:
@@ -148,21 +184,30 @@ def html_report(results: dict[str, Any], figures: dict[str, Path]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for _, h in COLUMNS)
     body = []
     for r in results["rows"]:
-        cls = {"ok": "ok", "unavailable": "na"}.get(r.get("status"), "bad")
+        v = verdict(r)
         cells = [html.escape(_fmt(r.get(k))) for k, _ in COLUMNS]
-        if r.get("status") != "ok":
-            cells[4] = html.escape(f"{r.get('status')}: {r.get('error') or ''}")
-        body.append(f"<tr class='{cls}'>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        cells[4] = html.escape(check_cell(r))
+        body.append(f"<tr class='{v}'>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     imgs = "".join(
         f"<figure><img alt='{k}' src='data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}'>"
         f"<figcaption>{html.escape(k)}</figcaption></figure>"
         for k, p in figures.items()
     )
     what_if = _what_if_html(results["what_if"]) if results.get("what_if") else ""
-    meta_items = "".join(
-        f"<li>{html.escape(line[2:])}</li>" for line in markdown(results).splitlines()[2:] if line.startswith("- ")
+    meta_items = "".join(f"<li>{md_inline(line)}</li>" for line in header_lines(results))
+    legend = "".join(
+        f"<li><span class='swatch' style='background:{ROW_COLOURS[k]}'></span><b>{k}</b>: {html.escape(v)}</li>"
+        for k, v in LEGEND.items()
     )
-    title = html.escape(f"solkit bench: {m.get('device', {}).get('name', '?')}")
+    advice = "".join(
+        f"<h3>{html.escape(bound)}</h3><ul>"
+        + "".join(f"<li><b>{html.escape(str(t))}</b>: {md_inline(a)}</li>" for t, a in items)
+        + "</ul>"
+        for bound, items in advice_sections(results["rows"]).items()
+    )
+    advice = f"<h2>Tiers and advice</h2>{advice}" if advice else ""
+    colours = " ".join(f"tr.{k} td {{ background: {c}; }}" for k, c in ROW_COLOURS.items())
+    title = html.escape(f"solkit bench: {device_label(m)}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
@@ -170,12 +215,17 @@ body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
 table {{ border-collapse: collapse; font-size: 12px; }}
 td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
 td:nth-child(-n+5) {{ text-align: left; }}
-tr.bad td {{ background: #fde2e2; }} tr.na td {{ color: #999; }} tr.changed td {{ background: #fff4d6; }}
+{colours} tr.unavailable td {{ color: #999; }} tr.changed td {{ background: #fff4d6; }}
+.swatch {{ display: inline-block; width: 1em; height: 1em; border: 1px solid #999; margin-right: 0.4em;
+  vertical-align: middle; }}
 figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 720px; }}
 </style></head>
-<body><h1>{title}</h1><ul>{meta_items}</ul>
+<body><h1>{title}</h1><ul id="header">{meta_items}</ul>
+<h2>Legend</h2><ul id="legend">{legend}</ul>
+<p>noisy: the timing's coefficient of variation is above {NOISY_CV:.0%}; noisy and violation rows are kept out of
+comparisons (<code>solkit report a b</code>).</p>
 <table id="results"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>
-{what_if}<h2>Figures</h2>{imgs}
+{what_if}{advice}<h2>Figures</h2>{imgs}
 <script>
 // Self-check used by the tests: every figure decoded and the table has rows.
 window.addEventListener('load', () => {{
@@ -221,7 +271,11 @@ def write_report(results: dict[str, Any], out: str | Path) -> dict[str, Path]:
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows of two runs side by side, matched on (problem, size, model, backend)."""
+    """Rows of two runs side by side, matched on (problem, size, model, backend).
+
+    ``verdict`` says faster / slower only when the 95 % interval of the time ratio (a over b, from the per-trial
+    medians) excludes 1.0; rows noisy or wrong in either run are not compared (see solkit.report.verdict).
+    """
     key = lambda r: (r["problem"], r.get("size"), r.get("model"), r["backend"])  # noqa: E731
     right = {key(r): r for r in b["rows"]}
     out = []
@@ -229,6 +283,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
         o = right.get(key(r))
         if o is None:
             continue
+        said, ci = compare_verdict(r, o)
         out.append(
             {
                 "problem": r["problem"],
@@ -238,6 +293,9 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
                 "ms_a": r.get("ms"),
                 "ms_b": o.get("ms"),
                 "speedup_b_over_a": (r["ms"] / o["ms"]) if r.get("ms") and o.get("ms") else None,
+                "ci95_low": ci[0] if ci else None,
+                "ci95_high": ci[1] if ci else None,
+                "verdict": said,
                 "sol_a": r.get("sol_calibrated") or r.get("sol_spec"),
                 "sol_b": o.get("sol_calibrated") or o.get("sol_spec"),
             }
