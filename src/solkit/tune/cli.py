@@ -156,10 +156,21 @@ def _replay_seconds(lands, args: argparse.Namespace) -> int:
 def _print_live(result: dict[str, Any], as_json: bool) -> int:
     from solkit.output import console, print_json, table
 
+    ev = result.get("evaluations", [])
+    failed = result.get("best") is None
     if as_json:
         print_json(result)
-        return 0
-    ev = result.get("evaluations", [])
+        return 1 if failed else 0
+    if failed:  # every config failed: say why, and fail the command (never "best None at None ms")
+        from solkit.output import warn
+
+        errors = list(dict.fromkeys(f"{e['status']}: {e.get('error') or 'no message'}" for e in ev))
+        warn(f"no configuration ran: {len(ev)} evaluated, every one failed")
+        for line in errors[:5]:
+            warn(line)
+        if len(errors) > 5:
+            warn(f"... and {len(errors) - 5} more distinct errors (--json lists them all)")
+        return 1
     rows = [(str(e["config"]), e["status"], e.get("time_ms")) for e in sorted(
         ev, key=lambda e: (e.get("time_ms") is None, e.get("time_ms") or 0))[:10]]  # fmt: skip
     caption = (
