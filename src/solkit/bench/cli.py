@@ -327,20 +327,27 @@ def _add_diagnoses(results: dict[str, Any], notes: list[str], out: Path) -> None
     notes.extend(f"--profile degraded: {line}" for line in sorted(degraded))
 
 
+#: Columns the terminal table leaves out below 120 columns (model, throughputs, spec basis, tier).
+NARROW_DROP = ("model", "tflops", "tbs", "sol_spec", "tier")
+
+
 def print_table(results: dict[str, Any]) -> None:
     from solkit.report.render import COLUMNS, check_cell
     from solkit.report.verdict import LEGEND, basis_line, device_label
 
+    # Under 120 columns the secondary columns go (results.csv and the report keep them), so rows stay one line.
+    narrow = console.width < 120
+    keep = [i for i, (k, _) in enumerate(COLUMNS) if not (narrow and k in NARROW_DROP)]
     rows = []
     for r in results["rows"]:
         cells = [r.get(k) for k, _ in COLUMNS]
-        cells[4] = check_cell(r)[:60]
-        rows.append(cells)
+        cells[4] = check_cell(r)[: 40 if narrow else 60]
+        rows.append([cells[i] for i in keep])
     m = results["meta"]
     console.print(
         table(
             f"solkit bench on {device_label(m)}",
-            [h for _, h in COLUMNS],
+            [COLUMNS[i][1] for i in keep],
             rows,
             caption=f"{basis_line(m)}. SOL = T_SOL / T_measured. check: {', '.join(LEGEND)}. "
             + f"Timing: {m.get('timing_policy', 'not recorded')}",

@@ -135,7 +135,11 @@ def _header_lines(report: dict[str, Any]) -> list[str]:
             f"- SOL basis: {ceil['basis']} ({ceil['arch']}): {ceil['bandwidth'] / 1e12:.2f} TB/s; "
             "ncu percentages are of per-cycle peaks at the measured clock, SOL fractions of these ceilings"
         )
-    lines.append("- T_measured: the harness's median (CUDA events/graphs, L2 flushed); ncu µs are replay times")
+    lines.append(
+        "- T_measured: the harness's median (CUDA events/graphs, L2 flushed); ncu µs are replay times"
+        if gpu.get("available")
+        else "- T_measured: the harness's median (wall clock on the CPU)"
+    )
     return lines
 
 
