@@ -14,7 +14,12 @@ in a subprocess (:mod:`.runner` / :mod:`.worker`); this module adds what needs n
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import hashlib
+import os
+import secrets
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -69,6 +74,8 @@ class EvalOptions:
     l2_flush: str = "read"  # "read": leave the L2 clean, as Nsight Compute does; "write": memset
     prewarm_s: float = 0.25  # back-to-back calls before timing on a GPU, so clocks settle
     use_fork_server: bool = True
+    sandbox: str = "auto"  # auto: contain the candidate as far as the OS allows; require: refuse without it; off
+    secret_seed: bool = True  # salt the seed with a per-run secret (recorded in the trace after the run)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def resolved_device(self) -> str:
@@ -137,12 +144,19 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) 
     workloads = _workloads(problem, options)
     if options.trials < 1 or options.reps < 1 or options.timing_trials < 1:
         raise SolkitError("--trials, --reps and --timing-trials must be at least 1")
+    plan = sandbox_plan(options, device)
+    salt = secrets.randbits(62) if options.secret_seed else None
+    seed = options.seed
+    if salt is not None:
+        seed = int.from_bytes(hashlib.sha256(f"{options.seed}|{salt}".encode()).digest()[:8], "little") >> 1
     work_dir = options.work_dir or tempfile.mkdtemp(prefix="solkit_eval_")
     job = {
         "problem": str(problem.definition_path),
         "solution": solution.model_dump(mode="json"),
         "device": device,
-        "seed": options.seed,
+        "seed": seed,
+        "sandbox_plan": plan,
+        "run_timeout": options.run_timeout,
         "trials": options.trials,
         "reps": options.reps,
         "timing_trials": options.timing_trials,
@@ -167,8 +181,33 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) 
         run_timeout=options.run_timeout,
         use_fork_server=options.use_fork_server,
     )
-    env, results = run_solution(job, runner)
+    try:
+        env, results = run_solution(job, runner)
+    finally:
+        if not options.work_dir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    for res in results.values():
+        res["seed_salt"] = salt
     return [build_trace(problem, solution, w, results[w.uuid], env, options, device) for w in workloads]
+
+
+def sandbox_plan(options: EvalOptions, device: str) -> dict[str, Any]:
+    """The containment the candidate will run under (see solkit.harness.sandbox); refuses when required and absent."""
+    if options.sandbox not in ("auto", "require", "off"):
+        raise SolkitError(f"sandbox {options.sandbox!r}: allowed values are auto, require, off")
+    if options.sandbox == "off":
+        return {"enabled": False}
+    from solkit.harness import sandbox
+
+    plan = {**sandbox.probe(), "enabled": True}
+    if device == "cpu":
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            plan["address_space"] = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    if options.sandbox == "require" and not (plan["namespaces"] and plan["landlock_abi"] > 0):
+        missing = [n for n, ok in (("PID/network namespaces (unshare)", plan["namespaces"]),
+                                   ("Landlock", plan["landlock_abi"] > 0)) if not ok]  # fmt: skip
+        raise SolkitError(f"--require-sandbox: this machine lacks {' and '.join(missing)}; refusing to run")
+    return plan
 
 
 def build_trace(problem, solution, workload, res: dict, env: dict, options: EvalOptions, device: str) -> Trace:
@@ -184,7 +223,10 @@ def build_trace(problem, solution, workload, res: dict, env: dict, options: Eval
         seed=options.seed,
         timing_method=res.get("timing_method"),
     )
-    notes: dict[str, Any] = {"device": device, "solkit_status_reason": res.get("log", "")[:500] or None}
+    notes: dict[str, Any] = {"device": device, "solkit_status_reason": res.get("log", "")[:500] or None,
+                             "containment": res.get("containment")}  # fmt: skip
+    if res.get("seed_salt") is not None:
+        notes["inputs"] = f"seed {options.seed} salted with this run's secret {res['seed_salt']:#x}"
     correctness = performance = None
     if status in ("PASSED", "INCORRECT_NUMERICAL"):
         c = res.get("correctness") or {}

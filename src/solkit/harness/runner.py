@@ -1,22 +1,21 @@
-"""Run one solution in its own subprocess, with separate compile and run timeouts.
+"""Run one solution: the reference process first, then the judge and the sandboxed candidate process.
 
-The worker (:mod:`solkit.harness.worker`) reports JSON events over a pipe; this side enforces the
-deadlines and turns every way a worker can fail into per-workload results, so a crashing or
-hanging candidate never takes the harness down:
+1. **Reference process** (:mod:`solkit.harness.worker`, trusted problem code, forked from the fork server
+   or spawned): the ground truth of every workload, saved to files the judge loads and deletes at once.
+2. **Candidate process** (:mod:`solkit.harness.serve`, untrusted, contained by :mod:`.sandbox`), driven by
+   :mod:`solkit.harness.judge`, which decides every verdict from its own comparisons.
 
 ==============================================  =============================================
 what happened                                   status of the affected workload(s)
 ==============================================  =============================================
 reference raised / hung / crashed the process   INVALID_REFERENCE (that workload)
 import or build failed                          COMPILE_ERROR (every workload)
-compile phase exceeded ``compile_timeout``      TIMEOUT (every remaining workload)
+compile phase exceeded ``compile_timeout``      TIMEOUT (every workload)
 a workload exceeded ``run_timeout``             TIMEOUT (that workload)
-the process died during a workload (segfault,   RUNTIME_ERROR (that workload)
-``os._exit``, CUDA fault)
+the candidate process died or broke the         RUNTIME_ERROR (that workload)
+protocol (segfault, ``os._exit``, garbage)
+a second failure of the candidate process       RUNTIME_ERROR (every remaining workload)
 ==============================================  =============================================
-
-After a kill or crash the worker is started again for the workloads still to run. Each attempt
-always settles at least one workload, so the loop ends.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,7 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 import solkit
+from solkit.harness.candidate import Failure
+from solkit.harness.judge import CandidateProcess, ProcessFailure, WorkloadJudge, containment_record
+from solkit.problems.loader import load_problem
 
 
 @dataclass
@@ -45,6 +50,7 @@ class RunnerOptions:
     startup_timeout: float = 180.0
     log_tail_chars: int = 4000
     use_fork_server: bool = True
+    max_restarts: int = 1
 
 
 def _tail(path: Path, n: int) -> str:
@@ -64,19 +70,36 @@ def _child_env() -> dict[str, str]:
 
 
 def run_solution(job: dict[str, Any], options: RunnerOptions | None = None) -> tuple[dict, dict[str, dict]]:
-    """Evaluate ``job['workloads']``; returns (environment, {uuid: result event})."""
+    """Evaluate ``job['workloads']``; returns (environment, {uuid: result})."""
     options = options or RunnerOptions()
+    base = Path(job.get("work_dir") or tempfile.mkdtemp(prefix="solkit_eval_"))
+    ref_dir = base / "judge"
+    ref_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    environment, ref_results = _reference(job, options, base, ref_dir)
+    prepared: dict[str, dict] = {}
+    results: dict[str, dict] = {}
+    for uuid, res in ref_results.items():
+        if res.get("status") == "PREPARED":
+            prepared[uuid] = torch.load(res["file"], weights_only=False)
+        else:
+            results[uuid] = res
+    shutil.rmtree(ref_dir, ignore_errors=True)  # the ground truth now lives in this process only
+    results.update(run_candidate(job, prepared, options, base))
+    return environment, results
+
+
+def _reference(job: dict[str, Any], options: RunnerOptions, base: Path, ref_dir: Path):
     remaining = list(job["workloads"])
     results: dict[str, dict] = {}
     environment: dict[str, Any] = {}
     attempt = 0
-    base = Path(job.get("work_dir") or tempfile.mkdtemp(prefix="solkit_eval_"))
     while remaining:
         attempt += 1
         work = base / f"attempt{attempt}"
         work.mkdir(parents=True, exist_ok=True)
         job_path = work / "job.json"
-        job_path.write_text(json.dumps({**job, "workloads": remaining, "work_dir": str(work)}))
+        job_path.write_text(json.dumps({**job, "workloads": remaining, "work_dir": str(work), "ref_dir": str(ref_dir)}))
+        job_path.chmod(0o600)
         log_path = work / "worker.log"
         env_out, settled = _attempt(job_path, log_path, remaining, options)
         environment = environment or env_out
@@ -241,8 +264,7 @@ def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: Runn
                     deadline = time.monotonic() + options.run_timeout
                 elif ev == "phase":
                     phase, current = msg.get("phase"), msg.get("uuid")
-                    timeout = options.compile_timeout if phase == "compile" else options.run_timeout
-                    deadline = time.monotonic() + timeout
+                    deadline = time.monotonic() + options.run_timeout
                 elif ev == "result" and msg.get("uuid") in remaining:
                     settled[msg["uuid"]] = msg
                 elif ev == "done":
@@ -279,3 +301,97 @@ def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: Runn
             what = "candidate"
         settled[victim] = {"uuid": victim, "status": status, "log": f"{what} {how}\n{tail}"}
     return environment, settled
+
+
+def _context(job: dict[str, Any]) -> dict[str, Any]:
+    """What the judge needs of the problem: output names, dtypes and shapes, mutable inputs, timing knobs."""
+    problem = load_problem(job["problem"])
+    hints = problem.definition.solkit
+    keys = ("reps", "timing_trials", "warmup", "method", "cpu_timing_budget_s", "gpu_timing_budget_s", "min_reps",
+            "l2_flush", "prewarm_s", "cooldown_ms")  # fmt: skip
+    return {
+        "out_names": list(problem.definition.outputs),
+        "out_dtypes": problem.output_dtypes(),
+        "out_shapes": {w.uuid: problem.output_shapes(w) for w in problem.workloads if w.uuid in set(job["workloads"])},
+        "workloads": {w.uuid: w for w in problem.workloads},
+        "dps": bool(job["solution"]["spec"].get("destination_passing_style", True)),
+        "mutable": list(hints.mutated_inputs) if hints else [],
+        "timing_params": {k: job.get(k) for k in keys},
+    }
+
+
+def _fail(uuid: str, status: str, log: str) -> dict[str, Any]:
+    return {"uuid": uuid, "status": status, "log": log}
+
+
+def _how(exc: ProcessFailure) -> str:
+    if exc.kind == "timeout":
+        return "timed out"
+    if exc.kind == "died":
+        return f"worker process died ({exc.detail})"
+    return f"broke the protocol ({exc.detail})"
+
+
+def run_candidate(job: dict[str, Any], prepared: dict[str, dict], options: RunnerOptions, base: Path) -> dict:
+    # Long on purpose: the candidate process's life (start, load, workloads, one restart) in the order it runs.
+    order = [u for u in job["workloads"] if u in prepared]
+    if not order:
+        return {}
+    ctx = _context(job)
+    plan = job.get("sandbox_plan") or {}
+    settings = ({"landlock_abi": plan.get("landlock_abi", 0), "nofile": 4096, "file_size": 32 << 30,
+                 "address_space": plan.get("address_space")} if plan.get("enabled") else None)  # fmt: skip
+    results: dict[str, dict] = {}
+    proc: CandidateProcess | None = None
+    failures, stragglers, hello, started = 0, 0, None, 0
+    i = 0
+    while i < len(order):
+        uuid = order[i]
+        if proc is None:
+            started += 1
+            scratch = base / f"candidate{started}"
+            scratch.mkdir(parents=True, exist_ok=True)
+            cjob = {"solution": job["solution"], "device": job["device"], "scratch": str(scratch), "sandbox": settings,
+                    "cpu_threads": job.get("cpu_threads"), "method": job.get("method")}  # fmt: skip
+            try:
+                proc = CandidateProcess(cjob, scratch, plan, options.startup_timeout)
+                hello = proc.hello
+                reply = proc.request("load", options.compile_timeout)
+            except ProcessFailure as exc:
+                tail = proc.log_tail(options.log_tail_chars) if proc else ""
+                stragglers += proc.close() if proc else 0
+                status = "TIMEOUT" if exc.kind == "timeout" else "COMPILE_ERROR"
+                what = "compile phase" if proc is not None else "worker start-up"
+                status = status if proc is not None else "RUNTIME_ERROR"
+                for u in order[i:]:
+                    results[u] = _fail(u, status, f"{what} {_how(exc)}\n{tail}")
+                break
+            if not reply.get("ok"):
+                status = reply.get("status")
+                status = status if status in ("COMPILE_ERROR", "REWARD_HACK") else "COMPILE_ERROR"
+                for u in order[i:]:
+                    results[u] = _fail(u, status, str(reply.get("log", ""))[:20000])
+                break
+        try:
+            results[uuid] = WorkloadJudge(proc, prepared[uuid], ctx["workloads"][uuid], job, ctx).run()
+        except Failure as f:
+            results[uuid] = {"uuid": uuid, "status": f.status, "log": f.reason, "correctness": f.correctness}
+        except ProcessFailure as exc:
+            tail = proc.log_tail(options.log_tail_chars)
+            stragglers += proc.close()
+            proc = None
+            failures += 1
+            status = "TIMEOUT" if exc.kind == "timeout" else "RUNTIME_ERROR"
+            results[uuid] = _fail(uuid, status, f"candidate {_how(exc)}\n{tail}")
+            if failures > options.max_restarts:
+                for u in order[i + 1 :]:
+                    results[u] = _fail(u, "RUNTIME_ERROR", f"the candidate process failed {failures} times "
+                                       f"(last: {_how(exc)}); not restarted again")  # fmt: skip
+                break
+        i += 1
+    if proc is not None:
+        stragglers += proc.close()
+    record = containment_record(plan, hello, stragglers)
+    for res in results.values():
+        res["containment"] = record
+    return results

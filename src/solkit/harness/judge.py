@@ -1,0 +1,372 @@
+# Over 500 lines would be too much; this file holds the judge's whole side of the candidate protocol.
+"""The judge: drives the sandboxed candidate process and decides every verdict itself.
+
+The judge (the ``solkit eval`` process) holds the reference inputs and outputs (computed by the
+reference process, :mod:`.worker`, and loaded here), allocates the buffers the candidate reads and
+writes (:mod:`.buffers`), and compares the outputs with its own copies. The candidate process
+(:mod:`.serve`) sees inputs, never a reference output or a seed, and its replies are parsed strictly:
+a reply can report a failure, a timing or an anti-cheat flag, never a pass.
+
+Per workload: correctness calls on fresh inputs (each output compared, checked for values changing
+after the call returned, for being the previous trial's result again, for modified inputs, for
+precision below the contract); the timing protocol over a pool of further fresh inputs, whose outputs
+are compared too; then one call on each of a third fresh set, timed by the judge's clock, which must
+not be much slower than the timed calls claim (caching between timed calls, a forged timer).
+
+A candidate process that dies, hangs, or breaks the protocol fails the workload in progress and is
+started again once; a second failure fails every remaining workload (RUNTIME_ERROR).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import solkit
+from solkit.harness import anticheat as ac
+from solkit.harness import buffers, sandbox
+from solkit.harness import correctness as cc
+from solkit.harness.candidate import Failure
+from solkit.harness.inputs import poison_
+
+#: Statuses a candidate process may report about itself (never PASSED).
+CANDIDATE_STATUSES = {"RUNTIME_ERROR", "COMPILE_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "REWARD_HACK",
+                      "INCORRECT_NUMERICAL"}  # fmt: skip
+#: Fresh calls timed by the judge may be this much slower than the reported median, plus FRESH_SLACK_MS.
+FRESH_FACTOR, FRESH_SLACK_MS = 4.0, 1.0
+#: Staging copies on a GPU are subtracted at most at this rate (bytes per second).
+STAGE_FLOOR_BPS = 5e9
+SETTLE_S = 0.02
+
+
+class ProcessFailure(Exception):
+    def __init__(self, kind: str, detail: str = "") -> None:  # kind: died | timeout | protocol
+        super().__init__(f"{kind}: {detail}")
+        self.kind, self.detail = kind, detail
+
+
+class CandidateProcess:
+    """The sandboxed ``solkit.harness.serve`` process and its two pipes."""
+
+    def __init__(self, job: dict, scratch: Path, plan: dict, startup_timeout: float) -> None:
+        self.scratch, self.plan = scratch, plan
+        self.marker = secrets.token_hex(8)
+        self.log_path = scratch / "candidate.log"
+        job_path = scratch / "job.json"
+        job_path.write_text(json.dumps(job))
+        read_fd, write_fd = os.pipe()
+        src = str(Path(solkit.__file__).resolve().parent.parent)
+        env = sandbox.child_env(scratch, self.marker, src)
+        cmd = [*sandbox.command_prefix(plan), sys.executable, "-m", "solkit.harness.serve", str(job_path)]
+        with open(self.log_path, "wb") as log:
+            self.popen = subprocess.Popen([*cmd, str(write_fd)], stdin=subprocess.PIPE, stdout=log,
+                                          stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=env, cwd=scratch,
+                                          start_new_session=True)  # fmt: skip
+        os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        self.fd, self.buf, self.next_id = read_fd, b"", 1
+        self.hello = self._read(0, time.monotonic() + startup_timeout)
+
+    def _read(self, cid: int, deadline: float) -> dict:
+        while True:
+            if b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    raise ProcessFailure("protocol", f"unparseable reply {line[:80]!r}") from None
+                if not isinstance(msg, dict) or msg.get("id") != cid:
+                    raise ProcessFailure("protocol", f"unexpected reply {str(msg)[:80]}")
+                if self.buf.strip():
+                    raise ProcessFailure("protocol", "more than one reply to one command")
+                return msg
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                raise ProcessFailure("timeout")
+            ready, _, _ = select.select([self.fd], [], [], min(wait, 0.5))
+            chunk = b""
+            if ready:
+                with contextlib.suppress(BlockingIOError):
+                    chunk = os.read(self.fd, 1 << 16)
+                if not chunk and self.popen.poll() is not None:
+                    raise ProcessFailure("died", f"exit code {self.popen.returncode}")
+            elif self.popen.poll() is not None:
+                raise ProcessFailure("died", f"exit code {self.popen.returncode}")
+            self.buf += chunk
+            if len(self.buf) > 1 << 20:
+                raise ProcessFailure("protocol", "reply too long")
+
+    def request(self, cmd: str, timeout: float, **data: Any) -> dict:
+        cid, self.next_id = self.next_id, self.next_id + 1
+        if self.buf.strip():
+            raise ProcessFailure("protocol", "unrequested output on the reply pipe")
+        try:
+            self.popen.stdin.write((json.dumps({"id": cid, "cmd": cmd, **data}) + "\n").encode())
+            self.popen.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.popen.poll()
+            raise ProcessFailure("died", f"exit code {self.popen.returncode}") from None
+        return self._read(cid, time.monotonic() + timeout)
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def close(self) -> int:
+        """Kill the process and every descendant; returns how many stragglers the /proc scan found."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        stragglers = sandbox.kill_tree(self.popen.pid, self.marker)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=10)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        with contextlib.suppress(OSError):
+            self.popen.stdin.close()
+        return stragglers
+
+
+@dataclass
+class Slot:
+    """One set of judge-allocated input and output buffers."""
+
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    in_specs: dict[str, dict] = field(default_factory=dict)
+    out_specs: list[dict] = field(default_factory=list)
+
+
+class WorkloadJudge:
+    """The verdict of one workload, from the judge's own comparisons."""
+
+    def __init__(self, proc: CandidateProcess, p: dict, workload, job: dict, ctx: dict) -> None:
+        self.proc, self.p, self.w, self.job, self.ctx = proc, p, workload, job, ctx
+        self.names = list(ctx["out_names"])
+        self.deadline = time.monotonic() + float(job["run_timeout"])
+        self.tol = workload.tolerance
+        self.ratio = cc.required_ratio(self.tol, job.get("matched_ratio"))
+        self.trials, self.pool = int(p["trials"]), int(p["pool"])
+
+    def _req(self, cmd: str, **data: Any) -> dict:
+        reply = self.proc.request(cmd, max(self.deadline - time.monotonic(), 0.001), **data)
+        if not reply.get("ok"):
+            status = reply.get("status")
+            if status not in CANDIDATE_STATUSES:
+                raise ProcessFailure("protocol", f"reply with status {str(status)[:40]!r}")
+            raise Failure(status, str(reply.get("log", ""))[:20000])
+        return reply
+
+    def _slots(self) -> list[Slot]:
+        slots = []
+        d = self.proc.scratch / "buffers" / self.w.uuid.replace("/", "_")[:60]
+        d.mkdir(parents=True, exist_ok=True)
+        first_in, first_out = self.p["inputs"][0], self.p["outputs"][0]
+        dtypes, shapes = self.ctx["out_dtypes"], self.ctx["out_shapes"][self.w.uuid]
+        for k in range(self.pool):
+            s = Slot()
+            for n, v in first_in.items():
+                if isinstance(v, torch.Tensor):
+                    s.inputs[n], s.in_specs[n] = buffers.create(d / f"in{k}_{len(s.inputs)}", v.dtype, tuple(v.shape))
+            for i, n in enumerate(self.names):
+                ref = first_out[n]
+                dt = ref.dtype if isinstance(ref, torch.Tensor) else dtypes[n]
+                shape = tuple(ref.shape) if isinstance(ref, torch.Tensor) else tuple(shapes.get(n) or ())
+                s.outputs[n], spec = buffers.create(d / f"out{k}_{i}", dt, shape)
+                s.out_specs.append(spec)
+            slots.append(s)
+        return slots
+
+    def _fill(self, slot: Slot, idx: int) -> dict:
+        values = self.p["inputs"][idx]
+        for n, t in slot.inputs.items():
+            t.copy_(values[n])
+        for t in slot.outputs.values():
+            poison_(t)
+        args = [slot.in_specs.get(n, {"value": v}) for n, v in values.items()]
+        return {"args": args, "outs": slot.out_specs}
+
+    def _produced(self, slot: Slot) -> dict[str, Any]:
+        first = self.p["outputs"][0]
+        return {n: t.clone() if isinstance(first[n], torch.Tensor) else t.item() for n, t in slot.outputs.items()}
+
+    def _compare(self, idx: int, produced: dict[str, Any]) -> cc.OutputCheck:
+        merged = cc.OutputCheck()
+        for n in self.names:
+            merged = merged.merge(cc.compare(self.p["outputs"][idx][n], produced[n], self.tol, self.ratio, n))
+        return merged
+
+    def run(self) -> dict[str, Any]:
+        if self.p.get("error"):
+            raise Failure(*self.p["error"])
+        slots = self._slots()
+        common = {"dps": self.ctx["dps"], "names": self.names, "input_names": list(self.p["inputs"][0])}
+        state: dict[str, Any] = {"prev": None, "checks": None, "precision": {}, "ms": []}
+        for t in range(self.trials):
+            self._trial(slots[0], t, common, state)
+        res, timing_reply, wall = self._timing(slots, common, state)
+        fresh = self._fresh(slots, common, res)
+        return self._result(state, res, timing_reply, wall, fresh)
+
+    def _trial(self, slot: Slot, t: int, common: dict, state: dict) -> None:
+        # Long on purpose: one correctness trial and the checks that share its buffers, in the order they run.
+        cmd = self._fill(slot, t)
+        reply = self._req("call", **common, **cmd, aliases=bool(self.p["aliases"]), mutable=self.ctx["mutable"])
+        state["ms"].append(float(reply.get("ms") or 0.0))
+        produced = self._produced(slot)
+        time.sleep(SETTLE_S)
+        for n, v in produced.items():
+            if isinstance(v, torch.Tensor) and not cc.bitwise_equal(v, slot.outputs[n]):
+                raise Failure("REWARD_HACK", f"trial {t}: output {n!r} changed after the call returned "
+                              "(work deferred to a background thread or process)")  # fmt: skip
+        merged = cc.OutputCheck()
+        for n in self.names:
+            ref = self.p["outputs"][t][n]
+            c = cc.compare(ref, produced[n], self.tol, self.ratio, n)
+            if c.status in ("INCORRECT_SHAPE", "INCORRECT_DTYPE"):
+                raise Failure(c.status, f"trial {t}: {c.reason}")
+            prev = state["prev"]
+            same = prev is not None and isinstance(produced[n], torch.Tensor) and cc.bitwise_equal(produced[n], prev[n])
+            if same and not cc.bitwise_equal(ref, self.p["outputs"][t - 1][n]):
+                raise Failure("REWARD_HACK", f"trial {t}: output {n!r} is bit-identical to the previous trial's "
+                              "although the inputs differ (cached result)")  # fmt: skip
+            if c.ok and cc.is_constant(produced[n]) and not self.p["constant"].get(n, False):
+                c.ok, c.status = False, "INCORRECT_NUMERICAL"
+                c.reason = f"{n}: constant output while the reference is not constant"
+            merged = merged.merge(c)
+        state["prev"] = produced
+        state["checks"] = state["checks"].merge(merged) if state["checks"] else merged
+        if not merged.ok:
+            raise Failure(merged.status or "INCORRECT_NUMERICAL", f"trial {t}: {merged.reason}",
+                          state["checks"].to_dict())  # fmt: skip
+        modified = list(reply.get("modified") or [])
+        for n, buf in slot.inputs.items():
+            if n not in self.ctx["mutable"] and not cc.bitwise_equal(buf, self.p["inputs"][t][n]):
+                modified.append(f"input {n!r} was modified by the candidate")
+        if modified:
+            raise Failure("INCORRECT_NUMERICAL", f"trial {t}: {str(modified[0])[:200]}", state["checks"].to_dict())
+        if t == 0 and self.p.get("ref64") is not None:
+            for n in self.names:
+                dtype = self.ctx["out_dtypes"][n]
+                info = ac.precision(self.p["outputs"][0][n], self.p["ref64"].get(n), produced[n], dtype)
+                if info:
+                    state["precision"][n] = info
+                    if info["downgraded"]:
+                        raise Failure("REWARD_HACK", (
+                            f"output {n!r}: error vs fp64 {info['candidate_error']:.3g} exceeds {info['limit']:.3g} "
+                            f"(reference's own error {info['reference_error']:.3g}): computed below the "
+                            f"{self.ctx['out_dtypes'][n]} contract"))  # fmt: skip
+
+    def _timing(self, slots: list[Slot], common: dict, state: dict):
+        base = self.trials
+        pool = [self._fill(s, base + k) for k, s in enumerate(slots)]
+        est = min(state["ms"]) if state["ms"] else 0.0
+        t0 = time.perf_counter()
+        reply = self._req("time", **common, pool=pool, params=self.ctx["timing_params"], est_ms=est)
+        wall = (time.perf_counter() - t0) * 1e3
+        res = reply.get("timing")
+        if not isinstance(res, dict) or not isinstance(res.get("median_ms"), (int, float)) or res["median_ms"] <= 0:
+            raise Failure("REWARD_HACK", f"the timing report is not a positive time: {str(res)[:120]}")
+        for k, s in enumerate(slots):
+            c = self._compare(base + k, self._produced(s))
+            if not c.ok:
+                raise Failure("REWARD_HACK", f"an output produced during timing is wrong ({c.reason})")
+        calls = int(res.get("reps") or 1) * int(res.get("trials") or 1)
+        if res["median_ms"] * calls > wall * 1.05 + 50:
+            raise Failure("REWARD_HACK", f"reported {res['median_ms']:.4g} ms × {calls} calls exceeds the judge's "
+                          f"wall clock of the timing ({wall:.4g} ms)")  # fmt: skip
+        return res, reply, wall
+
+    def _fresh(self, slots: list[Slot], common: dict, res: dict) -> dict[str, Any]:
+        """Each slot called once on new values at the same addresses, timed by the judge's own clock."""
+        base = self.trials + self.pool
+        t0 = time.perf_counter()
+        self._req("ping")
+        rtt = (time.perf_counter() - t0) * 1e3
+        stage = 0.0
+        pool = [self._fill(s, base + k) for k, s in enumerate(slots)]
+        if self.job["device"] != "cpu":  # staging copies are part of the clock on a GPU: measured, capped
+            t0 = time.perf_counter()
+            self._req("batch", **common, pool=pool, stage_only=True)
+            nbytes = sum(t.numel() * t.element_size() for s in slots for t in s.inputs.values())
+            stage = min((time.perf_counter() - t0) * 1e3 - rtt, nbytes / STAGE_FLOOR_BPS * 1e3)
+        t0 = time.perf_counter()
+        self._req("batch", **common, pool=pool)
+        wall = (time.perf_counter() - t0) * 1e3
+        fresh_ms = max(wall - rtt - max(stage, 0.0), 0.0) / len(slots)
+        for k, s in enumerate(slots):
+            produced = self._produced(s)
+            c = self._compare(base + k, produced)
+            if not c.ok:
+                old = self._compare(self.trials + k, produced).ok
+                why = "still the result for the old values: results cached by address" if old else c.reason
+                raise Failure("REWARD_HACK", f"new input values at the same addresses gave a wrong output ({why})")
+        median = float(res["median_ms"])
+        if fresh_ms > FRESH_FACTOR * median + FRESH_SLACK_MS:
+            raise Failure("REWARD_HACK", f"the timed calls claim {median:.4g} ms, but a call on fresh inputs takes "
+                          f"{fresh_ms:.4g} ms by the judge's clock: results cached between timed calls, or a forged "
+                          "timer")  # fmt: skip
+        return {"fresh_call_ms": fresh_ms, "round_trip_ms": rtt, "staging_ms": stage, "sets": len(slots)}
+
+    def _result(self, state: dict, res: dict, reply: dict, wall: float, fresh: dict) -> dict[str, Any]:
+        checks: cc.OutputCheck = state["checks"]
+        extra = {
+            "trials": self.trials, "matched_ratio": checks.matched_ratio, "required_matched_ratio": self.ratio,
+            "mismatches": checks.mismatches, "elements_checked": checks.numel,
+            "l2_relative_error": checks.l2_relative_error,
+            "precision": state["precision"] or self.p.get("ref64_note") or None,
+            "timed_outputs_validated": self.pool, "address_cache_check": "passed",
+            "judge_clock": {"timing_wall_ms": wall, **fresh},
+        }  # fmt: skip
+        tdict = dict(res)
+        if reply.get("note"):
+            tdict["note"] = reply["note"]
+        tdict["hidden_work"] = reply.get("hidden_work")
+        ref_ms = (self.p.get("timing") or {}).get("median_ms") or 0.0
+        median = float(res["median_ms"])
+        return {
+            "status": "PASSED",
+            "correctness": {
+                "max_relative_error": checks.max_relative_error,
+                "max_absolute_error": checks.max_absolute_error,
+                "has_nan": checks.has_nan,
+                "has_inf": checks.has_inf,
+                "extra": extra,
+            },  # fmt: skip
+            "performance": {
+                "latency_ms": median,
+                "reference_latency_ms": ref_ms,
+                "speedup_factor": (ref_ms / median) if ref_ms else 0.0,
+                "timing": tdict,
+                "reference_timing": self.p.get("timing"),
+            },  # fmt: skip
+            "timing_method": res.get("method"),
+        }
+
+
+def containment_record(plan: dict, hello: dict | None, stragglers: int) -> dict[str, Any]:
+    rec: dict[str, Any] = {"sandbox": bool(plan.get("enabled"))}
+    if plan.get("enabled"):
+        rec["namespaces"] = "pid, mount, net" if plan.get("namespaces") else None
+        rec["descendants"] = ("killed with the PID namespace" if plan.get("namespaces")
+                              else "tracked through /proc (parent chain, environment marker) and killed")  # fmt: skip
+        confined = (hello or {}).get("confined") or {}
+        rec["landlock"] = confined.get("landlock")
+        rec["rlimits"] = confined.get("rlimits")
+        rec["environment"] = "allowlist"
+        rec["cwd"] = "own scratch directory"
+    rec["stragglers_killed"] = stragglers
+    return rec

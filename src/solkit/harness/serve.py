@@ -1,0 +1,249 @@
+"""The candidate process: untrusted code runs here and nowhere else.
+
+``python -m solkit.harness.serve JOB.json REPLY_FD`` — started by :mod:`solkit.harness.judge` (inside
+``unshare`` namespaces when available). It confines itself (:func:`solkit.harness.sandbox.confine`)
+before the solution is imported, then answers one JSON command per stdin line with one JSON line on
+``REPLY_FD``. It never sees a reference output or the seed: it reads inputs from, and writes outputs
+to, the buffers the judge allocated (:mod:`.buffers`), and the judge compares them itself. So nothing
+this process writes can make a workload pass; a reply can only report a failure, a timing, or an
+anti-cheat flag (which only hurts the candidate).
+
+Commands: ``load``; ``call`` (one correctness call); ``time`` (the timing protocol over a pool);
+``batch`` (each set of a pool called once, timed by the judge's clock); ``ping``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from solkit import timing
+from solkit.harness import anticheat as ac
+from solkit.harness import buffers, sandbox, timed
+from solkit.harness import correctness as cc
+from solkit.harness.candidate import Failure, load_candidate
+from solkit.harness.inputs import poison_
+from solkit.problems.schema import Solution
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+class Server:
+    def __init__(self, job: dict, reply) -> None:
+        self.job, self.reply = job, reply
+        self.device = torch.device(job["device"])
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.scratch = Path(job["scratch"])
+        self.solution = Solution.model_validate(job["solution"])
+        self.fn = None
+        self.guard = None
+        self._maps: dict[str, torch.Tensor] = {}
+
+    def send(self, cid: int, **data: Any) -> None:
+        self.reply.write(json.dumps(_clean({"id": cid, **data}), default=str, allow_nan=False) + "\n")
+        self.reply.flush()
+
+    # ------------------------------------------------------------------ buffers
+    def _mapped(self, spec: dict) -> torch.Tensor:
+        key = spec["buf"]
+        if key not in self._maps:
+            self._maps[key] = buffers.open_spec(spec)
+        return self._maps[key]
+
+    def _arg(self, spec: dict) -> Any:
+        if "value" in spec:
+            return spec["value"]
+        t = self._mapped(spec)
+        return t if self.device.type == "cpu" else t.to(self.device, copy=True)
+
+    def _outs(self, specs: list[dict]) -> list[torch.Tensor]:
+        if self.device.type == "cpu":
+            return [self._mapped(s) for s in specs]
+        return [poison_(torch.empty(tuple(s["shape"]), dtype=buffers.dtype_of(s["dtype"]), device=self.device))
+                for s in specs]  # fmt: skip
+
+    def _deliver(self, outputs: dict[str, Any], specs: list[dict], names: list[str]) -> None:
+        """Copy the candidate's outputs into the judge's buffers (checking shape and dtype first)."""
+        for n, spec in zip(names, specs):
+            o, buf = outputs[n], self._mapped(spec)
+            if not isinstance(o, torch.Tensor):
+                o = torch.tensor(o, dtype=buf.dtype)
+            if tuple(o.shape) != tuple(buf.shape):
+                why = f"output {n!r} has shape {tuple(o.shape)}, expected {tuple(buf.shape)}"
+                raise Failure("INCORRECT_SHAPE", why)
+            if o.dtype != buf.dtype:
+                raise Failure("INCORRECT_DTYPE", f"output {n!r} is {o.dtype}, expected {buf.dtype}")
+            if o.data_ptr() != buf.data_ptr():
+                buf.copy_(o.detach())
+
+    # ------------------------------------------------------------------ commands
+    def load(self, cmd: dict) -> dict:
+        if self.device.type == "cuda" and self.job.get("method") in ("auto", "kernel"):
+            # torch.profiler imports torch._dynamo, which wraps torch.manual_seed on import: do it before the
+            # identity snapshot, so the harness's own timer is not reported as the candidate's monkey-patch.
+            import importlib
+
+            importlib.import_module("torch._dynamo")
+            importlib.import_module("torch.profiler")
+        self.guard = ac.IdentityGuard(extra_modules=(timing, cc, ac, timed, buffers, sys.modules[__name__]))
+        self.fn = load_candidate(self.solution, self.scratch, self.device)
+        if why := ac.monkey_patch_reason(self.guard, "when the solution was imported"):
+            raise Failure("REWARD_HACK", why)
+        return {"ok": True}
+
+    def call(self, cmd: dict) -> dict:
+        dps, names = bool(cmd["dps"]), list(cmd["names"])
+        inputs = {n: self._arg(s) for n, s in zip(cmd["input_names"], cmd["args"])}
+        outs = self._outs(cmd["outs"]) if dps else []
+        watch = ac.ThreadWatch(self.scratch / "candidate")
+        timed.sync(self.device)
+        t0 = time.perf_counter()
+        try:
+            result = self.fn(*inputs.values(), *outs)
+            timed.sync(self.device)
+        except Exception as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", f"candidate raised: {exc!r}\n{traceback.format_exc()}") from None
+        ms = (time.perf_counter() - t0) * 1e3
+        if why := ac.monkey_patch_reason(self.guard, "during a correctness call"):
+            raise Failure("REWARD_HACK", why)
+        try:
+            outputs = dict(zip(names, outs)) if dps else cc.normalize_outputs(result, names)
+        except cc.OutputFormatError as exc:
+            raise Failure("INCORRECT_SHAPE", str(exc)) from None
+        for check in (
+            lambda: ac.output_objects(outputs, inputs, bool(cmd.get("aliases"))),
+            lambda: ac.readiness(outputs, self.device),
+            watch.reason,
+        ):
+            if why := check():
+                raise Failure("REWARD_HACK", why)
+        self._deliver(outputs, cmd["outs"], names)
+        flags = []
+        if self.device.type == "cuda":
+            mutable = set(cmd.get("mutable", []))
+            for (n, v), spec in zip(inputs.items(), cmd["args"]):
+                if n in mutable or not isinstance(v, torch.Tensor):
+                    continue
+                if not cc.bitwise_equal(v.cpu(), self._mapped(spec)):
+                    flags.append(f"input {n!r} was modified by the candidate")
+        return {"ok": True, "ms": ms, "modified": flags}
+
+    def _stage(self, cmd: dict) -> tuple[list[tuple], list[list[torch.Tensor]]]:
+        dps = bool(cmd["dps"])
+        pool, outs = [], []
+        for s in cmd["pool"]:
+            o = self._outs(s["outs"]) if dps else []
+            outs.append(o)
+            pool.append((*[self._arg(a) for a in s["args"]], *o))
+        return pool, outs
+
+    def _collect(self, cmd: dict, outs, record) -> None:
+        names = list(cmd["names"])
+        for i, s in enumerate(cmd["pool"]):
+            if cmd["dps"]:
+                self._deliver(dict(zip(names, outs[i])), s["outs"], names)
+            elif i in record:
+                try:
+                    self._deliver(cc.normalize_outputs(record[i], names), s["outs"], names)
+                except cc.OutputFormatError as exc:
+                    raise Failure("REWARD_HACK", f"a timed call returned a different structure: {exc}") from None
+
+    def _recording(self, pool, record):
+        keys = {tuple(id(a) for a in args if isinstance(a, torch.Tensor)): i for i, args in enumerate(pool)}
+        fn = self.fn
+
+        def call(*args):  # keeps the latest output per pool slot for the judge's check
+            result = fn(*args)
+            record[keys.get(tuple(id(a) for a in args if isinstance(a, torch.Tensor)), -1)] = result
+            return result
+
+        return call
+
+    def time(self, cmd: dict) -> dict:
+        pool, outs = self._stage(cmd)
+        record: dict[int, Any] = {}
+        call = self.fn if cmd["dps"] else self._recording(pool, record)
+        watch = ac.ThreadWatch(self.scratch / "candidate")
+        try:
+            res, note = timed.time_pool(call, pool, cmd["params"], self.device, float(cmd["est_ms"]))
+            timed.sync(self.device)
+        except Exception as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", f"timing failed: {exc!r}\n{traceback.format_exc()}") from None
+        if why := ac.monkey_patch_reason(self.guard, "during timing"):
+            raise Failure("REWARD_HACK", why)
+        if why := watch.reason():
+            raise Failure("REWARD_HACK", f"timing: {why}")
+        self._collect(cmd, outs, record)
+        hidden = {}
+        if self.device.type == "cuda":
+            args = pool[0]
+            hidden = ac.hidden_work(lambda: self.fn(*args), self.device)
+            if why := ac.hidden_work_reason(hidden):
+                raise Failure("REWARD_HACK", why)
+        return {"ok": True, "timing": res.to_dict(), "note": note, "hidden_work": hidden or None}
+
+    def batch(self, cmd: dict) -> dict:
+        pool, outs = self._stage(cmd)
+        if cmd.get("stage_only"):  # the judge subtracts the staging copies from its clock (GPU)
+            timed.sync(self.device)
+            return {"ok": True}
+        record: dict[int, Any] = {}
+        call = self.fn if cmd["dps"] else self._recording(pool, record)
+        try:
+            for args in pool:
+                call(*args)
+            timed.sync(self.device)
+        except Exception as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", f"candidate raised on fresh inputs: {exc!r}") from None
+        self._collect(cmd, outs, record)
+        return {"ok": True}
+
+    def serve(self, stdin) -> None:
+        handlers = {"load": self.load, "call": self.call, "time": self.time, "batch": self.batch,
+                    "ping": lambda cmd: {"ok": True}}  # fmt: skip
+        for line in stdin:
+            cmd = json.loads(line)
+            cid = int(cmd.get("id", -1))
+            try:
+                self.send(cid, **handlers[cmd["cmd"]](cmd))
+            except Failure as f:
+                self.send(cid, ok=False, status=f.status, log=f.reason)
+            except Exception as exc:  # noqa: BLE001 - a harness-side error is still one answer
+                self.send(cid, ok=False, status="RUNTIME_ERROR", log=f"{exc!r}\n{traceback.format_exc()}")
+            if self.device.type == "cuda" and cmd.get("cmd") in ("time", "batch"):
+                torch.cuda.empty_cache()
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(Path(argv[1]).read_text())
+    reply = os.fdopen(int(argv[2]), "w", buffering=1)
+    scratch = Path(job["scratch"])
+    os.chdir(scratch)
+    applied = sandbox.confine(job.get("sandbox") or {}, scratch) if job.get("sandbox") else {"off": True}
+    if job.get("cpu_threads"):
+        torch.set_num_threads(int(job["cpu_threads"]))
+    server = Server(job, reply)
+    server.send(0, hello=True, pid_in_namespace=os.getpid(), confined=applied)
+    server.serve(sys.stdin)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
