@@ -184,10 +184,11 @@ def test_packed_fill_bf16_gpu(shape):
 def test_defaults_by_width_gpu(shape, dtype, path):
     """The defaults on a GPU: the rows forward at 14336, the TMA forward at 128256 and 262144 (an odd width takes
     neither), values and gradients through autograd."""
-    from solkit.kernels.softmax.dispatch import softmax, target_of
+    from solkit.kernels.common.capability import device_caps
+    from solkit.kernels.softmax.dispatch import softmax
 
     x = softmax_inputs(shape, dtype, "cuda")
-    first = plan("fwd", shape[1], dtype, target_of(x))[0][0]
+    first = plan("fwd", shape[1], dtype, device_caps(x))[0][0]
     assert (first if first in ("rows", "tma") else None) == path
     xg = x.clone().requires_grad_()
     y = softmax(xg)
