@@ -46,6 +46,11 @@ CANDIDATE_STATUSES = {"RUNTIME_ERROR", "COMPILE_ERROR", "INCORRECT_SHAPE", "INCO
                       "INCORRECT_NUMERICAL"}  # fmt: skip
 #: Fresh calls timed by the judge may be this much slower than the reported median, plus FRESH_SLACK_MS.
 FRESH_FACTOR, FRESH_SLACK_MS = 4.0, 1.0
+#: A reported median this many times below the fresh call is impossible whatever the noise (a forged timer).
+FORGED_FACTOR = 100.0
+#: Back-to-back calls timed by the judge (at least REPEAT_MS of them) may take this much longer per call than
+#: the reported median, plus REPEAT_SLACK_MS (launch-bound GPU calls, the loop itself).
+REPEAT_FACTOR, REPEAT_SLACK_MS, REPEAT_MS = 4.0, 0.005, 10.0
 #: Staging copies on a GPU are subtracted at most at this rate (bytes per second).
 STAGE_FLOOR_BPS = 5e9
 SETTLE_S = 0.02
@@ -219,6 +224,7 @@ class WorkloadJudge:
             self._trial(slots[0], t, common, state)
         res, timing_reply, wall = self._timing(slots, common, state)
         fresh = self._fresh(slots, common, res)
+        fresh.update(self._repeat(common, res, fresh))
         return self._result(state, res, timing_reply, wall, fresh)
 
     def _trial(self, slot: Slot, t: int, common: dict, state: dict) -> None:
@@ -298,6 +304,7 @@ class WorkloadJudge:
         rtt = (time.perf_counter() - t0) * 1e3
         stage = 0.0
         pool = [self._fill(s, base + k) for k, s in enumerate(slots)]
+        self._last_slots, self._last_pool = slots, pool
         if self.job["device"] != "cpu":  # staging copies are part of the clock on a GPU: measured, capped
             t0 = time.perf_counter()
             self._req("batch", **common, pool=pool, stage_only=True)
@@ -315,11 +322,31 @@ class WorkloadJudge:
                 why = "still the result for the old values: results cached by address" if old else c.reason
                 raise Failure("REWARD_HACK", f"new input values at the same addresses gave a wrong output ({why})")
         median = float(res["median_ms"])
-        if fresh_ms > FRESH_FACTOR * median + FRESH_SLACK_MS:
+        if fresh_ms > FRESH_FACTOR * median + FRESH_SLACK_MS or (fresh_ms > FORGED_FACTOR * median and fresh_ms > 0.05):
             raise Failure("REWARD_HACK", f"the timed calls claim {median:.4g} ms, but a call on fresh inputs takes "
                           f"{fresh_ms:.4g} ms by the judge's clock: results cached between timed calls, or a forged "
                           "timer")  # fmt: skip
         return {"fresh_call_ms": fresh_ms, "round_trip_ms": rtt, "staging_ms": stage, "sets": len(slots)}
+
+    def _args_of(self, k: int) -> list[dict]:
+        return self._last_pool[k]["args"]
+
+    def _repeat(self, common: dict, res: dict, fresh: dict) -> dict[str, Any]:
+        """The last fresh sets called back to back for about REPEAT_MS by the judge's clock: the reported
+        median cannot be far below that (a timer scaled or replaced inside the candidate process)."""
+        per_call = max(fresh["fresh_call_ms"], 0.001)
+        repeat = int(min(max(REPEAT_MS / (per_call * fresh["sets"]), 1), 2000))
+        pool = [{"args": self._args_of(k), "outs": s.out_specs} for k, s in enumerate(self._last_slots)]
+        t0 = time.perf_counter()
+        self._req("batch", **common, pool=pool, repeat=repeat)
+        wall = (time.perf_counter() - t0) * 1e3
+        calls = repeat * len(pool)
+        judged = max(wall - fresh["round_trip_ms"] - fresh["staging_ms"], 0.0) / calls
+        median = float(res["median_ms"])
+        if judged > REPEAT_FACTOR * median + REPEAT_SLACK_MS:
+            raise Failure("REWARD_HACK", f"the timed calls claim {median:.4g} ms, but {calls} back-to-back calls take "
+                          f"{judged:.4g} ms each by the judge's clock: the reported time cannot be true")  # fmt: skip
+        return {"back_to_back_calls": calls, "back_to_back_ms": judged}
 
     def _result(self, state: dict, res: dict, reply: dict, wall: float, fresh: dict) -> dict[str, Any]:
         checks: cc.OutputCheck = state["checks"]

@@ -207,8 +207,9 @@ class Server:
         record: dict[int, Any] = {}
         call = self.fn if cmd["dps"] else self._recording(pool, record)
         try:
-            for args in pool:
-                call(*args)
+            for _ in range(max(int(cmd.get("repeat", 1)), 1)):
+                for args in pool:
+                    call(*args)
             timed.sync(self.device)
         except Exception as exc:  # noqa: BLE001
             raise Failure("RUNTIME_ERROR", f"candidate raised on fresh inputs: {exc!r}") from None
