@@ -21,11 +21,13 @@ Each check returns None when clean, or a one-line reason; the worker turns a rea
   change of the input *values* at the same addresses must change the output; outputs produced
   during timing are validated again;
 * **precision below the contract** — :func:`precision`: the candidate's normwise error against an
-  fp64 evaluation of the reference must stay within 8× the reference's own same-dtype error (or a
-  quarter of the next-lower format's epsilon, whichever is larger).
+  fp64 evaluation of the reference must stay within 8× the reference's own same-dtype error (2.8× for
+  fp16, whose next-lower format bf16 is only 8× coarser), or a tenth of the next-lower format's epsilon,
+  whichever is larger.
 
-The worker is not a sandbox: candidate code runs in the same process and could defeat these checks
-with enough effort (e.g. rewriting them through ``gc``); the guards target the documented hacks.
+These in-process checks run inside the candidate process (:mod:`.serve`), which the candidate controls: a
+flag they raise only ever hurts it. The verdict's own checks (values, timed outputs, the judge's clock)
+run in the judge (:mod:`.judge`), which no candidate code reaches.
 """
 
 from __future__ import annotations
@@ -41,15 +43,24 @@ from typing import Any
 
 import torch
 
-# The next-lower format below each contract dtype: a candidate whose error reaches a quarter of
-# its epsilon computed (at least partly) in that format or lower.
+# The next-lower format below each contract dtype (fp64 → fp32; fp32 → tf32/bf16/fp16; fp16 → bf16;
+# bf16 → fp8): a candidate whose normwise error reaches a tenth of its epsilon computed (at least
+# partly) in that format or lower.
 _LOWER_EPS = {
     torch.float64: torch.finfo(torch.float32).eps,
-    torch.float32: 2.0**-10,  # tf32 / fp16 mantissa
-    torch.float16: 2.0**-3,  # fp8 e4m3
-    torch.bfloat16: 2.0**-3,
+    torch.float32: 2.0**-10,  # tf32 / fp16 mantissa (bf16 is coarser still)
+    torch.float16: 2.0**-7,  # bf16
+    torch.bfloat16: 2.0**-3,  # fp8 e4m3
 }
+_LOWER_FLOOR = 0.1
 PRECISION_FACTOR = 8.0
+
+
+def precision_factor(dtype: torch.dtype) -> float:
+    """How far the candidate's error may exceed the reference's own: 8×, but never more than the square root
+    of the gap to the next-lower format (fp16 and bf16 differ by 8× only, so fp16 allows 2.8×)."""
+    own = torch.finfo(dtype).eps if dtype.is_floating_point else 1.0
+    return min(PRECISION_FACTOR, (_LOWER_EPS[dtype] / own) ** 0.5)
 
 
 class IdentityGuard:
@@ -304,7 +315,7 @@ def precision(ref: Any, ref64: Any, cand: Any, dtype: torch.dtype) -> dict[str, 
     ref64 = ref64.detach().to(torch.float64).to(cand.device)
     e_ref = _normwise(ref.to(cand.device), ref64)
     e_cand = _normwise(cand, ref64)
-    limit = max(PRECISION_FACTOR * e_ref, 0.25 * _LOWER_EPS[dtype])
+    limit = max(precision_factor(dtype) * e_ref, _LOWER_FLOOR * _LOWER_EPS[dtype])
     return {"reference_error": e_ref, "candidate_error": e_cand, "limit": limit, "downgraded": e_cand > limit}
 
 
