@@ -13,7 +13,10 @@ Exit code: 0 only when every trace PASSED; 2 for bad input (one line, no traceba
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,22 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-workloads", type=int, default=None)
     p.add_argument("--cpu-threads", type=int, default=None, help="torch threads in the worker on the CPU")
     p.add_argument("--cpu-timing-budget", type=float, default=5.0, help="seconds of wall-clock timing per call on CPU")
+    box = p.add_mutually_exclusive_group()
+    box.add_argument(
+        "--require-sandbox",
+        action="store_true",
+        help="refuse to run unless the candidate can be contained (namespaces and Landlock)",
+    )
+    box.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run the candidate uncontained (only for your own trusted code; see docs/judge.md)",
+    )
+    p.add_argument(
+        "--fixed-seed",
+        action="store_true",
+        help="use --seed as given, without this run's secret salt (reproducible inputs, predictable too)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,7 +90,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_eval_suite)
 
 
+def _positive(flag: str, value: float | None) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise SolkitError(f"{flag} {value}: must be a positive number of seconds")
+
+
 def _options(args: argparse.Namespace) -> EvalOptions:
+    _positive("--timeout", args.timeout)
+    _positive("--compile-timeout", args.compile_timeout)
+    _positive("--cpu-timing-budget", args.cpu_timing_budget)
+    if args.max_workloads is not None and args.max_workloads < 1:
+        raise SolkitError(f"--max-workloads {args.max_workloads}: must be at least 1")
+    if not math.isfinite(args.cooldown_ms) or args.cooldown_ms < 0:
+        raise SolkitError(f"--cooldown-ms {args.cooldown_ms}: must be a finite number ≥ 0")
+    if args.cpu_threads is not None and args.cpu_threads < 1:
+        raise SolkitError(f"--cpu-threads {args.cpu_threads}: must be at least 1")
     if args.trials < 3:
         raise SolkitError(f"--trials {args.trials}: at least 3 correctness trials (fresh inputs each) are required")
     if args.reps < 1 or args.timing_trials < 1 or args.warmup < 0:
@@ -96,6 +129,8 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         max_workloads=args.max_workloads,
         cpu_threads=args.cpu_threads,
         cpu_timing_budget_s=args.cpu_timing_budget,
+        sandbox="require" if args.require_sandbox else ("off" if args.no_sandbox else "auto"),
+        secret_seed=not args.fixed_seed,
     )
 
 
@@ -133,8 +168,21 @@ def _rows(traces) -> list[list[Any]]:
 COLUMNS = ["workload", "axes", "status", "ms", "ref ms", "speedup", "T_SOL ms", "SOL", "max |Δ|", "timing", "log"]
 
 
+def _check_output_file(flag: str, value: str | None) -> None:
+    if value is None:
+        return
+    out = Path(value)
+    if out.is_dir():
+        raise SolkitError(f"{flag} {value}: is a directory; give a file name (traces.jsonl)")
+    parent = next((p for p in (out.parent, *out.parent.parents) if p.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise SolkitError(f"{flag} {value}: {parent} is not a writable directory")
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
-    traces = evaluate(args.problem_dir, args.solution, _options(args))
+    options = _options(args)
+    _check_output_file("-o/--output", args.output)
+    traces = evaluate(args.problem_dir, args.solution, options)
     if args.output:
         out = Path(args.output)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -161,8 +209,30 @@ def _problem_dirs(root: Path) -> list[Path]:
 
 
 def _trace_file(out_dir: Path, root: Path, problem: Path) -> Path:
+    """One file per problem; ``x/y`` and ``x__y`` never share one (a name with ``__`` of its own gets a hash)."""
     rel = problem.relative_to(root).as_posix() if problem != root else problem.name
-    return out_dir / (rel.replace("/", "__") + ".traces.jsonl")
+    name = rel.replace("/", "__")
+    if any("__" in part for part in rel.split("/")):
+        name += "-" + hashlib.sha256(rel.encode()).hexdigest()[:10]
+    return out_dir / (name + ".traces.jsonl")
+
+
+def _solutions(problem: Path, pattern: str) -> list[Path]:
+    """The solutions matching ``pattern`` inside the problem directory (never outside it)."""
+    inside = problem.resolve()
+    found = []
+    for s in sorted(problem.glob(pattern)):
+        r = s.resolve()
+        if s.is_file() and (r == inside or inside in r.parents):
+            found.append(s)
+    return found
+
+
+def _check_glob(pattern: str) -> None:
+    if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+        raise SolkitError(
+            f"--solution-glob {pattern!r}: must stay inside each problem directory (no '..', not absolute)"
+        )
 
 
 def cmd_eval_suite(args: argparse.Namespace) -> int:
@@ -174,9 +244,13 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     problems = _problem_dirs(root)
     if not problems:
         raise SolkitError(f"{root}: no problem directories (none contains definition.json)")
-    out_dir = Path(args.output) if args.output else root / "solkit-traces"
-    out_dir.mkdir(parents=True, exist_ok=True)
     options = _options(args)
+    _check_glob(args.solution_glob)
+    out_dir = Path(args.output) if args.output else root / "solkit-traces"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SolkitError(f"-o/--output {out_dir}: is a file; eval-suite writes a directory of traces")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    previous = _previous_summary(out_dir)
     summary: dict[str, Any] = {"root": str(root), "problems": {}, "started": time.time()}
     all_passed = True
     bar_console = type(console)(stderr=True) if args.json else None  # keep stdout pure JSON
@@ -187,7 +261,7 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
             key = problem.relative_to(root).as_posix() if problem != root else problem.name
             progress.update(task, description=key[-50:])
             dest = _trace_file(out_dir, root, problem)
-            solutions = [] if args.reference else sorted(problem.glob(args.solution_glob))
+            solutions = [] if args.reference else _solutions(problem, args.solution_glob)
             entry: dict[str, Any] = {
                 "traces_file": str(dest),
                 "solutions": [s.name for s in solutions] or ["reference"],
@@ -195,6 +269,9 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
             if dest.is_file() and not args.rerun:
                 entry.update(_summarize_file(dest))
                 entry["resumed"] = True
+                earlier = (previous.get(key) or {}).get("errors")
+                if earlier:  # the first run's errors are not in the traces file: keep them, and the failure
+                    entry["errors"], entry["all_passed"] = earlier, False
             else:
                 traces, errors = [], []
                 for sol in solutions or [None]:
@@ -225,6 +302,14 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
         console.print(table(f"eval-suite {root}", ["problem", "traces", "statuses", "resumed", "errors"], rows))
         console.print(f"traces and summary.json in {out_dir}")
     return 0 if all_passed else 1
+
+
+def _previous_summary(out_dir: Path) -> dict[str, Any]:
+    try:
+        problems = json.loads((out_dir / "summary.json").read_text()).get("problems")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return problems if isinstance(problems, dict) else {}
 
 
 def _summarize_file(path: Path) -> dict[str, Any]:
