@@ -285,12 +285,20 @@ def choose(paths: Sequence[tuple[str, Needs]], caps: DeviceCaps) -> tuple[str, d
     raise SolkitError(f"no path runs on {caps.name}: {detail}")
 
 
+@functools.lru_cache(maxsize=256)
+def _allowed_names(paths: tuple[tuple[str, Needs], ...], caps: DeviceCaps, forced: bool) -> tuple[str, ...]:
+    return tuple(name for name, needs in paths if not unmet(needs, caps) and (needs.portable or not forced))
+
+
 def allowed(paths: Sequence[tuple[str, Needs]], caps: DeviceCaps, kernel: str = "kernel") -> tuple[str, ...]:
     """The names of ``paths`` whose needs ``caps`` meets, in their order (under :func:`portable_only`, the
     portable ones only): the set a dispatcher's own shape rules choose among; the first is :func:`choose`'s.
     None met: a SolkitError naming ``kernel``, the device and every path's reasons (one line)."""
     forced = forced_portable()
-    names = tuple(name for name, needs in paths if not unmet(needs, caps) and (needs.portable or not forced))
+    try:  # dispatchers ask on every launch: the answer is cached, since paths, caps and the flag are immutable
+        names = _allowed_names(tuple(paths), caps, forced)
+    except TypeError:  # an unhashable paths sequence (a test's list of lists): work it out each time
+        names = tuple(name for name, needs in paths if not unmet(needs, caps) and (needs.portable or not forced))
     if not names:
         detail = "; ".join(f"{n}: {', '.join(unmet(nd, caps)) or 'not portable'}" for n, nd in paths)
         raise SolkitError(f"{kernel}: no path runs on {caps.name}: {detail}")
