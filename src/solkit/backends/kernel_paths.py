@@ -15,8 +15,7 @@ from solkit.hardware.cli import ShowSection
 def paths_on_product(product_id: str) -> dict[str, dict[str, Any]]:
     """``{kernel: {"path": chosen or None, "skipped": {path: [reasons]}}}`` on a hardware-database product,
     from the capability model (:func:`solkit.kernels.kernel_paths` on the product's capabilities)."""
-    from solkit.kernels import kernel_paths
-    from solkit.kernels.common.capability import caps_for_product
+    from solkit.kernels import caps_for_product, kernel_paths
 
     return kernel_paths(caps_for_product(product_id))
 
