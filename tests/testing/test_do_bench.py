@@ -84,8 +84,8 @@ def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
 
-def test_triton_autotune_uses_it():
-    """``triton.autotune(do_bench=solkit.testing.do_bench)`` times every config and picks one (fp32)."""
+def autotune_with_solkit(device: str) -> None:
+    """``triton.autotune(do_bench=solkit.testing.do_bench)`` times every config and picks the fastest (fp32)."""
     calls: list[dict] = []
 
     def spy(fn, *args, **kwargs):
@@ -95,8 +95,8 @@ def test_triton_autotune_uses_it():
     configs = [triton.Config({"BLOCK": b}) for b in (32, 64, 128)]
     add = triton.autotune(configs=configs, key=["n"], do_bench=spy)(_add_kernel)
     n = 1000
-    x, y = torch.randn(n), torch.randn(n)
-    out = torch.empty(n)
+    x, y = torch.randn(n, device=device), torch.randn(n, device=device)
+    out = torch.empty(n, device=device)
     add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
     torch.testing.assert_close(out, x + y)
     assert len(calls) == len(configs)
@@ -105,3 +105,18 @@ def test_triton_autotune_uses_it():
     timings = add.configs_timings
     assert all(len(t) == 3 and 0 < t[1] <= t[0] <= t[2] for t in timings.values())
     assert add.best_config == min(timings, key=timings.get)
+
+
+def test_triton_autotune_uses_it():
+    autotune_with_solkit("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.gpu
+def test_gpu_events_and_graphs():
+    a = torch.randn(2048, 2048, device="cuda")
+    lo_mid_hi = do_bench(lambda: a @ a, quantiles=[0.2, 0.5, 0.8])
+    assert 0 < lo_mid_hi[0] <= lo_mid_hi[1] <= lo_mid_hi[2]
+    short = torch.randn(1024, device="cuda")  # a call far under 0.1 ms: timed inside a CUDA graph
+    assert do_bench(lambda: short.mul_(1.0), warmup=5, rep=20, return_mode="median") > 0
+    w = torch.randn(1024, device="cuda", requires_grad=True)
+    assert do_bench(lambda: (w * 2).sum().backward(), grad_to_none=[w], rep=20) > 0

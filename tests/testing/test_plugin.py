@@ -118,3 +118,20 @@ def test_no_json_without_the_option(pytester: pytest.Pytester, pytestconfig: pyt
     result = run(pytester, pytestconfig)
     result.assert_outcomes(passed=1)
     assert "solkit sol" not in result.stdout.str()
+
+
+@pytest.mark.gpu
+def test_gpu_copy(pytester: pytest.Pytester, pytestconfig: pytest.Config):
+    pytester.makepyfile(
+        test_copy="""
+import torch
+
+def test_copy(sol):
+    x = torch.randn(16 * 2**20, device="cuda")  # 64 MiB, well past the L2
+    y = torch.empty_like(x)
+    rec = sol(y.copy_, x, bytes=2 * x.numel() * 4, floor=0.05)
+    assert not rec.violation and rec.stats["method"].startswith("cuda")
+    assert rec.device["kind"] == "cuda" and rec.basis.split()[0] in ("spec", "calibrated")
+"""
+    )
+    run(pytester, pytestconfig).assert_outcomes(passed=1)
