@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "solkit.sol.analyze_cli",
         "derive FLOPs (by math unit), fused/unfused bytes and T_SOL of a problem's reference, per workload",
     ),
+    "import": ("solkit.problems.cli", "import KernelBench level files as SOL-ExecBench problem directories"),
     "eval": ("solkit.harness.cli", "evaluate a solution (or the reference) on a SOL-ExecBench problem"),
     "eval-suite": ("solkit.harness.cli", "evaluate every problem under a directory (resumable)"),
     "bench": ("solkit.bench.cli", "the main job: the built-in suite on every backend, a SOL table and report"),

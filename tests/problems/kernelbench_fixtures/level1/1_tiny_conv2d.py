@@ -1,0 +1,31 @@
+"""A hand-written KernelBench-style problem: a 2-D convolution without bias."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A 3x3 convolution, stride 1, no padding."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+batch_size = 2
+in_channels = 3
+out_channels = 5
+kernel_size = 3
+height = 10
+width = 12
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

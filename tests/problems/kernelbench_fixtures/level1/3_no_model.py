@@ -1,0 +1,11 @@
+"""Not a level file: get_inputs without a Model."""
+
+import torch
+
+
+def get_inputs():
+    return [torch.randn(4)]
+
+
+def get_init_inputs():
+    return []
