@@ -1,4 +1,3 @@
-# Over 500 lines would be too much; this file holds the judge's whole side of the candidate protocol.
 """The judge: drives the sandboxed candidate process and decides every verdict itself.
 
 The judge (the ``solkit eval`` process) holds the reference inputs and outputs (computed by the
@@ -21,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
 import select
@@ -45,12 +45,12 @@ from solkit.harness.inputs import poison_
 CANDIDATE_STATUSES = {"RUNTIME_ERROR", "COMPILE_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "REWARD_HACK",
                       "INCORRECT_NUMERICAL"}  # fmt: skip
 #: Fresh calls timed by the judge may be this much slower than the reported median, plus FRESH_SLACK_MS.
-FRESH_FACTOR, FRESH_SLACK_MS = 4.0, 1.0
+FRESH_FACTOR, FRESH_SLACK_MS = 4.0, 2.0
 #: A reported median this many times below the fresh call is impossible whatever the noise (a forged timer).
 FORGED_FACTOR = 100.0
 #: Back-to-back calls timed by the judge (at least REPEAT_MS of them) may take this much longer per call than
 #: the reported median, plus REPEAT_SLACK_MS (launch-bound GPU calls, the loop itself).
-REPEAT_FACTOR, REPEAT_SLACK_MS, REPEAT_MS = 4.0, 0.005, 10.0
+REPEAT_FACTOR, REPEAT_SLACK_MS, REPEAT_MS, REPEAT_ROUNDS = 4.0, 0.005, 10.0, 3
 #: Staging copies on a GPU are subtracted at most at this rate (bytes per second).
 STAGE_FLOOR_BPS = 5e9
 SETTLE_S = 0.02
@@ -297,8 +297,26 @@ class WorkloadJudge:
         return res, reply, wall
 
     def _fresh(self, slots: list[Slot], common: dict, res: dict) -> dict[str, Any]:
-        """Each slot called once on new values at the same addresses, timed by the judge's own clock."""
-        base = self.trials + self.pool
+        """Two rounds of each slot called once on new values at the same addresses, timed by the judge's own
+        clock; the faster round counts, so one scheduling hiccup of a loaded machine is not a verdict."""
+        first = self._fresh_round(slots, common, self.trials + self.pool)
+        median = float(res["median_ms"])
+        if not self._fresh_suspect(first["fresh_call_ms"], median):
+            return first
+        second = self._fresh_round(slots, common, self.trials + 2 * self.pool)
+        fresh_ms = min(first["fresh_call_ms"], second["fresh_call_ms"])
+        if self._fresh_suspect(fresh_ms, median):
+            raise Failure("REWARD_HACK", f"the timed calls claim {median:.4g} ms, but a call on fresh inputs takes "
+                          f"{fresh_ms:.4g} ms by the judge's clock (twice): results cached between timed calls, "
+                          "or a forged timer")  # fmt: skip
+        return {**second, "fresh_call_ms": fresh_ms, "fresh_rounds": 2}
+
+    @staticmethod
+    def _fresh_suspect(fresh_ms: float, median: float) -> bool:
+        slow = fresh_ms > FRESH_FACTOR * median + FRESH_SLACK_MS
+        return slow or (fresh_ms > FORGED_FACTOR * median and fresh_ms > 0.05)
+
+    def _fresh_round(self, slots: list[Slot], common: dict, base: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         self._req("ping")
         rtt = (time.perf_counter() - t0) * 1e3
@@ -321,11 +339,6 @@ class WorkloadJudge:
                 old = self._compare(self.trials + k, produced).ok
                 why = "still the result for the old values: results cached by address" if old else c.reason
                 raise Failure("REWARD_HACK", f"new input values at the same addresses gave a wrong output ({why})")
-        median = float(res["median_ms"])
-        if fresh_ms > FRESH_FACTOR * median + FRESH_SLACK_MS or (fresh_ms > FORGED_FACTOR * median and fresh_ms > 0.05):
-            raise Failure("REWARD_HACK", f"the timed calls claim {median:.4g} ms, but a call on fresh inputs takes "
-                          f"{fresh_ms:.4g} ms by the judge's clock: results cached between timed calls, or a forged "
-                          "timer")  # fmt: skip
         return {"fresh_call_ms": fresh_ms, "round_trip_ms": rtt, "staging_ms": stage, "sets": len(slots)}
 
     def _args_of(self, k: int) -> list[dict]:
@@ -337,9 +350,11 @@ class WorkloadJudge:
         per_call = max(fresh["fresh_call_ms"], 0.001)
         repeat = int(min(max(REPEAT_MS / (per_call * fresh["sets"]), 1), 2000))
         pool = [{"args": self._args_of(k), "outs": s.out_specs} for k, s in enumerate(self._last_slots)]
-        t0 = time.perf_counter()
-        self._req("batch", **common, pool=pool, repeat=repeat)
-        wall = (time.perf_counter() - t0) * 1e3
+        wall = math.inf
+        for _ in range(REPEAT_ROUNDS):  # the fastest round: a loaded machine only ever slows a round down
+            t0 = time.perf_counter()
+            self._req("batch", **common, pool=pool, repeat=repeat)
+            wall = min(wall, (time.perf_counter() - t0) * 1e3)
         calls = repeat * len(pool)
         judged = max(wall - fresh["round_trip_ms"] - fresh["staging_ms"], 0.0) / calls
         median = float(res["median_ms"])

@@ -6,7 +6,7 @@ lines on file descriptor ``FD``: ``env`` → per workload ``phase`` (reference) 
 ``done``. The judge (:mod:`.runner`, :mod:`.judge`) loads each file and deletes it before the candidate
 process starts, so the ground truth then lives only in the judge's memory.
 
-For every workload, ``trials`` correctness sets, then ``pool`` timing sets, then ``pool`` fresh sets
+For every workload, ``trials`` correctness sets, then ``pool`` timing sets, then two rounds of ``pool`` fresh sets
 (all different: each (seed, uuid, index) triple seeds its own generator, and the judge salts the seed
 with a per-run secret): inputs are generated on the device, the reference runs on a copy, inputs and
 outputs are kept on the host; the fp64 reference is computed for set 0, and the reference is timed.
@@ -158,7 +158,7 @@ class Worker:
                 if t == 0:
                     self._prepare_fp64(p, p.inputs[0])  # from the host copy: the reference may have written its inputs
                     p.pool = _pool_size(p, self.device, int(self.job["pool"]))
-                    total = self.trials + 2 * p.pool  # correctness sets, timing sets, fresh sets
+                    total = self.trials + 3 * p.pool  # correctness sets, timing sets, two rounds of fresh sets
                 del inputs
         except Exception as exc:  # noqa: BLE001 - input generation errors
             p.error = ("RUNTIME_ERROR", f"input generation failed: {exc!r}\n{traceback.format_exc()}")
