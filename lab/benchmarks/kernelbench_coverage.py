@@ -95,6 +95,7 @@ def main() -> None:
         "device": "cpu (2 cores); T_SOL on h200-sxm datasheet, fp32 matmuls on fp32_vector (--tf32 off)",
         "script": "lab/benchmarks/kernelbench_coverage.py",
         "kernelbench_commit": _commit(args.kernelbench),
+        "commit": _solkit_commit(),
         "timeout_s": args.timeout,
         "totals": totals,
         "problems": rows,
@@ -113,6 +114,15 @@ def _totals(rows: list[dict]) -> dict:
         "analysed_with_nothing_uncounted": len(clean),
         "fraction_clean": round(len(clean) / len(rows), 4) if rows else None,
     }
+
+
+def _solkit_commit() -> str:
+    import subprocess
+
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    )
+    return out.stdout.strip() or "unknown"
 
 
 def _commit(path: Path) -> str:
