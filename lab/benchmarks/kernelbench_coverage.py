@@ -14,6 +14,7 @@ import argparse
 import datetime
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -94,6 +95,7 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "device": "cpu (2 cores); T_SOL on h200-sxm datasheet, fp32 matmuls on fp32_vector (--tf32 off)",
         "script": "lab/benchmarks/kernelbench_coverage.py",
+        "command": " ".join(["python3", *sys.argv]),
         "kernelbench_commit": _commit(args.kernelbench),
         "commit": _solkit_commit(),
         "timeout_s": args.timeout,
