@@ -23,7 +23,10 @@ def test_cheat_case(case):
     expect = json.loads((CHEATS / case / "expect.json").read_text())
     if expect["gpu_only"] and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    traces = evaluate(CHEAT_PROBLEM, CHEATS / case / "solution.json", fast_options(workloads=SMALL_CHEAT_WORKLOADS))
+    # a case that hangs on purpose needs only a short per-workload timeout to prove it ends (expect.json)
+    extra = {"run_timeout": expect["run_timeout"]} if "run_timeout" in expect else {}
+    opts = fast_options(workloads=SMALL_CHEAT_WORKLOADS, **extra)
+    traces = evaluate(CHEAT_PROBLEM, CHEATS / case / "solution.json", opts)
     assert len(traces) == len(SMALL_CHEAT_WORKLOADS)
     for t in traces:
         status = t.evaluation.status.value
