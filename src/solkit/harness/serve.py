@@ -15,7 +15,6 @@ Commands: ``load``; ``call`` (one correctness call); ``time`` (the timing protoc
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -31,17 +30,8 @@ from solkit.harness import buffers, sandbox, timed
 from solkit.harness import correctness as cc
 from solkit.harness.candidate import Failure, load_candidate
 from solkit.harness.inputs import poison_
+from solkit.output import jsonable
 from solkit.problems.schema import Solution
-
-
-def _clean(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
 
 
 class Server:
@@ -57,7 +47,7 @@ class Server:
         self._maps: dict[str, torch.Tensor] = {}
 
     def send(self, cid: int, **data: Any) -> None:
-        self.reply.write(json.dumps(_clean({"id": cid, **data}), default=str, allow_nan=False) + "\n")
+        self.reply.write(json.dumps(jsonable({"id": cid, **data}), default=str, allow_nan=False) + "\n")
         self.reply.flush()
 
     # ------------------------------------------------------------------ buffers

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import platform
 import sys
@@ -32,21 +31,11 @@ from solkit.harness import anticheat as ac
 from solkit.harness import correctness as cc
 from solkit.harness import inputs as gen
 from solkit.harness import timed
+from solkit.output import jsonable
 from solkit.problems.loader import Problem, load_problem
 from solkit.problems.schema import Solution, Workload
 
 _FLOAT_CONTRACTS = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-
-
-def _clean(obj: Any) -> Any:
-    """JSON-safe copy: non-finite floats become None."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
 
 
 class Channel:
@@ -54,7 +43,7 @@ class Channel:
         self._f = os.fdopen(fd, "w", buffering=1)
 
     def send(self, event: str, **data: Any) -> None:
-        self._f.write(json.dumps(_clean({"event": event, **data}), default=str, allow_nan=False) + "\n")
+        self._f.write(json.dumps(jsonable({"event": event, **data}), default=str, allow_nan=False) + "\n")
         self._f.flush()
 
 

@@ -260,6 +260,15 @@ def unmet(needs: Needs, caps: DeviceCaps) -> list[str]:
     return out
 
 
+def reasons_against(needs: Needs, caps: DeviceCaps, portable_forced: bool | None = None) -> list[str]:
+    """Why a path with ``needs`` is not taken on ``caps``: its unmet needs, plus the forcing of the portable path
+    (:func:`portable_only`, ``SOLKIT_KERNEL_PATH=portable``) for a path that is not portable. Empty: it may run."""
+    reasons = unmet(needs, caps)
+    if (forced_portable() if portable_forced is None else portable_forced) and not needs.portable:
+        reasons.append(f"the portable path is forced ({PATH_ENV}=portable)")
+    return reasons
+
+
 def choose(paths: Sequence[tuple[str, Needs]], caps: DeviceCaps) -> tuple[str, dict[str, list[str]]]:
     """The first path (fastest first) whose needs ``caps`` meets, and the reasons each earlier path was skipped.
     Under :func:`portable_only` (or ``SOLKIT_KERNEL_PATH=portable``) every non-portable path is skipped.
@@ -275,9 +284,7 @@ def choose(paths: Sequence[tuple[str, Needs]], caps: DeviceCaps) -> tuple[str, d
     skipped: dict[str, list[str]] = {}
     portable_forced = forced_portable()
     for name, needs in paths:
-        reasons = unmet(needs, caps)
-        if portable_forced and not needs.portable:
-            reasons = [*reasons, f"the portable path is forced ({PATH_ENV}=portable)"]
+        reasons = reasons_against(needs, caps, portable_forced)
         if not reasons:
             return name, skipped
         skipped[name] = reasons

@@ -33,7 +33,7 @@ import torch
 
 from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
-from solkit.kernels.common.capability import PATH_ENV, DeviceCaps, Needs, cc_text, forced_portable, unmet
+from solkit.kernels.common.capability import DeviceCaps, Needs, allowed, cc_text, reasons_against
 from solkit.kernels.gemm import gluon
 from solkit.kernels.gemm.table import load_config_table
 from solkit.tune.space import config_key
@@ -104,18 +104,11 @@ PATHS: dict[str, tuple[tuple[str, Needs], ...]] = {
 
 
 def allowed_paths(caps: DeviceCaps) -> tuple[set[str], dict[str, list[str]]]:
-    """The GEMM paths ``caps`` meets, and why each other one is skipped (portable forcing included)."""
-    allowed, skipped = set(), {}
-    portable = forced_portable()
-    for name, needs in PATHS["gemm"]:
-        reasons = unmet(needs, caps)
-        if portable and not needs.portable:
-            reasons.append(f"the portable path is forced ({PATH_ENV}=portable)")
-        if reasons:
-            skipped[name] = reasons
-        else:
-            allowed.add(name)
-    return allowed, skipped
+    """The GEMM paths ``caps`` meets, and why each other one is skipped (portable forcing included). The met set
+    comes from :func:`capability.allowed`, which caches it: the dispatcher asks on every call."""
+    names = set(allowed(PATHS["gemm"], caps, "gemm"))
+    skipped = {name: reasons_against(needs, caps) for name, needs in PATHS["gemm"] if name not in names}
+    return names, skipped
 
 
 @dataclass(frozen=True)
