@@ -1,0 +1,1 @@
+"""solkit.kernels.attention: prefill (causal/non-causal GQA, varlen) and decode (split-KV, paged) attention."""

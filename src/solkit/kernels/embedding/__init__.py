@@ -1,0 +1,1 @@
+"""solkit.kernels.embedding: embedding lookup forward and its scatter-add backward."""
