@@ -65,6 +65,8 @@ def test_load_problem_resolves_axes_shapes_and_dtypes(tmp_path):
         ({"uuid": "a", "axes": {"M": 2, "N": 5}, "inputs": {}}, "contradicts the const"),
         ({"uuid": "a", "axes": {"M": 2}, "inputs": {"z": {"type": "random"}}}, "not inputs of the definition"),
         ({"uuid": "a", "axes": {"M": 2}, "inputs": {"x": {"type": "scalar", "value": 1}}}, "not a scalar"),
+        ({"uuid": "a", "axes": {"M": 10**30}, "inputs": {}}, "axes.M: Input should be less than or equal to"),
+        ({"uuid": "a", "axes": {"M": 2**128}, "inputs": {}}, "axes.M: Input should be less than or equal to"),
     ],
 )
 def test_bad_workloads_name_file_and_field(tmp_path, workload, match):
@@ -88,6 +90,31 @@ def test_bad_definitions(tmp_path, over, match):
     with pytest.raises(SolkitError, match=match) as exc:
         load_problem(tmp_path)
     assert str(exc.value).startswith(str(tmp_path / "definition.json"))
+
+
+@pytest.mark.parametrize("name", ["definition.json", "workload.jsonl", "reference.py"])
+def test_non_utf8_files_are_one_line(tmp_path, name):
+    write_problem(tmp_path, definition={"reference": ""} if name == "reference.py" else None)
+    (tmp_path / name).write_bytes(b"\xff\xfe{ not utf-8")
+    with pytest.raises(SolkitError, match=rf"{name}: not UTF-8 text") as exc:
+        load_problem(tmp_path)
+    assert "\n" not in str(exc.value)
+
+
+def test_expression_axis_out_of_range(tmp_path):
+    axes = {
+        "M": {"type": "var"},
+        "N": {"type": "const", "value": 4},
+        "H": {"type": "expr", "expression": "M * M"},
+        "D": {"type": "expr", "expression": "N // 2"},
+    }
+    write_problem(
+        tmp_path,
+        definition={"axes": axes, "outputs": {"y": {"shape": ["M", "H"], "dtype": "bfloat16"}}},
+        workloads=[{"uuid": "a", "axes": {"M": 2**30}, "inputs": {"scale": {"type": "scalar", "value": 1.0}}}],
+    )
+    with pytest.raises(SolkitError, match=r"axis H = M \* M evaluates to .*outside 0..2\*\*40"):
+        load_problem(tmp_path)
 
 
 def test_invalid_json_and_missing_files(tmp_path):

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from solkit.errors import SolkitError
 from solkit.problems.expr import ExprError, evaluate, evaluate_int, names_in
-from solkit.problems.schema import Definition, ScalarInput, Solution, Workload
+from solkit.problems.schema import MAX_AXIS, Definition, ScalarInput, Solution, Workload
 
 DEFINITION_FILE = "definition.json"
 WORKLOAD_FILE = "workload.jsonl"
@@ -88,11 +88,18 @@ def _parse_model(model: type[BaseModel], data: Any, where: str) -> Any:
         raise SolkitError(f"{where}: {_validation_message(exc)}") from None
 
 
-def _read_json(path: Path) -> Any:
+def _read_text(path: Path) -> str:
+    """A problem file's text; unreadable or non-UTF-8 files are one SolkitError line naming the file."""
     try:
-        text = path.read_text()
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SolkitError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise SolkitError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+
+
+def _read_json(path: Path) -> Any:
+    text = _read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -105,16 +112,13 @@ def load_definition(path: str | Path) -> Definition:
     if not isinstance(data, dict):
         raise SolkitError(f"{path}: expected a JSON object")
     if not data.get("reference") and (path.parent / "reference.py").is_file():
-        data["reference"] = (path.parent / "reference.py").read_text()
+        data["reference"] = _read_text(path.parent / "reference.py")
     return _parse_model(Definition, data, str(path))
 
 
 def load_workloads(path: str | Path) -> list[Workload]:
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise SolkitError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    lines = _read_text(path).splitlines()
     out: list[Workload] = []
     for i, line in enumerate(lines, 1):
         if not line.strip():
@@ -141,7 +145,7 @@ def load_solution(path: str | Path) -> Solution:
             beside = path.parent / src["path"]
             if not beside.is_file():
                 raise SolkitError(f"{path}: sources[{i}].content is empty and {beside} does not exist")
-            src["content"] = beside.read_text()
+            src["content"] = _read_text(beside)
     return _parse_model(Solution, data, str(path))
 
 
@@ -192,8 +196,8 @@ class Problem:
                     if "unknown name" in str(exc) and any(n in str(exc) for n in pending):
                         continue
                     raise SolkitError(f"{self.definition_path}: axes.{name}.expression: {exc}") from None
-                if axes[name] < 0:
-                    raise SolkitError(f"{where}: axis {name} = {expr} evaluates to {axes[name]} < 0")
+                if not 0 <= axes[name] <= MAX_AXIS:
+                    raise SolkitError(f"{where}: axis {name} = {expr} evaluates to {axes[name]}, outside 0..2**40")
                 del pending[name]
                 progressed = True
             if not progressed:

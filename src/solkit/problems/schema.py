@@ -68,11 +68,16 @@ class DType(str, Enum):
     bool = "bool"
 
 
+#: The largest axis size accepted (2**40, about 1.1e12 elements along one axis): beyond it a size is a typo or an
+#: attack (10**30, 2**128), and torch's int64 shapes would overflow once two such axes multiply.
+MAX_AXIS = 2**40
+
+
 class AxisConst(_FileModel):
     """An axis with a fixed size."""
 
     type: Literal["const"] = "const"
-    value: int = Field(ge=0)
+    value: int = Field(ge=0, le=MAX_AXIS)
     description: str | None = None
 
 
@@ -251,7 +256,7 @@ class Workload(_FileModel):
     """One line of ``workload.jsonl``."""
 
     uuid: NonEmpty
-    axes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    axes: dict[str, Annotated[int, Field(ge=0, le=MAX_AXIS)]] = Field(default_factory=dict)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     tolerance: ToleranceSpec = Field(default_factory=ToleranceSpec)
 
