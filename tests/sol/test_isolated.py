@@ -47,3 +47,11 @@ def test_honest_reference_gives_the_in_process_answer():
 def test_nonsense_timeout(timeout):
     with pytest.raises(SolkitError, match="positive number of seconds"):
         analyze_problem_isolated(EXAMPLE, timeout_s=timeout)
+
+
+def test_cli_analyze_of_a_hanging_reference_ends_with_one_line(tmp_path, capsys):
+    from solkit.cli import main
+
+    rc = main(["analyze", str(_hostile(tmp_path, "hang")), "--timeout", "4", "--arch", "h200-sxm"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "did not finish within 4 s" in err[0]

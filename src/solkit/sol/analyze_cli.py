@@ -43,6 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also tabulate T_SOL on every arch of the hardware database (datasheet basis; always in --json)",
     )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds the reference's analysis may take; it runs in a child process that is killed past this",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON array, one object per workload")
     p.set_defaults(func=cmd_analyze)
 
@@ -86,12 +92,14 @@ def _axes_text(axes: dict[str, int]) -> str:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from solkit.problems.loader import load_problem
-    from solkit.sol.analysis import analyze_problem
+    from solkit.sol.isolated import analyze_problem_isolated
 
-    problem = load_problem(args.problem)
+    if not args.timeout > 0:  # also false for nan
+        raise SolkitError(f"--timeout must be a positive number of seconds, not {args.timeout}")
+    problem = load_problem(args.problem)  # parses files only; the reference runs in the child below
     ceilings = _ceilings(args.arch, args.basis)
     tf32 = {"auto": None, "on": True, "off": False}[args.tf32]
-    results = analyze_problem(problem, allow_tf32=tf32, ceilings=ceilings)
+    results = analyze_problem_isolated(args.problem, timeout_s=args.timeout, allow_tf32=tf32, ceilings=ceilings)
 
     uncounted = sorted({op for r in results for op in r.analysis.uncounted})
     if uncounted:
