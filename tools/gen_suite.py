@@ -104,6 +104,14 @@ def make_inputs(axes, device):
     return {"input_ids": ids, "weight": weight}
 """
 
+CUSTOM_EMB_BWD = CUSTOM_EMB.replace(
+    '    return {"input_ids": ids, "weight": weight}\n',
+    '    dy = torch.randn(T, H, device=device, dtype=torch.bfloat16)\n'
+    '    return {"input_ids": ids, "weight": weight, "grad_output": dy}\n',
+)
+# The backward rows time the backward call alone (solkit.backends.backward_only); their bytes are that call's.
+BWD_NOTE = "The reference runs forward and backward; solkit bench times the backward alone."
+
 
 def T(*axes: str, dtype: str = "bfloat16") -> dict:
     return {"shape": list(axes), "dtype": dtype}
@@ -159,12 +167,15 @@ def build() -> None:
     problem("rmsnorm", "rmsnorm", "fwd", "RMSNorm, Llama casting, eps 1e-5, fp32 statistics, bf16 I/O.",
             var("num_tokens", "hidden_size"), {"hidden_states": x, "weight": w}, {"output": x},
             [RMS, "def run(hidden_states, weight):\n    return _rmsnorm(hidden_states, weight)"])  # fmt: skip
-    problem("rmsnorm_bwd", "rmsnorm", "fwd_bwd", "RMSNorm forward and backward (dX, dW) in one call.",
+    problem("rmsnorm_bwd", "rmsnorm", "bwd", "RMSNorm backward (dX, dW) alone, as training runs it: the timed call "
+            "reads the forward's saved tensors (x, fp32 1/rms per row) and dY. " + BWD_NOTE,
             var("num_tokens", "hidden_size"), {"hidden_states": x, "weight": w, "grad_output": x},
-            {"output": x, "grad_hidden_states": x, "grad_weight": w},
+            {"grad_hidden_states": x, "grad_weight": w},
             [RMS, GRAD, "def run(hidden_states, weight, grad_output):\n"
-             "    (y,), (dx, dw) = _vjp(_rmsnorm, (hidden_states, weight), (grad_output,))\n"
-             "    return y, dx, dw"])  # fmt: skip
+             "    _, (dx, dw) = _vjp(_rmsnorm, (hidden_states, weight), (grad_output,))\n"
+             "    return dx, dw"],
+            # read x, dY, w and 1/rms (fp32); write dX and dW
+            nbytes="2 * (3 * num_tokens * hidden_size + 2 * hidden_size) + 4 * num_tokens")  # fmt: skip
     problem("add_rmsnorm", "rmsnorm", "fwd", "Fused residual add + RMSNorm: s = x + r; returns (s, rmsnorm(s)).",
             var("num_tokens", "hidden_size"), {"hidden_states": x, "residual": x, "weight": w},
             {"residual_out": x, "output": x},
@@ -175,23 +186,28 @@ def build() -> None:
     problem("layernorm", "layernorm", "fwd", "LayerNorm with weight and bias, eps 1e-5, fp32 math, bf16 I/O.",
             var("num_tokens", "hidden_size"), {"x": x, "weight": w, "bias": w}, {"output": x},
             [ln, "def run(x, weight, bias):\n    return _layernorm(x, weight, bias)"])  # fmt: skip
-    problem("layernorm_bwd", "layernorm", "fwd_bwd", "LayerNorm forward and backward (dX, dW, dB).",
+    problem("layernorm_bwd", "layernorm", "bwd", "LayerNorm backward (dX, dW, dB) alone: the timed call reads the "
+            "forward's saved tensors (x, fp32 mean and 1/std per row) and dY. " + BWD_NOTE,
             var("num_tokens", "hidden_size"), {"x": x, "weight": w, "bias": w, "grad_output": x},
-            {"output": x, "grad_x": x, "grad_weight": w, "grad_bias": w},
+            {"grad_x": x, "grad_weight": w, "grad_bias": w},
             [ln, GRAD, "def run(x, weight, bias, grad_output):\n"
-             "    (y,), (dx, dw, db) = _vjp(_layernorm, (x, weight, bias), (grad_output,))\n"
-             "    return y, dx, dw, db"])  # fmt: skip
+             "    _, (dx, dw, db) = _vjp(_layernorm, (x, weight, bias), (grad_output,))\n"
+             "    return dx, dw, db"],
+            # read x, dY, w and mean, 1/std (fp32); write dX, dW, dB
+            nbytes="2 * (3 * num_tokens * hidden_size + 3 * hidden_size) + 8 * num_tokens")  # fmt: skip
     gu = T("num_tokens", "intermediate_size")
     sw = "def _swiglu(gate, up):\n    return (F.silu(gate.float()) * up.float()).to(gate.dtype)\n"
     ge = "def _geglu(gate, up):\n    return (F.gelu(gate.float(), approximate='tanh') * up.float()).to(gate.dtype)\n"
     problem("swiglu", "swiglu", "fwd", "SwiGLU gate: silu(gate) * up, fp32 math.",
             var("num_tokens", "intermediate_size"), {"gate": gu, "up": gu}, {"output": gu},
             [sw, "def run(gate, up):\n    return _swiglu(gate, up)"])  # fmt: skip
-    problem("swiglu_bwd", "swiglu", "fwd_bwd", "SwiGLU forward and backward (d gate, d up).",
+    problem("swiglu_bwd", "swiglu", "bwd", "SwiGLU backward (d gate, d up) alone: the timed call reads the "
+            "forward's saved gate and up and dY. " + BWD_NOTE,
             var("num_tokens", "intermediate_size"), {"gate": gu, "up": gu, "grad_output": gu},
-            {"output": gu, "grad_gate": gu, "grad_up": gu},
+            {"grad_gate": gu, "grad_up": gu},
             [sw, GRAD, "def run(gate, up, grad_output):\n"
-             "    (y,), (dg, du) = _vjp(_swiglu, (gate, up), (grad_output,))\n    return y, dg, du"])  # fmt: skip
+             "    _, (dg, du) = _vjp(_swiglu, (gate, up), (grad_output,))\n    return dg, du"],
+            nbytes="2 * 5 * num_tokens * intermediate_size")  # read gate, up, dY; write d gate, d up  # fmt: skip
     problem("geglu", "geglu", "fwd", "GeGLU gate (tanh GELU): gelu_tanh(gate) * up, fp32 math.",
             var("num_tokens", "intermediate_size"), {"gate": gu, "up": gu}, {"output": gu},
             [ge, "def run(gate, up):\n    return _geglu(gate, up)"])  # fmt: skip
@@ -200,10 +216,12 @@ def build() -> None:
     problem("softmax", "softmax", "fwd", "Row softmax over a vocabulary-wide row, fp32 math.",
             var("num_tokens", "vocab_size"), {"x": sx}, {"output": sx},
             [sm, "def run(x):\n    return _softmax(x)"])  # fmt: skip
-    problem("softmax_bwd", "softmax", "fwd_bwd", "Row softmax forward and backward.",
-            var("num_tokens", "vocab_size"), {"x": sx, "grad_output": sx}, {"output": sx, "grad_x": sx},
-            [sm, GRAD, "def run(x, grad_output):\n    (y,), (dx,) = _vjp(_softmax, (x,), (grad_output,))\n"
-             "    return y, dx"])  # fmt: skip
+    problem("softmax_bwd", "softmax", "bwd", "Row softmax backward alone: the timed call reads the forward's saved "
+            "output y and dY. " + BWD_NOTE,
+            var("num_tokens", "vocab_size"), {"x": sx, "grad_output": sx}, {"grad_x": sx},
+            [sm, GRAD, "def run(x, grad_output):\n    _, (dx,) = _vjp(_softmax, (x,), (grad_output,))\n"
+             "    return dx"],
+            nbytes="2 * 3 * num_tokens * vocab_size")  # read y, dY; write dX  # fmt: skip
     q = T("batch_size", "seq_len", "num_heads", "head_dim")
     k = T("batch_size", "seq_len", "num_kv_heads", "head_dim")
     cs = T("seq_len", "head_dim")
@@ -263,13 +281,27 @@ def build() -> None:
             custom=True,
             # A gather reads only the looked-up rows, not the whole table: ids + rows read + rows written.
             nbytes="8 * num_tokens + 2 * 2 * num_tokens * hidden_size")  # fmt: skip
+    problem("embedding_bwd", "embedding", "fwd_bwd",
+            "Token embedding lookup and its backward: the rows, then the dense weight gradient (a scatter-add of dY "
+            "rows by id; ids repeat).",
+            var("num_tokens", "vocab_size", "hidden_size"),
+            {"input_ids": T("num_tokens", dtype="int64"), "weight": T("vocab_size", "hidden_size"),
+             "grad_output": x},
+            {"output": x, "grad_weight": T("vocab_size", "hidden_size")},
+            [GRAD, CUSTOM_EMB_BWD, "def run(input_ids, weight, grad_output):\n"
+             "    (y,), (dw,) = _vjp(lambda w: F.embedding(input_ids, w), (weight,), (grad_output,))\n"
+             "    return y, dw"],
+            custom=True,
+            # forward: ids + rows read + rows written; backward: ids + dY read + the dense dW written once
+            nbytes="8 * num_tokens + 2 * 2 * num_tokens * hidden_size"
+                   " + 8 * num_tokens + 2 * num_tokens * hidden_size + 2 * vocab_size * hidden_size")  # fmt: skip
 
 
 def workloads_for(p: dict) -> list[dict]:
     out = []
     for size, models in SIZE_MODELS.items():
-        if size == "s" and p["op_type"] == "fused_linear_cross_entropy":
-            models = ["mistral-7b"]  # a 32k vocabulary keeps the CPU-sized class light
+        if size == "s" and (p["op_type"] == "fused_linear_cross_entropy" or p["name"] == "embedding_bwd"):
+            models = ["mistral-7b"]  # a 32k vocabulary keeps the CPU-sized class light (a dense V x H gradient)
         for model in models:
             c = MODELS[model]
             t = TOKENS[size]

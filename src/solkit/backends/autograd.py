@@ -46,6 +46,16 @@ def bwd_attn(f):
     return lambda q, k, v, do: (lambda o, g: (o[0], *g))(*vjp(f, (q, k, v), (do,)))
 
 
+def bwd_embedding(f):
+    """``run(ids, weight, dy) -> (rows, d weight)`` for a lookup ``f(ids, weight)`` (ids are not differentiated)."""
+
+    def run(ids, weight, dy):
+        (y,), (dw,) = vjp(lambda w: f(ids, w), (weight,), (dy,))
+        return y, dw
+
+    return run
+
+
 def bwd_ce(loss_fn):
     def run(logits, targets):
         (loss,), (dz,) = vjp(lambda z: loss_fn(z, targets), (logits,), (torch.ones((), device=logits.device),))
