@@ -1,0 +1,126 @@
+"""Decode attention (split-KV, paged) against an fp64 loop reference: tiny shapes in the CPU interpreter (fp32 and
+fp16), Llama-3-8B heads in bf16 on a GPU."""
+
+import pytest
+import torch
+
+from solkit.errors import SolkitError
+from solkit.kernels.attention import PATHS, decode_attention
+from solkit.kernels.attention.decode import split_plan
+
+
+def reference(q, k, v, lens):
+    """fp64: query token i of sequence b sits at lens[b] - lq + i and sees keys 0..itself; GQA by repetition."""
+    b, lq, h, d = q.shape
+    g = h // k.shape[2]
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    for s in range(b):
+        n = int(lens[s])
+        kk = k[s, :n].double().cpu().repeat_interleave(g, 1)
+        vv = v[s, :n].double().cpu().repeat_interleave(g, 1)
+        for i in range(lq):
+            pos = n - lq + i
+            w = torch.einsum("hd,nhd->hn", q[s, i].double().cpu(), kk[: pos + 1]) * d**-0.5
+            out[s, i] = torch.einsum("hn,nhd->hd", w.softmax(-1), vv[: pos + 1])
+    return out
+
+
+def paged(k, v, lens, block_size, spare=3, seed=0):
+    """The same cache as scattered blocks (a shuffled block pool with spare blocks) and its block table."""
+    b, cap, kvh, d = k.shape
+    per = -(-cap // block_size)
+    n_blocks = b * per + spare
+    order = torch.randperm(n_blocks, generator=torch.Generator().manual_seed(seed))
+    kc = torch.zeros((n_blocks, block_size, kvh, d), dtype=k.dtype, device=k.device)
+    vc = torch.zeros_like(kc)
+    table = torch.zeros((b, per), dtype=torch.int32)
+    used = 0
+    for s in range(b):
+        for j in range(-(-int(lens[s]) // block_size)):
+            blk, n = int(order[used]), min(block_size, int(lens[s]) - j * block_size)
+            used += 1
+            table[s, j] = blk
+            kc[blk, :n], vc[blk, :n] = (
+                k[s, j * block_size : j * block_size + n],
+                v[s, j * block_size : j * block_size + n],
+            )
+    return kc, vc, table.to(k.device)
+
+
+def inputs(b, lq, h, kvh, d, cap, lens, dtype, device="cpu", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda *s: torch.randn(*s, generator=g).to(device=device, dtype=dtype)  # noqa: E731
+    return mk(b, lq, h, d), mk(b, cap, kvh, d), mk(b, cap, kvh, d), torch.tensor(lens, dtype=torch.int32, device=device)
+
+
+TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+
+@pytest.mark.parametrize(
+    "dtype,lq,h,kvh,d,lens,options",
+    [
+        (torch.float32, 1, 4, 2, 16, [1, 70, 33], None),  # a sequence of length 1; uneven lengths
+        (torch.float16, 2, 4, 1, 32, [2, 45], {"num_splits": 3, "block_n": 16}),  # 2 query tokens, splits
+        (torch.float32, 3, 6, 3, 24, [90, 5], {"num_splits": 4, "block_n": 16}),  # odd head dim, 3 tokens
+    ],
+)
+def test_contiguous_and_paged_match_reference(dtype, lq, h, kvh, d, lens, options):
+    q, k, v, sl = inputs(len(lens), lq, h, kvh, d, max(lens) + 3, lens, dtype)
+    ref = reference(q, k, v, sl)
+    out = decode_attention(q, k, v, sl, options=options)
+    assert out.shape == q.shape and out.dtype == dtype
+    torch.testing.assert_close(out.double(), ref, atol=TOL[dtype], rtol=TOL[dtype])
+    kc, vc, table = paged(k, v, sl, block_size=16)
+    out_p = decode_attention(q, kc, vc, sl, table, options=options)
+    torch.testing.assert_close(out_p.double(), ref, atol=TOL[dtype], rtol=TOL[dtype])
+
+
+def test_split_plan_fills_the_device_and_covers_every_key():
+    for b, kvh, n, sms in [(1, 8, 8192, 132), (64, 8, 131072, 132), (8, 8, 32768, 132), (1, 1, 100, 2)]:
+        splits, chunk = split_plan(b, kvh, n, 64, sms)
+        assert 1 <= splits <= 64 and chunk % 64 == 0 and splits * chunk >= n > (splits - 1) * chunk
+    assert split_plan(1, 8, 8192, 64, 132)[0] > 1 and split_plan(64, 8, 131072, 64, 132)[0] <= 2
+
+
+def test_bad_inputs_are_one_line_errors():
+    q, k, v, sl = inputs(2, 1, 4, 2, 16, 8, [3, 8], torch.float32)
+    with pytest.raises(SolkitError, match="kv heads"):
+        decode_attention(torch.randn(2, 1, 5, 16), k, v, sl)
+    with pytest.raises(SolkitError, match="seq_lens"):
+        decode_attention(q, k, v, sl[:1])
+    with pytest.raises(SolkitError, match="dtype"):
+        decode_attention(q.half(), k, v, sl)
+
+
+def test_custom_op_and_paths():
+    assert "decode_attention" in PATHS and PATHS["decode_attention"][-1][1].portable
+    assert hasattr(torch.ops.solkit, "decode_attention")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q, k = torch.empty(2, 1, 8, 64, dtype=torch.bfloat16), torch.empty(2, 100, 2, 64, dtype=torch.bfloat16)
+        out = torch.ops.solkit.decode_attention(q, k, k, torch.empty(2, dtype=torch.int32), None, 0.125, 0, None)
+    assert out.shape == q.shape and out.dtype == torch.bfloat16
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch,kv_len,block_size", [(1, 8192, 16), (8, 4099, 64), (3, 40000, 256)])
+def test_llama3_8b_heads_bf16_paged(batch, kv_len, block_size):
+    lens = [kv_len - 37 * i for i in range(batch)]
+    q, k, v, sl = inputs(batch, 1, 32, 8, 128, kv_len, lens, torch.bfloat16, device="cuda")
+    ref = reference(q, k, v, sl)
+    kc, vc, table = paged(k, v, sl, block_size)
+    out = decode_attention(q, kc, vc, sl, table)
+    torch.testing.assert_close(out.double().cpu(), ref, atol=TOL[torch.bfloat16], rtol=TOL[torch.bfloat16])
+    torch.testing.assert_close(decode_attention(q, k, v, sl).double().cpu(), ref, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_against_sdpa_with_few_query_tokens():
+    q, k, v, sl = inputs(2, 4, 32, 8, 128, 2048, [2048, 2048], torch.bfloat16, device="cuda")
+    # the 4 new tokens are the last 4 positions: SDPA with a bottom-right causal mask is the same attention
+    mask = torch.ones(4, 2048, dtype=torch.bool, device="cuda").tril(2048 - 4)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=True
+    ).transpose(1, 2)
+    torch.testing.assert_close(decode_attention(q, k, v, sl).float(), want.float(), atol=2e-2, rtol=2e-2)
