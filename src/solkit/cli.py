@@ -48,6 +48,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "solkit.train.cli",
         "measure a Llama-style training step (tokens/s, MFU, memory, loss parity) per variant",
     ),
+    "model": (
+        "solkit.model.cli",
+        "the SOL of every operator of a model's training step (Hugging Face config or module:function), measured",
+    ),
 }
 
 #: The modules that register commands, in the order of :data:`COMMANDS`.

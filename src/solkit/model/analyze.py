@@ -1,0 +1,179 @@
+"""``solkit.model.analyze``: measure one step of a model and score every operator against T_SOL.
+
+1. The step is traced on meta tensors (no memory, milliseconds): every op's FLOPs by math unit and
+   bytes, with parameters, buffers and optimizer state as inputs (:mod:`solkit.model.work`).
+2. The real step runs ``warmup`` times (compiling it first under ``compile=True``), then once more
+   under torch.profiler with each module's forward in a named range (:mod:`solkit.model.scope`).
+3. Each kernel's time (CPU op time on a CPU) goes to the op or Inductor region that launched it
+   (:mod:`solkit.model.attribute`), and each is scored: T_SOL, SOL fraction, tier, the time lost to
+   SOL, grouped per operator, module type and layer (:mod:`solkit.model.report`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from solkit.errors import SolkitError
+from solkit.model.attribute import attribute
+from solkit.model.report import ModelReport, build_report
+from solkit.model.scope import module_scopes
+from solkit.model.step import check_mode, real_step
+from solkit.model.work import step_work
+from solkit.sol.model import Ceilings
+from solkit.zoo import Built
+
+
+def as_built(model: torch.nn.Module, example_inputs: Any, labels: torch.Tensor | None = None) -> Built:
+    """A model and its example inputs (a tensor, a tuple of arguments or a dict of keyword arguments)."""
+    if isinstance(example_inputs, Built):
+        return example_inputs
+    if isinstance(example_inputs, torch.Tensor):
+        args, kwargs = (example_inputs,), {}
+    elif isinstance(example_inputs, dict):
+        args, kwargs = (), dict(example_inputs)
+    else:
+        args, kwargs = tuple(example_inputs), {}
+    return Built(model, args, kwargs, labels, "module", None, None, type(model).__name__)
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    for t in list(model.parameters()) + list(model.buffers()):
+        return t.device
+    return torch.device("cpu")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _run_checked(step: Callable[[], Any], what: str) -> None:
+    try:
+        step()
+    except SolkitError:
+        raise
+    except Exception as e:  # the user's model failed on its inputs: one line, not a traceback
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise SolkitError(f"the model failed in its {what}: {type(e).__name__}: {first[:300]}") from None
+
+
+def _inductor_meta():
+    """Inductor annotates each kernel's profiler range with its boundary bytes (kernel_num_gb)."""
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(benchmark_kernel=True)
+
+
+def _versions() -> dict[str, str]:
+    out = {"torch": torch.__version__, "python": platform.python_version()}
+    with contextlib.suppress(ImportError):
+        import transformers
+
+        out["transformers"] = transformers.__version__
+    with contextlib.suppress(ImportError):
+        import triton
+
+        out["triton"] = triton.__version__
+    return out
+
+
+def _ceilings(device: torch.device, arch: str | None, basis: str, ceilings: Ceilings | None) -> Ceilings:
+    if ceilings is not None:
+        return ceilings
+    from solkit.sol.ceilings import get_ceilings
+
+    return get_ceilings(arch, basis)
+
+
+def analyze(
+    model: torch.nn.Module,
+    example_inputs: Any = (),
+    *,
+    labels: torch.Tensor | None = None,
+    mode: str = "fwd_bwd",
+    compile: bool = False,
+    warmup: int = 2,
+    arch: str | None = None,
+    basis: str = "spec",
+    precision: str | None = None,
+    ceilings: Ceilings | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ModelReport:
+    """Measure one step of ``model`` on ``example_inputs`` in ``mode`` and score each operator against T_SOL.
+
+    ``example_inputs``: a tensor, a tuple of positional arguments, a dict of keyword arguments or a
+    :class:`solkit.zoo.Built`. ``labels`` are passed as ``labels=`` (Hugging Face models then return
+    their loss); without them the backward starts from the sum of the first output. ``mode``: ``fwd``
+    (under no_grad), ``fwd_bwd`` or ``train_step`` (plus an AdamW step). ``compile``: run the step
+    through ``torch.compile``. T_SOL is on ``ceilings``, else on ``arch``/``basis`` (default: the present
+    device's datasheet); ``precision``: ``fastest`` or ``as_written`` (the analysis' policy).
+    """
+    say = progress or (lambda _msg: None)
+    t0 = time.perf_counter()
+    check_mode(mode)
+    built = as_built(model, example_inputs, labels)
+    device = _device_of(built.model)
+    on_gpu = device.type == "cuda"
+    ceil = _ceilings(device, arch, basis, ceilings)
+    say("tracing the step on meta tensors")
+    work = step_work(built, mode, precision)
+    runner = torch.compile(built.model) if compile else None
+    step = real_step(built, mode, runner)
+    patch = _inductor_meta() if compile else contextlib.nullcontext()
+    with patch:
+        for i in range(max(warmup, 2 if compile else 1)):
+            say(f"warm-up step {i + 1}" + (" (compiling)" if compile and i == 0 else ""))
+            _run_checked(step, "warm-up step" if i else "first step (check the example inputs)")
+        _sync(device)
+        say("profiling one step")
+        events, wall = _profile(step, built.model, device, scopes=not compile)
+    say("attributing kernels to operators")
+    rows, measured = attribute(events, work, on_gpu)
+    meta = {
+        "model": built.description,
+        "family": built.family,
+        "mode": mode,
+        "compile": compile,
+        "device": _device_meta(device),
+        "arch": ceil.arch,
+        "basis": ceil.basis,
+        "precision": precision or "fastest",
+        "tokens": built.tokens,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "versions": _versions(),
+        "time_source": "GPU kernel time (torch.profiler / CUPTI)" if on_gpu else "CPU op time (torch.profiler)",
+        "traced_ops": len(work.ops),
+    }
+    rep = build_report(rows, measured, ceil, meta)
+    rep.wall_s = wall
+    rep.overhead_s = time.perf_counter() - t0
+    return rep
+
+
+def _profile(step: Callable[[], Any], model: torch.nn.Module, device: torch.device, scopes: bool) -> tuple[list, float]:
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    ctx = module_scopes(model) if scopes else contextlib.nullcontext()
+    with profile(activities=acts, record_shapes=True) as prof, ctx:
+        t = time.perf_counter()
+        _run_checked(step, "profiled step")
+        _sync(device)
+        wall = time.perf_counter() - t
+    return list(prof.events()), wall
+
+
+def _device_meta(device: torch.device) -> dict[str, Any]:
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return {"kind": "cuda", "name": props.name, "memory_gb": round(props.total_memory / 2**30, 1)}
+    import os
+
+    return {"kind": "cpu", "name": platform.processor() or platform.machine(), "cpu_count": os.cpu_count()}

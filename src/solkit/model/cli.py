@@ -1,0 +1,152 @@
+"""``solkit model``: the SOL of every operator of a model's step (a Hugging Face config, or module:function)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from solkit.errors import SolkitError
+from solkit.output import console, err_console, fmt, print_json, table
+
+HELP = "the SOL of every operator of a model's training step (Hugging Face config or module:function), measured"
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "model",
+        help=HELP,
+        description="Measure one step of a model with torch.profiler, attribute every kernel to the aten op or "
+        "Inductor region that launched it, and score each against T_SOL from the meta-tensor analysis: time, "
+        "T_SOL, SOL fraction, tier and advice, and the time lost to SOL, per operator, module type and layer.",
+    )
+    src = p.add_argument_group("the model (one of)")
+    src.add_argument("--hf", metavar="FAMILY", help="a transformers family built from a config with random weights: "
+                     "llama, mistral, qwen2, qwen3, gemma2, gemma3, vit, resnet")  # fmt: skip
+    src.add_argument("--config", metavar="CONFIG_JSON", help="a config.json (its model_type names the family); "
+                     "with --hf, fields laid over the preset")  # fmt: skip
+    src.add_argument("--entry", metavar="MODULE:FUNCTION", help="a function returning (model, inputs)")
+    p.add_argument("--preset", default="tiny", help="shapes of --hf (tiny, llama3-8b, qwen3-8b, vit-b-16, 50, ...)")
+    p.add_argument("--layers", type=int, help="number of hidden layers (overrides the preset)")
+    p.add_argument("--seq", type=int, default=128, help="sequence length of a language model (default 128)")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--dtype", choices=list(DTYPES), help="parameter dtype (default bf16 on a GPU, fp32 on a CPU)")
+    p.add_argument("--mode", choices=["fwd", "fwd_bwd", "train_step"], default="train_step",
+                   help="fwd (no_grad), fwd_bwd, or train_step (plus AdamW); default train_step")  # fmt: skip
+    p.add_argument("--compile", action="store_true", help="run the step through torch.compile")
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up steps before the profiled one (default 2)")
+    p.add_argument("--arch", help="score on this product's datasheet instead of the present device's")
+    p.add_argument("--basis", choices=["spec", "calibrated"], default="spec", help="ceilings of T_SOL")
+    p.add_argument("--precision", default="fastest", help="fastest (default) or as-written: how matrix work is charged")
+    p.add_argument("--top", type=int, default=15, help="operators listed, by time lost (default 15)")
+    p.add_argument("--html", metavar="PATH", help="write report.html, results.json and figures to this folder")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd)
+
+
+def _device(name: str):
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SolkitError("--device cuda: no CUDA device is available")
+    return torch.device(name)
+
+
+def _to(x: Any, device, dtype) -> Any:
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def move(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return t.to(device, dtype) if dtype is not None and t.is_floating_point() else t.to(device)
+
+    return tree_map(move, x)
+
+
+def _load(args: argparse.Namespace, device):
+    import torch
+
+    from solkit.zoo import build, family_of_config, load_entry
+
+    given = [n for n in ("hf", "entry") if getattr(args, n)] + (["config"] if args.config and not args.hf else [])
+    if len(given) != 1:
+        raise SolkitError("give exactly one of --hf FAMILY, --config CONFIG_JSON, --entry MODULE:FUNCTION")
+    dtype = getattr(torch, DTYPES[args.dtype]) if args.dtype else None
+    if args.entry:
+        b = load_entry(args.entry)
+        b.model.to(device=device, dtype=dtype) if dtype is not None else b.model.to(device)
+        b.args, b.kwargs, b.labels = _to((b.args, b.kwargs, b.labels), device, dtype)
+        return b
+    default = torch.bfloat16 if device.type == "cuda" else torch.float32
+    family = args.hf or family_of_config(args.config)
+    return build(family, layers=args.layers, seq=args.seq, batch=args.batch, dtype=dtype or default,
+                 device=device, preset=args.preset, config=args.config)  # fmt: skip
+
+
+def _check(args: argparse.Namespace) -> None:
+    from solkit.sol.precision import parse_precision
+
+    for name in ("seq", "batch", "top"):
+        if getattr(args, name) < 1:
+            raise SolkitError(f"--{name} {getattr(args, name)}: must be at least 1")
+    if args.warmup < 0:
+        raise SolkitError(f"--warmup {args.warmup}: must be 0 or more")
+    if args.html and Path(args.html).is_file():
+        raise SolkitError(f"--html {args.html}: is a file; give a folder")
+    args.precision = parse_precision(args.precision)
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from solkit.model.analyze import analyze
+
+    _check(args)
+    device = _device(args.device)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True, disable=args.json) as bar:
+        task = bar.add_task("building the model")
+        built = _load(args, device)
+        rep = analyze(built.model, built, mode=args.mode, compile=args.compile, warmup=args.warmup, arch=args.arch,
+                      basis=args.basis, precision=args.precision,
+                      progress=lambda msg: bar.update(task, description=msg))  # fmt: skip
+    rep.meta["command"] = "solkit model " + shlex.join(a for a in sys.argv[1:] if a != "model")
+    paths = {}
+    if args.html:
+        from solkit.model.html import write_model_report
+
+        paths = write_model_report(rep, args.html)
+    d = rep.to_dict(top=args.top)
+    if args.json:
+        print_json({**d, "files": {k: str(v) for k, v in paths.items()}})
+        return 0
+    _print(d, args.top)
+    if paths:
+        console.print(f"report: {paths['html']}")
+    return 0
+
+
+def _print(d: dict[str, Any], top: int) -> None:
+    from solkit.model.html import summary_lines
+
+    cols = ["operator", "module type", "calls", "ms", "T_SOL ms", "SOL", "lost ms", "bound", "tier", "solkit kernel"]
+    rows = [[o["name"], o["category"], o["calls"], o["time_ms"], o["t_sol_ms"], o["sol_fraction"], o["lost_ms"],
+             o["bound"], o["tier"], o["solkit_kernel"]] for o in d["ops"][:top]]  # fmt: skip
+    console.print(table(f"Top {len(rows)} operators by time lost to SOL", cols, rows))
+    gcols = ["module type", "calls", "ms", "T_SOL ms", "SOL", "lost ms", "tier"]
+    grows = [[g["name"], g["calls"], g["time_ms"], g["t_sol_ms"], g["sol_fraction"], g["lost_ms"], g["tier"]]
+             for g in d["categories"]]  # fmt: skip
+    console.print(table("Per module type", gcols, grows))
+    for line in summary_lines(d):
+        console.print(line, highlight=False)
+    s = d["summary"]
+    if s["attributed_share"] < s["attributed_goal"]:
+        err_console.print(f"[yellow]warning:[/yellow] only {fmt(s['attributed_share'] * 100)} % of the measured time "
+                          "has a T_SOL (goal 95 %); see the rows with no T_SOL in --json")  # fmt: skip

@@ -1,0 +1,155 @@
+"""The model report as JSON and a self-contained HTML page (figures inlined), reusing solkit.report's figures."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: figures are written to files, never shown
+import matplotlib.pyplot as plt  # noqa: E402
+
+from solkit.model.report import ModelReport  # noqa: E402
+from solkit.output import fmt, jsonable  # noqa: E402
+from solkit.report.figures import roofline, sol_histogram  # noqa: E402
+
+OP_COLUMNS = [("name", "operator"), ("category", "module type"), ("calls", "calls"), ("time_ms", "ms"),
+              ("t_sol_ms", "T_SOL ms"), ("sol_fraction", "SOL"), ("lost_ms", "lost ms"), ("bound", "bound"),
+              ("tier", "tier"), ("advice", "advice")]  # fmt: skip
+GROUP_COLUMNS = [("name", "name"), ("calls", "calls"), ("time_ms", "ms"), ("t_sol_ms", "T_SOL ms"),
+                 ("sol_fraction", "SOL"), ("lost_ms", "lost ms"), ("tier", "tier")]  # fmt: skip
+
+
+def summary_lines(d: dict[str, Any]) -> list[str]:
+    """The step-level facts, one line each (the table footer and the HTML header)."""
+    s, m = d["summary"], d["meta"]
+    check = "yes" if s["sum_t_sol_le_measured"] else "NO: a violation (T_SOL above measured; never scored above 1)"
+    return [
+        f"model: {m['model']}; mode {m['mode']}{', torch.compile' if m['compile'] else ', eager'}",
+        f"device: {m['device'].get('name')} ({m['device'].get('kind')}); ceilings {m['arch']} ({m['basis']}); "
+        f"precision {m['precision']}",
+        f"measured: {fmt(s['measured_ms'])} ms ({m['time_source']}); wall {fmt(s['wall_ms'])} ms",
+        f"step SOL: sum of T_SOL {fmt(s['t_sol_ms'])} ms / measured = {fmt(s['step_sol'])}; "
+        f"sum of T_SOL <= measured: {check}",
+        f"attributed to operators with a T_SOL: {s['attributed_share']:.1%} of measured time "
+        f"(goal {s['attributed_goal']:.0%})",
+        f"analysis overhead: {fmt(s['analysis_overhead_s'])} s",
+    ]
+
+
+def _bench_shaped(d: dict[str, Any]) -> dict[str, Any]:
+    """Rows in the shape solkit.report's figures read: one point per operator group."""
+    basis = d["ceilings"]["basis"]
+    backend = "compile" if d["meta"]["compile"] else "eager"
+    rows = [
+        {
+            "problem": o["name"],
+            "backend": backend,
+            "status": "ok",
+            "ms": o["time_ms"],
+            "flops_total": o["flops"],
+            "fused_bytes": o["bytes"],
+            f"sol_{basis}": o["sol_fraction"],
+        }  # fmt: skip
+        for o in d["ops"]
+        if o["sol_fraction"] is not None and o["time_ms"] > 0
+    ]
+    meta = {"ceilings": {basis: d["ceilings"]}, "device": d["meta"]["device"], "arch": d["meta"]["arch"]}
+    return {"meta": meta, "rows": rows}
+
+
+def _bars(groups: list[dict], title: str, path: Path, horizontal: bool = True) -> Path:
+    names = [g["name"] for g in groups]
+    sol = [g["t_sol_ms"] or 0.0 for g in groups]
+    lost = [max(g["time_ms"] - (g["t_sol_ms"] or 0.0), 0.0) for g in groups]
+    fig, ax = plt.subplots(figsize=(8, max(3, 0.28 * len(names) + 1.5)))
+    ys = range(len(names))
+    ax.barh(ys, sol, color="#2ca02c", label="T_SOL")
+    ax.barh(ys, lost, left=sol, color="#d62728", label="time lost to SOL (measured - T_SOL)")
+    ax.set_yticks(list(ys))
+    ax.set_yticklabels(names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def figures(d: dict[str, Any], out: Path, top: int = 25) -> dict[str, Path]:
+    shaped = _bench_shaped(d)
+    ranked = sorted(d["ops"], key=lambda o: o["lost_ms"], reverse=True)[:top]
+    return {
+        "time_lost": _bars(ranked, f"Top {len(ranked)} operators by time lost to SOL", out / "time_lost.png"),
+        "per_layer": _bars(d["layers"], "Per layer: T_SOL and time lost", out / "per_layer.png"),
+        "roofline": roofline(shaped, out / "roofline.png"),
+        "sol_histogram": sol_histogram(shaped, out / "sol_histogram.png"),
+    }
+
+
+def _table(table_id: str, columns: list[tuple[str, str]], rows: list[dict]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
+    body = "".join(
+        f"<tr class='{'violation' if r.get('violation') else ('nosol' if r.get('sol_fraction') is None else 'ok')}'>"
+        + "".join(f"<td>{html.escape(fmt(r.get(k)))}</td>" for k, _ in columns)
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def html_page(d: dict[str, Any], figs: dict[str, Path]) -> str:
+    ranked = sorted(d["ops"], key=lambda o: o["lost_ms"], reverse=True)
+    imgs = "".join(
+        f"<figure><img alt='{k}' src='data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}'>"
+        f"<figcaption>{html.escape(k)}</figcaption></figure>"
+        for k, p in figs.items()
+    )
+    header = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(d))
+    title = html.escape(f"solkit model: {d['meta']['model']}")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
+table {{ border-collapse: collapse; font-size: 12px; margin-bottom: 1em; }}
+td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
+td:first-child, td:nth-child(2), td:last-child {{ text-align: left; }}
+tr.violation td {{ background: #f8d0d0; }} tr.nosol td {{ color: #888; }}
+figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 720px; }}
+</style></head>
+<body><h1>{title}</h1><ul id="summary">{header}</ul>
+<p>lost ms = measured time minus T_SOL (what a kernel at the speed of light would save). A row whose time is
+below its T_SOL is a violation (a counting or timing error): it is shown in red and its SOL capped at 1.</p>
+<h2>Operators, ranked by time lost to SOL</h2>{_table("results", OP_COLUMNS, ranked)}
+<h2>Per module type</h2>{_table("categories", GROUP_COLUMNS, d["categories"])}
+<h2>Per module class</h2>{_table("module-types", GROUP_COLUMNS, d["module_types"])}
+<h2>Per layer</h2>{_table("layers", GROUP_COLUMNS, d["layers"])}
+<h2>Figures</h2>{imgs}
+<script>
+// Self-check used by the tests: every figure decoded and the ranked table has rows.
+window.addEventListener('load', () => {{
+  const imgs = Array.from(document.images);
+  const ok = imgs.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 0)
+             && document.querySelectorAll('#results tbody tr').length > 0;
+  document.body.setAttribute('data-report-ok', ok ? 'yes' : 'no');
+}});
+</script>
+</body></html>
+"""
+
+
+def write_model_report(rep: ModelReport, out: str | Path) -> dict[str, Path]:
+    """``results.json``, the figures and ``report.html`` under ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    d = jsonable(rep.to_dict())
+    (out / "results.json").write_text(json.dumps(d, indent=1, allow_nan=False))
+    figs = figures(d, out)
+    (out / "report.html").write_text(html_page(d, figs))
+    return {"json": out / "results.json", "html": out / "report.html", **figs}

@@ -1,0 +1,189 @@
+"""The model report: per-call rows scored against T_SOL, grouped per operator, module type and layer."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from solkit.model.advice import kernel_advice
+from solkit.model.attribute import OpEvent
+from solkit.sol.model import Ceilings, sol_fraction, t_sol
+from solkit.sol.tiers import tier_for
+
+#: The goal for the share of measured time attributed to operators with a T_SOL.
+ATTRIBUTED_GOAL = 0.95
+
+
+@dataclass
+class Group:
+    """Rows added up: per operator (and shapes), per module type, per category or per layer."""
+
+    name: str
+    calls: int = 0
+    time_s: float = 0.0
+    t_sol_s: float = 0.0
+    timed_with_sol_s: float = 0.0
+    flops: float = 0.0
+    bytes: float = 0.0
+    bound: str = ""
+    category: str = ""
+    module_type: str = ""
+    kind: str = ""
+    advice: str = ""
+    kernel: str = ""
+    violation: bool = False
+    shapes: str = ""
+
+    @property
+    def lost_s(self) -> float:
+        return max(self.timed_with_sol_s - self.t_sol_s, 0.0)
+
+    @property
+    def sol_fraction(self) -> float | None:
+        if not self.timed_with_sol_s:
+            return None
+        return sol_fraction(self.t_sol_s, self.timed_with_sol_s).sol_fraction
+
+    def to_dict(self) -> dict[str, Any]:
+        frac = self.sol_fraction
+        tier = tier_for(frac, self.bound or "memory") if frac is not None else None
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "time_ms": self.time_s * 1e3,
+            "t_sol_ms": self.t_sol_s * 1e3 if self.timed_with_sol_s else None,
+            "sol_fraction": frac,
+            "lost_ms": self.lost_s * 1e3,
+            "violation": self.violation,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "bound": self.bound,
+            "category": self.category,
+            "module_type": self.module_type,
+            "kind": self.kind,
+            "shapes": self.shapes,
+            "tier": tier.label if tier else None,
+            "advice": " ".join(a for a in (tier.advice if tier else "no T_SOL: its work is unknown", self.advice) if a),
+            "solkit_kernel": self.kernel or None,
+        }
+
+
+@dataclass
+class ModelReport:
+    """Everything `solkit model` reports about one measured step."""
+
+    meta: dict[str, Any]
+    rows: list[OpEvent]
+    measured_s: float
+    ceilings: Ceilings
+    wall_s: float = 0.0
+    overhead_s: float = 0.0
+    ops: list[Group] = field(default_factory=list)
+    categories: list[Group] = field(default_factory=list)
+    module_types: list[Group] = field(default_factory=list)
+    layers: list[Group] = field(default_factory=list)
+    t_sol_s: float = 0.0
+    attributed_s: float = 0.0
+
+    @property
+    def attributed_share(self) -> float:
+        return self.attributed_s / self.measured_s if self.measured_s else 0.0
+
+    @property
+    def step_sol(self) -> float:
+        return sol_fraction(self.t_sol_s, self.measured_s).sol_fraction if self.measured_s else 0.0
+
+    @property
+    def violation(self) -> bool:
+        return self.t_sol_s > self.measured_s
+
+    def top(self, k: int = 5) -> list[Group]:
+        return sorted(self.ops, key=lambda g: g.lost_s, reverse=True)[:k]
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        ops = sorted(self.ops, key=lambda g: g.lost_s, reverse=True)
+        return {
+            "meta": self.meta,
+            "summary": {
+                "measured_ms": self.measured_s * 1e3,
+                "wall_ms": self.wall_s * 1e3,
+                "t_sol_ms": self.t_sol_s * 1e3,
+                "step_sol": self.step_sol,
+                "step_sol_raw": self.t_sol_s / self.measured_s if self.measured_s else None,
+                "sum_t_sol_le_measured": not self.violation,
+                "attributed_share": self.attributed_share,
+                "attributed_goal": ATTRIBUTED_GOAL,
+                "analysis_overhead_s": self.overhead_s,
+                "top5_by_time_lost": [g.name for g in ops[:5]],
+            },
+            "ops": [g.to_dict() for g in (ops[:top] if top else ops)],
+            "categories": [g.to_dict() for g in self.categories],
+            "module_types": [g.to_dict() for g in self.module_types],
+            "layers": [g.to_dict() for g in self.layers],
+            "ceilings": self.ceilings.to_dict(),
+        }
+
+
+def _row_sol(r: OpEvent, ceilings: Ceilings) -> tuple[float | None, str]:
+    if not r.match:
+        return None, ""
+    res = t_sol(r.flops, r.bytes, ceilings)
+    return res.t_sol_s, res.bound
+
+
+def _shape_text(r: OpEvent) -> str:
+    return " x ".join("[" + ",".join(str(d) for d in s) + "]" for s in r.shapes[:3])
+
+
+def _add(g: Group, r: OpEvent, ts: float | None, bound: str) -> None:
+    g.calls += 1
+    g.time_s += r.time_s
+    if ts is not None:
+        g.t_sol_s += ts
+        g.timed_with_sol_s += r.time_s
+        g.flops += sum(r.flops.values())
+        g.bytes += r.bytes
+        g.violation = g.violation or ts > r.time_s
+        if not g.bound or bound == "compute":
+            g.bound = bound
+
+
+def build_report(rows: list[OpEvent], measured_s: float, ceilings: Ceilings, meta: dict[str, Any]) -> ModelReport:
+    """Score every row on ``ceilings`` and group them; ``measured_s`` is the step's total measured time."""
+    rep = ModelReport(meta=meta, rows=rows, measured_s=measured_s, ceilings=ceilings)
+    ops: dict[tuple, Group] = {}
+    cats: dict[str, Group] = defaultdict(lambda: Group(""))
+    types: dict[str, Group] = defaultdict(lambda: Group(""))
+    layers: dict[str, Group] = defaultdict(lambda: Group(""))
+    for r in rows:
+        ts, bound = _row_sol(r, ceilings)
+        if ts is not None:
+            rep.t_sol_s += ts
+            rep.attributed_s += r.time_s
+        direction = " (bwd)" if r.backward else ""
+        key = (r.op, r.shapes, r.category, r.backward, r.kind)
+        g = ops.get(key)
+        if g is None:
+            g = ops[key] = Group(f"{r.op}{direction} {_shape_text(r)}".strip(), category=r.category, kind=r.kind,
+                                 module_type=r.module_type, shapes=_shape_text(r))  # fmt: skip
+            g.advice = kernel_advice(r.op, r.category, r.module_type)
+            g.kernel = g.advice.split(" (")[0].removeprefix("solkit has ") if g.advice else ""
+        _add(g, r, ts, bound)
+        where = ((cats, r.category), (types, r.module_type or "(none)"), (layers, r.layer or "(outside layers)"))
+        for table, name in where:
+            table[name].name = name
+            _add(table[name], r, ts, bound)
+    rep.ops = list(ops.values())
+    for table, target in ((cats, rep.categories), (types, rep.module_types)):
+        target.extend(sorted(table.values(), key=lambda g: g.lost_s, reverse=True))
+    for g in rep.categories:
+        g.category = g.name
+        g.advice = kernel_advice("", g.name, "")
+    rep.layers = sorted(layers.values(), key=lambda g: _layer_order(g.name))
+    return rep
+
+
+def _layer_order(name: str) -> tuple:
+    nums = [int(p) for p in name.split(".") if p.isdigit()]
+    return (0 if nums else 1, nums, name)

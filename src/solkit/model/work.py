@@ -1,0 +1,117 @@
+"""The work of every op of a step, from the meta-tensor trace, indexed to meet the profiler's events.
+
+A profiled aten op and a traced one are the same op when their canonical names (in-place suffix
+dropped, every scaled-dot-product-attention entry point folded into one forward and one backward
+name) and the shapes of their tensor arguments agree. Ops of the same name whose shapes the
+profiler reports differently (attention's backward takes other arguments than its forward's
+inputs) are matched in order of appearance instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from solkit.model.step import meta_step
+from solkit.sol.counting import OpCount, count_ops
+from solkit.sol.trace import OpRecord, TensorMeta, trace
+from solkit.zoo import Built
+
+_ATTN = r"scaled_dot_product\w*attention\w*|flash_attention|efficient_attention|cudnn_attention"
+_SDPA_BWD = re.compile(rf"^_?({_ATTN})_backward")
+_SDPA_FWD = re.compile(rf"^_?({_ATTN})(_forward)?$")
+
+
+def canonical(name: str) -> str:
+    """An aten op name as both sides are matched on: no namespace, no in-place suffix, attention folded."""
+    name = name.split("::")[-1].split(".")[-1] if "::" in name else name
+    if _SDPA_BWD.match(name):
+        return "scaled_dot_product_attention_backward"
+    if _SDPA_FWD.match(name):
+        return "scaled_dot_product_attention"
+    if name.endswith("_") and not name.endswith("__"):
+        name = name[:-1]
+    return name
+
+
+def shape_key(shapes: list[Any]) -> tuple[tuple[int, ...], ...]:
+    """The non-scalar tensor shapes among an op's arguments, in order (nested lists flattened)."""
+    out: list[tuple[int, ...]] = []
+
+    def visit(x: Any) -> None:
+        if isinstance(x, TensorMeta):
+            if x.shape:
+                out.append(tuple(x.shape))
+        elif isinstance(x, (list, tuple)):
+            if x and all(isinstance(v, int) and not isinstance(v, bool) for v in x):
+                out.append(tuple(x))
+            else:
+                for v in x:
+                    visit(v)
+
+    for s in shapes:
+        visit(s)
+    return tuple(out)
+
+
+@dataclass
+class TracedOp:
+    """One traced call: its record (shapes, dtypes) and its count (FLOPs by unit, bytes)."""
+
+    record: OpRecord
+    count: OpCount
+    name: str  # canonical
+    key: tuple
+
+
+class StepWork:
+    """Every traced op of a step, looked up by (name, shapes) and, failing that, by name in order."""
+
+    def __init__(self, ops: list[TracedOp]):
+        self.ops = ops
+        self.names = {o.name for o in ops}
+        self._by_key: dict[tuple, list[TracedOp]] = defaultdict(list)
+        self._by_name: dict[str, list[TracedOp]] = defaultdict(list)
+        for o in ops:
+            self._by_key[(o.name, o.key)].append(o)
+            self._by_name[o.name].append(o)
+        self._next_key: dict[tuple, int] = defaultdict(int)
+        self._next_name: dict[str, int] = defaultdict(int)
+
+    def match(self, name: str, shapes: list[Any]) -> tuple[TracedOp | None, str]:
+        """The traced op for a profiled call, and how it was found ("shapes", "order" or "")."""
+        key = (name, shape_key(shapes))
+        hits = self._by_key.get(key)
+        if hits:
+            i = self._next_key[key]
+            self._next_key[key] = i + 1
+            return hits[i % len(hits)], "shapes"
+        same = self._by_name.get(name)
+        if same:
+            i = self._next_name[name]
+            self._next_name[name] = i + 1
+            return same[i % len(same)], "order"
+        return None, ""
+
+
+def precision_policy(precision: str | None):
+    """The analysis' precision policy for ``fastest`` / ``as-written`` (None: the analysis' default)."""
+    if precision is None:
+        return None
+    from solkit.sol.precision import Precision
+
+    return Precision.current(basis=precision)
+
+
+def step_work(built: Built, mode: str, precision: str | None = None) -> StepWork:
+    """Trace one step of ``built`` in ``mode`` on meta tensors and count every op (on ``precision``'s basis)."""
+    fn, args = meta_step(built, mode)
+    tr = trace(fn, *args)
+    policy = precision_policy(precision)
+    counts = count_ops(tr.records, precision=policy) if policy is not None else count_ops(tr.records)
+    ops = [
+        TracedOp(rec, c, canonical(rec.name), shape_key(list(rec.args.values()))) for rec, c in zip(tr.records, counts)
+    ]
+    return StepWork(ops)
