@@ -6,10 +6,11 @@ problem (see docs/kernelbench.md):
 
 * the reference is the file's source followed by a wrapper: ``run(*inputs, *parameters)`` builds the
   model once per device from ``get_init_inputs()`` and calls ``forward`` through
-  ``torch.func.functional_call`` with the given parameters;
+  ``torch.func.functional_call`` with the given parameters (a meta-device copy is built when the
+  reference loads, so that a trace sees the buffers as inputs rather than the construction as work);
 * the inputs are ``get_inputs()``'s tensors (named after ``forward``'s arguments) **followed by the
   model's parameters**: a kernel reads its weights, so the fused bytes of ``solkit analyze`` count them.
-  Buffers (running statistics, masks) stay inside the model;
+  Buffers (running statistics, masks) stay inside the model; the analysis counts them as captured inputs;
 * the axes are the constants that size those tensors, found by doubling each constant in turn and
   seeing which dimensions follow it. A constant that also configures the model (it changes
   ``get_init_inputs()`` or a parameter's shape) is a ``const`` axis; one that sizes only the inputs
@@ -61,6 +62,19 @@ def _solkit_model(device):
         with torch.device(device):
             _SOLKIT_MODELS[key] = Model(*get_init_inputs())
     return _SOLKIT_MODELS[key]
+
+
+def _solkit_meta_model():
+    # Built when the reference loads, outside any trace: solkit's analysis (on meta tensors) then sees
+    # the model's buffers as inputs it reads, not its construction as work. A model that cannot be
+    # built on meta is built on first use instead, where its own error is reported.
+    try:
+        _solkit_model("meta")
+    except Exception:
+        _SOLKIT_MODELS.pop("meta", None)
+
+
+_solkit_meta_model()
 
 
 def _solkit_call(values):

@@ -5,14 +5,22 @@
 (:mod:`solkit.sol.counting`), and sums them:
 
 * ``flops``: unit -> FLOPs over all ops; ``flops_total`` their sum;
-* ``fused_bytes``: every distinct tensor input of ``fn`` read once plus every distinct output
-  written once, each at its own dtype (Python scalars count nothing): the "total fused bytes" of
-  a kernel that does the whole reference in one pass;
+* ``fused_bytes``: every tensor crossing the boundary of ``fn``, once, at its own dtype: each
+  distinct tensor input read once (for an ``nn.Module`` its parameters and buffers too, and any
+  tensor a closure captures), each distinct output written once, and inputs written in place or
+  gradients left in ``.grad`` (Python scalars count nothing): the "total fused bytes" of a kernel
+  that does the whole reference in one pass. A cast inside ``fn`` (``x.float()``) is never
+  materialised by such a kernel, so it costs no fused bytes;
 * ``unfused_bytes``: the sum over ops of the bytes each reads and writes (views move nothing):
   what an op-by-op execution moves;
 * ``uncounted``: names of ops no rule knows (their FLOPs are unknown, never silently zero).
 
 T_SOL = max over units of FLOPs/peak, and fused_bytes/bandwidth (:func:`solkit.sol.model.t_sol`).
+Which unit matrix work is charged to follows the precision policy (``precision="fastest"`` by
+default, or ``"as_written"``; :mod:`solkit.sol.precision`), and every result says which.
+
+The per-op view (each op's FLOPs, bytes and the boundary tensors it reads, parameters by name) and
+the boundary bytes of any group of ops are in :mod:`solkit.sol.opview`.
 
 ``analyze_problem(problem)`` does this for every workload of a SOL-ExecBench problem. A
 definition may declare its own work in a ``"solkit"`` key, evaluated per workload over its axes
@@ -34,9 +42,10 @@ import torch
 from torch.utils._pytree import tree_map
 
 from solkit.errors import SolkitError
-from solkit.sol.counting import OpCount, count_ops, default_allow_tf32
+from solkit.sol.counting import OpCount, count_ops
 from solkit.sol.model import Ceilings, SolResult, t_sol
-from solkit.sol.trace import TensorMeta, trace
+from solkit.sol.precision import Precision
+from solkit.sol.trace import BoundaryTensor, OpTrace, TensorMeta, trace
 
 #: Relative difference above which declared and traced counts are both reported.
 DISAGREEMENT = 0.01
@@ -136,6 +145,11 @@ class Analysis:
     inputs: list[TensorMeta]
     outputs: list[TensorMeta]
     allow_tf32: bool
+    precision: str = "fastest"
+    conv_tf32: bool = True
+    boundary: list[BoundaryTensor] = field(default_factory=list)  # the inputs, named (parameters by name)
+    written: list[BoundaryTensor] = field(default_factory=list)  # inputs written in place, gradients in .grad
+    trace: OpTrace | None = field(default=None, repr=False)  # the records behind ``calls`` (same order)
     traced_flops: dict[str, int] = field(default_factory=dict)
     traced_fused_bytes: int = 0
     declared: dict[str, Any] = field(default_factory=dict)  # {"flops": {...}, "bytes": int} when overridden
@@ -180,11 +194,15 @@ class Analysis:
             "fused_bytes": self.fused_bytes,
             "unfused_bytes": self.unfused_bytes,
             "uncounted": list(self.uncounted),
+            "precision": self.precision,
             "allow_tf32": self.allow_tf32,
-            "inputs": [_tensor_dict(t) for t in self.inputs],
+            "conv_tf32": self.conv_tf32,
+            "inputs": [_boundary_dict(b) for b in self.boundary] or [_tensor_dict(t) for t in self.inputs],
             "outputs": [_tensor_dict(t) for t in self.outputs],
             "ops": [s.to_dict() for s in self.ops],
         }
+        if self.written:
+            d["written"] = [_boundary_dict(b) for b in self.written]
         if self.declared:
             d["declared"] = dict(self.declared)
             d["traced"] = {"flops": dict(self.traced_flops), "fused_bytes": self.traced_fused_bytes}
@@ -201,6 +219,10 @@ def _tensor_dict(t: TensorMeta) -> dict[str, Any]:
     return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "bytes": t.nbytes}
 
 
+def _boundary_dict(b: BoundaryTensor) -> dict[str, Any]:
+    return {"name": b.name, "kind": b.kind, **_tensor_dict(b.meta)}
+
+
 def _sol_dict(r: SolResult) -> dict[str, Any]:
     return {
         "t_sol_ms": r.t_sol_ms,
@@ -213,8 +235,8 @@ def _sol_dict(r: SolResult) -> dict[str, Any]:
     }
 
 
-def _analysis_from_trace(tr, allow_tf32: bool) -> Analysis:
-    calls = count_ops(tr.records, allow_tf32)
+def _analysis_from_trace(tr: OpTrace, p: Precision) -> Analysis:
+    calls = count_ops(tr.records, precision=p)
     flops: dict[str, int] = {}
     for c in calls:
         for u, f in c.flops.items():
@@ -225,6 +247,7 @@ def _analysis_from_trace(tr, allow_tf32: bool) -> Analysis:
         if not c.counted and c.op not in uncounted:
             uncounted.append(c.op)
     fused = sum(t.nbytes for t in tr.inputs) + sum(t.nbytes for t in tr.outputs)
+    fused += sum(b.meta.nbytes for b in tr.written)
     notes = _gather_only_inputs(tr)
     return Analysis(
         ops=summarize(calls),
@@ -235,7 +258,12 @@ def _analysis_from_trace(tr, allow_tf32: bool) -> Analysis:
         uncounted=uncounted,
         inputs=list(tr.inputs),
         outputs=list(tr.outputs),
-        allow_tf32=allow_tf32,
+        allow_tf32=p.matmul_tf32,
+        precision=p.basis,
+        conv_tf32=p.conv_tf32,
+        boundary=list(tr.boundary),
+        written=list(tr.written),
+        trace=tr,
         traced_flops=dict(flops),
         traced_fused_bytes=fused,
         notes=notes,
@@ -275,20 +303,27 @@ def analyze(
     basis: str = "spec",
     allow_tf32: bool | None = None,
     ceilings: Ceilings | None = None,
+    precision: str = "fastest",
+    conv_tf32: bool | None = None,
+    rtol: float | None = None,
+    module: torch.nn.Module | None = None,
     **kwargs: Any,
 ) -> Analysis:
     """Trace ``fn(*example_inputs, **kwargs)`` without allocating tensors and count its work.
 
     Inputs may be tensors (any device; only their metadata is used), :class:`ShapeSpec` objects,
     ``(shape, dtype)`` pairs, or plain Python values passed through unchanged. Tensors that require
-    grad let ``fn`` run a backward pass (``torch.autograd.grad`` works on meta tensors).
-    ``allow_tf32`` (default: ``torch.backends.cuda.matmul.allow_tf32``) decides whether fp32 matrix
-    products go to ``tf32_tensor`` or ``fp32_vector``. With ``ceilings`` or ``arch``, ``.sol`` holds
-    T_SOL on that arch and basis.
+    grad let ``fn`` run a backward pass (``torch.autograd.grad`` works on meta tensors). ``fn`` may be
+    an ``nn.Module`` (its parameters and buffers are inputs) or a closure over one (pass it as
+    ``module`` to name its tensors). ``precision`` (``"fastest"`` or ``"as_written"``), ``allow_tf32``
+    (default: ``torch.backends.cuda.matmul.allow_tf32``), ``conv_tf32`` (default:
+    ``torch.backends.cudnn.allow_tf32``) and ``rtol`` (default: SOL-ExecBench's 1e-2) decide the unit of
+    matrix work (:mod:`solkit.sol.precision`). With ``ceilings`` or ``arch``, ``.sol`` holds T_SOL on
+    that arch and basis.
     """
-    tf32 = default_allow_tf32() if allow_tf32 is None else bool(allow_tf32)
+    p = Precision.current(precision, matmul_tf32=allow_tf32, conv_tf32=conv_tf32, rtol=rtol)
     args, kw = tree_map(as_meta_input, (example_inputs, kwargs), is_leaf=_is_spec)
-    a = _analysis_from_trace(trace(fn, *args, **kw), tf32)
+    a = _analysis_from_trace(trace(fn, *args, module=module, **kw), p)
     if ceilings is not None:
         a.sol = a.t_sol(ceilings)
     elif arch is not None:
@@ -346,6 +381,7 @@ class WorkloadAnalysis:
         body = a.to_dict()
         for key in ("flops_total", "flops", "fused_bytes", "unfused_bytes"):
             d[key] = body.pop(key)
+        d["precision"] = body.pop("precision")
         if a.sol is not None:
             for key in ("t_sol_ms", "bound", "arch", "basis"):
                 d[key] = body.pop(key)
@@ -422,14 +458,19 @@ def analyze_workload(
     basis: str = "spec",
     allow_tf32: bool | None = None,
     ceilings: Ceilings | None = None,
+    precision: str = "fastest",
 ) -> WorkloadAnalysis:
     """Analyse one workload of a loaded :class:`~solkit.problems.loader.Problem`.
 
     Declared ``"solkit"`` counts of the definition win over traced ones. T_SOL (``.analysis.sol``)
     is computed on ``ceilings`` if given, else on ``arch``/``basis``; with neither, only the counts.
+    ``precision`` is the basis of matrix work; narrowing a computed operand must fit the workload's
+    ``max_rtol``.
     """
     axes = problem.resolve_axes(workload)
-    a = analyze(problem.reference_fn(), *workload_inputs(problem, workload), allow_tf32=allow_tf32)
+    rtol = workload.tolerance.max_rtol
+    ins = workload_inputs(problem, workload)
+    a = analyze(problem.reference_fn(), *ins, allow_tf32=allow_tf32, precision=precision, rtol=rtol)
     _check_outputs(problem, workload, a)
     flops, nbytes = _declared_counts(problem, workload, {**axes, **problem.scalar_values(workload)})
     apply_declared(a, flops, nbytes)
@@ -446,6 +487,7 @@ def analyze_problem(
     basis: str = "spec",
     allow_tf32: bool | None = None,
     ceilings: Ceilings | None = None,
+    precision: str = "fastest",
 ) -> list[WorkloadAnalysis]:
     """Analyse every workload of a SOL-ExecBench problem (a directory, a definition.json or a Problem).
 
@@ -462,4 +504,7 @@ def analyze_problem(
         from solkit.sol.ceilings import get_ceilings
 
         ceilings = get_ceilings(arch, basis)  # once, not per workload
-    return [analyze_workload(problem, w, allow_tf32=allow_tf32, ceilings=ceilings) for w in problem.workloads]
+    return [
+        analyze_workload(problem, w, allow_tf32=allow_tf32, ceilings=ceilings, precision=precision)
+        for w in problem.workloads
+    ]

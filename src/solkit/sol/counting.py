@@ -1,12 +1,15 @@
-# Just over 500 lines on purpose: one table of per-op FLOP/byte rules, each op's rule found in one place.
+# Over 500 lines on purpose: one table of per-op FLOP/byte rules, each op's rule found in one place.
 """FLOPs and bytes of each traced op, with the FLOPs charged to the math unit that does them.
 
 Matrix work has exact formulas here (FLOP = one multiply or one add, so a multiply-accumulate is 2):
 
 * ``mm``/``bmm``/``addmm``/``baddbmm``/``addbmm`` (what ``linear`` and ``matmul`` decompose into):
   ``2·M·N·K`` per matrix product, plus ``M·N`` when a bias or ``beta·C`` is added (``beta = 0``
-  adds nothing). The work goes to ``<dtype>_tensor`` for the operand dtype; fp32 operands go to
-  ``tf32_tensor`` only when TF32 is allowed, else to ``fp32_vector``.
+  adds nothing). The work goes to ``<dtype>_tensor`` for the dtype :mod:`solkit.sol.precision`
+  charges: on the default ``fastest`` basis the storage dtype the operands originate in (a bf16
+  tensor upcast to fp32 is charged at bf16), on ``as_written`` the dtype computed in; fp32 goes to
+  ``tf32_tensor`` only when TF32 is allowed (matmuls: ``torch.backends.cuda.matmul.allow_tf32``;
+  convolutions on ``fastest``: ``torch.backends.cudnn.allow_tf32``), else to ``fp32_vector``.
 * ``convolution``: ``2·N·Cout·Hout·Wout·(Cin/groups)·kh·kw`` (any number of spatial dims), plus
   one add per output element for the bias; the backward counts the same for each of grad_input and
   grad_weight, and one add per grad_output element for grad_bias.
@@ -38,6 +41,7 @@ import torch
 import yaml
 
 from solkit.errors import SolkitError
+from solkit.sol.precision import Precision, annotate_origins, charged_dtype, origin
 from solkit.sol.trace import OpRecord, TensorMeta
 
 
@@ -195,13 +199,33 @@ def _t(rec: OpRecord, name: str) -> TensorMeta | None:
     return v if isinstance(v, TensorMeta) else None
 
 
-def _gemm(rec: OpRecord, allow_tf32: bool, flops: int, a: TensorMeta, note: str, extra: int = 0) -> OpCount:
-    unit = tensor_unit(a.dtype, allow_tf32)
+def _gemm(
+    rec: OpRecord,
+    p: Precision,
+    flops: int,
+    operands: list[TensorMeta | None],
+    note: str,
+    extra: int = 0,
+    conv: bool = False,
+) -> OpCount:
+    """Matrix work on the unit :mod:`solkit.sol.precision` charges for ``operands`` (the first is as written)."""
+    ops = [t for t in operands if t is not None]
+    a = ops[0]
+    dtype = charged_dtype(a.dtype, [origin(rec, t) for t in ops], p)
+    tf32 = p.tf32(conv)
+    unit = tensor_unit(dtype, tf32)
     if unit is None:
         return OpCount(rec.qualified_name, {}, _bytes_default(rec), False, f"no tensor unit for {a.dtype}")
-    if a.dtype == torch.float32:
-        note += "; fp32 as TF32" if allow_tf32 else "; fp32 on the vector unit (TF32 not allowed)"
+    if dtype != a.dtype:
+        note += f"; computed in {_short(a.dtype)} from {_short(dtype)} storage: charged at {unit}"
+    elif dtype == torch.float32:
+        switch = "cudnn.allow_tf32" if conv and p.basis == "fastest" else "matmul.allow_tf32"
+        note += f"; fp32 as TF32 ({switch})" if tf32 else f"; fp32 on the vector unit ({switch} off)"
     return OpCount(rec.qualified_name, {unit: flops + extra}, _bytes_default(rec), True, note)
+
+
+def _short(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _beta_nonzero(rec: OpRecord) -> bool:
@@ -214,17 +238,17 @@ def _k_of(a: TensorMeta) -> int:
     return 2 * k if a.dtype in _FP4 else k  # two fp4 values per byte, packed along K
 
 
-def _rule_mm(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_mm(rec: OpRecord, p: Precision) -> OpCount:
     a, b = _t(rec, "self"), _t(rec, "mat2")
     m, k, n = a.shape[0], _k_of(a), b.shape[-1]
     note = f"2*M*N*K, M={m} N={n} K={k}"
     extra = 0
     if rec.base_name in ("_scaled_mm",) and _t(rec, "bias") is not None:
         extra, note = m * n, note + " + M*N bias"
-    return _gemm(rec, allow_tf32, 2 * m * n * k, a, note, extra)
+    return _gemm(rec, p, 2 * m * n * k, [a, b], note, extra)
 
 
-def _rule_addmm(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_addmm(rec: OpRecord, p: Precision) -> OpCount:
     a, b = _t(rec, "mat1"), _t(rec, "mat2")
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     note = f"2*M*N*K, M={m} N={n} K={k}"
@@ -234,36 +258,36 @@ def _rule_addmm(rec: OpRecord, allow_tf32: bool) -> OpCount:
     if rec.base_name == "_addmm_activation":
         act = 5 if rec.args.get("use_gelu") else 1
         extra, note = extra + act * m * n, note + f" + {act}*M*N activation"
-    return _gemm(rec, allow_tf32, 2 * m * n * k, a, note, extra)
+    return _gemm(rec, p, 2 * m * n * k, [a, b], note, extra)
 
 
-def _rule_bmm(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_bmm(rec: OpRecord, p: Precision) -> OpCount:
     a, b = _t(rec, "self"), _t(rec, "mat2")
     bsz, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
-    return _gemm(rec, allow_tf32, 2 * bsz * m * n * k, a, f"2*B*M*N*K, B={bsz} M={m} N={n} K={k}")
+    return _gemm(rec, p, 2 * bsz * m * n * k, [a, b], f"2*B*M*N*K, B={bsz} M={m} N={n} K={k}")
 
 
-def _rule_baddbmm(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_baddbmm(rec: OpRecord, p: Precision) -> OpCount:
     a, b = _t(rec, "batch1"), _t(rec, "batch2")
     bsz, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
     note = f"2*B*M*N*K, B={bsz} M={m} N={n} K={k}"
     extra = bsz * m * n if _beta_nonzero(rec) else 0
     if extra:
         note += " + B*M*N add" if rec.base_name == "baddbmm" else " + B*M*N batch sum and add"
-    return _gemm(rec, allow_tf32, 2 * bsz * m * n * k, a, note, extra)
+    return _gemm(rec, p, 2 * bsz * m * n * k, [a, b], note, extra)
 
 
-def _rule_grouped_mm(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_grouped_mm(rec: OpRecord, p: Precision) -> OpCount:
     a, b = _t(rec, "self"), _t(rec, "mat2")
     if a.dim == 2:  # 2-D x 3-D: rows split into groups, one weight each; 2-D x 2-D: K split into groups
         flops = 2 * a.shape[0] * _k_of(a) * b.shape[-1]
     else:  # a 3-D: per-group products, out = G x M x N (or M x Ntot)
         out = rec.outputs[0]
         flops = 2 * out.numel * _k_of(a)
-    return _gemm(rec, allow_tf32, flops, a, "2*M*N*K summed over groups")
+    return _gemm(rec, p, flops, [a, b], "2*M*N*K summed over groups")
 
 
-def _rule_mv(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_mv(rec: OpRecord, p: Precision) -> OpCount:
     a = _t(rec, "mat") or _t(rec, "self")
     m, k = a.shape[0], a.shape[1]
     extra = m if rec.base_name == "addmv" and _beta_nonzero(rec) else 0
@@ -275,7 +299,7 @@ def _rule_mv(rec: OpRecord, allow_tf32: bool) -> OpCount:
     return OpCount(rec.qualified_name, {unit: 2 * m * k + extra}, _bytes_default(rec), True, note)
 
 
-def _rule_addr(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_addr(rec: OpRecord, p: Precision) -> OpCount:
     out = rec.outputs[0]
     return OpCount(rec.qualified_name, _vector(rec, 2, out.numel), _bytes_default(rec), True, "outer product + add")
 
@@ -294,7 +318,7 @@ def _conv_flops(numel: int, weight: TensorMeta) -> int:
     return 2 * numel * (weight.numel // weight.shape[0])
 
 
-def _rule_convolution(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_convolution(rec: OpRecord, p: Precision) -> OpCount:
     x, w, out = _t(rec, "input"), _t(rec, "weight"), rec.outputs[0]
     transposed = bool(rec.args.get("transposed"))
     flops = _conv_flops(x.numel if transposed else out.numel, w)
@@ -302,24 +326,18 @@ def _rule_convolution(rec: OpRecord, allow_tf32: bool) -> OpCount:
     note = "2*N*Cout*out_spatial*(Cin/groups)*prod(kernel)" + (" + bias add" if extra else "")
     if transposed:
         note = "transposed: 2*N*Cin*in_spatial*(Cout/groups)*prod(kernel)" + (" + bias add" if extra else "")
-    return _gemm(rec, allow_tf32, flops, x, note, extra)
+    return _gemm(rec, p, flops, [x, w], note, extra, conv=True)
 
 
-def _rule_convolution_backward(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_convolution_backward(rec: OpRecord, p: Precision) -> OpCount:
     g, x, w = _t(rec, "grad_output"), _t(rec, "input"), _t(rec, "weight")
     transposed = bool(rec.args.get("transposed"))
     mask = list(rec.args.get("output_mask") or (True, True, True))
     one = _conv_flops(x.numel if transposed else g.numel, w)
     flops = one * (int(bool(mask[0])) + int(bool(mask[1])))
     extra = g.numel if len(mask) > 2 and mask[2] else 0
-    return _gemm(
-        rec,
-        allow_tf32,
-        flops,
-        x,
-        "grad_input and grad_weight each as the forward; grad_bias 1 per grad_output element",
-        extra,
-    )
+    note = "grad_input and grad_weight each as the forward; grad_bias 1 per grad_output element"
+    return _gemm(rec, p, flops, [x, w, g], note, extra, conv=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -333,7 +351,7 @@ _BSHD_OPS = {
 }
 
 
-def _rule_attention(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_attention(rec: OpRecord, p: Precision) -> OpCount:
     q, k, v = _t(rec, "query"), _t(rec, "key"), _t(rec, "value")
     op = rec.qualified_name
     if q is None or k is None or v is None:
@@ -360,17 +378,16 @@ def _rule_attention(rec: OpRecord, allow_tf32: bool) -> OpCount:
     flops = 5 * fwd // 2 if backward else fwd
     if backward:
         note += "; backward = 2.5 x forward (QK^T recompute, dV, dP, dQ, dK)"
-    unit = tensor_unit(q.dtype, allow_tf32)
-    if unit is None:
+    if tensor_unit(q.dtype, p.matmul_tf32) is None:
         return OpCount(op, {}, _bytes_default(rec), False, f"no tensor unit for {q.dtype} attention")
-    return OpCount(op, {unit: flops}, _bytes_default(rec), True, note)
+    return _gemm(rec, p, flops, [q, k, v], note)
 
 
 # ----------------------------------------------------------------------------------------------
 # Norms and losses (constants in the YAML)
 
 
-def _rule_norm(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_norm(rec: OpRecord, p: Precision) -> OpCount:
     c = rule_table()["norms"][rec.name]
     x = _t(rec, "input")
     n = x.numel if x is not None else max(t.numel for t in rec.inputs)
@@ -390,7 +407,7 @@ def _rule_norm(rec: OpRecord, allow_tf32: bool) -> OpCount:
     return OpCount(rec.qualified_name, _vector(rec, per, n), _bytes_default(rec), True, c.get("note", ""))
 
 
-def _rule_nll(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_nll(rec: OpRecord, p: Precision) -> OpCount:
     c = rule_table()["nll"][rec.name]
     target, x, weight = _t(rec, "target"), _t(rec, "self"), _t(rec, "weight")
     n = target.numel
@@ -418,7 +435,7 @@ def _window(rec: OpRecord) -> int:
     return n
 
 
-def _rule_pool(rec: OpRecord, allow_tf32: bool) -> OpCount:
+def _rule_pool(rec: OpRecord, p: Precision) -> OpCount:
     """Max pooling: one comparison per window element per output; average: one add each (+1 divide).
 
     Backward: max scatters one value per grad_output element; average spreads each grad_output over its
@@ -436,7 +453,7 @@ def _rule_pool(rec: OpRecord, allow_tf32: bool) -> OpCount:
 # ----------------------------------------------------------------------------------------------
 # Dispatch
 
-Rule = Callable[[OpRecord, bool], OpCount]
+Rule = Callable[[OpRecord, Precision], OpCount]
 _CODE_RULES: dict[str, Rule] = {
     "mm": _rule_mm,
     "_scaled_mm": _rule_mm,
@@ -485,21 +502,49 @@ def _rules_for(name: str) -> Rule | dict[str, Any] | None:
     return table["ops"].get(name)
 
 
-def count_op(rec: OpRecord, allow_tf32: bool | None = None) -> OpCount:
-    """FLOPs by unit and bytes of one recorded op (``counted=False`` when no rule knows it)."""
-    tf32 = default_allow_tf32() if allow_tf32 is None else allow_tf32
+def _policy(allow_tf32: bool | None, precision: Precision | None) -> Precision:
+    if precision is not None:
+        return precision
+    return Precision.current(matmul_tf32=allow_tf32)
+
+
+def count_op(rec: OpRecord, allow_tf32: bool | None = None, precision: Precision | None = None) -> OpCount:
+    """FLOPs by unit and bytes of one recorded op (``counted=False`` when no rule knows it).
+
+    ``precision`` (default: the ``fastest`` basis with PyTorch's TF32 switches, ``allow_tf32`` overriding
+    the matmul one) decides the unit of matrix work; see :mod:`solkit.sol.precision`.
+    """
+    p = _policy(allow_tf32, precision)
     if rec.is_view:
         return OpCount(rec.qualified_name, {}, 0, True, "view: moves nothing")
-    rule = _rules_for(rec.name)
-    if rule is None and rec.base_name != rec.name:
-        rule = _rules_for(rec.base_name)
+    rule = _rule_of(rec)
     if rule is None:
         return OpCount(rec.qualified_name, {}, _bytes_default(rec), False, "no FLOP rule for this op")
     if callable(rule):
-        return rule(rec, tf32)
+        return rule(rec, p)
     return _table_rule(rec, rule)
 
 
-def count_ops(records: Iterable[OpRecord], allow_tf32: bool | None = None) -> list[OpCount]:
-    tf32 = default_allow_tf32() if allow_tf32 is None else allow_tf32
-    return [count_op(r, tf32) for r in records]
+def _rule_of(rec: OpRecord) -> Rule | dict[str, Any] | None:
+    rule = _rules_for(rec.name)
+    if rule is None and rec.base_name != rec.name:
+        rule = _rules_for(rec.base_name)
+    return rule
+
+
+def value_preserving(rec: OpRecord) -> bool:
+    """Whether an op only moves values (a view, cast, copy, concatenation or gather)."""
+    if rec.is_view:
+        return True
+    rule = _rule_of(rec)
+    return isinstance(rule, dict) and rule.get("kind") in ("view", "movement", "gather")
+
+
+def count_ops(
+    records: Iterable[OpRecord], allow_tf32: bool | None = None, precision: Precision | None = None
+) -> list[OpCount]:
+    """Count every record, after following each tensor's storage dtype through them (the precision policy)."""
+    p = _policy(allow_tf32, precision)
+    records = list(records)
+    annotate_origins(records, value_preserving)
+    return [count_op(r, precision=p) for r in records]
