@@ -232,6 +232,8 @@ SOLKIT.impls.update(
         "rope_bwd": lambda ref: bwd_rope(_sk_rope),
         "cross_entropy": lambda ref: bwd_ce(_sk_ce),
         "fused_linear_cross_entropy": lambda ref: bwd_flce(_sk_flce),
+        "embedding": lambda ref: lambda ids, w: _k().embedding(ids, w),
+        "embedding_bwd": lambda ref: bwd_embedding(lambda ids, w: _k().embedding(ids, w)),
     }
 )
 

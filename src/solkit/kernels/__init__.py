@@ -14,6 +14,7 @@ from solkit.kernels.cross_entropy import (
     cross_entropy,
     fused_linear_cross_entropy,
 )
+from solkit.kernels.embedding import Embedding, embedding
 from solkit.kernels.gates import GeGLU, SwiGLU, geglu, swiglu
 from solkit.kernels.gemm import FusedLinearResidual, fused_linear, gemm
 from solkit.kernels.norms import AddRMSNorm, LayerNorm, RMSNorm, add_rmsnorm, layernorm, rmsnorm
@@ -44,6 +45,8 @@ __all__ = [
     "geglu",
     "SwiGLU",
     "GeGLU",
+    "embedding",
+    "Embedding",
     "kernel_paths",
     "all_paths",
     "caps_for_product",
