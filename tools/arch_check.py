@@ -321,6 +321,7 @@ def fake_device(arch: int, sink: list[Launch], tape: list):
     from triton.runtime.jit import JITFunction
 
     from solkit.kernels.common.capability import caps_for_product, simulate
+    from solkit.kernels.common.ops import run_by_hand
 
     caps = caps_for_product(ARCH_PRODUCT[arch])
     props = _fake_props(caps)
@@ -337,6 +338,7 @@ def fake_device(arch: int, sink: list[Launch], tape: list):
         stack.enter_context(mock.patch.object(Autotuner, "check_disk_cache", lambda self, k, c, bench: bench()))
         stack.enter_context(mock.patch.dict(os.environ, {"SOLKIT_GEMM_TUNER": "triton"}))
         stack.enter_context(simulate(caps))
+        stack.enter_context(run_by_hand())  # the launchers themselves, not the custom ops' fake implementations
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(warnings.catch_warnings())
         warnings.simplefilter("ignore")

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from solkit.kernels.norms.layer_norm import layernorm
-from solkit.kernels.norms.rms_norm import add_rmsnorm, rmsnorm
+from solkit.kernels.norms import add_rmsnorm, layernorm, rmsnorm
 from solkit.kernels.softmax.dispatch import softmax, softmax_backward, softmax_forward
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.timing import benchmark

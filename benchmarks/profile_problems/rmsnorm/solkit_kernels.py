@@ -1,6 +1,6 @@
 import torch
 
-from solkit.kernels.norms.rms_norm import rmsnorm
+from solkit.kernels import rmsnorm
 
 
 @torch.no_grad()

@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from solkit.errors import SolkitError
-from solkit.kernels.norms.layer_norm import LayerNorm, layernorm, layernorm_backward, layernorm_forward
+from solkit.kernels.norms import LayerNorm, layernorm
+from solkit.kernels.norms.layer_norm import layernorm_backward, layernorm_forward
 
 ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
 

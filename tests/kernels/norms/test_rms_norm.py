@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from solkit.errors import SolkitError
-from solkit.kernels.norms.rms_norm import AddRMSNorm, RMSNorm, add_rmsnorm, rmsnorm, rmsnorm_backward, rmsnorm_forward
+from solkit.kernels.norms import AddRMSNorm, RMSNorm, add_rmsnorm, rmsnorm
+from solkit.kernels.norms.rms_norm import rmsnorm_backward, rmsnorm_forward
 
 ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
 SHAPES = [(1, 257), (7, 1031), (2, 3, 96)]

@@ -29,7 +29,6 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.errors import SolkitError
 from solkit.kernels.common import tuned
 from solkit.kernels.common.capability import allowed, device_caps
 from solkit.kernels.common.rows import check_rows, check_weight, load_tile, row_config, sum_partials, warps_for
@@ -228,14 +227,30 @@ def layernorm_forward(
     eps: float = 1e-5,
     *,
     save_stats: bool = True,
+    **launch,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Launch the forward. Returns ``(y, mean, rstd)``; the statistics only when ``save_stats``. ``launch``:
+    the launch options of :func:`layernorm_forward_stats`."""
+    y, stats = layernorm_forward_stats(x, weight, bias, eps, save_stats=save_stats, **launch)
+    return (y, None, None) if stats is None else (y, stats[0], stats[1])
+
+
+def layernorm_forward_stats(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    eps: float = 1e-5,
+    *,
+    save_stats: bool = True,
     block_m: int | None = None,
     num_warps: int | None = None,
     maxnreg: int | None = None,
     one_pass: bool | None = None,
     chunk: int | None = None,
     num_stages: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Launch the forward. Returns ``(y, mean, rstd)``; the statistics only when ``save_stats``.
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Launch the forward. Returns ``(y, stats)``: ``stats`` is ``[2, rows]`` fp32 (mean, rstd), only when
+    ``save_stats`` (one buffer: a custom op's outputs never share storage).
 
     ``one_pass`` computes mean and variance in one reduction (shifted sums; default
     :data:`LAYERNORM_CONFIG`) instead of mean first, then the centred sum of squares. ``chunk`` (columns,
@@ -279,9 +294,7 @@ def layernorm_forward(
             ONE_PASS=cfg["one_pass"] if one_pass is None else one_pass,
             BLOCK_M=bm, BLOCK_N=bn, num_warps=nw, maxnreg=maxnreg,
         )  # fmt: skip
-    if stats is None:
-        return y2.view(x.shape), None, None
-    return y2.view(x.shape), stats[0], stats[1]
+    return y2.view(x.shape), stats
 
 
 def layernorm_backward(
@@ -293,6 +306,26 @@ def layernorm_backward(
     *,
     has_bias: bool = True,
     bias_dtype: torch.dtype | None = None,
+    **launch,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias). ``launch``: the
+    launch options of :func:`layernorm_backward_sums`."""
+    dx, sums = layernorm_backward_sums(dy, x, weight, mean, rstd, has_bias=has_bias, **launch)
+    n_cols = weight.shape[0]
+    if not has_bias:
+        return dx, sums, None
+    db = sums[n_cols:] if (bias_dtype or weight.dtype) == weight.dtype else sums[n_cols:].to(bias_dtype)
+    return dx, sums[:n_cols], db
+
+
+def layernorm_backward_sums(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    *,
+    has_bias: bool = True,
     block_m: int | None = None,
     num_warps: int | None = None,
     programs_per_sm: int | None = None,
@@ -303,11 +336,11 @@ def layernorm_backward(
     w_reload: bool | None = None,
     tma_stages: int | None = None,
     maxnreg: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Launch the backward. Returns ``(dx, dweight, dbias)`` (``dbias`` None without a bias).
-    ``prefetch``: row blocks loaded ahead (0, 1, 2; True means 1); ``fused_reduce``, ``balanced``,
-    ``w_reload``, ``tma_stages``: as :func:`~rms_norm.rmsnorm_backward`. Launch parameters left None come
-    from :data:`LAYERNORM_CONFIG`."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch the backward. Returns ``(dx, sums)``: ``sums`` is ``dweight`` followed by ``dbias`` (with a bias)
+    in the weight's dtype, one buffer. ``prefetch``: row blocks loaded ahead (0, 1, 2; True means 1);
+    ``fused_reduce``, ``balanced``, ``w_reload``, ``tma_stages``: as :func:`~rms_norm.rmsnorm_backward`. Launch
+    parameters left None come from :data:`LAYERNORM_CONFIG`."""
     x2 = check_rows(x, "layernorm saved input")
     dy2 = check_rows(dy, "layernorm grad_output")
     n_rows, n_cols = x2.shape
@@ -336,57 +369,4 @@ def layernorm_backward(
         )  # fmt: skip
     if not fused:
         sums = sum_partials(partial if has_bias else partial[:, :n_cols], weight.dtype, **partial_sum)
-    if not has_bias:
-        return dx2.view(x.shape), sums, None
-    db = sums[n_cols:] if (bias_dtype or weight.dtype) == weight.dtype else sums[n_cols:].to(bias_dtype)
-    return dx2.view(x.shape), sums[:n_cols], db
-
-
-class LayerNormFunction(torch.autograd.Function):
-    """Autograd wrapper of :func:`layernorm_forward` / :func:`layernorm_backward`."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, eps=1e-5):
-        needs_grad = any(ctx.needs_input_grad[:3])
-        y, mean, rstd = layernorm_forward(x, weight, bias, eps, save_stats=needs_grad)
-        if needs_grad:
-            ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.has_bias = bias is not None
-        ctx.bias_dtype = bias.dtype if bias is not None else None
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, weight, mean, rstd = ctx.saved_tensors
-        dx, dw, db = layernorm_backward(dy, x, weight, mean, rstd, has_bias=ctx.has_bias, bias_dtype=ctx.bias_dtype)
-        return dx, dw, db, None
-
-
-def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, eps: float = 1e-5):
-    """LayerNorm over the last dimension (differentiable)."""
-    return LayerNormFunction.apply(x, weight, bias, eps)
-
-
-class LayerNorm(torch.nn.Module):
-    """Drop-in replacement for ``torch.nn.LayerNorm(hidden_size)`` over the last dimension."""
-
-    def __init__(
-        self,
-        hidden_size: int,
-        eps: float = 1e-5,
-        bias: bool = True,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        if hidden_size <= 0:
-            raise SolkitError(f"LayerNorm hidden_size: must be positive, got {hidden_size}")
-        self.weight = torch.nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
-        self.bias = torch.nn.Parameter(torch.zeros(hidden_size, device=device, dtype=dtype)) if bias else None
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return layernorm(x, self.weight, self.bias, self.eps)
-
-    def extra_repr(self) -> str:
-        return f"{self.weight.shape[0]}, eps={self.eps}, bias={self.bias is not None}"
+    return dx2.view(x.shape), sums

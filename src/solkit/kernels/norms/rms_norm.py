@@ -257,7 +257,7 @@ def _stages(num_stages: int | None) -> dict:
     return {"num_stages": int(num_stages)} if num_stages else {}
 
 
-def _check_casting(casting: str) -> None:
+def check_casting(casting: str) -> None:
     if casting not in CASTINGS:
         raise SolkitError(f"rmsnorm casting: {casting!r} not supported; allowed: {', '.join(CASTINGS)}")
 
@@ -288,7 +288,7 @@ def rmsnorm_forward(
     flight per program; the config's ``looped_prefetch`` when None), ``num_stages`` (Triton's software
     pipelining of the chunk loops; ``looped_num_stages``) and ``hints`` (cache hints, :data:`LOOPED_HINTS`;
     ``looped_hints``, default 1)."""
-    _check_casting(casting)
+    check_casting(casting)
     x2 = check_rows(x, "rmsnorm input")
     kernel = "add_rmsnorm_fwd" if residual is not None else "rmsnorm_fwd"
     allowed(PATHS[kernel], device_caps(x2), kernel)  # one portable path: raises only where nothing runs
@@ -404,97 +404,3 @@ def rmsnorm_backward(
     if fused:
         return dx2.view(x.shape), dw
     return dx2.view(x.shape), sum_partials(partial, weight.dtype, **(partial_sum or cfg["partial_sum"]))
-
-
-class RMSNormFunction(torch.autograd.Function):
-    """Autograd wrapper of :func:`rmsnorm_forward` / :func:`rmsnorm_backward`."""
-
-    @staticmethod
-    def forward(ctx, x, weight, eps=1e-6, offset=0.0, casting="llama"):
-        needs_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
-        y, _, rstd = rmsnorm_forward(x, weight, eps, offset=offset, casting=casting, save_rstd=needs_grad)
-        if needs_grad:
-            ctx.save_for_backward(x, weight, rstd)
-        ctx.offset, ctx.casting = offset, casting
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        x, weight, rstd = ctx.saved_tensors
-        dx, dw = rmsnorm_backward(dy, x, weight, rstd, offset=ctx.offset, casting=ctx.casting)
-        return dx, dw, None, None, None
-
-
-class AddRMSNormFunction(torch.autograd.Function):
-    """Autograd wrapper of the fused residual-add + RMSNorm; returns ``(sum, normed)``."""
-
-    @staticmethod
-    def forward(ctx, x, residual, weight, eps=1e-6, offset=0.0, casting="llama"):
-        needs_grad = any(ctx.needs_input_grad[:3])
-        ctx.set_materialize_grads(False)  # an unused sum output must not cost a read of zeros
-        y, s, rstd = rmsnorm_forward(
-            x, weight, eps, residual=residual, offset=offset, casting=casting, save_rstd=needs_grad
-        )
-        if needs_grad:
-            ctx.save_for_backward(s, weight, rstd)
-        ctx.offset, ctx.casting = offset, casting
-        return s, y
-
-    @staticmethod
-    def backward(ctx, ds, dy):
-        s, weight, rstd = ctx.saved_tensors
-        if dy is None:  # only the sum is used downstream: the norm contributes nothing
-            return ds, ds, None, None, None, None
-        dx, dw = rmsnorm_backward(dy, s, weight, rstd, ds=ds, offset=ctx.offset, casting=ctx.casting)
-        return dx, dx, dw, None, None, None
-
-
-def rmsnorm(
-    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, offset: float = 0.0, casting: Casting = "llama"
-) -> torch.Tensor:
-    """RMSNorm over the last dimension (differentiable)."""
-    return RMSNormFunction.apply(x, weight, eps, offset, casting)
-
-
-def add_rmsnorm(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    eps: float = 1e-6,
-    offset: float = 0.0,
-    casting: Casting = "llama",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``s = x + residual; return s, rmsnorm(s)`` in one pass (differentiable)."""
-    return AddRMSNormFunction.apply(x, residual, weight, eps, offset, casting)
-
-
-class RMSNorm(torch.nn.Module):
-    """Drop-in RMSNorm module. ``offset=1.0, casting="gemma"`` with zero-initialised weight is Gemma's."""
-
-    def __init__(
-        self,
-        hidden_size: int,
-        eps: float = 1e-6,
-        offset: float = 0.0,
-        casting: Casting = "llama",
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        _check_casting(casting)
-        init = torch.zeros if offset else torch.ones
-        self.weight = torch.nn.Parameter(init(hidden_size, device=device, dtype=dtype))
-        self.eps, self.offset, self.casting = eps, offset, casting
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rmsnorm(x, self.weight, self.eps, self.offset, self.casting)
-
-    def extra_repr(self) -> str:
-        return f"{self.weight.shape[0]}, eps={self.eps}, offset={self.offset}, casting={self.casting!r}"
-
-
-class AddRMSNorm(RMSNorm):
-    """Fused ``residual + x`` followed by RMSNorm; ``forward(x, residual) -> (sum, normed)``."""
-
-    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
-        return add_rmsnorm(x, residual, self.weight, self.eps, self.offset, self.casting)
