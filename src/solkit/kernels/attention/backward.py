@@ -86,7 +86,7 @@ def attention_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, CU,
                               stride_vb, stride_vh, stride_vs, stride_db, stride_dh, stride_ds,
                               stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh, stride_dvs,
                               stride_lb, stride_lh, seqlen_q, seqlen_k, qk_scale, sm_scale, HEADS_KV,
-                              GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
+                              GROUP, CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
     """Grid ``(cdiv(seqlen_k, BLOCK_N), batch * HEADS_KV)``; causal needs ``BLOCK_N % BLOCK_M == 0``."""
     pid_n = tl.program_id(0)  # causal: the first key blocks, which most query blocks see, launch first
@@ -203,7 +203,7 @@ def attention_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, CU,
                             stride_vb, stride_vh, stride_vs, stride_db, stride_dh, stride_ds,
                             stride_dqb, stride_dqh, stride_dqs, stride_lb, stride_lh,
                             seqlen_q, seqlen_k, qk_scale, sm_scale, HEADS_Q,
-                            GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
+                            GROUP, CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
     """Grid ``(cdiv(seqlen_q, BLOCK_M), batch * HEADS_Q)``; causal needs ``BLOCK_M % BLOCK_N == 0``."""
     pid_m = tl.program_id(0)

@@ -93,7 +93,7 @@ def attention_fwd_kernel(Q, K, V, Out, LSE, CU,
                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                          stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
                          seqlen_q, seqlen_k, qk_scale, HEADS_Q,
-                         GROUP: tl.constexpr, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, USE_TMA: tl.constexpr,
+                         GROUP, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, USE_TMA: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                          WARP_SPEC: tl.constexpr):  # fmt: skip
     """Grid ``(cdiv(seqlen_q, BLOCK_M), batch * HEADS_Q)``; causal needs ``BLOCK_M % BLOCK_N == 0``."""
