@@ -100,3 +100,50 @@ def test_bad_precision_is_one_line():
         parse_precision("fp8")
     with pytest.raises(SolkitError):
         analyze(torch.mm, ((2, 2), FP32), ((2, 2), FP32), precision="sloppy")
+
+
+@pytest.mark.parametrize("dtype", [BF16, FP16])
+def test_autocast_is_charged_per_op_as_dispatched(dtype):
+    model = torch.nn.Sequential(torch.nn.Linear(12, 20), torch.nn.GELU(), torch.nn.Linear(20, 6))
+
+    def step(x):
+        with torch.autocast("cpu", dtype=dtype):  # meta tensors skip autocast; the trace makes its casts
+            return torch.log_softmax(model(x), -1)
+
+    for basis in ("fastest", "as_written"):
+        a = analyze(step, ((5, 12), FP32), module=model, precision=basis, allow_tf32=False)
+        assert a.flops[UNIT[dtype]] == 2 * 5 * (12 * 20 + 20 * 6) + 5 * (20 + 6)  # two GEMMs and their bias adds
+        assert [t.dtype for t in a.outputs] == [FP32]  # log_softmax is on autocast's fp32 list
+    # storage is fp32 (autocast's master weights): the casts are never materialised by a fused kernel
+    assert a.fused_bytes == 4 * (5 * 12 + 12 * 20 + 20 + 20 * 6 + 6 + 5 * 6)
+    plain = analyze(model, ((5, 12), FP32), allow_tf32=False)
+    assert UNIT[dtype] not in plain.flops
+
+
+def test_analyze_cli_precision_flag(tmp_path, capsys):
+    import json
+
+    from solkit.cli import main
+
+    ref = "import torch\n\ndef run(a, b):\n    return (a.float() @ b.float()).to(a.dtype)\n"
+    d = {
+        "name": "upcast_gemm",
+        "axes": {"M": {"type": "const", "value": 64}},
+        "inputs": {"a": {"shape": ["M", "M"], "dtype": "bfloat16"}, "b": {"shape": ["M", "M"], "dtype": "bfloat16"}},
+        "outputs": {"c": {"shape": ["M", "M"], "dtype": "bfloat16"}},
+        "reference": ref,
+    }
+    (tmp_path / "definition.json").write_text(json.dumps(d))
+    wl = {"uuid": "w", "axes": {}, "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}
+    (tmp_path / "workload.jsonl").write_text(json.dumps(wl) + "\n")
+    # one run (each spawns the isolated analysis child); the default basis is checked in-process above
+    assert (
+        main(["analyze", str(tmp_path), "--arch", "h200-sxm", "--tf32", "off", "--precision", "as-written", "--json"])
+        == 0
+    )
+    [got] = json.loads(capsys.readouterr().out)
+    assert got["precision"] == "as_written" and got["flops"] == {"fp32_vector": 2 * 64**3}
+    assert got["fused_bytes"] == 3 * 2 * 64 * 64
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", str(tmp_path), "--precision", "fp8"])
+    assert exc.value.code == 2

@@ -34,7 +34,7 @@ Declared values win; the traced ones are kept, and both are reported when they d
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from torch.utils._pytree import tree_map
 from solkit.errors import SolkitError
 from solkit.sol.counting import OpCount, count_ops
 from solkit.sol.model import Ceilings, SolResult, t_sol
-from solkit.sol.precision import Precision
+from solkit.sol.precision import DEFAULT_RTOL, Precision, parse_precision
 from solkit.sol.trace import BoundaryTensor, OpTrace, TensorMeta, trace
 
 #: Relative difference above which declared and traced counts are both reported.
@@ -147,6 +147,7 @@ class Analysis:
     allow_tf32: bool
     precision: str = "fastest"
     conv_tf32: bool = True
+    rtol: float = DEFAULT_RTOL
     boundary: list[BoundaryTensor] = field(default_factory=list)  # the inputs, named (parameters by name)
     written: list[BoundaryTensor] = field(default_factory=list)  # inputs written in place, gradients in .grad
     trace: OpTrace | None = field(default=None, repr=False)  # the records behind ``calls`` (same order)
@@ -186,6 +187,17 @@ class Analysis:
             if all(c.flops.get(u) for u, f in self.flops.items() if f):
                 out[arch] = self.t_sol(c)
         return out
+
+    def with_precision(self, basis: str) -> Analysis:
+        """The same trace counted on another precision basis (same TF32 switches, tolerance, declared counts)."""
+        if self.trace is None:
+            raise SolkitError("this analysis carries no trace to recount")
+        old = Precision.current(self.precision, self.allow_tf32, self.conv_tf32, self.rtol)
+        a = _analysis_from_trace(self.trace, replace(old, basis=parse_precision(basis)))
+        a.notes = list(self.notes)
+        if self.declared:
+            apply_declared(a, self.declared.get("flops"), self.declared.get("bytes"))
+        return a
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -261,6 +273,7 @@ def _analysis_from_trace(tr: OpTrace, p: Precision) -> Analysis:
         allow_tf32=p.matmul_tf32,
         precision=p.basis,
         conv_tf32=p.conv_tf32,
+        rtol=p.rtol,
         boundary=list(tr.boundary),
         written=list(tr.written),
         trace=tr,

@@ -33,6 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "torch.backends.cuda.matmul.allow_tf32 (auto)",
     )
     p.add_argument(
+        "--precision",
+        default="fastest",
+        choices=["fastest", "as-written"],
+        help="charge matrix work at the fastest unit the storage dtypes and tolerance allow (a bf16 GEMM computed "
+        "in fp32 at bf16, fp32 convolutions at TF32 where cuDNN allows it), or as the reference computes it",
+    )
+    p.add_argument(
         "--ops",
         default="all",
         choices=["all", "largest", "none"],
@@ -99,7 +106,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     problem = load_problem(args.problem)  # parses files only; the reference runs in the child below
     ceilings = _ceilings(args.arch, args.basis)
     tf32 = {"auto": None, "on": True, "off": False}[args.tf32]
-    results = analyze_problem_isolated(args.problem, timeout_s=args.timeout, allow_tf32=tf32, ceilings=ceilings)
+    from solkit.sol.precision import parse_precision
+
+    precision = parse_precision(args.precision)
+    results = analyze_problem_isolated(
+        args.problem, timeout_s=args.timeout, allow_tf32=tf32, ceilings=ceilings, precision=precision
+    )
 
     uncounted = sorted({op for r in results for op in r.analysis.uncounted})
     if uncounted:
@@ -149,7 +161,9 @@ def _print_tables(name: str, results: list[Any], ceilings, ops_mode: str) -> Non
             ]
         )
     cols = ["workload", "axes", "FLOPs", "FLOPs by unit", "fused B", "unfused B", "T_SOL", "bound", "uncounted"]
-    console.print(table(f"{name}: speed of light on {ceilings.arch} ({ceilings.basis})", cols, rows))
+    precision = results[0].analysis.precision.replace("_", "-") if results else "fastest"
+    title = f"{name}: speed of light on {ceilings.arch} ({ceilings.basis}, precision {precision})"
+    console.print(table(title, cols, rows))
     if ops_mode == "none":
         return
     chosen = results

@@ -10,7 +10,8 @@ Two interception layers cooperate:
 * a :class:`~torch.utils._python_dispatch.TorchDispatchMode` records each aten op after
   decomposition (``aten.mm``, ``aten._log_softmax``, ...) with the shapes, dtypes and strides of the
   tensors it reads and writes, and whether it is a view (views move no bytes);
-* a :class:`~torch.overrides.TorchFunctionMode` rewrites devices and keeps
+* a :class:`~torch.overrides.TorchFunctionMode` rewrites devices, makes the casts of an enabled
+  ``torch.autocast`` explicit (:mod:`solkit.sol.autocast`; meta tensors bypass autocast) and keeps
   ``F.scaled_dot_product_attention`` as *one* op: on meta tensors PyTorch would otherwise run its
   math decomposition (explicit mask, two ``bmm`` and a softmax), losing ``is_causal``. The
   attention op is recorded with its arguments, and its backward (when autograd runs) is recorded
@@ -44,6 +45,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
 from solkit.errors import SolkitError
+from solkit.sol.autocast import autocast_args
 
 #: Ops that overwrite their first argument without reading it (``copy_``, ``fill_``, RNG fills).
 OVERWRITE_OPS = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_"})
@@ -347,6 +349,7 @@ class _FunctionLayer(TorchFunctionMode):
         self.recorder = recorder
         self.names = names if names is not None else WeakIdKeyDictionary()  # tensor -> (name, kind)
         self.metas = WeakIdKeyDictionary()  # a tensor on a real device -> its one meta stand-in
+        self.casts = WeakIdKeyDictionary()  # autocast's weight cache
         self.stand_ins: list[tuple[str, torch.Tensor]] = []
 
     def _meta_of(self, x: Any) -> Any:
@@ -372,6 +375,7 @@ class _FunctionLayer(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         args, kwargs = tree_map(self._meta_of, (tuple(args), dict(kwargs or {})))
+        args, kwargs = autocast_args(func, args, kwargs, self.casts)
         if func is F.scaled_dot_product_attention:
             named = dict(zip(_SDPA_PARAMS, args))
             named.update(kwargs)
