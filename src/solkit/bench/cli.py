@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--what-if", dest="what_if", default=None, metavar="ARCH[,ARCH]",
                    help="also give every measured row's T_SOL, bound and tier on these products (analysis, from "
                         "their datasheets; see `solkit hw list`)")  # fmt: skip
+    p.add_argument("--devices", default=None, metavar="all|0,1,3|cpu,cpu|cpu:N",
+                   help="spread the workloads over these devices, one worker process each (docs/scale.md)")  # fmt: skip
+    p.add_argument("--ray", default=None, metavar="auto|local|ADDRESS",
+                   help="spread the workloads over a Ray cluster, one actor per GPU (needs solkit[ray])")  # fmt: skip
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
 
@@ -133,22 +137,23 @@ def cmd_list_backends(device: str, as_json: bool) -> int:
 
 
 def _ceilings(device: str, recalibrate: bool, notes: list[str], quick: bool = False):
-    from solkit.hardware.calibrate import get_calibration
-    from solkit.hardware.detect import detect_device
-    from solkit.sol.ceilings import calibrated_ceilings, spec_ceilings
+    from solkit.bench.shards import device_ceilings
 
-    info = detect_device(device)
-    out = {}
-    if info.arch_id:
-        out["spec"] = spec_ceilings(info.arch_id)
-    else:
-        notes.append(f"{info.name} is not in the hardware database: no datasheet (spec) basis")
-    cal = get_calibration(recalibrate=recalibrate, quick=quick, info=info)
-    if cal.quick:
-        notes.append("the calibrated basis comes from a QUICK calibration (rough); `solkit calibrate --recalibrate`")
-    out["calibrated"] = calibrated_ceilings(cal=cal, info=info)
-    notes.extend(out["calibrated"].notes)
-    return info, cal, out
+    return device_ceilings(device, recalibrate, notes, quick=quick)
+
+
+def _pool(args: argparse.Namespace):
+    """The pool of --devices / --ray (None: a serial run on --device)."""
+    if not (args.devices or args.ray):
+        return None
+    if args.device:
+        raise SolkitError("--device and --devices/--ray: give one (--devices names every device to use)")
+    if args.profile:
+        raise SolkitError("--profile runs on one device; leave out --devices/--ray")
+    from solkit.bench.shards import setup_call
+    from solkit.scale import open_pool
+
+    return open_pool(args.devices, args.ray, setup=setup_call(args.recalibrate, args.calibration == "quick"))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -156,12 +161,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from solkit.bench.runner import BenchConfig, run_suite, select, suite_problems
+    from solkit.bench.shards import run_with_progress, serial_meta
     from solkit.hardware.calibrate import versions
     from solkit.report.crossarch import product_ids, what_if_section
     from solkit.report.render import write_report
 
     started = time.perf_counter()
-    device = _device(args.device)
+    pool = _pool(args)
+    device = pool.device_kind if pool else _device(args.device)
     if args.list_backends:
         return cmd_list_backends(device, args.json)
     sizes, backends, modes = _validate(args, device)
@@ -176,7 +183,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         notes.append("bwd problems are timed as forward + backward (fwd_bwd)")
     if args.profile and device == "cpu":
         notes.append("--profile needs a GPU and Nsight Compute; skipped on the CPU")
-    info, cal, ceilings = _ceilings(device, args.recalibrate, notes, quick=args.calibration == "quick")
+    if pool is None:
+        info, cal, ceilings = _ceilings(device, args.recalibrate, notes, quick=args.calibration == "quick")
     cfg = BenchConfig(
         device=device,
         sizes=sizes,
@@ -194,7 +202,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     done: list = []
     warm = None
-    if "compile" in backends:
+    if "compile" in backends and not (pool and pool.kind == "ray"):  # a Ray node keeps its own compile cache
         from solkit.bench.precompile import default_workers, precompile
 
         workers = default_workers(device) if args.compile_workers is None else max(args.compile_workers, 0)
@@ -208,10 +216,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     def checkpoint(i, n, new, seconds) -> None:
         # Rows so far, rewritten after every workload: a run that is killed keeps what it measured.
-        done.extend(new)
-        (out / "results.partial.json").write_text(json.dumps([r.to_dict() for r in done], default=str))
+        done.extend(r if isinstance(r, dict) else r.to_dict() for r in new)
+        (out / "results.partial.json").write_text(json.dumps(done, default=str))
 
-    if args.json:
+    if pool is not None:
+        rows, dev_meta = run_with_progress(pool, cfg, chosen, checkpoint, args.json, notes)
+    elif args.json:
         rows = run_suite(cfg, ceilings, on_row=checkpoint)
     else:
         with Progress(
@@ -229,12 +239,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 progress=lambda m: prog.update(task, description=m),
                 on_row=lambda i, n, new, s: (checkpoint(i, n, new, s), prog.update(task, completed=i)),
             )
+    if pool is None:
+        rows, dev_meta = [r.to_dict() for r in rows], serial_meta(device, info, cal, ceilings)
     results: dict[str, Any] = {
         "meta": {
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "command": "solkit " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-            "device": info.to_dict(),
-            "arch": info.arch_id,
+            "device": dev_meta["device"],
+            "arch": dev_meta["arch"],
             "versions": versions(),
             "sizes": list(sizes),
             "backends": list(backends),
@@ -242,13 +254,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "sweep of 2x L2) between reps and a rotating input pool, per-call events inside a CUDA graph for calls "
             "< 100 us; CPU: wall clock",
             "compile_warmup": warm,
-            "ceilings": {k: c.to_dict() for k, c in ceilings.items()},
-            "calibration": {"timestamp": cal.timestamp, "quick": cal.quick},
+            "ceilings": dev_meta["ceilings"],
+            "calibration": dev_meta["calibration"],
             **_cpu_meta(device),
+            "devices": dev_meta["devices"],
+            "scale": dev_meta["scale"],
             "notes": notes,
         },
-        "rows": [r.to_dict() for r in rows],
+        "rows": rows,
     }
+    if dev_meta.get("torch_threads") and device == "cpu":
+        results["meta"]["torch_threads"] = dev_meta["torch_threads"]
     if args.profile and device != "cpu":
         _add_diagnoses(results, notes, out)
     if what_if:
@@ -266,9 +282,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print_what_if(results["what_if"])
         console.print(f"report: {paths['html']} (also {paths['markdown'].name}, results.json, results.csv)")
         console.print(f"done in {time.perf_counter() - started:.1f} s")
-    bad = [r for r in rows if r.status in ("incorrect", "error")]
-    for r in bad:
-        warn(f"{r.problem} [{r.size}/{r.model}] {r.backend}: {r.status}: {r.error}")
+    for r in rows:
+        if r["status"] in ("incorrect", "error"):
+            warn(f"{r['problem']} [{r['size']}/{r['model']}] {r['backend']}: {r['status']}: {r['error']}")
     return 0
 
 

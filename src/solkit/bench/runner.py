@@ -30,6 +30,7 @@ import torch
 from solkit.backends import BACKENDS, MUTATES_INPUTS
 from solkit.errors import SolkitError
 from solkit.problems.loader import Problem, load_problem
+from solkit.scale import device_identity
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.sol.tiers import tier_for
 from solkit.timing import benchmark
@@ -72,6 +73,8 @@ class Row:
     eager_abs_error: float | None = None
     peak_memory_mb: float | None = None
     diagnosis: str | None = None
+    device_uuid: str | None = None  # the card (or CPU) it was timed on: rows compare only within one
+    device_name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -209,6 +212,23 @@ def _pool_size(inputs: dict[str, Any], device: str) -> int:
     return int(max(1, min(4, budget // max(nbytes, 1))))
 
 
+def row_base(problem: Problem, workload, device: str | None) -> dict[str, Any]:
+    """The fields every row of one workload shares, the identity of ``device`` included (None: left empty)."""
+    meta = workload_meta(workload)
+    ident = device_identity(device) if device else {"uuid": None, "name": None}
+    return dict(
+        problem=problem.definition.name,
+        op_type=problem.definition.op_type or "",
+        mode=problem_mode(problem),
+        workload=workload.uuid,
+        size=meta.get("size", ""),
+        model=meta.get("model", ""),
+        axes=problem.resolve_axes(workload),
+        device_uuid=ident["uuid"],
+        device_name=ident["name"],
+    )
+
+
 def run_workload(
     problem: Problem,
     workload,
@@ -220,16 +240,7 @@ def run_workload(
     from solkit.harness.inputs import InputFactory
 
     d = problem.definition
-    meta = workload_meta(workload)
-    base = dict(
-        problem=d.name,
-        op_type=d.op_type or "",
-        mode=problem_mode(problem),
-        workload=workload.uuid,
-        size=meta.get("size", ""),
-        model=meta.get("model", ""),
-        axes=problem.resolve_axes(workload),
-    )
+    base = row_base(problem, workload, cfg.device)
     names = cfg.backends or tuple(BACKENDS)
     rows: list[Row] = []
     try:

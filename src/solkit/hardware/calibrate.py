@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
@@ -125,18 +126,29 @@ def get_calibration(
     quick: bool = False,
     progress: Callable[[str], None] | None = None,
     info: DeviceInfo | None = None,
+    not_before: str | None = None,
 ):
     """The cached calibration of the present device (``info``, detected when not given), measuring it
-    first when needed."""
+    first when needed.
+
+    The cache is per device (its UUID for a GPU) and safe for several processes: one lock file per device
+    makes a second process wait for the first one's measurement and read it, instead of measuring at the same
+    time on the same device; the file is replaced atomically. ``not_before`` (an ISO time): with
+    ``recalibrate``, a calibration measured since then counts as fresh (the workers of one device share it).
+    """
     info = info or detect_device()
-    if not recalibrate:
-        cached = load_cached(info)
-        if cached is not None and (quick or not cached.quick):
-            return cached
-    cal = run_calibration(info, quick=quick, progress=progress)
     path = cache_path(info)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(cal.model_dump_json(indent=2))
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = load_cached(info)
+        fresh = cached is not None and not_before is not None and cached.timestamp >= not_before
+        if cached is not None and (not recalibrate or fresh) and (quick or not cached.quick):
+            return cached
+        cal = run_calibration(info, quick=quick, progress=progress)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(cal.model_dump_json(indent=2))
+        os.replace(tmp, path)
     return cal
 
 

@@ -1,7 +1,8 @@
 """``solkit eval`` and ``solkit eval-suite``: evaluate SOL-ExecBench problems.
 
 * ``solkit eval PROBLEM_DIR [--solution FILE] [--device cuda:N|cpu] [--json] [-o traces.jsonl]`` —
-  without ``--solution`` the reference is evaluated against itself (a sanity run);
+  without ``--solution`` PROBLEM_DIR/solution.json, else the reference against itself (a sanity run); SOL-ExecBench's
+  own argv works too (``--definition/--workload/--config``, :mod:`solkit.harness.compat`), ``--json`` prints JSONL;
 * ``solkit eval-suite ROOT [--json] [-o DIR]`` — every problem directory under ROOT (a directory
   with ``definition.json``), each solution ``solution*.json`` found there (or the reference), one
   traces file per problem plus ``summary.json``; resumable (finished problems are skipped unless
@@ -15,20 +16,25 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import math
 import os
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
+from solkit.harness import compat
 from solkit.harness.evaluate import EvalOptions, evaluate, summarize, traces_to_jsonl
+from solkit.harness.suite_shards import evaluate_problem, run_pooled
 from solkit.output import console, print_json, table, warn
 
 
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or cuda:N (default: cuda:0 if present, else cpu)")
-    p.add_argument("--json", action="store_true", help="print the traces as a JSON array")
+    p.add_argument("--json", action="store_true", help="JSON on stdout (eval: JSONL traces; eval-suite: the summary)")
     p.add_argument("--seed", type=int, default=200)
     p.add_argument("--trials", type=int, default=3, help="correctness trials, fresh inputs each (default 3)")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per timing trial (default 50)")
@@ -75,10 +81,13 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a solution (or the reference) on a SOL-ExecBench problem")
-    p.add_argument("problem_dir", metavar="PROBLEM_DIR")
-    p.add_argument("--solution", default=None, metavar="FILE", help="solution.json (default: the reference itself)")
+    p.add_argument("problem_dir", metavar="PROBLEM_DIR", nargs="?", help="definition.json + workload.jsonl inside")
+    p.add_argument("--solution", default=None, metavar="FILE",
+                   help="solution.json or a .py defining run (default: PROBLEM_DIR/solution.json, else the reference "
+                        "itself)")  # fmt: skip
     p.add_argument("-o", "--output", default=None, metavar="traces.jsonl", help="write the traces as JSONL")
     _add_eval_options(p)
+    compat.add_arguments(p)  # SOL-ExecBench's own flags (docs/sol-execbench.md)
     p.set_defaults(func=cmd_eval)
     s = sub.add_parser("eval-suite", help="evaluate every problem under a directory (resumable)")
     s.add_argument("root", metavar="ROOT")
@@ -86,6 +95,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--solution-glob", default="solution*.json", help="solutions to evaluate in each problem dir")
     s.add_argument("--reference", action="store_true", help="evaluate the reference only, ignoring solutions")
     s.add_argument("--rerun", action="store_true", help="re-evaluate problems that already have traces")
+    s.add_argument("--devices", default=None, metavar="all|0,1,3|cpu,cpu|cpu:N",
+                   help="spread the (problem, solution) evaluations over these devices, one worker each")  # fmt: skip
+    s.add_argument(
+        "--ray",
+        default=None,
+        metavar="auto|local|ADDRESS",
+        help="spread them over a Ray cluster, one actor per GPU (needs solkit[ray]; docs/scale.md)",
+    )
     _add_eval_options(s)
     s.set_defaults(func=cmd_eval_suite)
 
@@ -180,25 +197,46 @@ def _check_output_file(flag: str, value: str | None) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """``solkit eval``: SOL-ExecBench's argv too (solkit.harness.compat); traces as a table, or JSONL with --json."""
+    verbose = getattr(args, "eval_verbose", 0)
+    if verbose:
+        logging.getLogger("solkit").setLevel(logging.INFO)
+    spec = compat.resolve(args)
+    args.workload = spec.uuids
     options = _options(args)
     _check_output_file("-o/--output", args.output)
-    traces = evaluate(args.problem_dir, args.solution, options)
+    if args.keep_staging:
+        options.work_dir = tempfile.mkdtemp(prefix="solkit_eval_")
+    for note in spec.notes:
+        logging.getLogger("solkit").info("%s", note)
+    traces = evaluate(spec.definition, spec.solution, options, spec.workloads)
     if args.output:
         out = Path(args.output)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(traces_to_jsonl(traces))
     summary = summarize(traces)
     if args.json:
-        print_json([t.model_dump(mode="json") for t in traces])
+        sys.stdout.write(traces_to_jsonl(traces))  # one trace per line, as sol-execbench --json
     else:
         title = f"{traces[0].definition} · {traces[0].solution} · {traces[0].evaluation.environment.hardware}"
         console.print(table(title, COLUMNS, _rows(traces)))
-        console.print(f"{summary['by_status']}" + (f" → {args.output}" if args.output else ""))
+        counts = ", ".join(f"{n} {s}" for s, n in summary["by_status"].items())
+        console.print(f"{counts} of {summary['traces']} workloads" + (f" → {args.output}" if args.output else ""))
+        console.print(compat.phase_summary(traces))
         for t in traces:
             for key in ("warning", "timing_warning"):
                 note = (t.evaluation.solkit or {}).get(key)
                 if note:
                     warn(f"{t.workload.uuid}: {note}")
+        for note in dict.fromkeys((t.evaluation.solkit or {}).get(k) for t in traces for k in ("triton", "definition")):
+            if note:
+                warn(note)  # one note for the whole run
+    if verbose:
+        for t in traces:
+            if t.evaluation.status.value != "PASSED" and t.evaluation.log:
+                sys.stderr.write(f"--- {t.workload.uuid} {t.evaluation.status.value}\n{t.evaluation.log.rstrip()}\n")
+    if options.work_dir:
+        sys.stderr.write(f"solkit: work directory kept: {options.work_dir}\n")
     return 0 if summary["all_passed"] else 1
 
 
@@ -252,13 +290,15 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = _previous_summary(out_dir)
     summary: dict[str, Any] = {"root": str(root), "problems": {}, "started": time.time()}
-    all_passed = True
     bar_console = type(console)(stderr=True) if args.json else None  # keep stdout pure JSON
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    pool = _pool(args)
+    order, todo = [], []
     with Progress(*columns, console=bar_console) as progress:
         task = progress.add_task("problems", total=len(problems))
         for problem in problems:
             key = problem.relative_to(root).as_posix() if problem != root else problem.name
+            order.append(key)
             progress.update(task, description=key[-50:])
             dest = _trace_file(out_dir, root, problem)
             solutions = [] if args.reference else _solutions(problem, args.solution_glob)
@@ -266,6 +306,7 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
                 "traces_file": str(dest),
                 "solutions": [s.name for s in solutions] or ["reference"],
             }
+            summary["problems"][key] = entry
             if dest.is_file() and not args.rerun:
                 entry.update(_summarize_file(dest))
                 entry["resumed"] = True
@@ -273,25 +314,22 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
                 if earlier:  # the first run's errors are not in the traces file: keep them, and the failure
                     entry["errors"], entry["all_passed"] = earlier, False
             else:
-                traces, errors = [], []
-                for sol in solutions or [None]:
-                    try:
-                        traces += evaluate(problem, sol, options)
-                    except SolkitError as exc:
-                        errors.append(str(exc))
-                    except Exception as exc:  # noqa: BLE001 - one broken problem never stops the suite
-                        errors.append(f"{type(exc).__name__}: {exc}")
-                tmp = dest.with_suffix(".tmp")
-                tmp.write_text(traces_to_jsonl(traces))
-                tmp.replace(dest)
-                entry.update(summarize(traces))
-                if errors:
-                    entry["errors"] = errors
-                    entry["all_passed"] = False
-            all_passed = all_passed and bool(entry.get("all_passed"))
-            summary["problems"][key] = entry
+                names = [s.relative_to(problem).as_posix() for s in solutions]
+                if pool is not None:
+                    todo.append((key, problem, names))
+                    continue
+                traces, errors = evaluate_problem(problem, names, options)
+                _record(entry, dest, traces, errors)
             (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
             progress.advance(task)
+        if todo:
+            progress.update(task, description=f"{len(todo)} problems on the {pool.kind} pool")
+            with pool:
+                for key, traces, errors in run_pooled(pool, todo, options):
+                    _record(summary["problems"][key], Path(summary["problems"][key]["traces_file"]), traces, errors)
+                    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+                    progress.advance(task)
+    all_passed = all(bool(summary["problems"][k].get("all_passed")) for k in order)
     summary["all_passed"] = all_passed
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     if args.json:
@@ -302,6 +340,28 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
         console.print(table(f"eval-suite {root}", ["problem", "traces", "statuses", "resumed", "errors"], rows))
         console.print(f"traces and summary.json in {out_dir}")
     return 0 if all_passed else 1
+
+
+def _pool(args: argparse.Namespace):
+    """The pool of --devices / --ray, or None for a serial run on --device."""
+    if not (args.devices or args.ray):
+        return None
+    if args.device not in ("auto", None):
+        raise SolkitError("--device and --devices/--ray: give one (--devices names every device to use)")
+    from solkit.scale import open_pool
+
+    return open_pool(args.devices, args.ray)
+
+
+def _record(entry: dict[str, Any], dest: Path, traces, errors: list[str]) -> None:
+    """One problem's traces file (written atomically) and its summary entry."""
+    tmp = dest.with_suffix(".tmp")
+    tmp.write_text(traces_to_jsonl(traces))
+    tmp.replace(dest)
+    entry.update(summarize(traces))
+    if errors:
+        entry["errors"] = errors
+        entry["all_passed"] = False
 
 
 def _previous_summary(out_dir: Path) -> dict[str, Any]:

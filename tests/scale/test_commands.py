@@ -1,0 +1,140 @@
+"""bench and eval-suite serially, on --devices cpu,cpu (one worker killed mid-run) and on a Ray local cluster:
+the same rows and traces with the same statuses, in the same order and form, each carrying its device.
+
+One Ray start for the whole module (it is the slow part); tiny work everywhere else.
+"""
+
+import json
+import shutil
+
+import pytest
+from harness_helpers import EXAMPLES
+
+from solkit.cli import main
+
+BENCH = ["bench", "--ops", "rmsnorm", "--size", "s", "--reps", "2", "--backends", "eager",
+         "--calibration", "quick", "--json"]  # fmt: skip
+EVAL = ["--json", "--max-workloads", "1", "--reps", "3", "--warmup", "1", "--cpu-threads", "1",
+        "--cpu-timing-budget", "0.2", "--no-precision-check"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _bench(tmp, name, *extra):
+    out = tmp / name
+    assert main([*BENCH, "--out", str(out), *extra]) == 0
+    results = json.loads((out / "results.json").read_text())
+    return results["rows"], results["meta"]
+
+
+def _row_keys(rows):
+    return [(r["problem"], r["workload"], r["backend"], r["status"]) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    root = tmp_path_factory.mktemp("suite")
+    shutil.copytree(EXAMPLES / "gather_rows", root / "L1" / "gather_rows")
+    shutil.copytree(EXAMPLES / "gelu_add", root / "L1" / "gelu_add")
+    for f in ("solution_triton.json", "kernel_triton.py"):  # Triton in the interpreter is slow; not the point here
+        (root / "L1" / "gelu_add" / f).unlink()
+    (root / "L2" / "broken").mkdir(parents=True)
+    (root / "L2" / "broken" / "definition.json").write_text("{not json")
+    return root
+
+
+def _eval_suite(suite, out, *extra):
+    rc = main(["eval-suite", str(suite), "-o", str(out), *EVAL, *extra])
+    summary = json.loads((out / "summary.json").read_text())
+    traces = {}
+    for f in sorted(out.glob("*.traces.jsonl")):
+        traces[f.name] = [json.loads(line) for line in f.read_text().splitlines()]
+    return rc, summary, traces
+
+
+def _trace_keys(traces):
+    return {name: [(t["definition"], t["solution"], t["workload"]["uuid"], t["evaluation"]["status"]) for t in ts]
+            for name, ts in traces.items()}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory, suite):
+    tmp = tmp_path_factory.mktemp("serial")
+    return _bench(tmp, "bench", "--device", "cpu"), _eval_suite(suite, tmp / "traces", "--device", "cpu")
+
+
+def _check_bench(serial_rows, serial_meta, rows, meta, mode):
+    assert _row_keys(rows) == _row_keys(serial_rows)  # same rows, same order
+    assert [sorted(r) for r in rows] == [sorted(r) for r in serial_rows]  # same form
+    assert set(meta) == set(serial_meta) and meta["scale"]["mode"] == mode and meta["scale"]["failed_items"] == []
+    uuid = serial_meta["devices"][0]["uuid"]
+    assert uuid.startswith("CPU-") and all(r["device_uuid"] == uuid and r["device_name"] for r in rows)
+    assert all(r["sol_calibrated"] for r in rows if r["status"] == "ok")  # scored against the worker's ceilings
+
+
+def _check_eval(serial_ev, ev):
+    (rc0, s0, t0), (rc, s, t) = serial_ev, ev
+    assert rc == rc0 == 1  # the broken problem
+    assert _trace_keys(t) == _trace_keys(t0) and sum(map(len, t.values())) == 2
+    assert list(s["problems"]) == list(s0["problems"])
+    for k, entry in s["problems"].items():
+        assert entry.get("by_status") == s0["problems"][k].get("by_status")
+        assert entry.get("errors") == s0["problems"][k].get("errors")
+    uuid = next(iter(t0.values()))[0]["evaluation"]["solkit"]["device_uuid"]
+    assert uuid.startswith("CPU-")
+    assert all(tr["evaluation"]["solkit"]["device_uuid"] == uuid for ts in t.values() for tr in ts)
+
+
+def test_local_pool_matches_serial_with_a_worker_killed(serial, suite, tmp_path, monkeypatch):
+    (rows0, meta0), ev0 = serial
+    # cpu#1 is killed (SIGKILL) as its first item arrives: that item alone is retried, on cpu#0.
+    monkeypatch.setenv("SOLKIT_SCALE_TEST_KILL", "cpu#1:1")
+    rows, meta = _bench(tmp_path, "bench", "--devices", "cpu,cpu")
+    _check_bench(rows0, meta0, rows, meta, "local")
+    assert [d["worker"] for d in meta["devices"]] == ["cpu#0", "cpu#1"]
+    monkeypatch.delenv("SOLKIT_SCALE_TEST_KILL")
+    _check_eval(ev0, _eval_suite(suite, tmp_path / "traces", "--devices", "cpu,cpu"))
+
+
+def test_ray_local_cluster_matches_serial(ray_cluster, serial, suite, tmp_path):
+    (rows0, meta0), ev0 = serial
+    rows, meta = _bench(tmp_path, "bench", "--ray", "auto")
+    _check_bench(rows0, meta0, rows, meta, "ray")
+    assert len(meta["devices"]) == 2 and all(d["worker"].startswith("ray:") for d in meta["devices"])
+    _check_eval(ev0, _eval_suite(suite, tmp_path / "traces", "--ray", "auto"))
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["bench", "--devices", "cpu,cpu", "--device", "cpu"], "give one"),
+        (["bench", "--devices", "cpu:0"], "--devices"),
+        (["eval-suite", str(EXAMPLES), "--devices", "1,cpu"], "--devices"),
+        (["eval-suite", str(EXAMPLES), "--devices", "cpu", "--device", "cpu"], "give one"),
+    ],
+)
+def test_bad_devices_are_one_line(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+
+
+def test_missing_ray_is_one_line(monkeypatch, capsys):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_ray(name, *a, **k):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("no ray")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    assert main(["bench", "--ray", "auto"]) == 2
+    assert "pip install 'solkit[ray]'" in capsys.readouterr().err
