@@ -53,7 +53,7 @@ def test_eval_json_and_output_file(tmp_path, capsys):
     d = EXAMPLES / "gather_rows"
     rc = main(["eval", str(d), "--solution", str(d / "solution_pytorch.json"), "--json", "-o", str(out), *FAST])
     assert rc == 0
-    printed = json.loads(capsys.readouterr().out)
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # JSONL, as sol-execbench --json
     lines = out.read_text().splitlines()
     assert len(printed) == len(lines) == 2
     for obj, line in zip(printed, lines):

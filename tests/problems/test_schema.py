@@ -57,7 +57,7 @@ def test_definition_accepts_full_document_and_keeps_unknown_keys():
         ({"outputs": {"x": {"shape": ["M"], "dtype": "float32"}}}, "also input names"),
         ({"outputs": {"y": {"shape": ["M"], "dtype": "float33"}}}, "dtype"),
         ({"custom_inputs_entrypoint": "gen"}, "custom_inputs_entrypoint"),
-        ({"axes": {"M": {"type": "var"}, "N": {"type": "expr", "expression": "M.real"}}}, "Attribute"),
+        ({"axes": {"M": {"type": "var"}, "N": {"type": "expr", "expression": "M.real"}}}, "attribute .real"),
         ({"constraints": ["Z > 1"]}, "unknown names"),
     ],
 )

@@ -48,8 +48,11 @@ def test_neighbors_differ_in_one_parameter(radius):
 
 
 def test_expression_constraints_are_sandboxed():
-    with pytest.raises(SolkitError, match="unknown name"):
+    with pytest.raises(SolkitError, match="may be called"):
         Space({"A": [1, 2]}, ["__import__('os') or A"])
+    with pytest.raises(SolkitError, match="unknown name 'B'"):
+        Space({"A": [1, 2]}, ["B or A"])
+    assert len(Space({"A": [1, 2, 4, 8]}, ["log2(A) >= ceil(1.5)"])) == 2
     with pytest.raises(SolkitError, match="only arithmetic"):
         Space({"A": [1, 2]}, ["A.__class__"])
     with pytest.raises(SolkitError, match="not valid Python"):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from solkit.harness import languages
 from solkit.problems.schema import PYTHON_SUFFIXES, Solution
 
 
@@ -25,9 +26,10 @@ class Failure(Exception):
         self.status, self.reason, self.correctness = status, reason, correctness
 
 
-def load_candidate(sol: Solution, work_dir: Path, device: torch.device) -> Callable:
+def load_candidate(sol: Solution, work_dir: Path, device: torch.device, include_dirs: list[str] = ()) -> Callable:
     """Write the solution's sources into ``work_dir/candidate`` and import the entry point (Python) or build
-    it with ``torch.utils.cpp_extension.load`` (C++/CUDA); any failure is a ``COMPILE_ERROR``."""
+    it with ``torch.utils.cpp_extension.load`` (C++/CUDA; ``include_dirs`` are CUTLASS's, found by the judge);
+    any failure is a ``COMPILE_ERROR``, a language whose package is missing one line naming it."""
     candidate_dir = work_dir / "candidate"
     candidate_dir.mkdir(parents=True, exist_ok=True)
     for src in sol.sources:
@@ -35,9 +37,14 @@ def load_candidate(sol: Solution, work_dir: Path, device: torch.device) -> Calla
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(src.content)
     entry = candidate_dir / sol.spec.entry_file
-    if sol.spec.is_cpp:
-        return _build_cpp(sol, candidate_dir, work_dir, device)
     langs = {lang.value for lang in sol.spec.languages}
+    if sol.spec.is_cpp:
+        if languages.needs_cutlass(langs, {s.path: s.content for s in sol.sources}) and not include_dirs:
+            raise Failure("COMPILE_ERROR", f"CUTLASS headers not found (no $CUTLASS_DIR, no nvidia-cutlass package): "
+                          f"{languages.CUTLASS_INSTALL}")  # fmt: skip
+        return _build_cpp(sol, candidate_dir, work_dir, device, list(include_dirs))
+    if why := languages.missing_package(langs):
+        raise Failure("COMPILE_ERROR", why)
     if Path(sol.spec.entry_file).suffix not in PYTHON_SUFFIXES:
         raise Failure("COMPILE_ERROR", f"entry file {sol.spec.entry_file} is not a Python file")
     notes = langs - {"pytorch", "triton", "python"}
@@ -61,7 +68,7 @@ def load_candidate(sol: Solution, work_dir: Path, device: torch.device) -> Calla
     return fn
 
 
-def _build_cpp(sol: Solution, candidate_dir: Path, work_dir: Path, device: torch.device) -> Callable:
+def _build_cpp(sol: Solution, candidate_dir: Path, work_dir: Path, device: torch.device, includes: list[str]):
     from torch.utils import cpp_extension
 
     files = [candidate_dir / s.path for s in sol.sources if Path(s.path).suffix in (".cu", ".cpp", ".cc", ".cxx", ".c")]
@@ -90,7 +97,7 @@ def _build_cpp(sol: Solution, candidate_dir: Path, work_dir: Path, device: torch
             extra_cflags=cflags,
             extra_cuda_cflags=cuda_cflags,
             extra_ldflags=ldflags,
-            extra_include_paths=[str(candidate_dir)],
+            extra_include_paths=[str(candidate_dir), *includes],
             build_directory=str(build),
             verbose=False,
         )

@@ -17,10 +17,12 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
+import logging
 import os
 import secrets
 import shutil
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ import torch
 from solkit.errors import SolkitError
 from solkit.harness.runner import RunnerOptions, run_solution
 from solkit.problems.expr import evaluate as eval_expr
-from solkit.problems.loader import Problem, load_problem, load_solution
+from solkit.problems.loader import Problem, load_problem, load_solution, solution_from_python
 from solkit.problems.schema import (
     BuildSpec,
     Correctness,
@@ -42,6 +44,8 @@ from solkit.problems.schema import (
     Trace,
     Workload,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -122,21 +126,46 @@ def _workloads(problem: Problem, options: EvalOptions) -> list[Workload]:
     return ws
 
 
-def evaluate(problem_dir: str | Path, solution_path: str | Path | None = None, options: EvalOptions | None = None):
-    """Evaluate and return one Trace per workload (see module docstring)."""
+def evaluate(
+    problem_dir: str | Path,
+    solution_path: str | Path | None = None,
+    options: EvalOptions | None = None,
+    workload_path: str | Path | None = None,
+):
+    """Evaluate and return one Trace per workload (see module docstring). ``problem_dir`` is a problem directory
+    or a definition.json (``workload_path`` then names the workloads when they are not beside it)."""
     options = options or EvalOptions()
-    problem = load_problem(problem_dir)
+    t0 = time.perf_counter()
+    problem = load_problem(problem_dir, workload_path)
     if not problem.workloads:
         raise SolkitError(f"{problem_dir}: no workloads (workload.jsonl missing or empty)")
-    if solution_path is not None:
-        solution = load_solution(solution_path)
-        if solution.definition != problem.name:
-            raise SolkitError(
-                f"{solution_path}: definition {solution.definition!r} does not match the problem's {problem.name!r}"
-            )
-    else:
-        solution = reference_solution(problem)
+    solution, note = solution_for(problem, solution_path)
+    if note:
+        options.extra.setdefault("notes", {})["definition"] = note
+        log.warning("%s", note)
+    options.extra["load_s"] = time.perf_counter() - t0
     return evaluate_loaded(problem, solution, options)
+
+
+def solution_for(problem: Problem, solution_path: str | Path | None) -> tuple[Solution, str | None]:
+    """The solution to evaluate (a solution.json, a ``.py`` with ``run``, or None for the reference) and a note.
+
+    A solution naming another definition is refused, unless it lives in the problem's own directory: SOL-ExecBench
+    never compares the names, and its samples rely on that (triton_ref_vecadd's solution names ``vecadd``)."""
+    if solution_path is None:
+        return reference_solution(problem), None
+    path = Path(solution_path)
+    if path.suffix == ".py":
+        return solution_from_python(path, problem.definition), None
+    solution = load_solution(path)
+    if solution.definition == problem.name:
+        return solution, None
+    inside = problem.root is not None and path.resolve().parent == problem.root.resolve()
+    if not inside:
+        raise SolkitError(f"{solution_path}: definition {solution.definition!r} does not match the problem's "
+                          f"{problem.name!r}")  # fmt: skip
+    return solution, (f"{path.name} names definition {solution.definition!r}, not {problem.name!r}; evaluated "
+                      "against its own directory's problem, as SOL-ExecBench does")  # fmt: skip
 
 
 def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) -> list[Trace]:
@@ -150,8 +179,14 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) 
     if salt is not None:
         seed = int.from_bytes(hashlib.sha256(f"{options.seed}|{salt}".encode()).digest()[:8], "little") >> 1
     work_dir = options.work_dir or tempfile.mkdtemp(prefix="solkit_eval_")
+    notes = dict(options.extra.get("notes") or {})
+    if device == "cpu" and _uses_triton(problem, solution) and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        os.environ["TRITON_INTERPRET"] = "1"  # the reference and candidate processes inherit it
+        notes["triton"] = TRITON_CPU_NOTE
+        log.warning("%s", TRITON_CPU_NOTE)
     job = {
         "problem": str(problem.definition_path),
+        "workload_file": str(problem.workload_path) if problem.workload_path else None,
         "solution": solution.model_dump(mode="json"),
         "device": device,
         "seed": seed,
@@ -186,9 +221,38 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) 
     finally:
         if not options.work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
+    run_phases = {"load": options.extra.get("load_s"), **(env.get("phases") or {})}
     for res in results.values():
         res["seed_salt"] = salt
+        res["notes"] = {**notes, "phases_s": phase_record(run_phases, res.get("phases") or {}, len(workloads))}
     return [build_trace(problem, solution, w, results[w.uuid], env, options, device) for w in workloads]
+
+
+TRITON_CPU_NOTE = (
+    "Triton ran through its interpreter on the CPU (TRITON_INTERPRET=1 set by solkit): results are checked, "
+    "times are the interpreter's"
+)
+#: The phases of one workload's evaluation, in the order they run (docs/sol-execbench.md).
+WORKLOAD_PHASES = ("reference", "correctness", "timing", "checks")
+#: The one-off phases of an evaluation, shared by its workloads.
+RUN_PHASES = ("load", "startup", "compile")
+
+
+def phase_record(run: dict[str, Any], own: dict[str, Any], n_workloads: int) -> dict[str, Any]:
+    """Seconds per phase for one workload: its own phases, the run's one-off phases, and its share of them."""
+    own = {k: round(float(own[k]), 4) for k in WORKLOAD_PHASES if own.get(k) is not None}
+    shared = {k: round(float(run[k]), 4) for k in RUN_PHASES if run.get(k) is not None}
+    overhead = sum(shared.values()) / max(n_workloads, 1) + sum(v for k, v in own.items() if k != "timing")
+    return {**own, "run": shared, "overhead_per_workload": round(overhead, 4)}
+
+
+def _uses_triton(problem: Problem, solution: Solution) -> bool:
+    langs = {lang.value for lang in solution.spec.languages}
+    return (
+        "triton" in langs
+        or "triton" in problem.definition.reference
+        or any("triton" in src.content for src in solution.sources)
+    )
 
 
 def sandbox_plan(options: EvalOptions, device: str) -> dict[str, Any]:
@@ -225,6 +289,7 @@ def build_trace(problem, solution, workload, res: dict, env: dict, options: Eval
     )
     notes: dict[str, Any] = {"device": device, "solkit_status_reason": res.get("log", "")[:500] or None,
                              "containment": res.get("containment")}  # fmt: skip
+    notes.update(res.get("notes") or {})
     if res.get("seed_salt") is not None:
         notes["inputs"] = f"seed {options.seed} salted with this run's secret {res['seed_salt']:#x}"
     correctness = performance = None

@@ -220,12 +220,17 @@ class WorkloadJudge:
         slots = self._slots()
         common = {"dps": self.ctx["dps"], "names": self.names, "input_names": list(self.p["inputs"][0])}
         state: dict[str, Any] = {"prev": None, "checks": None, "precision": {}, "ms": []}
+        t0 = time.perf_counter()
         for t in range(self.trials):
             self._trial(slots[0], t, common, state)
+        t1 = time.perf_counter()
         res, timing_reply, wall = self._timing(slots, common, state)
+        t2 = time.perf_counter()
         fresh = self._fresh(slots, common, res)
         fresh.update(self._repeat(common, res, fresh))
-        return self._result(state, res, timing_reply, wall, fresh)
+        result = self._result(state, res, timing_reply, wall, fresh)
+        result["phases"] = {"correctness": t1 - t0, "timing": t2 - t1, "checks": time.perf_counter() - t2}
+        return result
 
     def _trial(self, slot: Slot, t: int, common: dict, state: dict) -> None:
         # Long on purpose: one correctness trial and the checks that share its buffers, in the order they run.

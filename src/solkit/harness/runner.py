@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 import solkit
+from solkit.harness import languages
 from solkit.harness.candidate import Failure
 from solkit.harness.judge import CandidateProcess, ProcessFailure, WorkloadJudge, containment_record
 from solkit.problems.loader import load_problem
@@ -78,13 +79,19 @@ def run_solution(job: dict[str, Any], options: RunnerOptions | None = None) -> t
     environment, ref_results = _reference(job, options, base, ref_dir)
     prepared: dict[str, dict] = {}
     results: dict[str, dict] = {}
+    ref_s: dict[str, float] = {}
     for uuid, res in ref_results.items():
+        if res.get("elapsed_s") is not None:
+            ref_s[uuid] = float(res["elapsed_s"])
         if res.get("status") == "PREPARED":
             prepared[uuid] = torch.load(res["file"], weights_only=False)
         else:
             results[uuid] = res
     shutil.rmtree(ref_dir, ignore_errors=True)  # the ground truth now lives in this process only
-    results.update(run_candidate(job, prepared, options, base))
+    phases = environment.setdefault("phases", {})
+    results.update(run_candidate(job, prepared, options, base, phases))
+    for uuid, res in results.items():
+        res.setdefault("phases", {})["reference"] = ref_s.get(uuid)
     return environment, results
 
 
@@ -222,8 +229,10 @@ def _start(job_path: Path, log_path: Path, use_fork_server: bool) -> tuple[_Proc
 
 def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: RunnerOptions):
     # Long on purpose: one event loop over the worker's pipe whose phases share the deadline and partial results.
+    started = time.perf_counter()
     proc, read_fd = _start(job_path, log_path, options.use_fork_server)
     environment: dict[str, Any] = {}
+    since = started
     settled: dict[str, dict] = {}
     phase, current = "startup", None
     deadline = time.monotonic() + options.startup_timeout
@@ -260,13 +269,15 @@ def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: Runn
                 ev = msg.get("event")
                 if ev == "env":
                     environment = msg.get("environment") or {}
+                    environment["phases"] = {"startup": time.perf_counter() - started}
                     phase = "reference"
                     deadline = time.monotonic() + options.run_timeout
                 elif ev == "phase":
                     phase, current = msg.get("phase"), msg.get("uuid")
                     deadline = time.monotonic() + options.run_timeout
+                    since = time.perf_counter()
                 elif ev == "result" and msg.get("uuid") in remaining:
-                    settled[msg["uuid"]] = msg
+                    settled[msg["uuid"]] = {**msg, "elapsed_s": time.perf_counter() - since}
                 elif ev == "done":
                     ended = "done"
             if ended is None and not got and not proc.alive():
@@ -305,7 +316,7 @@ def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: Runn
 
 def _context(job: dict[str, Any]) -> dict[str, Any]:
     """What the judge needs of the problem: output names, dtypes and shapes, mutable inputs, timing knobs."""
-    problem = load_problem(job["problem"])
+    problem = load_problem(job["problem"], job.get("workload_file"))
     hints = problem.definition.solkit
     keys = ("reps", "timing_trials", "warmup", "method", "cpu_timing_budget_s", "gpu_timing_budget_s", "min_reps",
             "l2_flush", "prewarm_s", "cooldown_ms")  # fmt: skip
@@ -332,7 +343,9 @@ def _how(exc: ProcessFailure) -> str:
     return f"broke the protocol ({exc.detail})"
 
 
-def run_candidate(job: dict[str, Any], prepared: dict[str, dict], options: RunnerOptions, base: Path) -> dict:
+def run_candidate(
+    job: dict[str, Any], prepared: dict[str, dict], options: RunnerOptions, base: Path, phases: dict | None = None
+) -> dict:
     # Long on purpose: the candidate process's life (start, load, workloads, one restart) in the order it runs.
     order = [u for u in job["workloads"] if u in prepared]
     if not order:
@@ -352,11 +365,17 @@ def run_candidate(job: dict[str, Any], prepared: dict[str, dict], options: Runne
             scratch = base / f"candidate{started}"
             scratch.mkdir(parents=True, exist_ok=True)
             cjob = {"solution": job["solution"], "device": job["device"], "scratch": str(scratch), "sandbox": settings,
-                    "cpu_threads": job.get("cpu_threads"), "method": job.get("method")}  # fmt: skip
+                    "cpu_threads": job.get("cpu_threads"), "method": job.get("method"),
+                    "include_dirs": languages.cutlass_include_dirs()}  # fmt: skip
+            phases = phases if phases is not None else {}
             try:
+                t0 = time.perf_counter()
                 proc = CandidateProcess(cjob, scratch, plan, options.startup_timeout)
                 hello = proc.hello
+                t1 = time.perf_counter()
                 reply = proc.request("load", options.compile_timeout)
+                phases["startup"] = phases.get("startup", 0.0) + t1 - t0  # the reference's, then the candidate's
+                phases["compile"] = phases.get("compile", 0.0) + time.perf_counter() - t1
             except ProcessFailure as exc:
                 tail = proc.log_tail(options.log_tail_chars) if proc else ""
                 stragglers += proc.close() if proc else 0

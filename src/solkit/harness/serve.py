@@ -93,7 +93,7 @@ class Server:
             importlib.import_module("torch._dynamo")
             importlib.import_module("torch.profiler")
         self.guard = ac.IdentityGuard(extra_modules=(timing, cc, ac, timed, buffers, sys.modules[__name__]))
-        self.fn = load_candidate(self.solution, self.scratch, self.device)
+        self.fn = load_candidate(self.solution, self.scratch, self.device, self.job.get("include_dirs") or [])
         if why := ac.monkey_patch_reason(self.guard, "when the solution was imported"):
             raise Failure("REWARD_HACK", why)
         return {"ok": True}

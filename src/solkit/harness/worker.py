@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from solkit.errors import SolkitError
 from solkit.harness import anticheat as ac
 from solkit.harness import correctness as cc
 from solkit.harness import inputs as gen
@@ -92,7 +93,7 @@ class Worker:
         self.device = torch.device(job["device"])
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        self.problem: Problem = load_problem(job["problem"])
+        self.problem: Problem = load_problem(job["problem"], job.get("workload_file"))
         self.solution = Solution.model_validate(job["solution"])
         self.seed = int(job["seed"])
         self.trials = max(int(job["trials"]), 1)
@@ -115,6 +116,12 @@ class Worker:
             while t + 1 < total:
                 t += 1
                 inputs = self.factory.generate(w, t)
+                if t == 0:
+                    try:
+                        self.problem.check_input_constraints(w, inputs)
+                    except SolkitError as exc:
+                        p.error = ("INVALID_REFERENCE", str(exc))
+                        return p
                 p.inputs.append(_host(inputs))
                 try:
                     t0 = time.perf_counter()
@@ -224,6 +231,8 @@ def environment(device: torch.device) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     job = json.loads(Path(argv[1]).read_text())
+    if job["device"] == "cpu":  # Triton has no CPU driver: its interpreter is the only way it runs there
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     chan = Channel(int(argv[2]))
     if job.get("cpu_threads"):
         torch.set_num_threads(int(job["cpu_threads"]))

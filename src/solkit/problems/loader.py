@@ -16,6 +16,7 @@ and ``config.json``). Stable API (used by the harness and by SOL analysis):
 * ``Problem.reference_fn()`` -> the reference ``run`` (imported from a real file so ``@triton.jit``
   and ``inspect`` work); ``load_reference(problem)`` is the same as a function;
 * ``load_solution(path) -> Solution`` (sources with empty content read from beside the JSON);
+  ``solution_from_python(path, definition)`` for a ``.py`` with ``run``;
 * ``load_workloads(path)`` and ``load_definition(path)`` for single files.
 
 Every malformed input raises :class:`solkit.errors.SolkitError` with one line naming the file and
@@ -149,6 +150,56 @@ def load_solution(path: str | Path) -> Solution:
     return _parse_model(Solution, data, str(path))
 
 
+def solution_from_python(path: str | Path, definition: Definition) -> Solution:
+    """A ``.py`` file as a solution of ``definition`` (what ``profile`` and ``tune`` take): entry ``run``;
+    language ``triton`` when it imports Triton, else ``pytorch``; destination-passing style when ``run`` takes
+    the inputs and then the outputs, return style when it takes the inputs only (a module-level
+    ``SOLKIT_DESTINATION_PASSING = True/False`` decides otherwise). Local modules it imports by name from its
+    own directory travel with it."""
+    import ast
+
+    path = Path(path)
+    try:
+        source = path.read_text()
+        tree = ast.parse(source, filename=str(path))
+    except OSError as exc:
+        raise SolkitError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except SyntaxError as exc:
+        raise SolkitError(f"{path}:{exc.lineno}: not valid Python ({exc.msg})") from None
+    run = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "run"),
+               None)  # fmt: skip
+    if run is None:
+        raise SolkitError(f"{path}: defines no top-level function 'run'")
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    n_in, n_out = len(definition.inputs), len(definition.outputs)
+    n_params = len(run.args.posonlyargs) + len(run.args.args)
+    dps = {n_in: False, n_in + n_out: True}.get(n_params)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "SOLKIT_DESTINATION_PASSING"
+                                                for t in node.targets):  # fmt: skip
+            if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, bool)):
+                raise SolkitError(f"{path}: SOLKIT_DESTINATION_PASSING must be True or False")
+            dps = node.value.value
+    if dps is None:
+        raise SolkitError(f"{path}: run takes {n_params} parameters; {definition.name!r} has {n_in} inputs and "
+                          f"{n_out} outputs (give {n_in}, returning the outputs, or {n_in + n_out})")  # fmt: skip
+    sources = [{"path": path.name, "content": source}]
+    for mod in sorted(imported):
+        beside = path.parent / f"{mod}.py"
+        if beside.is_file() and beside.resolve() != path.resolve():
+            sources.append({"path": beside.name, "content": beside.read_text()})
+    data = {
+        "name": path.stem,
+        "definition": definition.name,
+        "author": "",
+        "spec": {"languages": ["triton" if "triton" in imported else "pytorch"],
+                 "entry_point": f"{path.name}::run", "destination_passing_style": dps},
+        "sources": sources,
+    }  # fmt: skip
+    return _parse_model(Solution, data, str(path))
+
+
 @dataclass
 class Problem:
     """A definition with its workloads. See the module docstring for the stable API."""
@@ -204,7 +255,7 @@ class Problem:
                 raise SolkitError(f"{self.definition_path}: axes: circular expressions {sorted(pending)}")
         env = {**axes, **self.scalar_values(workload)}
         for i, text in enumerate(d.constraints):
-            if names_in(text) - set(env):  # refers to a scalar input drawn at random: checked on real inputs only
+            if names_in(text) - set(env):  # names a tensor or a random scalar: see check_input_constraints
                 continue
             try:
                 ok = evaluate(text, env)
@@ -213,6 +264,21 @@ class Problem:
             if not ok:
                 raise SolkitError(f"{where}: violates constraints[{i}] {text!r} with axes {axes}")
         return axes
+
+    def check_input_constraints(self, workload: Workload, values: dict[str, Any]) -> None:
+        """Check the constraints that name inputs (``num_kv_indices == kv_indptr[-1].item()``) on generated
+        ``values``; SolkitError naming the constraint when one fails."""
+        env = {**self.resolve_axes(workload), **values}
+        given = set(self.definition.axes) | set(self.scalar_values(workload))
+        for i, text in enumerate(self.definition.constraints):
+            if not names_in(text) - given:
+                continue  # checked by resolve_axes already
+            try:
+                ok = evaluate(text, env)
+            except ExprError as exc:
+                raise SolkitError(f"{self.definition_path}: constraints[{i}] {text!r}: {exc}") from None
+            if not ok:
+                raise SolkitError(f"{self._where(workload)}: the inputs violate constraints[{i}] {text!r}")
 
     def _shapes(self, specs, workload: Workload) -> dict[str, tuple[int, ...] | None]:
         axes = self.resolve_axes(workload)
@@ -299,8 +365,8 @@ def load_reference(problem: Problem) -> Callable[..., Any]:
     return problem.reference_fn()
 
 
-def load_problem(path: str | Path) -> Problem:
-    """Load a problem directory (or a definition.json with workload.jsonl beside it)."""
+def load_problem(path: str | Path, workload_path: str | Path | None = None) -> Problem:
+    """Load a problem directory (or a definition.json with workload.jsonl beside it, or ``workload_path``)."""
     path = Path(path)
     if path.is_dir():
         def_path = path / DEFINITION_FILE
@@ -311,7 +377,9 @@ def load_problem(path: str | Path) -> Problem:
     else:
         raise SolkitError(f"{path}: no such problem directory or definition file")
     definition = load_definition(def_path)
-    wl_path = def_path.parent / WORKLOAD_FILE
+    wl_path = Path(workload_path) if workload_path is not None else def_path.parent / WORKLOAD_FILE
+    if workload_path is not None and not wl_path.is_file():
+        raise SolkitError(f"--workload {wl_path}: no such file")
     workloads = load_workloads(wl_path) if wl_path.is_file() else []
     problem = Problem(definition, workloads, def_path.parent, def_path, wl_path if wl_path.is_file() else None)
     seen: set[str] = set()

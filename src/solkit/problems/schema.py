@@ -146,7 +146,8 @@ class Definition(_FileModel):
     tags: list[str] = Field(default_factory=list)
     axes: dict[NonEmpty, Axis]
     constraints: list[str] = Field(default_factory=list)
-    """Boolean expressions over axes and scalar inputs, checked for every workload (FlashInfer-Bench style)."""
+    """Boolean expressions over axes and inputs, checked for every workload (FlashInfer-Bench style); those naming
+    a tensor input (``kv_indptr[-1].item()``) are checked on the generated inputs."""
     inputs: dict[NonEmpty, TensorSpec]
     outputs: dict[NonEmpty, TensorSpec]
     reference: NonEmpty
@@ -177,13 +178,12 @@ class Definition(_FileModel):
                 for dim in spec.shape or ():
                     if not dim.isdigit() and dim not in self.axes:
                         raise ValueError(f"{kind}.{tname}.shape: unknown axis {dim!r}; axes are {sorted(self.axes)}")
-        scalars = {n for n, s in self.inputs.items() if s.shape is None}
         for name, axis in self.axes.items():
             if isinstance(axis, AxisExpr) and (unknown := names_in(axis.expression) - set(self.axes)):
                 raise ValueError(f"axes.{name}.expression: unknown names {sorted(unknown)}")
         for i, text in enumerate(self.constraints):
             try:
-                unknown = names_in(text) - set(self.axes) - scalars
+                unknown = names_in(text) - set(self.axes) - set(self.inputs)  # tensors: checked on real inputs
             except ExprError as exc:
                 raise ValueError(f"constraints[{i}]: {exc}") from None
             if unknown:

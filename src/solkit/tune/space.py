@@ -14,23 +14,21 @@ rejected a few valid ones, see docs/tune.md), so ``smem_slack`` lets a user loos
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import itertools
 import json
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
+from solkit.problems.expr import ExprError, evaluate, names_in
 
 Config = dict[str, Any]
 Constraint = Callable[[Mapping[str, Any]], bool] | str
 
 _SMEM_FILE = Path(__file__).with_name("data") / "smem_limits.json"
-_SAFE_FUNCS = {"min": min, "max": max, "abs": abs, "log2": math.log2, "ceil": math.ceil, "floor": math.floor}
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -61,19 +59,17 @@ def smem_limit(arch: str | None = None) -> int | None:
 
 
 def _compile_expr(expr: str, names: Iterable[str]) -> Callable[[Mapping[str, Any]], Any]:
-    """Compile a constraint/estimate expression; only arithmetic, comparisons and a few functions."""
+    """A constraint/estimate expression through the one safe evaluator (solkit.problems.expr): arithmetic,
+    comparisons, min/max/abs/log2/ceil/floor over the parameter names."""
     try:
-        tree = ast.parse(expr, mode="eval")
-    except SyntaxError as exc:
-        raise SolkitError(f"space expression {expr!r} is not valid Python: {exc.msg}") from None
-    allowed = set(names) | set(_SAFE_FUNCS) | {"True", "False"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id not in allowed:
-            raise SolkitError(f"space expression {expr!r} uses unknown name {node.id!r}; allowed: {sorted(allowed)}")
-        if isinstance(node, (ast.Attribute, ast.Lambda, ast.Subscript, ast.Starred)):
-            raise SolkitError(f"space expression {expr!r}: only arithmetic, comparisons and {sorted(_SAFE_FUNCS)}")
-    code = compile(tree, "<space>", "eval")
-    return lambda cfg: eval(code, {"__builtins__": {}, **_SAFE_FUNCS}, dict(cfg))  # noqa: S307 - AST checked above
+        used = names_in(expr)
+    except ExprError as exc:
+        why = "not valid Python" if "cannot parse" in str(exc) else "only arithmetic, comparisons and functions"
+        raise SolkitError(f"space expression {expr!r}: {why} ({exc})") from None
+    allowed = set(names)
+    if unknown := sorted(used - allowed):
+        raise SolkitError(f"space expression {expr!r} uses unknown name {unknown[0]!r}; allowed: {sorted(allowed)}")
+    return lambda cfg: evaluate(expr, cfg)
 
 
 class Space:

@@ -1,0 +1,205 @@
+"""SOL-ExecBench's command lines through ``solkit eval``, with the statuses SOL-ExecBench's own tests expect.
+
+    python benchmarks/sol_execbench_compat.py --out results.json [--mirror GIT_DIR] [--device cpu] [--fast]
+
+Cases: solkit's own samples (tests/harness/compat_samples, tests/harness/examples) always; with ``--mirror`` (a
+bare git directory of NVIDIA/SOL-ExecBench) also every sample under its ``tests/sol_execbench/samples`` and its
+public ``examples/``, read with ``git show`` into a temporary directory and run unedited. Each case is one
+``solkit eval`` command line in SOL-ExecBench's form (positional problem directory, ``--solution``, ``-o``,
+``--json``), in its own process; the result records the argv, the exit code, the statuses, the wall time and the
+per-phase seconds of every trace. One failing case never stops the others.
+
+Expected statuses are SOL-ExecBench's (its tests/sol_execbench/test_e2e.py and tests/examples/test_examples.py):
+every sample PASSED, the ``evil_*`` samples REWARD_HACK. Where solkit cannot run a case here it says why
+(``needs``: a GPU for CUDA C++, a package for CuTe DSL / cuTile, the FlashInfer trace data for gqa_paged_decode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# The problem SOL-ExecBench's reward-hack tests evaluate its evil_* samples on (a fact of its test_e2e.py:
+# float32 vector add of n = 256, two random workloads), written here as solkit files.
+EVIL_DEFINITION = {
+    "name": "evil_test_vecadd",
+    "axes": {"n": {"type": "const", "value": 256}},
+    "inputs": {"x": {"shape": ["n"], "dtype": "float32"}, "y": {"shape": ["n"], "dtype": "float32"}},
+    "outputs": {"z": {"shape": ["n"], "dtype": "float32"}},
+    "reference": "import torch\ndef run(x, y):\n    return x + y\n",
+}
+EVIL_WORKLOADS = [{"uuid": "evil-wkl-0001", "axes": {}}, {"uuid": "evil-wkl-0002", "axes": {}}]
+# Workloads of solkit's samples built to fail, and how (the rest of each sample must pass).
+EXPECT_OVERRIDES = {"paged_gather": {"paged-bad-indptr": "INVALID_REFERENCE"}}
+GPU_LANGUAGES = {"cuda_cpp", "cutlass", "cudnn", "cublas", "cute_dsl", "cutile", "cudnn_frontend"}
+FAST = ["--cpu-threads", "1", "--cpu-timing-budget", "0.3", "--timing-trials", "1"]
+
+
+def _git_tree(mirror: Path, prefixes: list[str], dest: Path) -> None:
+    names = subprocess.run(["git", "--git-dir", str(mirror), "ls-tree", "-r", "--name-only", "HEAD", *prefixes],
+                           check=True, capture_output=True, text=True).stdout.split()  # fmt: skip
+    for name in names:
+        out = dest / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(subprocess.run(["git", "--git-dir", str(mirror), "show", f"HEAD:{name}"], check=True,
+                                       capture_output=True).stdout)  # fmt: skip
+
+
+def _evil_problem(sample: Path) -> Path:
+    """SOL-ExecBench's evil sample dir holds only solution.json + kernel.py: add the problem it is tested on."""
+    (sample / "definition.json").write_text(json.dumps(EVIL_DEFINITION))
+    (sample / "workload.jsonl").write_text("".join(json.dumps(w) + "\n" for w in EVIL_WORKLOADS))
+    return sample
+
+
+def _languages(solution: Path) -> set[str]:
+    try:
+        spec = json.loads(solution.read_text()).get("spec") or {}
+    except (OSError, ValueError):
+        return set()
+    return set(spec.get("languages") or [spec.get("language")])
+
+
+def _needs(problem: Path, solution: Path, device: str) -> str | None:
+    langs = _languages(solution)
+    if device == "cpu" and langs & GPU_LANGUAGES:
+        return f"a CUDA GPU ({', '.join(sorted(langs))})"
+    for lang, module in (("cute_dsl", "cutlass"), ("cutile", "cuda.tile")):
+        if lang in langs and not _importable(module):
+            return f"the {lang} package ({module})"
+    text = (problem / "workload.jsonl").read_text()
+    if "flashinfer-trace" in text and not os.environ.get("FLASHINFER_TRACE_DIR"):
+        return "the FlashInfer trace data (safetensors inputs; set FLASHINFER_TRACE_DIR)"
+    return None
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def cases(mirror: Path | None, work: Path) -> list[dict]:
+    out = []
+    for d in sorted((ROOT / "tests" / "harness" / "compat_samples").iterdir()):
+        sols = sorted(d.glob("solution*.json"))
+        out += [{"source": "solkit", "name": d.name, "problem": d, "solution": s, "expect": "PASSED"} for s in sols]
+    for d in sorted((ROOT / "tests" / "harness" / "examples").iterdir()):
+        for s in sorted(d.glob("solution*.json")):
+            out.append({"source": "solkit", "name": d.name, "problem": d, "solution": s, "expect": "PASSED"})
+    if mirror is None:
+        return out
+    _git_tree(mirror, ["examples", "tests/sol_execbench/samples"], work)
+    samples = work / "tests" / "sol_execbench" / "samples"
+    for d in sorted(p for p in samples.iterdir() if p.is_dir()):
+        if d.name.startswith("evil_"):
+            out.append({"source": "sol-execbench tests", "name": d.name, "problem": _evil_problem(d),
+                        "solution": d / "solution.json", "expect": "REWARD_HACK"})  # fmt: skip
+            continue
+        for s in sorted(d.glob("solution*.json")):
+            out.append({"source": "sol-execbench tests", "name": d.name, "problem": d, "solution": s,
+                        "expect": "PASSED"})  # fmt: skip
+    for d in sorted(p.parent for p in (work / "examples").rglob("definition.json")):
+        for s in sorted(d.glob("solution*.json")):
+            out.append({"source": "sol-execbench examples", "name": f"{d.parent.name}/{d.name}", "problem": d,
+                        "solution": s, "expect": "PASSED"})  # fmt: skip
+    return out
+
+
+def run_case(case: dict, device: str, fast: bool, timeout: float, work: Path) -> dict:
+    traces_file = work / f"{case['name'].replace('/', '__')}__{case['solution'].stem}.jsonl"
+    argv = ["solkit", "eval", str(case["problem"]), "--solution", str(case["solution"]), "-o", str(traces_file),
+            "--json", "--device", device, *(FAST if fast and device == "cpu" else [])]  # fmt: skip
+    rec = {k: str(v) if isinstance(v, Path) else v for k, v in case.items()}
+    rec["argv"] = argv
+    needs = _needs(case["problem"], case["solution"], device)
+    if needs:
+        rec["needs"] = needs
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "solkit", *argv[1:]], capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
+        rec["exit_code"] = proc.returncode
+        rec["stderr_tail"] = proc.stderr[-600:]
+    except subprocess.TimeoutExpired:
+        rec["exit_code"], rec["stderr_tail"] = None, f"timed out after {timeout} s"
+    rec["wall_s"] = round(time.perf_counter() - t0, 2)
+    traces = []
+    if traces_file.is_file():
+        traces = [json.loads(line) for line in traces_file.read_text().splitlines() if line.strip()]
+    overrides = EXPECT_OVERRIDES.get(case["name"], {}) if case["source"] == "solkit" else {}
+    want = {t["workload"]["uuid"]: overrides.get(t["workload"]["uuid"], case["expect"]) for t in traces}
+    rec["statuses"] = [t["evaluation"]["status"] for t in traces]
+    rec["phases_s"] = [(t["evaluation"].get("solkit") or {}).get("phases_s") for t in traces]
+    off = [t for t in traces if t["evaluation"]["status"] != want[t["workload"]["uuid"]]]
+    rec["logs"] = [t["evaluation"]["log"][:300] for t in off]
+    rec["as_expected"] = bool(traces) and not off
+    return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--mirror", default=None, help="bare git dir of NVIDIA/SOL-ExecBench (skipped when absent)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--fast", action="store_true", help="short CPU timing (statuses, not speed)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
+    ap.add_argument("--only", default=None, help="substring of the case names to run")
+    args = ap.parse_args(argv)
+    mirror = Path(args.mirror) if args.mirror and Path(args.mirror).is_dir() else None
+    work = Path(tempfile.mkdtemp(prefix="solkit_sxb_"))
+    results = []
+    try:
+        for case in cases(mirror, work):
+            if args.only and args.only not in case["name"]:
+                continue
+            try:
+                rec = run_case(case, args.device, args.fast, args.timeout, work)
+            except Exception as exc:  # noqa: BLE001 - one broken case never stops the others
+                rec = {"name": case["name"], "error": f"{type(exc).__name__}: {exc}", "as_expected": False}
+            results.append(rec)
+            phases = rec.get("phases_s") or [None]
+            over = [p.get("overhead_per_workload") for p in phases if p]
+            print(
+                f"{rec.get('source', '')[:22]:22} {rec['name'][:34]:34} {Path(rec.get('solution', '')).name[:24]:24} "
+                f"{','.join(sorted(set(rec.get('statuses') or []))) or '-':24} expect {case['expect']:11} "
+                f"{'ok' if rec['as_expected'] else 'NEEDS ' + rec['needs'] if rec.get('needs') else 'DIFFERS'} "
+                f"{rec.get('wall_s', 0):7.1f} s; overhead/workload {max(over) if over else 0:.2f} s",
+                flush=True,
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(), "device": args.device, "command": sys.argv,
+            "python": platform.python_version(), "mirror": str(mirror) if mirror else None}  # fmt: skip
+    try:
+        import torch
+
+        meta["torch"] = torch.__version__
+        meta["device_name"] = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor()
+        import triton
+
+        meta["triton"] = triton.__version__
+    except Exception as exc:  # noqa: BLE001 - versions are informative
+        meta["versions_error"] = repr(exc)
+    Path(args.out).write_text(json.dumps({"meta": meta, "cases": results}, indent=1))
+    ok = sum(r["as_expected"] for r in results)
+    print(f"{ok} of {len(results)} cases as SOL-ExecBench expects; {sum(bool(r.get('needs')) for r in results)} "
+          f"need something this machine lacks -> {args.out}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
