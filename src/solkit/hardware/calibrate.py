@@ -33,6 +33,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from solkit.hardware.detect import DeviceInfo, detect_device
+from solkit.paths import cache_dir
 from solkit.timing import benchmark
 
 GEMM_UNITS = {
@@ -96,18 +97,9 @@ def versions() -> dict[str, str]:
     return v
 
 
-def cache_dir() -> Path:
-    env = os.environ.get("SOLKIT_CACHE_DIR")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("solkit"))
-
-
 def cache_path(info: DeviceInfo) -> Path:
     digest = hashlib.sha1(info.cache_key.encode()).hexdigest()[:16]
-    return cache_dir() / "calibration" / f"{info.kind}-{digest}.json"
+    return cache_dir("calibration") / f"{info.kind}-{digest}.json"
 
 
 def load_cached(info: DeviceInfo | None = None) -> Calibration | None:

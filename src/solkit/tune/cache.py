@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
+from solkit.paths import cache_dir
 from solkit.tune.space import Config, config_key
 from solkit.tune.strategies import Prior
 
@@ -42,9 +43,7 @@ def default_root() -> Path:
     env = os.environ.get("SOLKIT_TUNE_CACHE")
     if env:
         return Path(env)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("solkit")) / "tune"
+    return cache_dir("tune")
 
 
 def shape_bucket(value: Any, mode: str = "pow2") -> Any:
