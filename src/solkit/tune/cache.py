@@ -15,11 +15,17 @@ winner, so:
   measured first on the new device, never taken as they are;
 * entries can be exported to, and imported from, one JSON file (share them between machines or ranks).
 
-Files: ``<root>/<kernel hash>/<entry hash>.json``, written atomically (temp file + rename).
+Files: ``<root>/<kernel hash>/<entry hash>.json``, written atomically (temp file + rename), so a reader never
+sees half a file. Several processes may add to one entry at once (the workers of ``solkit tune --devices``, or
+autotuning kernels in parallel jobs): each read-merge-write of an entry holds an exclusive ``flock`` on
+``<entry hash>.lock`` beside it, so no writer's records are lost. Readers take no lock. A lock is local to one
+machine's filesystem: each Ray node keeps its own cache, merged with ``--cache-export`` / ``--cache-import``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import math
@@ -197,13 +203,23 @@ class TuneCache:
             return {}
         return data.get("records", {}) if data.get("key") == json.loads(json.dumps(key, default=str)) else {}
 
+    @contextlib.contextmanager
+    def _locked(self, key: Mapping[str, Any]):
+        """Hold the entry's lock: one read-merge-write at a time, across processes."""
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
     def add(self, key: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """Merge evaluation records (each with a ``config``) into the entry and write it atomically."""
-        current = self.load(key)
-        for rec in records:
-            rec = dict(rec)
-            current[config_key(rec["config"])] = rec
-        self._write(key, current)
+        records = [dict(rec) for rec in records]
+        with self._locked(key):
+            current = self.load(key)
+            for rec in records:
+                current[config_key(rec["config"])] = rec
+            self._write(key, current)
         return current
 
     def _write(self, key: Mapping[str, Any], records: Mapping[str, Any]) -> None:
@@ -303,7 +319,8 @@ class TuneCache:
         ):
             raise SolkitError(f"{path} is not a solkit tune cache export (format {FORMAT})")
         for entry in data["entries"]:
-            merged = self.load(entry["key"])
-            merged.update(entry.get("records", {}))
-            self._write(entry["key"], merged)
+            with self._locked(entry["key"]):
+                merged = self.load(entry["key"])
+                merged.update(entry.get("records", {}))
+                self._write(entry["key"], merged)
         return len(data["entries"])

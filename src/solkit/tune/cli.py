@@ -37,6 +37,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--warm", action="store_true", help="replay: warm start from the other shapes of each kernel")
     p.add_argument("--workload", type=int, default=0, help="live: index of the workload to tune on")
     p.add_argument(
+        "--workloads",
+        default=None,
+        metavar="all|0,2,5",
+        help="live: tune each of these workloads (one search each; with --devices/--ray, in parallel)",
+    )
+    p.add_argument(
+        "--devices",
+        default=None,
+        metavar="all|0,1,3|cpu,cpu|cpu:N",
+        help="live, with --workloads: one worker per device, sharing the cache (docs/scale.md)",
+    )
+    p.add_argument(
+        "--ray",
+        default=None,
+        metavar="auto|local|ADDRESS",
+        help="live, with --workloads: on a Ray cluster, one actor per GPU (needs solkit[ray])",
+    )
+    p.add_argument(
         "--isolate",
         action="store_true",
         help="live: benchmark in a restartable child process (survives illegal addresses and hangs)",
@@ -64,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return _replay(args)
     if not args.problem_dir or not args.solution:
         raise SolkitError("give PROBLEM_DIR with --solution FILE, or --replay DATA (see solkit tune --help)")
+    if args.workloads or args.devices or args.ray:
+        return _many(args)
     from solkit.tune.solution import tune_solution
 
     result = tune_solution(args.problem_dir, args.solution, strategy=args.strategy, budget=args.budget,
@@ -71,6 +91,51 @@ def run(args: argparse.Namespace) -> int:
                            cache_dir=args.cache_dir, isolate=args.isolate,
                            warm_start_from=args.warm_start_from)  # fmt: skip
     return _print_live(result, args.json)
+
+
+def _many(args: argparse.Namespace) -> int:
+    """--workloads: one search per workload, serially or on the pool of --devices / --ray."""
+    from solkit.output import console, print_json, table
+    from solkit.problems import load_problem
+    from solkit.scale import open_pool
+    from solkit.tune.shards import tune_workloads, workload_indices
+
+    if not args.workloads:
+        raise SolkitError("--devices/--ray spread workloads: give --workloads all (or indices such as 0,2)")
+    indices = workload_indices(args.workloads, len(load_problem(args.problem_dir).workloads))
+    options = {
+        "strategy": args.strategy,
+        "budget": args.budget,
+        "time_budget_s": args.time_budget,
+        "cache_dir": args.cache_dir,
+        "isolate": args.isolate,
+        "warm_start_from": args.warm_start_from,
+    }
+    results = tune_workloads(open_pool(args.devices, args.ray), args.problem_dir, args.solution, indices, options)
+    failed = [r for r in results if r.get("best") is None]
+    if args.json:
+        print_json({"workloads": results})
+    else:
+        rows = [
+            (
+                r["workload_index"],
+                str(r.get("axes", "")),
+                str(r.get("best")),
+                r.get("best_ms"),
+                len(r.get("evaluations", [])),
+                r.get("device_name"),
+                r.get("error") or "",
+            )
+            for r in results
+        ]
+        console.print(
+            table(
+                f"solkit tune: {args.solution} on {args.problem_dir}",
+                ["workload", "axes", "best", "ms", "evaluated", "device", "error"],
+                rows,
+            )
+        )
+    return 1 if failed else 0
 
 
 def _cache_io(args: argparse.Namespace) -> int:
