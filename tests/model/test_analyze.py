@@ -1,4 +1,4 @@
-"""solkit.model.analyze on a CPU: tiny Llama and ResNet in every mode, counts checked by hand, attribution end to end."""
+"""solkit.model.analyze on a CPU: tiny Llama and ResNet in every mode, counts by hand, attribution end to end."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_unknown_mode():
         analyze(torch.nn.Linear(8, 4), torch.randn(3, 8), mode="train", ceilings=H200)
 
 
-@pytest.mark.skipif(not os.environ.get("SOLKIT_SLOW_TESTS"), reason="Inductor on a CPU takes ~60 s here: SOLKIT_SLOW_TESTS=1")
+@pytest.mark.skipif(not os.environ.get("SOLKIT_SLOW_TESTS"), reason="Inductor on CPU: ~60 s; SOLKIT_SLOW_TESTS=1")
 def test_compile_on_cpu():
     model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.GELU(), torch.nn.Linear(48, 16))
     rep = analyze(model, torch.randn(8, 32), mode="fwd_bwd", compile=True, ceilings=H200)

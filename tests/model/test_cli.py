@@ -13,7 +13,8 @@ pytest.importorskip("transformers")
 from solkit.cli import main  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-TINY = ["model", "--hf", "llama", "--seq", "8", "--batch", "2", "--device", "cpu", "--arch", "h200-sxm", "--warmup", "1"]
+TINY = ["model", "--hf", "llama", "--seq", "8", "--batch", "2", "--device", "cpu", "--arch", "h200-sxm"]
+TINY += ["--warmup", "1"]
 
 ENTRY = """
 import torch

@@ -29,6 +29,7 @@ class OpEvent:
     kind: str  # "aten", "region" or "unattributed"
     time_s: float
     shapes: tuple = ()
+    out_shape: tuple = ()
     dtypes: tuple = ()
     flops: dict[str, float] = field(default_factory=dict)
     bytes: float = 0.0
@@ -149,8 +150,19 @@ def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent]
         slot["time"] += dt
         slot["kernels"] += [k.name for k in getattr(e, "kernels", ())]
     rows = [_row(per_target[id(t)], work, scopes) for t in order]
+    if on_gpu:
+        # kernels with no CPU launch in the profile (another process's, a communication library's)
+        device_total = sum(e.time_range.elapsed_us() for e in events if _on_device(e)) * 1e-6
+        if device_total > total:
+            u = unattributed["(kernels with no CPU launch)"]
+            u.op, u.time_s, total = "(kernels with no CPU launch)", device_total - total, device_total
+            u.note = "device time the profiler linked to no CPU op"
     rows += [u for u in unattributed.values() if u.time_s > 0]
     return rows, total
+
+
+def _on_device(e) -> bool:
+    return getattr(e, "device_type", None) is not None and e.device_type.name in ("CUDA", "PrivateUse1", "XPU")
 
 
 def _charge_inner_cpu(top, work: StepWork, per_target: dict, order: list, unattributed: dict) -> None:
@@ -187,6 +199,7 @@ def _row(slot: dict, work: StepWork, scopes: _Scopes) -> OpEvent:
         kind="region" if region else "aten",
         time_s=slot["time"],
         shapes=traced.key if traced is not None else tuple(tuple(s) for s in (evt.input_shapes or []) if s),
+        out_shape=tuple(traced.record.outputs[0].shape) if traced is not None and traced.record.outputs else (),
         dtypes=tuple(str(t.dtype).removeprefix("torch.") for t in traced.record.inputs) if traced else (),
         flops=flops,
         bytes=nbytes,

@@ -34,6 +34,7 @@ class Group:
     kernel: str = ""
     violation: bool = False
     shapes: str = ""
+    out_shape: tuple = ()
 
     @property
     def lost_s(self) -> float:
@@ -63,6 +64,7 @@ class Group:
             "module_type": self.module_type,
             "kind": self.kind,
             "shapes": self.shapes,
+            "out_shape": list(self.out_shape),
             "tier": tier.label if tier else None,
             "advice": " ".join(a for a in (tier.advice if tier else "no T_SOL: its work is unknown", self.advice) if a),
             "solkit_kernel": self.kernel or None,
@@ -166,7 +168,7 @@ def build_report(rows: list[OpEvent], measured_s: float, ceilings: Ceilings, met
         g = ops.get(key)
         if g is None:
             g = ops[key] = Group(f"{r.op}{direction} {_shape_text(r)}".strip(), category=r.category, kind=r.kind,
-                                 module_type=r.module_type, shapes=_shape_text(r))  # fmt: skip
+                                 module_type=r.module_type, shapes=_shape_text(r), out_shape=r.out_shape)  # fmt: skip
             g.advice = kernel_advice(r.op, r.category, r.module_type)
             g.kernel = g.advice.split(" (")[0].removeprefix("solkit has ") if g.advice else ""
         _add(g, r, ts, bound)

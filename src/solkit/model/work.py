@@ -37,15 +37,12 @@ def canonical(name: str) -> str:
 
 
 def shape_key(shapes: list[Any]) -> tuple[tuple[int, ...], ...]:
-    """The non-scalar tensor shapes among an op's arguments, in order (nested lists flattened)."""
+    """The profiler's ``input_shapes`` as a key: the non-scalar tensor shapes, in order (tensor lists flattened)."""
     out: list[tuple[int, ...]] = []
 
     def visit(x: Any) -> None:
-        if isinstance(x, TensorMeta):
-            if x.shape:
-                out.append(tuple(x.shape))
-        elif isinstance(x, (list, tuple)):
-            if x and all(isinstance(v, int) and not isinstance(v, bool) for v in x):
+        if isinstance(x, (list, tuple)) and x:
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in x):
                 out.append(tuple(x))
             else:
                 for v in x:
@@ -53,6 +50,23 @@ def shape_key(shapes: list[Any]) -> tuple[tuple[int, ...], ...]:
 
     for s in shapes:
         visit(s)
+    return tuple(out)
+
+
+def record_key(rec: OpRecord) -> tuple[tuple[int, ...], ...]:
+    """The same key for a traced op: the shapes of its tensor arguments (integer lists such as a stride are not)."""
+    out: list[tuple[int, ...]] = []
+
+    def visit(x: Any) -> None:
+        if isinstance(x, TensorMeta):
+            if x.shape:
+                out.append(tuple(x.shape))
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                visit(v)
+
+    for v in rec.args.values():
+        visit(v)
     return tuple(out)
 
 
@@ -111,7 +125,5 @@ def step_work(built: Built, mode: str, precision: str | None = None) -> StepWork
     tr = trace(fn, *args)
     policy = precision_policy(precision)
     counts = count_ops(tr.records, precision=policy) if policy is not None else count_ops(tr.records)
-    ops = [
-        TracedOp(rec, c, canonical(rec.name), shape_key(list(rec.args.values()))) for rec, c in zip(tr.records, counts)
-    ]
+    ops = [TracedOp(rec, c, canonical(rec.name), record_key(rec)) for rec, c in zip(tr.records, counts)]
     return StepWork(ops)
