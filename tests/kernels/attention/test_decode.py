@@ -111,8 +111,9 @@ def test_llama3_8b_heads_bf16_paged(batch, kv_len, block_size):
     ref = reference(q, k, v, sl)
     kc, vc, table = paged(k, v, sl, block_size)
     out = decode_attention(q, kc, vc, sl, table)
-    torch.testing.assert_close(out.double().cpu(), ref, atol=TOL[torch.bfloat16], rtol=TOL[torch.bfloat16])
-    torch.testing.assert_close(decode_attention(q, k, v, sl).double().cpu(), ref, atol=2e-2, rtol=2e-2)
+    atol = TOL[torch.bfloat16] * ref.abs().max().item()  # an average over thousands of values is small
+    torch.testing.assert_close(out.double().cpu(), ref, atol=atol, rtol=TOL[torch.bfloat16])
+    torch.testing.assert_close(decode_attention(q, k, v, sl).double().cpu(), ref, atol=atol, rtol=TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu
@@ -123,4 +124,5 @@ def test_against_sdpa_with_few_query_tokens():
     want = torch.nn.functional.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=True
     ).transpose(1, 2)
-    torch.testing.assert_close(decode_attention(q, k, v, sl).float(), want.float(), atol=2e-2, rtol=2e-2)
+    atol = 2e-2 * want.abs().max().item()
+    torch.testing.assert_close(decode_attention(q, k, v, sl).float(), want.float(), atol=atol, rtol=2e-2)
