@@ -348,27 +348,34 @@ NARROW_DROP = ("model", "tflops", "tbs", "sol_spec", "tier")
 
 
 def print_table(results: dict[str, Any]) -> None:
+    from solkit.report.devices import by_device, card_spread, short, spread_table
     from solkit.report.render import COLUMNS, check_cell
     from solkit.report.verdict import LEGEND, basis_line, device_label
 
     # Under 120 columns the secondary columns go (results.csv and the report keep them), so rows stay one line.
     narrow = console.width < 120
     keep = [i for i, (k, _) in enumerate(COLUMNS) if not (narrow and k in NARROW_DROP)]
-    rows = []
-    for r in results["rows"]:
-        cells = [r.get(k) for k, _ in COLUMNS]
-        cells[4] = check_cell(r)[: 40 if narrow else 60]
-        rows.append([cells[i] for i in keep])
     m = results["meta"]
-    console.print(
-        table(
-            f"solkit bench on {device_label(m)}",
-            [COLUMNS[i][1] for i in keep],
-            rows,
-            caption=f"{basis_line(m)}. SOL = T_SOL / T_measured. check: {', '.join(LEGEND)}. "
-            + f"Timing: {m.get('timing_policy', 'not recorded')}",
+    groups = by_device(results["rows"])  # a run on several cards: one table per card
+    for card, group in groups.items():
+        rows = []
+        for r in group:
+            cells = [r.get(k) for k, _ in COLUMNS]
+            cells[4] = check_cell(r)[: 40 if narrow else 60]
+            rows.append([cells[i] for i in keep])
+        on = f"{group[0].get('device_name')} [{short(card)}]" if len(groups) > 1 else device_label(m)
+        console.print(
+            table(
+                f"solkit bench on {on}",
+                [COLUMNS[i][1] for i in keep],
+                rows,
+                caption=f"{basis_line(m)}. SOL = T_SOL / T_measured. check: {', '.join(LEGEND)}. "
+                + f"Timing: {m.get('timing_policy', 'not recorded')}",
+            )
         )
-    )
+    spread = card_spread([results])
+    if spread:
+        console.print(table("card-to-card spread of the same row", *spread_table(spread)))
     for n in m.get("notes", []):
         console.print(f"note: {n}")
 
@@ -458,19 +465,25 @@ def _compare(args: argparse.Namespace, runs: list[dict[str, Any]]) -> int:
             console.print(", ".join(f"{n} {v}" for v, n in counts.items()) + f", {len(rows) - sum(counts.values())} "
                           "not compared")  # fmt: skip
         return 0
+    from solkit.report.devices import card_spread, spread_table
+
     labels = device_labels(runs)
     rows = compare_devices(runs, labels)
+    spread = card_spread(runs)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "comparison.json").write_text(
             json.dumps({"devices": dict(zip(labels, names)), "rows": rows}, indent=1, default=str)
         )
     if args.json:
-        print_json({"devices": dict(zip(labels, names)), "rows": rows})
+        print_json({"devices": dict(zip(labels, names)), "rows": rows, "card_spread": spread})
         return 0
     cols, body = compare_devices_rows(rows, labels)
     console.print(table(f"across devices: {', '.join(f'{lab} ({n})' for lab, n in zip(labels, names))}", cols, body,
                         caption="each device's time and its own SOL fraction (T_SOL on that device / its time); "
                         "times are never compared across devices; spread = highest - lowest SOL fraction; "
                         "* = the bound differs"))  # fmt: skip
+    if spread:
+        console.print(table("card-to-card spread of the same row (one product, several cards)", *spread_table(spread),
+                            caption="ms spread = slowest / fastest - 1 for the same workload and backend"))  # fmt: skip
     return 0

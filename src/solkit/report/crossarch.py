@@ -137,8 +137,11 @@ def device_labels(runs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def same_device(runs: Sequence[dict[str, Any]]) -> bool:
-    """True when every run names the same device (product id, else device name)."""
-    return len({device_label(r, str(i)) for i, r in enumerate(runs)}) <= 1
+    """True when every run names the same device (product id, else device name) and, where rows name the card
+    they were timed on, all of them were timed on one card (two cards of one product differ: their times are
+    compared by SOL fraction, never directly)."""
+    cards = {r.get("device_uuid") for res in runs for r in res.get("rows", []) if r.get("device_uuid")}
+    return len({device_label(r, str(i)) for i, r in enumerate(runs)}) <= 1 and len(cards) <= 1
 
 
 def compare_devices(runs: Sequence[dict[str, Any]], labels: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -150,6 +153,7 @@ def compare_devices(runs: Sequence[dict[str, Any]], labels: Sequence[str] | None
     one device are left out.
     """
     labels = list(labels or device_labels(runs))
+    one_product = len({device_label(r, str(i)) for i, r in enumerate(runs)}) == 1
     by_key: dict[tuple, dict[str, dict[str, Any]]] = {}
     for lab, res in zip(labels, runs):
         for r in res["rows"]:
@@ -163,7 +167,10 @@ def compare_devices(runs: Sequence[dict[str, Any]], labels: Sequence[str] | None
                   "sol_calibrated": r.get("sol_calibrated"), "bound": r.get("bound"), "tier": r.get("tier")}
             for lab, r in per.items()
         }  # fmt: skip
-        basis = "sol_spec" if all(d["sol_spec"] is not None for d in devices.values()) else "sol_calibrated"
+        # One product on several cards: each card's own calibrated ceilings (the datasheet is the same for all).
+        own = one_product and all(d["sol_calibrated"] is not None for d in devices.values())
+        spec = all(d["sol_spec"] is not None for d in devices.values())
+        basis = "sol_calibrated" if own or not spec else "sol_spec"
         fracs = {lab: d[basis] for lab, d in devices.items() if d[basis] is not None}
         row: dict[str, Any] = dict(zip(("problem", "size", "model", "backend"), key))
         row["devices"] = devices

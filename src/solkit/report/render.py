@@ -12,6 +12,7 @@ from typing import Any
 
 from solkit.errors import SolkitError
 from solkit.report.crossarch import what_if_markdown, what_if_rows
+from solkit.report.devices import devices_markdown, same_card
 from solkit.report.figures import all_figures
 from solkit.report.verdict import LEGEND, NOISY_CV, basis_line, compare_verdict, device_label, verdict
 
@@ -140,6 +141,7 @@ def markdown(results: dict[str, Any], figures: dict[str, Path] | None = None) ->
         cells = [_fmt(r.get(k)) for k, _ in COLUMNS]
         cells[4] = check_cell(r).replace("|", "/")
         lines.append("| " + " | ".join(cells) + " |")
+    lines += devices_markdown(results)
     diagnosed = [r for r in results["rows"] if r.get("profile") and r["profile"].get("summary")]
     if diagnosed:
         lines += ["", "## Nsight Compute diagnosis", ""]
@@ -281,7 +283,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for r in a["rows"]:
         o = right.get(key(r))
-        if o is None:
+        if o is None or not same_card(r, o):  # times from two cards are never compared (report.devices)
             continue
         said, ci = compare_verdict(r, o)
         out.append(
