@@ -113,6 +113,9 @@ def _decode_impls(q, k, v, lens, kc, vc, table, n, dims):
     impls = {
         "solkit_paged": lambda q: decode_attention(q, kc, vc, lens, table, max_seq_len=n),
         "solkit_contiguous": lambda q: decode_attention(q, k, v, lens),
+        "solkit_paged_combine_kernel": lambda q: decode_attention(
+            q, kc, vc, lens, table, max_seq_len=n, options={"combine": "kernel"}
+        ),
         "sdpa": lambda q: _sdpa_decode()(q, k, v),
     }
     for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),

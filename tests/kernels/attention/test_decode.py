@@ -62,6 +62,7 @@ TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
         (torch.float32, 1, 4, 2, 16, [1, 70, 33], None),  # a sequence of length 1; uneven lengths
         (torch.float16, 2, 4, 1, 32, [2, 45], {"num_splits": 3, "block_n": 16}),  # 2 query tokens, splits
         (torch.float32, 3, 6, 3, 24, [90, 5], {"num_splits": 4, "block_n": 16}),  # odd head dim, 3 tokens
+        (torch.float32, 1, 8, 2, 16, [33, 64], {"num_splits": 3, "block_n": 16, "combine": "kernel"}),
     ],
 )
 def test_contiguous_and_paged_match_reference(dtype, lq, h, kvh, d, lens, options):

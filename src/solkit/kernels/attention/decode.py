@@ -16,15 +16,18 @@ sequence ``i``), so one kernel serves both: every key tile looks its tokens' blo
 Structure. One program per (sequence, kv head, split) holds the ``g x l`` query rows of that kv head (padded to
 16 rows for ``tl.dot``), so every K/V tile is read once for the whole group. It streams its split's keys in
 ``block_n`` tiles with the online softmax (base 2, fp32 statistics and accumulator). With one split it writes
-the output; with several it writes its normalised partial output and log-sum-exp (fp32), and the combine
-kernel weighs the splits: ``o = sum_s exp2(lse_s - M) o_s / sum_s exp2(lse_s - M)``, ``M = max_s lse_s``.
+the output; with several it writes its normalised partial output and log-sum-exp (fp32), and the splits are
+weighed: ``o = sum_s exp2(lse_s - M) o_s / sum_s exp2(lse_s - M)``, ``M = max_s lse_s``. By default the last split
+of each (sequence, kv head) to finish does it (an arrival counter per pair, reset by that last program), which
+saves a second launch; ``options={"combine": "kernel"}`` uses a separate combine kernel instead.
 The split count fills the GPU: about :data:`PROGRAMS_PER_SM` programs per SM over ``b x kv_heads`` (none when
 that product already does), no split shorter than :data:`MIN_SPLIT_TOKENS` keys, at most :data:`MAX_SPLITS`.
 
 Speed of light. Decode reads the cache once: bytes = K and V of every cached token
 (``2 · sum(seq_lens) · kv_heads · d · e``, ``e`` bytes per element) + q and out (``2 · b · l · h · d · e``) +
 the block table and lengths; the split partials add ``2 · splits · b · kv_heads · g·l · (d + 1) · 4`` (written
-once, read once; 3 % at 8k tokens, 32 splits). FLOPs ``4 · sum(seq_lens) · h · l · d`` are 1 per byte or less:
+once, read once; 3 % at 8k tokens, 32 splits). FLOPs ``4 · sum(seq_lens) · h · l · d`` are ``g · l`` per byte in
+16-bit (4 for Llama-3-8B decode), far under any ridge point:
 T_SOL = bytes / memory bandwidth (:func:`sol_bytes`).
 """
 
@@ -50,17 +53,18 @@ _LOG2E = 1.4426950408889634
 DECODE_PATHS: dict[str, tuple[tuple[str, Needs], ...]] = {
     "decode_attention": (("split_kv", Needs(note="split-KV with a combine; paged tiles gathered by pointer")),),
 }
-#: Launch settings: keys per tile and warps; ``num_splits`` (an int) overrides the split count.
-DEFAULT_OPTIONS = {"block_n": 64, "num_warps": 4, "num_stages": 2}
+#: Launch settings: keys per tile and warps; ``num_splits`` (an int) overrides the split count; ``combine``:
+#: ``"fused"`` (the last split to finish combines) or ``"kernel"`` (a second launch combines).
+DEFAULT_OPTIONS = {"block_n": 64, "num_warps": 4, "num_stages": 2, "combine": "fused"}
 
 
 @triton.jit
 def _decode_split_kernel(
-    Q, K, V, BT, SEQ, OUT, O_PART, LSE_PART,
+    Q, K, V, BT, SEQ, OUT, O_PART, LSE_PART, COUNT,
     s_qb, s_ql, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_btb, s_ob, s_ol, s_oh,
     kv_heads, page_size, chunk, n_splits, scale_log2,
     GROUP: tl.constexpr, LQ: tl.constexpr, M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, FUSED: tl.constexpr,
 ):  # fmt: skip
     bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -107,9 +111,42 @@ def _decode_split_kernel(
         base = (bh.to(tl.int64) * n_splits + split) * M
         tl.store(O_PART + (base + rows[:, None]) * BLOCK_D + d[None, :], o, mask=out_mask)
         tl.store(LSE_PART + base + rows, tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe)), mask=row_ok)
+        if FUSED:
+            # The last split of this (sequence, kv head) to finish combines: every thread's partial stores come
+            # before the barrier, the barrier before the counter's release; the last one's acquire makes every
+            # other split's partial visible to it. It then resets the counter for the next call.
+            tl.debug_barrier()
+            ticket = tl.atomic_add(COUNT + bh, 1, sem="acq_rel", scope="gpu")
+            if ticket == n_splits - 1:
+                _combine_rows(O_PART, LSE_PART, OUT, bh * n_splits * M, b, tok, head, rows, row_ok, d, out_mask,
+                              s_ob, s_ol, s_oh, n_splits, M, BLOCK_D)  # fmt: skip
+                tl.atomic_xchg(COUNT + bh, 0, sem="relaxed", scope="gpu")
     else:
         o_ptr = OUT + b.to(tl.int64) * s_ob + tok[:, None] * s_ol + head[:, None] * s_oh + d[None, :]
         tl.store(o_ptr, o.to(OUT.dtype.element_ty), mask=out_mask)
+
+
+@triton.jit
+def _combine_rows(O_PART, LSE_PART, OUT, first, b, tok, head, rows, row_ok, d, out_mask, s_ob, s_ol, s_oh, n_splits,
+                  M: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip
+    """Weigh every split's partial rows of one (sequence, kv head) by their log-sum-exp, online over the splits."""
+    top = tl.full([M], float("-inf"), tl.float32)
+    total = tl.zeros([M], tl.float32)
+    acc = tl.zeros([M, BLOCK_D], tl.float32)
+    for sp in range(0, n_splits):
+        base = first.to(tl.int64) + sp * M
+        lse = tl.load(LSE_PART + base + rows, mask=row_ok, other=float("-inf"))
+        part = tl.load(O_PART + (base + rows[:, None]) * BLOCK_D + d[None, :], mask=out_mask, other=0.0)
+        new = tl.maximum(top, lse)
+        safe = tl.where(new == float("-inf"), 0.0, new)
+        old_w = tl.exp2(top - safe)
+        w = tl.exp2(lse - safe)
+        acc = acc * old_w[:, None] + part * w[:, None]
+        total = total * old_w + w
+        top = new
+    o = acc / tl.where(total == 0.0, 1.0, total)[:, None]
+    o_ptr = OUT + b.to(tl.int64) * s_ob + tok[:, None] * s_ol + head[:, None] * s_oh + d[None, :]
+    tl.store(o_ptr, o.to(OUT.dtype.element_ty), mask=out_mask)
 
 
 @triton.jit
@@ -184,6 +221,21 @@ def split_plan(batch: int, kv_heads: int, max_len: int, block_n: int, sms: int) 
     return triton.cdiv(max_len, chunk), chunk
 
 
+_COUNTERS: dict[tuple, torch.Tensor] = {}
+
+
+def _counters(device: torch.device, n: int) -> torch.Tensor:
+    """Zeroed int32 arrival counters, one per (sequence, kv head), kept per device and stream: the last split to
+    arrive resets its counter, so the buffer is zero again after every call and is never cleared by a launch
+    (a memset would cost a kernel of its own). Two calls running at once on one stream cannot happen; on two
+    streams they get separate buffers."""
+    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < n:
+        buf = _COUNTERS[key] = torch.zeros(max(n, 64), dtype=torch.int32, device=device)
+    return buf
+
+
 def sol_bytes(q: torch.Tensor, seq_lens: torch.Tensor, kv_heads: int) -> int:
     """The least traffic of one call (module docstring): K and V of every cached token, q and the output."""
     b, lq, h, dim = q.shape
@@ -227,21 +279,23 @@ def decode_attention_forward(
     else:
         splits, chunk = split_plan(b, kvh, max_len, block_n, num_sms(q.device))
     scale = dim**-0.5 if scale is None else float(scale)
-    part = lse = out  # unused when there is one split
+    part = lse = count = out  # unused when there is one split
+    fused = opts.get("combine", "fused") == "fused"
     if splits > 1:
         part = torch.empty((b * kvh * splits * rows, block_d), device=q.device, dtype=torch.float32)
         lse = torch.empty((b * kvh * splits * rows,), device=q.device, dtype=torch.float32)
+        count = _counters(q.device, b * kvh) if fused else out
     _decode_split_kernel[(b * kvh, splits)](
-        q, k_cache, v_cache, block_table, seq_lens, out, part, lse,
+        q, k_cache, v_cache, block_table, seq_lens, out, part, lse, count,
         q.stride(0), q.stride(1), q.stride(2), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
         out.stride(0), out.stride(1), out.stride(2),
         kvh, page_size, chunk, splits, scale * _LOG2E,
         GROUP=group, LQ=lq, M=rows, HEAD_DIM=dim, BLOCK_D=block_d, BLOCK_N=block_n, SPLIT=splits > 1,
-        PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FUSED=fused,
         num_warps=int(opts["num_warps"]), num_stages=int(opts["num_stages"]),
     )  # fmt: skip
-    if splits > 1:
+    if splits > 1 and not fused:
         _decode_combine_kernel[(b * kvh, group * lq)](
             part, lse, out, out.stride(0), out.stride(1), out.stride(2), kvh, splits,
             GROUP=group, M=rows, HEAD_DIM=dim, BLOCK_D=block_d, BLOCK_S=triton.next_power_of_2(splits), num_warps=4,
