@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from solkit.model.scope import Scope, category, layer_of
+from solkit.model.scope import Scope, category, layer_of, param_scopes
 from solkit.model.step import OPTIMIZER_SCOPE
 from solkit.model.work import StepWork, TracedOp, canonical
 
@@ -193,6 +193,8 @@ def _row(slot: dict, work: StepWork, scopes: _Scopes) -> OpEvent:
     traced, how, flops, nbytes, note = _work(evt, op, work)
     chain = _chain(evt)
     sc, backward, in_opt = scopes.of(chain)
+    if not sc and traced is not None and traced.module:
+        sc = param_scopes(traced.module, work.module_types)
     contains = op if not region else (evt.kwinputs or {}).get("kernel_name", op)
     return OpEvent(
         op=op,

@@ -70,6 +70,12 @@ def module_scopes(model: torch.nn.Module):
             h.remove()
 
 
+def param_scopes(qualname: str, types: dict[str, str]) -> list[Scope]:
+    """The module chain of ``qualname`` (innermost first), from the model's own module names and types."""
+    parts = qualname.split(".")
+    return [Scope(q, types.get(q, "")) for q in (".".join(parts[:i]) for i in range(len(parts), 0, -1))]
+
+
 def category(op: str, scopes: list[Scope], in_optimizer: bool) -> str:
     """The module-type category of an op: optimizer scope, then op-name rules, then its module chain."""
     table = categories()

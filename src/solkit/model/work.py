@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from solkit.model.step import meta_step
-from solkit.sol.counting import OpCount, count_ops
-from solkit.sol.trace import OpRecord, TensorMeta, trace
+from solkit.sol.analysis import analyze
+from solkit.sol.counting import OpCount
+from solkit.sol.opview import op_views
+from solkit.sol.trace import OpRecord, TensorMeta
 from solkit.zoo import Built
 
 _ATTN = r"scaled_dot_product\w*attention\w*|flash_attention|efficient_attention|cudnn_attention"
@@ -78,13 +80,15 @@ class TracedOp:
     count: OpCount
     name: str  # canonical
     key: tuple
+    module: str = ""  # qualified name of the module whose parameter it reads first ("" for none)
 
 
 class StepWork:
     """Every traced op of a step, looked up by (name, shapes) and, failing that, by name in order."""
 
-    def __init__(self, ops: list[TracedOp]):
+    def __init__(self, ops: list[TracedOp], module_types: dict[str, str] | None = None):
         self.ops = ops
+        self.module_types = module_types or {}  # qualified name -> class name, for scopes from parameters
         self.names = {o.name for o in ops}
         self._by_key: dict[tuple, list[TracedOp]] = defaultdict(list)
         self._by_name: dict[str, list[TracedOp]] = defaultdict(list)
@@ -96,12 +100,14 @@ class StepWork:
 
     def match(self, name: str, shapes: list[Any]) -> tuple[TracedOp | None, str]:
         """The traced op for a profiled call, and how it was found ("shapes", "order" or "")."""
-        key = (name, shape_key(shapes))
-        hits = self._by_key.get(key)
-        if hits:
-            i = self._next_key[key]
-            self._next_key[key] = i + 1
-            return hits[i % len(hits)], "shapes"
+        shapes_key = shape_key(shapes)
+        # an out= variant (Inductor's extern_kernels.mm(a, b, out=buf)) lists its output last
+        for key in ((name, shapes_key), (name, shapes_key[:-1])):
+            hits = self._by_key.get(key)
+            if hits:
+                i = self._next_key[key]
+                self._next_key[key] = i + 1
+                return hits[i % len(hits)], "shapes"
         same = self._by_name.get(name)
         if same:
             i = self._next_name[name]
@@ -110,20 +116,27 @@ class StepWork:
         return None, ""
 
 
-def precision_policy(precision: str | None):
-    """The analysis' precision policy for ``fastest`` / ``as-written`` (None: the analysis' default)."""
-    if precision is None:
-        return None
-    from solkit.sol.precision import Precision
-
-    return Precision.current(basis=precision)
+def _owner(name: str, params: list[str], buffers: list[str]) -> str:
+    """The module owning a boundary tensor named ``arg0.<i>`` (the i-th parameter) or ``arg1.<i>`` (buffer)."""
+    head, _, index = name.partition(".")
+    names = {"arg0": params, "arg1": buffers}.get(head)
+    if names is None or not index.isdigit() or int(index) >= len(names):
+        return ""
+    return names[int(index)].rpartition(".")[0]
 
 
 def step_work(built: Built, mode: str, precision: str | None = None) -> StepWork:
-    """Trace one step of ``built`` in ``mode`` on meta tensors and count every op (on ``precision``'s basis)."""
+    """Trace one step of ``built`` in ``mode`` on meta tensors and count every op (on ``precision``'s basis).
+
+    Each op also learns the module whose parameters it reads (``OpView.reads``): the module scope of
+    ops that the profile shows without one (a compiled graph's extern GEMMs).
+    """
     fn, args = meta_step(built, mode)
-    tr = trace(fn, *args)
-    policy = precision_policy(precision)
-    counts = count_ops(tr.records, precision=policy) if policy is not None else count_ops(tr.records)
-    ops = [TracedOp(rec, c, canonical(rec.name), record_key(rec)) for rec, c in zip(tr.records, counts)]
-    return StepWork(ops)
+    a = analyze(fn, *args, precision=precision or "fastest")
+    params, buffers = list(args[0]), list(args[1])
+    ops = []
+    for rec, c, view in zip(a.trace.records, a.calls, op_views(a)):
+        owner = next((o for o in (_owner(b.name, params, buffers) for b in view.reads) if o), "")
+        ops.append(TracedOp(rec, c, canonical(rec.name), record_key(rec), owner))
+    types = {name: type(m).__name__ for name, m in built.model.named_modules()}
+    return StepWork(ops, types)
