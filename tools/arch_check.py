@@ -129,6 +129,18 @@ def _rope(seq, heads_q, heads_k, grad):
     return run
 
 
+def _attention(heads_q, seq, grad):
+    """Causal GQA prefill attention, 8 kv heads, head_dim 128, (1, heads, seq, 128)."""
+
+    def run(torch):
+        from solkit.kernels import attention
+
+        q, k, v = (_t(torch, 1, h, seq, 128, grad=grad) for h in (heads_q, 8, 8))
+        return attention(q, k, v, causal=True)
+
+    return run
+
+
 def _both(kernel, shape, make, fwd="_fwd"):
     """The forward and the backward workload of ``kernel`` (``make(grad)`` gives the call); the forward is
     ``kernel + fwd`` (its ``PATHS`` name: the cross-entropy kernels name the forward by the kernel alone)."""
@@ -152,6 +164,7 @@ def _workloads() -> list[Workload]:
         out += _both("geglu", f"8192x{mlp}", lambda g, w=mlp: _rows("geglu", 8192, w, ("rows",), g))
         out += _both("fused_linear_cross_entropy", f"8192x{hidden} V128256",
                      lambda g, h=hidden: _flce(8192, h, 128256, g), fwd="")  # fmt: skip
+        out += _both("attention", f"1x{heads}x8192x128 (kv 8, causal)", lambda g, n=heads: _attention(n, 8192, g))
     out += _both("softmax", "8192x128256", lambda g: _rows("softmax", 8192, 128256, (), g))
     for rows in (8192, 1024):
         out += _both("cross_entropy", f"{rows}x128256", lambda g, r=rows: _ce(r, 128256, g), fwd="")

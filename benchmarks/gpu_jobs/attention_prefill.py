@@ -44,7 +44,7 @@ FWD_SWEEP = [
 ]
 BWD_SWEEP = [
     {},
-    {"dkdv": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2}},
+    {"dkdv": {"block_m": 64, "block_n": 128, "num_warps": 8, "num_stages": 2}},
     {"dkdv": {"block_m": 32, "block_n": 64, "num_warps": 4, "num_stages": 3}},
     {"dkdv": {"block_m": 32, "block_n": 128, "num_warps": 8, "num_stages": 3}},
     {"dq": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2}},

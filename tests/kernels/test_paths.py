@@ -43,7 +43,7 @@ PUBLIC = {
     "softmax": ["softmax_fwd", "softmax_bwd"], "cross_entropy": ["cross_entropy"],
     "fused_linear_cross_entropy": ["fused_linear_cross_entropy"], "apply_rope": ["rope_fwd", "rope_bwd"],
     "swiglu": ["swiglu_fwd", "swiglu_bwd"], "geglu": ["geglu_fwd", "geglu_bwd"],
-    "embedding": ["embedding_fwd", "embedding_bwd"],
+    "embedding": ["embedding_fwd", "embedding_bwd"], "attention": ["attention_fwd", "attention_bwd"],
 }  # fmt: skip
 
 

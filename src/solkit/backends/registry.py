@@ -205,6 +205,11 @@ def _sk_flce(h, w, t):
     return _k().fused_linear_cross_entropy(h, w, t)
 
 
+def _sk_attn(q, k, v):
+    # The suite's (B, H, S, D) layout is the kernel's own: no transpose.
+    return _k().attention(q, k, v, causal=True)
+
+
 def _sk_gate_up_swiglu(x, w):
     # One GEMM for gate and up, then the fused gate kernel (the GEMM epilogue cannot pair columns).
     gu = _k().gemm(x, w)
@@ -234,6 +239,8 @@ SOLKIT.impls.update(
         "fused_linear_cross_entropy": lambda ref: bwd_flce(_sk_flce),
         "embedding": lambda ref: lambda ids, w: _k().embedding(ids, w),
         "embedding_bwd": lambda ref: bwd_embedding(lambda ids, w: _k().embedding(ids, w)),
+        "attention_causal": lambda ref: _sk_attn,
+        "attention_causal_bwd": lambda ref: bwd_attn(_sk_attn),
     }
 )
 

@@ -7,6 +7,7 @@ needs of the device; :func:`kernel_paths` (``paths.describe``) the path each ker
 capabilities (``caps_for_product("rtx-4090")``).
 """
 
+from solkit.kernels.attention import attention
 from solkit.kernels.common.capability import caps_for_product, portable_only, simulate
 from solkit.kernels.cross_entropy import (
     CrossEntropyLoss,
@@ -46,6 +47,7 @@ __all__ = [
     "SwiGLU",
     "GeGLU",
     "embedding",
+    "attention",
     "Embedding",
     "kernel_paths",
     "all_paths",

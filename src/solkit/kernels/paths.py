@@ -16,7 +16,7 @@ from solkit.errors import SolkitError
 from solkit.kernels.common.capability import DeviceCaps, Needs, choose, unmet
 
 #: The families, by module name (``solkit.kernels.softmax`` the attribute is the softmax function, not the package).
-FAMILIES = ("gemm", "softmax", "cross_entropy", "norms", "rope", "gates", "embedding")
+FAMILIES = ("gemm", "softmax", "cross_entropy", "norms", "rope", "gates", "embedding", "attention")
 
 
 def all_paths() -> dict[str, tuple[tuple[str, Needs], ...]]:

@@ -85,13 +85,19 @@ def test_non_causal_with_more_keys_than_queries():
     torch.testing.assert_close(out, _ref(q, k, v, False, 0.3), atol=2e-5, rtol=2e-5)
 
 
-@pytest.mark.parametrize(("B", "Hq", "Hkv", "S", "D", "causal"), [DENSE[0], DENSE[1], DENSE[2]])
-def test_gradients_match_fp32_reference(B, Hq, Hkv, S, D, causal):
+@pytest.mark.parametrize(
+    ("B", "Hq", "Hkv", "S", "D", "causal", "tma"),
+    [(*DENSE[0], False), (*DENSE[1], False), (*DENSE[2], False), (*DENSE[2], True)],
+)
+def test_gradients_match_fp32_reference(B, Hq, Hkv, S, D, causal, tma):
+    if tma and HAS_CUDA and torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("TMA descriptors need sm_90")
     q, k, v, do = _rand(B, Hq, S, D), _rand(B, Hkv, S, D), _rand(B, Hkv, S, D), _rand(B, Hq, S, D)
     scale, geo = D**-0.5, geometry(q, k, v, causal)
     out, lse = forward(q, k, v, geo, causal, scale, None, {**FWD, "tma": False})
     grads = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
-    got = backward(do, q, k, v, out, lse, geo, causal, scale, None, BWD, grads=grads)
+    config = {**BWD, "dkdv": {**BWD["dkdv"], "tma": tma}}
+    got = backward(do, q, k, v, out, lse, geo, causal, scale, None, config, grads=grads)
     want = _ref_grads(q, k, v, do, causal, scale)[1:]
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
         torch.testing.assert_close(g, w, atol=5e-5, rtol=5e-5, msg=lambda m, n=name: f"{n}: {m}")
@@ -125,6 +131,17 @@ def test_public_function_is_differentiable_in_fp16():
     for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
         assert g.dtype == torch.float16
         torch.testing.assert_close(g.float(), w, atol=3e-3, rtol=3e-3, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_opcheck_forward_and_backward():
+    """torch.library.opcheck (varlen, so the optional cu_seqlens tensor is exercised): schema, fake tensors, autograd
+    registration and AOTAutograd, the backward op included."""
+    from solkit.kernels.common.ops import options_json
+
+    cu = torch.tensor([0, 4, 9], dtype=torch.int32, device=DEV)
+    q, k, v = (_rand(9, h, 16).requires_grad_() for h in (2, 1, 1))
+    args = (q, k, v, cu, 5, True, 0.25, options_json({**FWD, "tma": False}), options_json(BWD))
+    torch.library.opcheck(torch.ops.solkit.attention.default, args)
 
 
 def test_the_op_has_a_fake_implementation():

@@ -30,6 +30,7 @@ import triton.language as tl
 
 from solkit.kernels.attention.layout import Geometry
 from solkit.kernels.attention.prefill import LOG2E
+from solkit.kernels.common.device import use_descriptor_scratch
 
 
 @triton.jit
@@ -58,16 +59,22 @@ def attention_bwd_delta_kernel(Out, DO, DELTA, CU, stride_ob, stride_oh, stride_
 
 
 @triton.jit
-def _dkdv_range(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qs, stride_ds, lo, hi, offs_n,
-                seqlen_q, qk_scale, MASK: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
+def _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, stride_qs, stride_ds, lo, hi, offs_n,
+                seqlen_q, qk_scale, MASK: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_M: tl.constexpr,
+                HEAD_DIM: tl.constexpr):  # fmt: skip
     """Query blocks ``[lo, hi)`` of one q head into a key block's dK, dV. Rows past ``seqlen_q`` load a zero
-    query and an infinite logsumexp, so their ``p`` is 0 and they add nothing. ``MASK``: the diagonal blocks."""
+    query and an infinite logsumexp, so their ``p`` is 0 and they add nothing. ``MASK``: the diagonal blocks.
+    Q and dO are descriptors (TMA) or base pointers."""
     offs_d = tl.arange(0, HEAD_DIM)
     for start_m in tl.range(lo, hi, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
         row_ok = offs_m < seqlen_q
-        q = tl.load(q_base + offs_m[:, None] * stride_qs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-        do = tl.load(do_base + offs_m[:, None] * stride_ds + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+        if USE_TMA:
+            q = q_ref.load([start_m, 0])
+            do = do_ref.load([start_m, 0])
+        else:
+            q = tl.load(q_ref + offs_m[:, None] * stride_qs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+            do = tl.load(do_ref + offs_m[:, None] * stride_ds + offs_d[None, :], mask=row_ok[:, None], other=0.0)
         lse = tl.load(lse_base + offs_m, mask=row_ok, other=float("inf"))
         delta = tl.load(delta_base + offs_m, mask=row_ok, other=0.0)
         p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])  # [BLOCK_N, BLOCK_M]
@@ -86,7 +93,7 @@ def attention_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, CU,
                               stride_vb, stride_vh, stride_vs, stride_db, stride_dh, stride_ds,
                               stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh, stride_dvs,
                               stride_lb, stride_lh, seqlen_q, seqlen_k, qk_scale, sm_scale, HEADS_KV,
-                              GROUP, CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
+                              GROUP, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, USE_TMA: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
     """Grid ``(cdiv(seqlen_k, BLOCK_N), batch * HEADS_KV)``; causal needs ``BLOCK_N % BLOCK_M == 0``."""
     pid_n = tl.program_id(0)  # causal: the first key blocks, which most query blocks see, launch first
@@ -103,71 +110,50 @@ def attention_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, CU,
         return
     start64 = start.to(tl.int64)
     b64 = b.to(tl.int64)
+    hk64 = hk.to(tl.int64)
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     col_ok = (offs_n < seqlen_k)[:, None]
     kv_row = start64 + offs_n[:, None]
-    k = tl.load(K + b64 * stride_kb + hk.to(tl.int64) * stride_kh + kv_row * stride_ks + offs_d[None, :], mask=col_ok,
-                other=0.0)  # fmt: skip
-    v = tl.load(V + b64 * stride_vb + hk.to(tl.int64) * stride_vh + kv_row * stride_vs + offs_d[None, :], mask=col_ok,
-                other=0.0)  # fmt: skip
+    if USE_TMA:
+        k = tl.make_tensor_descriptor(K + b64 * stride_kb + hk64 * stride_kh + start64 * stride_ks,
+                                      shape=[seqlen_k, HEAD_DIM], strides=[stride_ks, 1],
+                                      block_shape=[BLOCK_N, HEAD_DIM]).load([start_n, 0])  # fmt: skip
+        v = tl.make_tensor_descriptor(V + b64 * stride_vb + hk64 * stride_vh + start64 * stride_vs,
+                                      shape=[seqlen_k, HEAD_DIM], strides=[stride_vs, 1],
+                                      block_shape=[BLOCK_N, HEAD_DIM]).load([start_n, 0])  # fmt: skip
+    else:
+        k = tl.load(K + b64 * stride_kb + hk64 * stride_kh + kv_row * stride_ks + offs_d[None, :], mask=col_ok,
+                    other=0.0)  # fmt: skip
+        v = tl.load(V + b64 * stride_vb + hk64 * stride_vh + kv_row * stride_vs + offs_d[None, :], mask=col_ok,
+                    other=0.0)  # fmt: skip
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     for g in range(GROUP):
         h64 = (hk * GROUP + g).to(tl.int64)
-        q_base = Q + b64 * stride_qb + h64 * stride_qh + start64 * stride_qs
-        do_base = DO + b64 * stride_db + h64 * stride_dh + start64 * stride_ds
+        q_ref = Q + b64 * stride_qb + h64 * stride_qh + start64 * stride_qs
+        do_ref = DO + b64 * stride_db + h64 * stride_dh + start64 * stride_ds
+        if USE_TMA:  # descriptors of BLOCK_M-row boxes, bounded by the sequence
+            q_ref = tl.make_tensor_descriptor(q_ref, shape=[seqlen_q, HEAD_DIM], strides=[stride_qs, 1],
+                                              block_shape=[BLOCK_M, HEAD_DIM])  # fmt: skip
+            do_ref = tl.make_tensor_descriptor(do_ref, shape=[seqlen_q, HEAD_DIM], strides=[stride_ds, 1],
+                                               block_shape=[BLOCK_M, HEAD_DIM])  # fmt: skip
         lse_base = LSE + b64 * stride_lb + h64 * stride_lh + start64
         delta_base = DELTA + b64 * stride_lb + h64 * stride_lh + start64
         if CAUSAL:
-            dk, dv = _dkdv_range(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qs, stride_ds, start_n,
-                                 tl.minimum(start_n + BLOCK_N, seqlen_q), offs_n, seqlen_q, qk_scale, True, BLOCK_M,
+            dk, dv = _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, stride_qs, stride_ds, start_n,
+                                 tl.minimum(start_n + BLOCK_N, seqlen_q), offs_n, seqlen_q, qk_scale, True, USE_TMA,
+                                 BLOCK_M, HEAD_DIM)  # fmt: skip
+            dk, dv = _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, stride_qs, stride_ds,
+                                 start_n + BLOCK_N, seqlen_q, offs_n, seqlen_q, qk_scale, False, USE_TMA, BLOCK_M,
                                  HEAD_DIM)  # fmt: skip
-            dk, dv = _dkdv_range(
-                dk,
-                dv,
-                k,
-                v,
-                q_base,
-                do_base,
-                lse_base,
-                delta_base,
-                stride_qs,
-                stride_ds,
-                start_n + BLOCK_N,
-                seqlen_q,
-                offs_n,
-                seqlen_q,
-                qk_scale,
-                False,
-                BLOCK_M,
-                HEAD_DIM,
-            )
         else:
-            dk, dv = _dkdv_range(
-                dk,
-                dv,
-                k,
-                v,
-                q_base,
-                do_base,
-                lse_base,
-                delta_base,
-                stride_qs,
-                stride_ds,
-                0,
-                seqlen_q,
-                offs_n,
-                seqlen_q,
-                qk_scale,
-                False,
-                BLOCK_M,
-                HEAD_DIM,
-            )
+            dk, dv = _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, stride_qs, stride_ds, 0,
+                                 seqlen_q, offs_n, seqlen_q, qk_scale, False, USE_TMA, BLOCK_M, HEAD_DIM)  # fmt: skip
     dk = dk * sm_scale
-    tl.store(DK + b64 * stride_dkb + hk.to(tl.int64) * stride_dkh + kv_row * stride_dks + offs_d[None, :],
+    tl.store(DK + b64 * stride_dkb + hk64 * stride_dkh + kv_row * stride_dks + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=col_ok)  # fmt: skip
-    tl.store(DV + b64 * stride_dvb + hk.to(tl.int64) * stride_dvh + kv_row * stride_dvs + offs_d[None, :],
+    tl.store(DV + b64 * stride_dvb + hk64 * stride_dvh + kv_row * stride_dvs + offs_d[None, :],
              dv.to(DV.dtype.element_ty), mask=col_ok)  # fmt: skip
 
 
@@ -291,12 +277,15 @@ def backward(
     )  # fmt: skip
     common = (*geo.strides(q), *geo.strides(k), *geo.strides(v), *geo.strides(do))
     c = config["dkdv"]
+    use_tma = bool(c.get("tma", False))
+    if use_tma:
+        use_descriptor_scratch()
     if causal and c["block_n"] % c["block_m"]:
         raise ValueError(f"causal dK/dV needs block_n a multiple of block_m, got {c['block_n']} and {c['block_m']}")
     attention_bwd_dkdv_kernel[(triton.cdiv(geo.seqlen_k, c["block_n"]), geo.batch * geo.heads_kv)](
         q, k, v, do, lse, delta, dk, dv, cu, *common, *geo.strides(dk), *geo.strides(dv), *lse_strides,
         geo.seqlen_q, geo.seqlen_k, scale * LOG2E, scale, geo.heads_kv, GROUP=geo.group, CAUSAL=causal,
-        VARLEN=geo.varlen, BLOCK_M=c["block_m"], BLOCK_N=c["block_n"], HEAD_DIM=geo.head_dim,
+        VARLEN=geo.varlen, USE_TMA=use_tma, BLOCK_M=c["block_m"], BLOCK_N=c["block_n"], HEAD_DIM=geo.head_dim,
         num_warps=c["num_warps"], num_stages=c["num_stages"],
     )  # fmt: skip
     c = config["dq"]

@@ -77,14 +77,18 @@ ATTENTION = KernelOp(
 
 
 def _tma_aligned(*tensors: torch.Tensor) -> bool:
-    """TMA descriptors need 16-byte aligned bases and token strides (head and batch strides are whole rows)."""
-    return all(t.data_ptr() % 16 == 0 and all((s * t.element_size()) % 16 == 0 for s in t.stride()[:-1])
-               for t in tensors)  # fmt: skip
+    """TMA descriptors need 16-byte aligned bases and token strides (head and batch strides are whole rows). The
+    caching allocator's blocks are aligned far beyond 16 bytes, so a base is aligned when its storage offset is
+    (asked of the offset, not the pointer, so fake tensors answer too)."""
+    return all((t.storage_offset() * t.element_size()) % 16 == 0
+               and all((s * t.element_size()) % 16 == 0 for s in t.stride()[:-1]) for t in tensors)  # fmt: skip
 
 
-def _fwd_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, path: str | None) -> str:
+def _path(kernel: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, path: str | None) -> str:
+    """``kernel``'s path (``attention_fwd`` or ``attention_bwd``): the one asked for if the device runs it, else the
+    fastest the device runs, TMA only for 16-byte aligned tensors."""
     caps = device_caps(q)
-    paths = dict(PATHS["attention_fwd"])
+    paths = dict(PATHS[kernel])
     if path is not None:
         if path not in paths:
             raise SolkitError(f"attention: unknown path {path!r}; allowed: {', '.join(paths)}")
@@ -92,7 +96,7 @@ def _fwd_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, path: str | Non
         if reasons:
             raise SolkitError(f"attention: path {path!r} does not run on {caps.name}: {'; '.join(reasons)}")
         return path
-    names = allowed(PATHS["attention_fwd"], caps, "attention_fwd")
+    names = allowed(PATHS[kernel], caps, kernel)
     return names[0] if names[0] != "tma" or _tma_aligned(q, k, v) else "portable"
 
 
@@ -120,13 +124,14 @@ def attention(
     """
     geo = geometry(q, k, v, causal, cu_seqlens, max_seqlen)
     caps = device_caps(q)
-    chosen = _fwd_path(q, k, v, path)
+    chosen = _path("attention_fwd", q, k, v, path)
     opts = options or {}
     unknown = set(opts) - {"fwd", "bwd"}
     if unknown:
         raise SolkitError(f"attention: unknown options {sorted(unknown)}; allowed: fwd, bwd")
     fwd = {**settings("fwd", caps, geo.head_dim, q.element_size()), **opts.get("fwd", {}), "tma": chosen == "tma"}
     bwd = settings("bwd", caps, geo.head_dim, q.element_size())
+    bwd["dkdv"]["tma"] = _path("attention_bwd", q, k, v, path) == "tma"
     for key, value in opts.get("bwd", {}).items():
         bwd[key] = {**bwd[key], **value} if isinstance(value, dict) else value
     scale = 1.0 / math.sqrt(geo.head_dim) if scale is None else float(scale)

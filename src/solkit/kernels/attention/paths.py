@@ -4,7 +4,8 @@
 
 Paths fastest first, the portable one last. ``tma`` loads Q, K, V and stores O through device-side tensor
 descriptors (sm_90 and later); ``portable`` loads with pointers (every part; its 16-bit ``tl.dot`` needs sm_80
-for bf16). The backward has one path: its loads are pointer loads on every part.
+for bf16). The backward's ``tma`` path loads K, V, Q and dO of its dK/dV kernel through descriptors, which keeps
+K and V in shared memory as the GEMMs' operands (fewer registers: the kernel spills less).
 """
 
 from __future__ import annotations
@@ -77,5 +78,8 @@ PATHS: dict[str, tuple[tuple[str, Needs], ...]] = {
         ("tma", Needs(min_cc=90, tma=True, note="TMA descriptor loads of Q, K, V and store of O")),
         ("portable", Needs(note="pointer loads (bf16 tl.dot: sm_80 and later)")),
     ),
-    "attention_bwd": (("portable", Needs(note="pointer loads; dK/dV per kv head over its group, then dQ")),),
+    "attention_bwd": (
+        ("tma", Needs(min_cc=90, tma=True, note="TMA descriptor loads of K, V, Q, dO in the dK/dV kernel")),
+        ("portable", Needs(note="pointer loads; dK/dV per kv head over its group, then dQ")),
+    ),
 }  # fmt: skip
