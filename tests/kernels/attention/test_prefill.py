@@ -28,9 +28,17 @@ def _rand(*shape, dtype=torch.float32, device=DEV):
     return torch.randn(*shape, dtype=dtype, device=device)
 
 
+def _sdpa32(q, k, v, causal, scale):
+    """fp32 SDPA, (B, H, S, D); kv heads repeated in fp32 (their gradients sum back over the group), so CUDA's
+    fp32-capable backends run it whatever their GQA support."""
+    rep = q.shape[-3] // k.shape[-3]
+    k, v = k.repeat_interleave(rep, dim=-3), v.repeat_interleave(rep, dim=-3)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+
 def _ref(q, k, v, causal, scale, cu=None):
-    """fp32 SDPA (GQA by enable_gqa), per sequence for varlen ``(T, H, D)``."""
-    f = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal, scale=scale, enable_gqa=True)  # noqa: E731
+    """fp32 SDPA, per sequence for varlen ``(T, H, D)``."""
+    f = lambda a, b, c: _sdpa32(a, b, c, causal, scale)  # noqa: E731
     if cu is None:
         return f(q.float(), k.float(), v.float())
     outs = []
