@@ -1,6 +1,6 @@
 import torch
 
-from solkit.kernels.softmax.dispatch import softmax
+from solkit.kernels import softmax
 
 
 @torch.no_grad()

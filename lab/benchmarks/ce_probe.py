@@ -34,7 +34,8 @@ import torch
 import triton
 import triton.language as tl
 
-from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, LAST_LAUNCH, cross_entropy
+from solkit.kernels.cross_entropy import cross_entropy
+from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, LAST_LAUNCH
 from solkit.kernels.cross_entropy.split import chunk_layout
 from solkit.timing import benchmark
 

@@ -37,8 +37,9 @@ from kernels_gates_ops import (  # noqa: F401  (re-exported: kernels_rope.py and
     make_ops,
 )
 
+from solkit.kernels.cross_entropy import fused_linear_cross_entropy
 from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, LAST_LAUNCH
-from solkit.kernels.cross_entropy.fused_linear import DEFAULT_CHUNK_TOKENS, fused_linear_cross_entropy
+from solkit.kernels.cross_entropy.fused_linear import DEFAULT_CHUNK_TOKENS
 from solkit.kernels.gates.glu import GATE_CONFIG
 from solkit.kernels.rope.rotary import ROPE_CONFIG
 from solkit.sol.model import sol_fraction

@@ -11,10 +11,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from solkit.kernels.cross_entropy.dispatch import cross_entropy, cross_entropy_bytes
-from solkit.kernels.cross_entropy.fused_linear import fused_linear_ce_flops, fused_linear_cross_entropy
-from solkit.kernels.gates.glu import gated_bytes, geglu, swiglu
-from solkit.kernels.rope.rotary import apply_rope, rope_bytes
+from solkit.kernels.cross_entropy import cross_entropy, fused_linear_cross_entropy
+from solkit.kernels.cross_entropy.dispatch import cross_entropy_bytes
+from solkit.kernels.cross_entropy.fused_linear import fused_linear_ce_flops
+from solkit.kernels.gates import geglu, swiglu
+from solkit.kernels.gates.glu import gated_bytes
+from solkit.kernels.rope import apply_rope
+from solkit.kernels.rope.rotary import rope_bytes
 
 try:  # Liger-Kernel is optional: rows record the import error when it is missing.
     from liger_kernel.transformers import functional as liger

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from solkit.kernels.norms import add_rmsnorm, layernorm, rmsnorm
-from solkit.kernels.softmax.dispatch import softmax, softmax_backward, softmax_forward
+from solkit.kernels.softmax import softmax, softmax_backward, softmax_forward
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.timing import benchmark
 

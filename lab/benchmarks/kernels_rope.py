@@ -32,8 +32,9 @@ import kernels_gates as kg  # noqa: E402  (the RoPE backends, checks and timing 
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+from solkit.kernels.rope import apply_rope  # noqa: E402
 from solkit.kernels.rope import rotary as rope_mod  # noqa: E402
-from solkit.kernels.rope.rotary import apply_rope, rope_bytes  # noqa: E402
+from solkit.kernels.rope.rotary import rope_bytes  # noqa: E402
 
 #: (batch, seq, q heads, kv heads, head_dim), as in src/solkit/problems/suite/rope*/workload.jsonl (l class).
 SHAPES = {"70b": (1, 8192, 64, 8, 128), "8b": (1, 8192, 32, 8, 128)}

@@ -12,13 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from solkit.errors import SolkitError
-from solkit.kernels.cross_entropy.dispatch import (
-    LAST_LAUNCH,
-    CrossEntropyLoss,
-    cross_entropy,
-    cross_entropy_bytes,
-    scale_grad_rows_,
-)
+from solkit.kernels.cross_entropy import CrossEntropyLoss, cross_entropy
+from solkit.kernels.cross_entropy.dispatch import LAST_LAUNCH, cross_entropy_bytes, scale_grad_rows_
 
 # the two kernels: the two-sweep one with several blocks per row even at small vocabularies, and the
 # cooperative split kernel (one chunk per row under the interpreter; softcap always takes the two-sweep one)

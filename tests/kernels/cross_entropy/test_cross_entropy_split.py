@@ -16,7 +16,8 @@ import torch.nn.functional as F
 
 from solkit.errors import SolkitError
 from solkit.kernels.common.exchange import chunk_layout, programs_per_sm
-from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, LAST_LAUNCH, cross_entropy
+from solkit.kernels.cross_entropy import cross_entropy
+from solkit.kernels.cross_entropy.dispatch import CE_CONFIG, LAST_LAUNCH
 from solkit.kernels.cross_entropy.split import launch_cross_entropy_split
 
 

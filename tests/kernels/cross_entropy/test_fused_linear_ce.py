@@ -12,11 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from solkit.errors import SolkitError
-from solkit.kernels.cross_entropy.fused_linear import (
-    FusedLinearCrossEntropyLoss,
-    fused_linear_ce_flops,
-    fused_linear_cross_entropy,
-)
+from solkit.kernels.cross_entropy import FusedLinearCrossEntropyLoss, fused_linear_cross_entropy
+from solkit.kernels.cross_entropy.fused_linear import fused_linear_ce_flops
 
 CE_SMALL = {"block": 512}
 

@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from solkit.errors import SolkitError
-from solkit.kernels.gates.glu import GeGLU, SwiGLU, gated_backward, gated_bytes, gated_forward, geglu, swiglu
+from solkit.kernels.gates import GeGLU, SwiGLU, geglu, swiglu
+from solkit.kernels.gates.glu import gated_backward, gated_bytes, gated_forward
 
 ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
 EAGER = {

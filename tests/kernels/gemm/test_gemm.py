@@ -1,4 +1,4 @@
-"""solkit.kernels.gemm.dispatch and linear_residual: values and gradients against an fp32 reference.
+"""solkit.kernels.gemm.dispatch and ops: values and gradients against an fp32 reference.
 
 On the CPU both kernels (pointer and tma_persistent) run through Triton's interpreter in fp32/fp16 on
 small odd shapes; the bf16 and Hopper checks are marked gpu. Tolerance everywhere: the kernel's error
@@ -12,8 +12,8 @@ import torch
 
 from solkit.errors import SolkitError
 from solkit.kernels.common.capability import caps_for_product, simulate
+from solkit.kernels.gemm import FusedLinearResidual, fused_linear
 from solkit.kernels.gemm import dispatch as G
-from solkit.kernels.gemm.linear_residual import FusedLinearResidual, fused_linear
 
 HAS_CUDA = torch.cuda.is_available()
 TMA_CPU_CONFIG = {

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from solkit.errors import SolkitError
-from solkit.kernels.rope.rotary import RoPE, apply_rope, rope_backward, rope_bytes, rope_forward
+from solkit.kernels.rope import RoPE, apply_rope
+from solkit.kernels.rope.rotary import rope_backward, rope_bytes, rope_forward
 
 ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
 

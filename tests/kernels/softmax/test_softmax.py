@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from solkit.errors import SolkitError
-from solkit.kernels.softmax.dispatch import Softmax, softmax, softmax_backward, softmax_forward
+from solkit.kernels.softmax import Softmax, softmax, softmax_backward, softmax_forward
 from solkit.kernels.softmax.split import split_plan
 
 ATOL = {torch.float32: 1e-6, torch.float16: 1e-4, torch.bfloat16: 1e-3}

@@ -185,7 +185,7 @@ def test_defaults_by_width_gpu(shape, dtype, path):
     """The defaults on a GPU: the rows forward at 14336, the TMA forward at 128256 and 262144 (an odd width takes
     neither), values and gradients through autograd."""
     from solkit.kernels.common.capability import device_caps
-    from solkit.kernels.softmax.dispatch import softmax
+    from solkit.kernels.softmax import softmax
 
     x = softmax_inputs(shape, dtype, "cuda")
     first = plan("fwd", shape[1], dtype, device_caps(x))[0][0]

@@ -47,7 +47,7 @@ from solkit.kernels.common.exchange import bulk_prefetch_ok, per_sm_for, residen
 from solkit.kernels.cross_entropy.paths import PATHS
 from solkit.kernels.cross_entropy.split import launch_cross_entropy_split
 
-_REDUCTIONS = ("mean", "sum", "none")
+REDUCTIONS = ("mean", "sum", "none")
 
 
 @triton.jit
@@ -324,8 +324,8 @@ def _check(logits: torch.Tensor, targets: torch.Tensor, reduction: str, label_sm
             f"cross_entropy: targets must be int32/int64 of shape [{logits.shape[0]}], "
             f"got {targets.dtype} {tuple(targets.shape)}"
         )
-    if reduction not in _REDUCTIONS:
-        raise SolkitError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if reduction not in REDUCTIONS:
+        raise SolkitError(f"cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise SolkitError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     if softcap is not None and softcap <= 0:
@@ -426,68 +426,6 @@ def scale_grad_rows_(grad: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
             BLOCK=block, num_warps=16 if block >= 8192 else 4,
         )  # fmt: skip
     return grad
-
-
-class CrossEntropyFunction(torch.autograd.Function):
-    """Autograd wrapper; the forward computes the gradient (in place into logits when allowed)."""
-
-    @staticmethod
-    def forward(ctx, logits, targets, ignore_index, label_smoothing, z_loss_scale, softcap, reduction, inplace_grad,
-                config=None):  # fmt: skip
-        needs_grad = ctx.needs_input_grad[0]
-        grad = None
-        if needs_grad:
-            grad = logits if (inplace_grad and logits.stride(-1) == 1) else torch.empty_like(logits)
-        loss, z_loss, _ = cross_entropy_forward(
-            logits, targets, ignore_index=ignore_index, label_smoothing=label_smoothing,
-            z_loss_scale=z_loss_scale, softcap=softcap, reduction=reduction, grad=grad, config=config,
-        )  # fmt: skip
-        if needs_grad:
-            ctx.save_for_backward(grad)
-        ctx.mark_non_differentiable(z_loss)
-        return loss, z_loss
-
-    @staticmethod
-    def backward(ctx, grad_loss, _grad_z_loss):
-        (grad,) = ctx.saved_tensors
-        scale_grad_rows_(grad, grad_loss)
-        return grad, None, None, None, None, None, None, None, None
-
-
-def cross_entropy(
-    logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: int = -100, label_smoothing: float = 0.0,
-    z_loss_scale: float = 0.0, softcap: float | None = None, reduction: str = "mean",
-    inplace_grad: bool = True, return_z_loss: bool = False, config: dict | None = None,
-):  # fmt: skip
-    """Cross-entropy loss (see the module docstring); ``logits`` are overwritten by their gradient when
-    they require grad and ``inplace_grad`` is true. With ``return_z_loss``, returns ``(loss, z_loss)``.
-    ``config`` overrides :data:`CE_CONFIG` launch settings (``split_*``, block, num_warps, ...)."""
-    loss, z_loss = CrossEntropyFunction.apply(
-        logits, targets, ignore_index, label_smoothing, z_loss_scale, softcap, reduction, inplace_grad, config
-    )
-    return (loss, z_loss) if return_z_loss else loss
-
-
-class CrossEntropyLoss(torch.nn.Module):
-    """nn.Module form of :func:`cross_entropy` (takes ``[..., V]`` logits and ``[...]`` targets)."""
-
-    def __init__(self, ignore_index: int = -100, label_smoothing: float = 0.0, z_loss_scale: float = 0.0,
-                 softcap: float | None = None, reduction: str = "mean", inplace_grad: bool = True,
-                 return_z_loss: bool = False) -> None:  # fmt: skip
-        super().__init__()
-        if reduction not in _REDUCTIONS:
-            raise SolkitError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-        self.ignore_index, self.label_smoothing, self.z_loss_scale = ignore_index, label_smoothing, z_loss_scale
-        self.softcap, self.reduction, self.inplace_grad = softcap, reduction, inplace_grad
-        self.return_z_loss = return_z_loss
-
-    def forward(self, logits: torch.Tensor, targets: torch.Tensor):
-        out = cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=self.ignore_index,
-            label_smoothing=self.label_smoothing, z_loss_scale=self.z_loss_scale, softcap=self.softcap,
-            reduction=self.reduction, inplace_grad=self.inplace_grad, return_z_loss=self.return_z_loss,
-        )  # fmt: skip
-        return out
 
 
 def cross_entropy_bytes(rows: int, vocab: int, dtype: torch.dtype, backward: bool = True) -> int:

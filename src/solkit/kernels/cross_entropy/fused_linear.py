@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from solkit.errors import SolkitError
-from solkit.kernels.cross_entropy.dispatch import launch_cross_entropy_rows, scale_grad_rows_
+from solkit.kernels.cross_entropy.dispatch import launch_cross_entropy_rows
 
 DEFAULT_CHUNK_TOKENS = 4096
 
@@ -101,71 +101,6 @@ def fused_linear_cross_entropy_forward(
     if d_bias is not None:
         d_bias = d_bias.to(bias.dtype)
     return loss, z_loss, d_hidden, d_weight, d_bias
-
-
-class FusedLinearCrossEntropyFunction(torch.autograd.Function):
-    """Autograd wrapper: all gradients are computed in the forward; the backward scales them."""
-
-    @staticmethod
-    def forward(ctx, hidden, weight, targets, bias, ignore_index, label_smoothing, z_loss_scale, softcap,
-                reduction, chunk_tokens, ce_config=None):  # fmt: skip
-        need = (ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[3])
-        loss, z_loss, dh, dw, db = fused_linear_cross_entropy_forward(
-            hidden, weight, targets, bias, ignore_index=ignore_index, label_smoothing=label_smoothing,
-            z_loss_scale=z_loss_scale, softcap=softcap, reduction=reduction, chunk_tokens=chunk_tokens,
-            need_grads=need, ce_config=ce_config,
-        )  # fmt: skip
-        ctx.grads = (dh, dw, db)  # not save_for_backward: these are our own fresh buffers, not inputs
-        ctx.mark_non_differentiable(z_loss)
-        return loss, z_loss
-
-    @staticmethod
-    def backward(ctx, grad_loss, _grad_z_loss):
-        dh, dw, db = ctx.grads
-        ctx.grads = None
-        for g in (dh, dw):
-            if g is not None:
-                scale_grad_rows_(g, grad_loss)
-        if db is not None:
-            db = db * grad_loss.to(db.dtype)
-        return dh, dw, None, db, None, None, None, None, None, None, None
-
-
-def fused_linear_cross_entropy(
-    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, bias: torch.Tensor | None = None, *,
-    ignore_index: int = -100, label_smoothing: float = 0.0, z_loss_scale: float = 0.0,
-    softcap: float | None = None, reduction: str = "mean", chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-    return_z_loss: bool = False, ce_config: dict | None = None,
-):  # fmt: skip
-    """``CE(hidden @ weight^T + bias, targets)`` chunked over tokens; ``hidden`` may be ``[..., H]``."""
-    h2 = hidden.reshape(-1, hidden.shape[-1])
-    loss, z_loss = FusedLinearCrossEntropyFunction.apply(
-        h2, weight, targets.reshape(-1), bias, ignore_index, label_smoothing, z_loss_scale, softcap,
-        reduction, chunk_tokens, ce_config,
-    )  # fmt: skip
-    return (loss, z_loss) if return_z_loss else loss
-
-
-class FusedLinearCrossEntropyLoss(torch.nn.Module):
-    """nn.Module form: ``forward(hidden, weight, targets, bias=None)`` (the LM head's weight is passed in,
-    so it stays owned by the model)."""
-
-    def __init__(self, ignore_index: int = -100, label_smoothing: float = 0.0, z_loss_scale: float = 0.0,
-                 softcap: float | None = None, reduction: str = "mean", chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-                 return_z_loss: bool = False) -> None:  # fmt: skip
-        super().__init__()
-        if reduction not in ("mean", "sum"):
-            raise SolkitError(f"fused_linear_ce: reduction must be 'mean' or 'sum', got {reduction!r}")
-        self.ignore_index, self.label_smoothing, self.z_loss_scale = ignore_index, label_smoothing, z_loss_scale
-        self.softcap, self.reduction, self.chunk_tokens = softcap, reduction, chunk_tokens
-        self.return_z_loss = return_z_loss
-
-    def forward(self, hidden, weight, targets, bias=None):
-        return fused_linear_cross_entropy(
-            hidden, weight, targets, bias, ignore_index=self.ignore_index, label_smoothing=self.label_smoothing,
-            z_loss_scale=self.z_loss_scale, softcap=self.softcap, reduction=self.reduction,
-            chunk_tokens=self.chunk_tokens, return_z_loss=self.return_z_loss,
-        )  # fmt: skip
 
 
 def fused_linear_ce_flops(tokens: int, hidden: int, vocab: int) -> int:

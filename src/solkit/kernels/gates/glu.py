@@ -172,56 +172,6 @@ def gated_backward(
     return dgate.view(gate.shape), dup.view(up.shape)
 
 
-class GatedActivationFunction(torch.autograd.Function):
-    """Autograd wrapper: saves only gate and up, recomputes the activation in backward."""
-
-    @staticmethod
-    def forward(ctx, gate: torch.Tensor, up: torch.Tensor, activation: str) -> torch.Tensor:
-        ctx.save_for_backward(gate, up)
-        ctx.activation = activation
-        return gated_forward(gate, up, activation)
-
-    @staticmethod
-    def backward(ctx, grad_out: torch.Tensor):
-        gate, up = ctx.saved_tensors
-        dgate, dup = gated_backward(grad_out, gate, up, ctx.activation)
-        return dgate, dup, None
-
-
-def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """``silu(gate) * up`` with autograd support."""
-    return GatedActivationFunction.apply(gate, up, "silu")
-
-
-def geglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """``gelu_tanh(gate) * up`` with autograd support."""
-    return GatedActivationFunction.apply(gate, up, "gelu_tanh")
-
-
-class _GatedModule(torch.nn.Module):
-    activation = "silu"
-
-    def forward(self, gate: torch.Tensor, up: torch.Tensor | None = None) -> torch.Tensor:
-        """``act(gate) * up``; with ``up=None``, ``gate`` is a fused ``[..., 2N]`` tensor split into halves."""
-        if up is None:
-            if gate.shape[-1] % 2:
-                raise SolkitError(f"swiglu: fused gate/up input needs an even last dim, got {gate.shape[-1]}")
-            gate, up = gate.chunk(2, dim=-1)
-        return GatedActivationFunction.apply(gate, up, self.activation)
-
-
-class SwiGLU(_GatedModule):
-    """nn.Module form of :func:`swiglu` (no parameters; the projections stay in the MLP)."""
-
-    activation = "silu"
-
-
-class GeGLU(_GatedModule):
-    """nn.Module form of :func:`geglu` (tanh-approximated GELU gate)."""
-
-    activation = "gelu_tanh"
-
-
 def gated_bytes(rows: int, cols: int, dtype: torch.dtype, backward: bool = False) -> int:
     """Minimum bytes moved by one forward (or forward + backward when ``backward``) call."""
     elem = torch.empty((), dtype=dtype).element_size()

@@ -44,7 +44,7 @@ from solkit.kernels.common import tuned
 from solkit.kernels.common.capability import allowed, device_caps
 from solkit.kernels.rope.paths import PATHS
 
-_LAYOUTS = ("bshd", "bhsd")
+LAYOUTS = ("bshd", "bhsd")
 #: Launch defaults. One program takes ``BLOCK_T`` whole tokens (all their q and k heads) when one
 #: token's heads (q and k head counts each padded to a power of two, times ``head_dim``) fit in
 #: ``max_tile`` elements: at most ``tokens`` tokens, as many as fit (``tile`` = 0: one token per
@@ -203,8 +203,8 @@ def _table_view(t: torch.Tensor, batch: int, seq: int, dim: int, has_pos: bool, 
 
 
 def _rope_launch(q, k, cos, sin, position_ids, interleaved: bool, layout: str, backward: bool, config=None):
-    if layout not in _LAYOUTS:
-        raise SolkitError(f"rope: layout must be one of {_LAYOUTS}, got {layout!r}")
+    if layout not in LAYOUTS:
+        raise SolkitError(f"rope: layout must be one of {LAYOUTS}, got {layout!r}")
     kernel = "rope_bwd" if backward else "rope_fwd"
     allowed(PATHS[kernel], device_caps(q), kernel)  # one portable path: raises only where nothing runs
     qv, kv = _to_bshd(q, layout, "q"), _to_bshd(k, layout, "k")
@@ -259,45 +259,6 @@ def rope_backward(
 ):
     """Gradients of :func:`rope_forward` w.r.t. q and k (the transposed rotation), one launch."""
     return _rope_launch(dq, dk, cos, sin, position_ids, interleaved, layout, True, config)
-
-
-class RoPEFunction(torch.autograd.Function):
-    """Autograd wrapper; cos/sin/position_ids get no gradient."""
-
-    @staticmethod
-    def forward(ctx, q, k, cos, sin, position_ids, interleaved: bool, layout: str):
-        ctx.save_for_backward(cos, sin, *(() if position_ids is None else (position_ids,)))
-        ctx.has_pos, ctx.interleaved, ctx.layout = position_ids is not None, interleaved, layout
-        return rope_forward(q, k, cos, sin, position_ids, interleaved=interleaved, layout=layout)
-
-    @staticmethod
-    def backward(ctx, dq, dk):
-        saved = ctx.saved_tensors
-        cos, sin = saved[0], saved[1]
-        pos = saved[2] if ctx.has_pos else None
-        dq_in, dk_in = rope_backward(dq, dk, cos, sin, pos, interleaved=ctx.interleaved, layout=ctx.layout)
-        return dq_in, dk_in, None, None, None, None, None
-
-
-def apply_rope(q, k, cos, sin, position_ids=None, *, interleaved: bool = False, layout: str = "bshd"):
-    """RoPE on q and k with autograd support (see the module docstring for layouts)."""
-    return RoPEFunction.apply(q, k, cos, sin, position_ids, interleaved, layout)
-
-
-class RoPE(torch.nn.Module):
-    """nn.Module form of :func:`apply_rope`; the layout choices are fixed at construction."""
-
-    def __init__(self, interleaved: bool = False, layout: str = "bshd") -> None:
-        super().__init__()
-        if layout not in _LAYOUTS:
-            raise SolkitError(f"rope: layout must be one of {_LAYOUTS}, got {layout!r}")
-        self.interleaved, self.layout = interleaved, layout
-
-    def forward(self, q, k, cos, sin, position_ids=None):
-        return apply_rope(q, k, cos, sin, position_ids, interleaved=self.interleaved, layout=self.layout)
-
-    def extra_repr(self) -> str:
-        return f"interleaved={self.interleaved}, layout={self.layout!r}"
 
 
 def rope_bytes(batch: int, seq: int, n_q: int, n_k: int, dim: int, dtype: torch.dtype, table_dtype=None,
