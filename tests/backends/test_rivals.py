@@ -71,3 +71,39 @@ def test_backward_rows_are_backward_alone_in_every_backend():
             if factory is None:
                 continue
             assert "backward_only" in factory.__code__.co_names or "_compile_backward" in str(factory), (b, name)
+
+
+def _attn_inputs(b=1, hq=8, hkv=2, s=300, d=128):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    mk = lambda *shape: torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g)  # noqa: E731
+    return mk(b, hq, s, d), mk(b, hkv, s, d), mk(b, hkv, s, d), mk(b, hq, s, d)
+
+
+def _fp32_reference(q, k, v, do):
+    rep = q.shape[1] // k.shape[1]
+    leaves = [t.float().requires_grad_() for t in (q, k, v)]
+    qq, kk, vv = leaves[0], leaves[1].repeat_interleave(rep, 1), leaves[2].repeat_interleave(rep, 1)
+    out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=True)
+    return (out, *torch.autograd.grad(out, leaves, do.float()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "cudnn", "flashinfer"])
+def test_attention_rivals_on_gpu_match_fp32_or_say_why(name):
+    from solkit.backends.autograd import bwd_attn
+
+    b = BACKENDS[name]
+    ok, why = b.available("cuda")
+    if not ok:
+        pytest.skip(why)
+    q, k, v, do = _attn_inputs()
+    want = _fp32_reference(q, k, v, do)
+    try:
+        out = b.make("attention_causal", None)(q, k, v)
+        got = bwd_attn(b.make("attention_causal", None))(q, k, v, do) if "attention_causal_bwd" in b.impls else (out,)
+    except SolkitError as exc:  # a backend that refuses the shape names itself and the reason
+        assert name in str(exc) or "cudnn" in str(exc)
+        return
+    for g, w in zip(got, want):
+        scale = w.abs().max().item()
+        torch.testing.assert_close(g.float(), w, atol=2e-2 * scale, rtol=2e-2)
