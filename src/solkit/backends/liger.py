@@ -55,3 +55,25 @@ def geglu(g, u):
 
 def softmax(x):
     return _ops("softmax").LigerSoftmaxFunction.apply(x)
+
+
+# Model family -> Liger-Kernel's patch function for that Hugging Face model (liger_kernel.transformers).
+HF_APPLY = {
+    "llama": "apply_liger_kernel_to_llama",
+    "mistral": "apply_liger_kernel_to_mistral",
+    "qwen2": "apply_liger_kernel_to_qwen2",
+    "qwen3": "apply_liger_kernel_to_qwen3",
+    "gemma2": "apply_liger_kernel_to_gemma2",
+    "gemma3": "apply_liger_kernel_to_gemma3_text",
+}
+
+
+def apply_to_hf(model, family: str) -> str:
+    """Liger's ``apply_liger_kernel_to_<family>(model=model)`` with its defaults (RoPE, RMSNorm, SwiGLU/GeGLU,
+    fused linear cross-entropy); returns the function's name. Liger also rebinds functions and classes of
+    transformers' modeling module, process-wide: run it in a process of its own."""
+    name = HF_APPLY.get(family)
+    if name is None:
+        raise LookupError(f"Liger-Kernel has no apply function for {family}; it has: {', '.join(HF_APPLY)}")
+    getattr(importlib.import_module("liger_kernel.transformers"), name)(model=model)
+    return name

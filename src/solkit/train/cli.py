@@ -13,6 +13,8 @@ from solkit.output import CommandParser, console, print_json, table
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from solkit.train.config import config_names
+    from solkit.train.hf import FAMILIES as HF_FAMILIES
+    from solkit.train.hf import HF_VARIANTS
     from solkit.train.variants import VARIANTS
 
     p = subparsers.add_parser(
@@ -22,8 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "clip_grad_norm_ + AdamW.step, timed with CUDA events; tokens/s is the median over timed steps.",
     )
     p.add_argument("--config", default="tiny", help=f"model config: {', '.join(config_names())}")
-    p.add_argument("--variants", nargs="+", default=["eager", "compile", "solkit", "compile+solkit"],
-                   help=f"variants to run, in order: {', '.join(VARIANTS)}")  # fmt: skip
+    p.add_argument("--hf", choices=HF_FAMILIES, help="a Hugging Face transformers model of this family instead "
+                   "(solkit.zoo, random weights, no download); variants: " + ", ".join(HF_VARIANTS))  # fmt: skip
+    p.add_argument("--preset", default="tiny", help="with --hf: the zoo preset (default tiny; e.g. llama3-8b)")
+    p.add_argument("--layers", type=int, help="with --hf: number of decoder layers (default: the preset's)")
+    p.add_argument("--variants", nargs="+", help=f"variants to run, in order: {', '.join(VARIANTS)} (default "
+                   "eager compile solkit compile+solkit; with --hf all six)")  # fmt: skip
     p.add_argument("--steps", type=int, default=8, help="timed steps (default 8)")
     p.add_argument("--warmup", type=int, default=3, help="warm-up steps, not timed (default 3)")
     p.add_argument("--batch", type=int, help="per-rank batch (default: the config's)")
@@ -55,6 +61,7 @@ def _cmd(args: argparse.Namespace) -> int:
     import torch
 
     from solkit.train import report
+    from solkit.train.hf import HF_VARIANTS
     from solkit.train.runner import run_bench
 
     for name in ("steps", "nproc"):
@@ -73,20 +80,30 @@ def _cmd(args: argparse.Namespace) -> int:
     dtype = args.dtype or ("bf16" if on_gpu else "fp32")
     out = Path(args.out)
     stem = f"train_{args.config}"
+    hf = None
+    if args.hf:
+        if args.layers is not None and args.layers < 1:
+            raise SolkitError("--layers must be >= 1")
+        hf = {"family": args.hf, "preset": args.preset, "layers": args.layers}
+        stem = f"train_hf_{args.hf}_{args.preset}"
+    elif args.layers is not None or args.preset != "tiny":
+        raise SolkitError("--preset and --layers go with --hf (the built-in configs are --config)")
+    variants = args.variants or (list(HF_VARIANTS) if hf else ["eager", "compile", "solkit", "compile+solkit"])
     log = (lambda s: None) if args.json else (lambda s: console.print(s, highlight=False))
     summary = run_bench(
-        args.config, args.variants, steps=args.steps, warmup=args.warmup, batch=args.batch, seq=args.seq,
+        args.config, variants, steps=args.steps, warmup=args.warmup, batch=args.batch, seq=args.seq,
         dtype=dtype, device="cuda" if on_gpu else "cpu", nproc=args.nproc, parallel=args.parallel,
         checkpoint=args.checkpoint, seed=args.seed, lr=args.lr, timeout_s=args.timeout,
         peak_tflops=args.peak_tflops, max_batch=args.max_batch, compile_backend=args.compile_backend,
-        budget_s=args.budget, out_json=out / f"{stem}.json", command=_command_line(), log=log,
+        budget_s=args.budget, out_json=out / f"{stem}.json", command=_command_line(), hf=hf, log=log,
     )  # fmt: skip
     (out / f"{stem}.md").write_text(report.markdown(summary))
     (out / f"{stem}.html").write_text(report.html_section(summary))
     if args.json:
         print_json(summary)
     else:
-        console.print(table(f"train-bench {args.config}", report.CONSOLE_COLUMNS, report.console_rows(summary)))
+        title = f"train-bench --hf {args.hf} {args.preset}" if hf else f"train-bench {args.config}"
+        console.print(table(title, report.CONSOLE_COLUMNS, report.console_rows(summary)))
         for name, r in summary["variants"].items():
             missing = (r.get("variant") or {}).get("unavailable_swaps")
             if missing:

@@ -96,10 +96,17 @@ def _goal_lines(summary: dict[str, Any]) -> list[str]:
     for key, g in summary["goals"].items():
         if not isinstance(g, dict):
             continue
+        verdict = "met" if g["met"] else "NOT met" if g["met"] is False else "n/a"
         if key == "loss_parity":
-            lines.append(
-                f"- loss parity for every variant: {'met' if g['met'] else 'NOT met' if g['met'] is False else 'n/a'}"
-            )
+            lines.append(f"- loss parity for every variant: {verdict}")
+            continue
+        if "value" not in g:  # a check without a number (the step-0 gradient check)
+            flagged = {k: v for k, v in (g.get("flagged") or {}).items() if v}
+            lines.append(f"- {key}: {verdict}" + (f" (flagged: {flagged})" if flagged else ""))
+            continue
+        if isinstance(g["target"], str):  # an exact count (graph breaks)
+            lines.append(f"- {key}: {'not measured' if g['value'] is None else g['value']} vs goal {g['target']} "
+                         f"— {verdict}")  # fmt: skip
             continue
         if g["value"] is None:
             lines.append(f"- {key} ≥ {g['target']}: not measured")
@@ -139,6 +146,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "",
         ]
     tail += ["Goals:", *_goal_lines(summary), ""]
+    tail += _detail_lines(summary)
     if summary.get("max_batch"):
         tail += ["Max-batch throughput (not a speedup):"]
         for v, m in summary["max_batch"].items():
@@ -148,6 +156,24 @@ def markdown(summary: dict[str, Any]) -> str:
         tail += ["Scaling efficiency (per-rank tok/s at nproc ÷ 1-process tok/s):"]
         tail += [f"- {v}: {m['efficiency']:.3f}" for v, m in summary["scaling"].items()]
     return "\n".join(head + body + tail) + "\n"
+
+
+def _detail_lines(summary: dict[str, Any]) -> list[str]:
+    """Graph breaks, the step-0 gradient check and the loss curve of every variant that ran."""
+    out = []
+    for name, r in summary["variants"].items():
+        if r.get("status") != "ok":
+            continue
+        g = r.get("grad_check_step0")
+        check = ""
+        if g:
+            flagged = ", ".join(g["flagged"]) or "none"
+            check = (f"; step-0 gradients vs eager: worst {g['worst_value']:.3g} ({g['worst']}), median "
+                     f"{g['median']:.3g}, flagged above {g['flag_above']:g}: {flagged}")  # fmt: skip
+        breaks = r.get("graph_breaks")
+        out.append(f"- {name}: graph breaks {'-' if breaks is None else breaks}{check}; losses "
+                   + " ".join(f"{v:.4f}" for v in r.get("losses", [])))  # fmt: skip
+    return ["Per variant (graph breaks under compile, gradient check, loss curve over every step):", *out, ""]
 
 
 def _tf(x: float | None) -> str:

@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from solkit.errors import SolkitError
-from solkit.train.config import fallback_peaks, get_config
+from solkit.errors import SolkitError, choices_hint
+from solkit.train.config import ModelConfig, fallback_peaks, get_config
 from solkit.train.flops import CONVENTIONS, param_counts, utilisation
 from solkit.train.variants import get_variant
 
@@ -176,19 +176,8 @@ def _parity(results: dict[str, dict[str, Any]], dtype: str) -> None:
         }
 
 
-def summarise(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    """Add MFU, speedups, memory ratios, parity and goal checks to the raw per-variant results."""
-    cfg = get_config(meta["config"], batch=meta.get("batch"), seq=meta.get("seq"))
-    ok = {k: v for k, v in results.items() if v.get("status") == "ok"}
-    ceilings = [v["gemm_ceiling_flops"] for v in ok.values() if v.get("gemm_ceiling_flops")]
-    device_name = next((v["env"].get("gpu") for v in ok.values() if v.get("env", {}).get("gpu")), None)
-    ceiling = meta.get("gemm_ceiling_flops") or (sorted(ceilings)[len(ceilings) // 2] if ceilings else None)
-    arch_id = next((v["env"].get("arch_id") for v in ok.values() if v.get("env", {}).get("arch_id")), None)
-    peaks = resolve_peaks(device_name, meta.get("peak_tflops"), ceiling, arch_id)
-    bases = {k: v for k, v in peaks.items() if k in ("datasheet", "calibrated") and v}
-    for r in ok.values():
-        r["utilisation"] = utilisation(cfg, cfg.seq, r["tokens_per_s_per_rank"], bases, r["activation_checkpointing"])
-    _parity(results, meta.get("dtype", "bf16"))
+def _native_parts(ok: dict[str, dict[str, Any]]) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
+    """Speed-ups, peak-memory cuts and goals of the built-in model's variants."""
 
     def tps(name: str) -> float | None:
         return ok[name]["tokens_per_s_per_rank"] if name in ok else None
@@ -215,6 +204,32 @@ def summarise(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> dict[
         complete = all(ok.get(n, {}).get("variant", {}).get("complete", False) for n in run_names if n in ok)
         goals[key] = {"target": target, "value": value, "met": None if value is None else value >= target,
                       "all_swaps_available": complete}  # fmt: skip
+    return speedups, memory, goals
+
+
+def summarise(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    """Add MFU, speedups, memory ratios, parity and goal checks to the raw per-variant results."""
+    if meta.get("model_config"):
+        cfg = ModelConfig(**meta["model_config"])
+    else:
+        cfg = get_config(meta["config"], batch=meta.get("batch"), seq=meta.get("seq"))
+    ok = {k: v for k, v in results.items() if v.get("status") == "ok"}
+    ceilings = [v["gemm_ceiling_flops"] for v in ok.values() if v.get("gemm_ceiling_flops")]
+    device_name = next((v["env"].get("gpu") for v in ok.values() if v.get("env", {}).get("gpu")), None)
+    ceiling = meta.get("gemm_ceiling_flops") or (sorted(ceilings)[len(ceilings) // 2] if ceilings else None)
+    arch_id = next((v["env"].get("arch_id") for v in ok.values() if v.get("env", {}).get("arch_id")), None)
+    peaks = resolve_peaks(device_name, meta.get("peak_tflops"), ceiling, arch_id)
+    bases = {k: v for k, v in peaks.items() if k in ("datasheet", "calibrated") and v}
+    for r in ok.values():
+        r["utilisation"] = utilisation(cfg, cfg.seq, r["tokens_per_s_per_rank"], bases, r["activation_checkpointing"])
+    _parity(results, meta.get("dtype", "bf16"))
+
+    if meta.get("hf"):
+        from solkit.train.hf import summary_parts
+
+        speedups, memory, goals = summary_parts(ok)
+    else:
+        speedups, memory, goals = _native_parts(ok)
     goals["loss_parity"] = {"met": all(r.get("parity", {}).get("ok", False) for r in ok.values()) if ok else None}
     goals["tokens_per_step"] = cfg.batch * cfg.seq
 
@@ -223,6 +238,7 @@ def summarise(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> dict[
         "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": meta.get("command"),
         "config": cfg.model_dump(),
+        "hf": meta.get("hf"),
         "params": param_counts(cfg),
         "flop_conventions": CONVENTIONS,
         "peaks": peaks,
@@ -294,21 +310,33 @@ def run_bench(
     budget_s: float | None = None,
     out_json: Path | None = None,
     command: str | None = None,
+    hf: dict[str, Any] | None = None,
     log: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
     """Run every variant (in order) and return the summary; rewrites ``out_json`` after each one."""
     # Long on purpose: one run of the variants in order, with their parity checks against eager.
-    cfg = get_config(config, batch=batch, seq=seq)
-    for v in variants:
-        get_variant(v)
+    if hf:  # a Hugging Face model from solkit.zoo (train/hf.py), one GPU
+        from solkit.train.hf import HF_VARIANTS, model_config
+
+        for v in variants:
+            if v not in HF_VARIANTS:
+                raise SolkitError(choices_hint(v, list(HF_VARIANTS), "--hf variant"))
+        if nproc > 1:
+            raise SolkitError("--hf runs each variant on one GPU: --nproc must be 1")
+        cfg = model_config(hf["family"], hf.get("preset", "tiny"), hf.get("layers"), seq or 128, batch or 1)
+    else:
+        cfg = get_config(config, batch=batch, seq=seq)
+        for v in variants:
+            get_variant(v)
     if nproc > 1 and shutil.which("torchrun") is None and not _has_torch_run():
         raise SolkitError("--nproc > 1 needs torch.distributed.run (torchrun)")
     meta = dict(config=config, batch=cfg.batch, seq=cfg.seq, steps=steps, warmup=warmup, dtype=dtype, seed=seed,
                 lr=lr, nproc=nproc, parallel=parallel if nproc > 1 else None, checkpoint=checkpoint, device=device,
-                peak_tflops=peak_tflops, command=command, compile_backend=compile_backend)  # fmt: skip
+                peak_tflops=peak_tflops, command=command, compile_backend=compile_backend, hf=hf,
+                model_config=cfg.model_dump() if hf else None)  # fmt: skip
     base_spec = dict(config=config, batch=cfg.batch, seq=cfg.seq, steps=steps, warmup=warmup, dtype=dtype, seed=seed,
                      lr=lr, device=device, checkpoint=checkpoint, parallel=parallel,
-                     compile_backend=compile_backend)  # fmt: skip
+                     compile_backend=compile_backend, hf=hf)  # fmt: skip
     results: dict[str, dict[str, Any]] = {}
     summary: dict[str, Any] = {}
 

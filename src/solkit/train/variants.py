@@ -308,6 +308,26 @@ class PreparedVariant:
         }
 
 
+@dataclass
+class RunSetup:
+    """One variant ready to train, as :func:`solkit.train.worker.run` needs it, from either model source.
+
+    ``loss(x, y)`` runs forward + loss; ``model`` owns the parameters (their names are compared across
+    variants); ``prepared`` says what the variant did (``to_dict()``, ``variant.compile``, ``swaps``);
+    ``first_grads(model)`` returns extra results from the step-0 gradients; ``unavailable`` is the reason
+    when nothing of the variant could be applied.
+    """
+
+    cfg: Any
+    model: nn.Module
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    prepared: Any
+    attention: str
+    batches: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+    unavailable: str | None = None
+    first_grads: Callable[[nn.Module], dict[str, Any]] | None = None
+
+
 def _replace_all(model: nn.Module, target: type[nn.Module], kind: str, fn: Callable[..., Any]) -> int:
     """Replace every ``target`` instance below ``model`` by a Swapped wrapper; returns the count."""
     count = 0

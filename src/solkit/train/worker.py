@@ -148,14 +148,39 @@ def _wrap_distributed(torch: Any, model: Any, mode: str, device: Any) -> Any:
     raise ValueError(f"unknown parallel mode {mode!r}")
 
 
+def _prepare_native(spec: dict[str, Any], device: Any, dtype: Any, seed: int) -> Any:
+    """solkit's own Llama-style model (train/configs.yaml) with the variant's swaps and compile applied."""
+    from solkit.train.config import get_config
+    from solkit.train.model import build_model
+    from solkit.train.variants import RunSetup, apply_variant
+
+    cfg = get_config(spec["config"], batch=spec.get("batch"), seq=spec.get("seq"))
+    model = build_model(cfg, device, dtype, seed=seed, checkpoint_layers=bool(spec.get("checkpoint")))
+    gqa_native = True
+    if device.type == "cuda":
+        from solkit.train.model import fused_sdpa_supports_gqa, set_gqa_native
+
+        gqa_native = fused_sdpa_supports_gqa(cfg, device, dtype)
+        set_gqa_native(model, gqa_native)
+    prepared = apply_variant(
+        model, spec["variant"], probe=spec.get("probe", True), compile_backend=spec.get("compile_backend", "inductor")
+    )
+    unavailable = None
+    if prepared.swaps and not any(sw.status == "ok" for sw in prepared.swaps):
+        unavailable = "no swap of this variant is available: " + "; ".join(
+            f"{sw.kind}: {sw.reason}" for sw in prepared.swaps
+        )
+    attention = "SDPA is_causal, enable_gqa=True" if gqa_native else "SDPA is_causal, k/v heads repeated"
+    return RunSetup(cfg=cfg, model=model, loss=model, prepared=prepared, attention=attention, unavailable=unavailable)
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     # Long on purpose: one training run (set-up, warm-up, timed steps, memory) in the order it happens.
     import torch
     import torch.distributed as dist
 
-    from solkit.train.config import get_config
-    from solkit.train.model import build_model, synthetic_batches
-    from solkit.train.variants import apply_variant, swap_call_counts
+    from solkit.train.model import synthetic_batches
+    from solkit.train.variants import swap_call_counts
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -167,42 +192,34 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     if world > 1:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
 
-    cfg = get_config(spec["config"], batch=spec.get("batch"), seq=spec.get("seq"))
     dtype = getattr(torch, DTYPES[spec.get("dtype", "bf16")])
     steps, warmup = int(spec.get("steps", 8)), int(spec.get("warmup", 3))
     seed = int(spec.get("seed", 0))
     torch.manual_seed(seed)
 
     t0 = time.perf_counter()
-    model = build_model(cfg, device, dtype, seed=seed, checkpoint_layers=bool(spec.get("checkpoint")))
-    gqa_native = True
-    if device.type == "cuda":
-        from solkit.train.model import fused_sdpa_supports_gqa, set_gqa_native
+    if spec.get("hf"):
+        from solkit.train.hf import prepare
 
-        gqa_native = fused_sdpa_supports_gqa(cfg, device, dtype)
-        set_gqa_native(model, gqa_native)
-    prepared = apply_variant(
-        model, spec["variant"], probe=spec.get("probe", True), compile_backend=spec.get("compile_backend", "inductor")
-    )
-    if prepared.swaps and not any(sw.status == "ok" for sw in prepared.swaps):
-        return {
-            "status": "unavailable",
-            "error": "no swap of this variant is available: "
-            + "; ".join(f"{sw.kind}: {sw.reason}" for sw in prepared.swaps),
-            "variant": prepared.to_dict(),
-        }
-    train_model = _wrap_distributed(torch, model, spec["parallel"], device) if world > 1 else model
-    params = [p for p in train_model.parameters() if p.requires_grad]
+        setup = prepare(spec, device, dtype, seed)
+    else:
+        setup = _prepare_native(spec, device, dtype, seed)
+    model, prepared, cfg = setup.model, setup.prepared, setup.cfg
+    if setup.unavailable:
+        return {"status": "unavailable", "error": setup.unavailable, "variant": prepared.to_dict()}
+    train_model = _wrap_distributed(torch, model, spec["parallel"], device) if world > 1 else setup.loss
+    params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(
         params, lr=float(spec.get("lr", 3e-4)), betas=(0.9, 0.95), weight_decay=0.1, fused=device.type == "cuda"
     )
     # Rank-dependent data under data parallelism (each rank sees its own shard), else identical.
-    batches = synthetic_batches(cfg, cfg.batch, cfg.seq, 4, seed + 1000 * rank, device)
+    batches = setup.batches or synthetic_batches(cfg, cfg.batch, cfg.seq, 4, seed + 1000 * rank, device)
     setup_s = time.perf_counter() - t0
     clip = float(spec.get("clip", 1.0))
     cuda = device.type == "cuda"
 
     grad_norms0: dict[str, float] = {}
+    first_grads: dict[str, Any] = {}
 
     def step(i: int) -> tuple[Any, Any]:
         x, y = batches[i % len(batches)]
@@ -214,6 +231,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             for name, p in model.named_parameters():
                 if p.grad is not None:
                     grad_norms0[_canonical(name)] = float(p.grad.float().norm())
+            if setup.first_grads is not None:
+                first_grads.update(setup.first_grads(model))
         mid = None
         if cuda:
             mid = torch.cuda.Event(enable_timing=True)
@@ -290,7 +309,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "world_size": world,
         "parallel": spec.get("parallel") if world > 1 else None,
         "activation_checkpointing": bool(spec.get("checkpoint")),
-        "attention": "SDPA is_causal, enable_gqa=True" if gqa_native else "SDPA is_causal, k/v heads repeated",
+        "attention": setup.attention,
         "steps": steps,
         "warmup": warmup,
         "tokens_per_step_per_rank": tokens_per_step,
@@ -308,6 +327,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "warmup_s": warmup_s,
         "env": _env(torch, device),
         "params": sum(p.numel() for p in model.parameters()),
+        **first_grads,
     }
     if cuda:
         result["memory"] = {
