@@ -138,3 +138,16 @@ def test_missing_ray_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     assert main(["bench", "--ray", "auto"]) == 2
     assert "pip install 'solkit[ray]'" in capsys.readouterr().err
+
+
+def test_ray_actor_lost_mid_run_costs_only_its_item(ray_cluster):
+    import os
+
+    from solkit.scale import Call, Item, open_pool
+
+    # The first item kills its actor's process wherever it runs (a node leaving looks the same to the caller).
+    items = [Item(("crash",), Call(os._exit, (3,)))] + [Item((str(i),), Call(abs, (-i,))) for i in range(4)]
+    with open_pool(devices="cpu:2", ray="auto") as pool:
+        outs = {o.index: o for o in pool.map_unordered(items)}
+    assert len(outs) == 5 and all(outs[i].ok and outs[i].value == i - 1 for i in range(1, 5))
+    assert not outs[0].ok and outs[0].attempts == 2 and "its worker died" in outs[0].error

@@ -73,7 +73,8 @@ class RayPool:
     """Actors on a Ray cluster (``address``: ``auto`` for a running cluster, ``local`` to start one here, or an
     address such as ``ray://head:10001``); :meth:`map_unordered` yields outcomes as items finish."""
 
-    def __init__(self, address: str, kind: str = "auto", count: int | None = None, setup: Call | None = None) -> None:
+    def __init__(self, address: str, kind: str = "auto", count: int | None = None, setup: Call | None = None,
+                 setup_timeout: float = 3600.0) -> None:  # fmt: skip
         ray = self.ray = import_ray()
         if not ray.is_initialized():
             try:
@@ -89,23 +90,29 @@ class RayPool:
         if count < 1 or count > have:
             what = "GPUs" if kind == "cuda" else "CPUs"
             raise SolkitError(f"--ray {address}: the cluster has {have} {what}; cannot place {count} workers")
-        opts = {"num_gpus": 1, "num_cpus": 1} if kind == "cuda" else {"num_cpus": 1}
-        actor = ray.remote(RayWorker).options(max_restarts=1, max_task_retries=0, **opts)
-        self.kind_, self.setup = kind, setup
-        self.actors = [actor.remote(kind, setup) for _ in range(count)]
+        self.kind_, self.setup, self.count, self.setup_timeout = kind, setup, count, setup_timeout
+        self.actors: list[Any] = []
         self.labels = [f"ray#{i}" for i in range(count)]
         self.info: list[dict[str, Any]] = [{} for _ in range(count)]
         self.failures = [0] * count
-        self._hello()
 
     @property
     def kind(self) -> str:
         return "ray"
 
-    def _hello(self) -> None:
-        for i, a in enumerate(self.actors):
+    @property
+    def device_kind(self) -> str:
+        return self.kind_
+
+    def _start(self) -> None:
+        """The actors, started on first use; each runs the setup and says hello (or why it could not)."""
+        opts = {"num_gpus": 1, "num_cpus": 1} if self.kind_ == "cuda" else {"num_cpus": 1}
+        actor = self.ray.remote(RayWorker).options(max_restarts=1, max_task_retries=0, **opts)
+        self.actors = [actor.remote(self.kind_, self.setup) for _ in range(self.count)]
+        hellos = [a.hello.remote() for a in self.actors]
+        for i, ref in enumerate(hellos):
             try:
-                label, identity, value, error = self.ray.get(a.hello.remote())
+                label, identity, value, error = self.ray.get(ref, timeout=self.setup_timeout)
             except Exception as exc:  # noqa: BLE001 - an actor that cannot start is left out
                 self.failures[i] = 99
                 self.info[i] = {"error": first_line(exc)}
@@ -145,6 +152,8 @@ class RayPool:
     def map_unordered(self, items: Sequence[Item]) -> Iterator[Outcome]:
         ray = self.ray
         lost_errors = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
+        if not self.actors:
+            self._start()
         d, cache, running = Dispatch(items), {}, {}
         busy = [False] * len(self.actors)
         while not d.finished():
