@@ -108,10 +108,20 @@ def test_unknown_mode():
 
 @pytest.mark.skipif(not os.environ.get("SOLKIT_SLOW_TESTS"), reason="Inductor on CPU: ~60 s; SOLKIT_SLOW_TESTS=1")
 def test_compile_on_cpu():
-    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.GELU(), torch.nn.Linear(48, 16))
-    rep = analyze(model, torch.randn(8, 32), mode="fwd_bwd", compile=True, ceilings=H200)
+    class TinyMLP(torch.nn.Module):  # no __len__: an OptimizedModule of it has no truth value
+        def __init__(self):
+            super().__init__()
+            self.up, self.down = torch.nn.Linear(32, 48), torch.nn.Linear(48, 16)
+
+        def forward(self, x):
+            return self.down(torch.nn.functional.gelu(self.up(x)))
+
+    rep = analyze(TinyMLP(), torch.randn(8, 32), mode="train_step", compile=True, ceilings=H200)
     assert rep.meta["compile"] and rep.measured_s > 0
-    assert any(r.op in ("addmm", "mm") and r.match for r in rep.rows)  # extern GEMMs keep their aten op
+    gemms = [r for r in rep.rows if r.op in ("addmm", "mm") and r.match]  # extern GEMMs keep their aten op
+    assert all(r.category == "mlp" for r in gemms if not r.backward)  # the module of the weight they read
+    assert any(not r.backward for r in gemms) and any(r.backward for r in gemms)
+    assert any(r.category == "optimizer" for r in rep.rows)
 
 
 @pytest.mark.gpu

@@ -73,7 +73,8 @@ def module_scopes(model: torch.nn.Module):
 def param_scopes(qualname: str, types: dict[str, str]) -> list[Scope]:
     """The module chain of ``qualname`` (innermost first), from the model's own module names and types."""
     parts = qualname.split(".")
-    return [Scope(q, types.get(q, "")) for q in (".".join(parts[:i]) for i in range(len(parts), 0, -1))]
+    chain = [Scope(q, types.get(q, "")) for q in (".".join(parts[:i]) for i in range(len(parts), 0, -1))]
+    return chain + [Scope("<model>", types.get("", ""))]
 
 
 def category(op: str, scopes: list[Scope], in_optimizer: bool) -> str:

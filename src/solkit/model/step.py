@@ -66,7 +66,7 @@ def make_optimizer(params: list[torch.Tensor], traced: bool = False) -> torch.op
 def real_step(built: Built, mode: str, runner: Callable | None = None) -> Callable[[], Any]:
     """A closure that runs one step of ``built`` in ``mode`` (``runner``: the compiled model, if any)."""
     model = built.model
-    run = runner or model
+    run = runner if runner is not None else model
     opt = None
     if mode == "train_step":
         opt = make_optimizer([p for p in model.parameters() if p.requires_grad])
