@@ -28,6 +28,7 @@ FORCED = {
 
 #: How PyTorch says a forced backend refused (CUDA: "No available kernel"; CPU: "No viable backend").
 _REFUSED = ("No available kernel", "No viable backend")
+_NOISE = ("has been runtime disabled", "not used because")
 
 
 def _refusal(name: str, backend: SDPBackend, q, k, v, causal: bool, exc: RuntimeError) -> SolkitError:
@@ -36,8 +37,10 @@ def _refusal(name: str, backend: SDPBackend, q, k, v, causal: bool, exc: Runtime
         warnings.simplefilter("always")
         with contextlib.suppress(RuntimeError):
             F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-    reasons = sorted({str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()})
-    detail = "; ".join(reasons) if reasons else str(exc).strip().splitlines()[0]
+    lines = dict.fromkeys(str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip())
+    # PyTorch also warns that the other backends are disabled, and heads each reason with "... not used because:"
+    reasons = [line for line in lines if not any(noise in line for noise in _NOISE)]
+    detail = "; ".join(reasons or lines) if lines else str(exc).strip().splitlines()[0]
     return SolkitError(f"{name}: SDPA {backend.name} refused this call: {detail}"[:300])
 
 

@@ -6,7 +6,8 @@ import torch
 
 from solkit.errors import SolkitError
 from solkit.kernels.attention import PATHS, decode_attention
-from solkit.kernels.attention.decode import split_plan
+from solkit.kernels.attention.decode import DEFAULT_OPTIONS, resident_slots, split_plan
+from solkit.kernels.common.capability import caps_for_product
 
 
 def reference(q, k, v, lens):
@@ -76,11 +77,17 @@ def test_contiguous_and_paged_match_reference(dtype, lq, h, kvh, d, lens, option
     torch.testing.assert_close(out_p.double(), ref, atol=TOL[dtype], rtol=TOL[dtype])
 
 
-def test_split_plan_fills_the_device_and_covers_every_key():
-    for b, kvh, n, sms in [(1, 8, 8192, 132), (64, 8, 131072, 132), (8, 8, 32768, 132), (1, 1, 100, 2)]:
-        splits, chunk = split_plan(b, kvh, n, 64, sms)
+def test_split_plan_fills_whole_waves_and_covers_every_key():
+    caps = caps_for_product("h200-sxm")
+    slots = resident_slots(caps, 16, 128, 2, DEFAULT_OPTIONS)
+    assert slots == caps.sm_count * 3  # 2 stages of 64-key K and V tiles + Q: 3 programs in 228 KB
+    for pairs, n in [(8, 8192), (64, 32768), (512, 131072), (1, 100), (3, 1000)]:
+        splits, chunk = split_plan(pairs, n, 64, slots)
         assert 1 <= splits <= 64 and chunk % 64 == 0 and splits * chunk >= n > (splits - 1) * chunk
-    assert split_plan(1, 8, 8192, 64, 132)[0] > 1 and split_plan(64, 8, 131072, 64, 132)[0] <= 2
+        waves = pairs * splits / slots
+        assert waves <= 1 or waves / -(-pairs * splits // slots) > 0.85  # the last wave nearly full
+    assert split_plan(8, 8192, 64, slots)[0] > 32  # batch 1: one wave of about a slot per program
+    assert split_plan(64, 32768, 64, slots)[0] == 6  # batch 8: 384 programs, not 576 (1.45 waves)
 
 
 def test_bad_inputs_are_one_line_errors():

@@ -20,8 +20,11 @@ the output; with several it writes its normalised partial output and log-sum-exp
 weighed: ``o = sum_s exp2(lse_s - M) o_s / sum_s exp2(lse_s - M)``, ``M = max_s lse_s``. By default the last split
 of each (sequence, kv head) to finish does it (an arrival counter per pair, reset by that last program), which
 saves a second launch; ``options={"combine": "kernel"}`` uses a separate combine kernel instead.
-The split count fills the GPU: about :data:`PROGRAMS_PER_SM` programs per SM over ``b x kv_heads`` (none when
-that product already does), no split shorter than :data:`MIN_SPLIT_TOKENS` keys, at most :data:`MAX_SPLITS`.
+The split count (:func:`split_plan`) minimises ``waves x (PROGRAM_COST_KEYS + chunk)``: the programs of a wave
+run at once in the part's resident slots (:func:`resident_slots`: SMs x programs one SM holds), each streams its
+``chunk`` keys plus a fixed cost worth :data:`PROGRAM_COST_KEYS` keys, and a last wave only partly filled costs
+as much as a full one. So ``b x kv_heads x splits`` lands just under a whole number of waves; no split is shorter
+than :data:`MIN_SPLIT_TOKENS` keys, and there are at most :data:`MAX_SPLITS`.
 
 Speed of light. Decode reads the cache once: bytes = K and V of every cached token
 (``2 · sum(seq_lens) · kv_heads · d · e``, ``e`` bytes per element) + q and out (``2 · b · l · h · d · e``) +
@@ -33,19 +36,19 @@ T_SOL = bytes / memory bandwidth (:func:`sol_bytes`).
 
 from __future__ import annotations
 
-import math
+import functools
 
 import torch
 import triton
 import triton.language as tl
 
 from solkit.errors import SolkitError
-from solkit.kernels.common.capability import Needs, allowed, device_caps
+from solkit.kernels.common.capability import DeviceCaps, Needs, allowed, device_caps
 from solkit.kernels.common.ops import KernelOp, options, options_json
 
-PROGRAMS_PER_SM = 4  # small programs (4 warps, 2 x 16 KB tiles): several share an SM, hiding each one's latency
-MIN_SPLIT_TOKENS = 256  # a split shorter than this spends more on its partial and the combine than it saves
-MAX_SPLITS = 64  # the combine holds every split's partial row in registers
+PROGRAM_COST_KEYS = 64  # a program's fixed cost (q load, the first tile's latency, the partial's write) ~ one tile
+MIN_SPLIT_TOKENS = 128  # two tiles: a shorter split is mostly fixed cost
+MAX_SPLITS = 64  # the combine kernel holds every split's partial row in registers
 MIN_ROWS = 16  # tl.dot's smallest M
 _LOG2E = 1.4426950408889634
 
@@ -202,23 +205,32 @@ def _check(q, k_cache, v_cache, seq_lens, block_table) -> None:
         raise SolkitError("decode_attention: the head dimension of q and the caches must be contiguous")
 
 
-def num_sms(device: torch.device) -> int:
-    """Streaming multiprocessors to fill (a small number in Triton's interpreter, so tests exercise splits)."""
-    caps = device_caps(device)
-    if caps.is_interpreter or device.type != "cuda":
+def resident_slots(caps: DeviceCaps, rows: int, block_d: int, elem: int, opts: dict) -> int:
+    """Programs of the split kernel the part holds at once: SMs x the fewest that shared memory (``num_stages``
+    K and V tiles in flight and the Q tile, +1 KB the driver keeps per program), threads and the 32-program cap
+    allow. Triton's interpreter: 2 (so its tests take several splits)."""
+    if caps.is_interpreter or not caps.smem_per_sm:
         return 2
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    warps = int(opts["num_warps"])
+    smem = elem * block_d * (2 * int(opts["num_stages"]) * int(opts["block_n"]) + rows) + 1024
+    return caps.sm_count * max(1, min(caps.smem_per_sm // smem, 2048 // (32 * warps), 32))
 
 
-def split_plan(batch: int, kv_heads: int, max_len: int, block_n: int, sms: int) -> tuple[int, int]:
-    """``(splits, chunk)``: how many splits each (sequence, kv head) gets and how many keys each covers (a
-    multiple of ``block_n``), filling ``sms`` with :data:`PROGRAMS_PER_SM` programs each (module docstring)."""
+@functools.lru_cache(maxsize=1024)
+def split_plan(pairs: int, max_len: int, block_n: int, slots: int) -> tuple[int, int]:
+    """``(splits, chunk)`` for ``pairs`` (sequence, kv head) pairs of up to ``max_len`` keys on ``slots`` resident
+    programs: the chunk (a multiple of ``block_n``, at least :data:`MIN_SPLIT_TOKENS`, at most
+    :data:`MAX_SPLITS` of them) that minimises ``waves x (PROGRAM_COST_KEYS + chunk)`` (module docstring); ties go
+    to fewer splits."""
     max_len = max(int(max_len), 1)
-    want = math.ceil(PROGRAMS_PER_SM * sms / max(batch * kv_heads, 1))
-    most = max(1, min(MAX_SPLITS, max_len // MIN_SPLIT_TOKENS))
-    splits = max(1, min(want, most))
-    chunk = triton.cdiv(triton.cdiv(max_len, splits), block_n) * block_n
-    return triton.cdiv(max_len, chunk), chunk
+    shortest = max(triton.cdiv(max_len, MAX_SPLITS), min(MIN_SPLIT_TOKENS, max_len))
+    best = None
+    for chunk in range(triton.cdiv(shortest, block_n) * block_n, triton.cdiv(max_len, block_n) * block_n + 1, block_n):
+        splits = triton.cdiv(max_len, chunk)
+        cost = triton.cdiv(pairs * splits, slots) * (PROGRAM_COST_KEYS + chunk)
+        if best is None or cost < best[0] or (cost == best[0] and splits < best[1]):
+            best = (cost, splits, chunk)
+    return best[1], best[2]
 
 
 _COUNTERS: dict[tuple, torch.Tensor] = {}
@@ -277,7 +289,9 @@ def decode_attention_forward(
         chunk = triton.cdiv(triton.cdiv(max_len, splits), block_n) * block_n
         splits = triton.cdiv(max_len, chunk)
     else:
-        splits, chunk = split_plan(b, kvh, max_len, block_n, num_sms(q.device))
+        caps = device_caps(q)
+        slots = resident_slots(caps, rows, block_d, q.element_size(), opts)
+        splits, chunk = split_plan(b * kvh, max_len, block_n, slots)
     scale = dim**-0.5 if scale is None else float(scale)
     part = lse = count = out  # unused when there is one split
     fused = opts.get("combine", "fused") == "fused"
