@@ -17,7 +17,7 @@ docs/scale.md has the design.
 from __future__ import annotations
 
 from solkit.errors import SolkitError
-from solkit.scale.devices import Slot, cpu_identity, device_identity, parse_devices
+from solkit.scale.devices import DeviceSlot, cpu_identity, device_identity, parse_devices
 from solkit.scale.work import Bundle, Call, Item, Outcome, WorkerState, pack, unpacked, worker_state
 
 
@@ -45,5 +45,5 @@ def open_pool(devices: str | None = None, ray: str | None = None, setup: Call | 
     return None
 
 
-__all__ = ["open_pool", "Item", "Call", "Outcome", "Bundle", "WorkerState", "Slot", "pack", "unpacked",
+__all__ = ["open_pool", "Item", "Call", "Outcome", "Bundle", "WorkerState", "DeviceSlot", "pack", "unpacked",
            "worker_state", "device_identity", "cpu_identity", "parse_devices"]  # fmt: skip

@@ -22,7 +22,7 @@ from solkit.errors import SolkitError
 
 
 @dataclass(frozen=True)
-class Slot:
+class DeviceSlot:
     """One worker of a local pool: a CUDA device (by index on this host) or one CPU worker."""
 
     kind: str  # "cuda" | "cpu"
@@ -48,7 +48,7 @@ def _cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def parse_devices(spec: str, flag: str = "--devices") -> list[Slot]:
+def parse_devices(spec: str, flag: str = "--devices") -> list[DeviceSlot]:
     """``all`` | ``0,1,3`` | ``cpu,cpu`` | ``cpu:N`` -> the slots; anything else is one line naming the flag."""
     text = (spec or "").strip().lower()
     if not text:
@@ -57,15 +57,15 @@ def parse_devices(spec: str, flag: str = "--devices") -> list[Slot]:
         n = text[4:]
         if not n.isdigit() or int(n) < 1:
             raise SolkitError(f"{flag} {spec!r}: cpu:N needs a whole number of workers >= 1")
-        return [Slot("cpu", i) for i in range(int(n))]
+        return [DeviceSlot("cpu", i) for i in range(int(n))]
     if text == "all":
         count = _cuda_count()
         if count == 0:
             raise SolkitError(f"{flag} all: no CUDA device here; use cpu,cpu or cpu:N for CPU workers")
-        return [Slot("cuda", i) for i in range(count)]
+        return [DeviceSlot("cuda", i) for i in range(count)]
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if all(p == "cpu" for p in parts):
-        return [Slot("cpu", i) for i in range(len(parts))]
+        return [DeviceSlot("cpu", i) for i in range(len(parts))]
     if not all(p.isdigit() for p in parts):
         bad = next(p for p in parts if not p.isdigit())
         raise SolkitError(f"{flag} {spec!r}: {bad!r} is neither a GPU index nor cpu (GPUs and CPUs are not mixed)")
@@ -76,7 +76,7 @@ def parse_devices(spec: str, flag: str = "--devices") -> list[Slot]:
     missing = [i for i in indices if i >= count]
     if missing:
         raise SolkitError(f"{flag} {spec!r}: no CUDA device {missing[0]} here ({count} visible)")
-    return [Slot("cuda", i) for i in indices]
+    return [DeviceSlot("cuda", i) for i in indices]
 
 
 def _cpu_model() -> str:

@@ -29,14 +29,14 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from solkit.errors import SolkitError
-from solkit.scale.devices import Slot, device_identity
+from solkit.scale.devices import DeviceSlot, device_identity
 from solkit.scale.dispatch import Dispatch
 from solkit.scale.work import Call, Item, Outcome, WorkerState, enter_worker, first_line, injected_kill
 
 _ENV_LOCK = threading.Lock()
 
 
-def _serve(slot: Slot, conn, setup: Call | None, incarnation: int, threads: int | None) -> None:
+def _serve(slot: DeviceSlot, conn, setup: Call | None, incarnation: int, threads: int | None) -> None:
     """The worker process: setup, hello, then items until told to stop (or the pipe closes)."""
     os.environ.update(slot.env())
     if threads and "torch" in sys.modules:  # else OMP_NUM_THREADS, set before the spawn, does it
@@ -75,7 +75,7 @@ def _serve(slot: Slot, conn, setup: Call | None, incarnation: int, threads: int 
 
 @dataclass
 class _Worker:
-    slot: Slot
+    slot: DeviceSlot
     proc: Any = None
     conn: Any = None
     incarnation: int = 0
@@ -89,7 +89,7 @@ class _Worker:
 class LocalPool:
     """Workers on ``slots`` of this host; :meth:`map_unordered` yields outcomes as items finish."""
 
-    def __init__(self, slots: Sequence[Slot], setup: Call | None = None, max_restarts: int = 1,
+    def __init__(self, slots: Sequence[DeviceSlot], setup: Call | None = None, max_restarts: int = 1,
                  setup_timeout: float = 3600.0) -> None:  # fmt: skip
         if not slots:
             raise SolkitError("--devices: no device to run on")
@@ -104,6 +104,11 @@ class LocalPool:
     @property
     def kind(self) -> str:
         return "local"
+
+    @property
+    def device_kind(self) -> str:
+        """``cuda`` or ``cpu``: what every worker of this pool runs on."""
+        return self.workers[0].slot.kind
 
     def devices(self) -> list[dict[str, Any]]:
         """Per worker that said hello: its label, device identity and the setup's value."""
