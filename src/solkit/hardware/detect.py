@@ -71,20 +71,23 @@ def _triton() -> str:
         return "none"
 
 
-def _nvml_info(index: int) -> dict[str, Any]:
+def _nvml_info(index: int, uuid: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        uuid = pynvml.nvmlDeviceGetUUID(h)
         driver = pynvml.nvmlSystemGetDriverVersion()
-        return {
-            "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
-            "driver": driver.decode() if isinstance(driver, bytes) else driver,
-        }
+        out["driver"] = driver.decode() if isinstance(driver, bytes) else driver
+        # By UUID when torch gives one: NVML counts every GPU of the host and ignores CUDA_VISIBLE_DEVICES, so
+        # index 0 of a worker pinned to GPU 3 is GPU 0 to NVML.
+        uid = f"GPU-{uuid}" if uuid and not uuid.startswith("GPU-") else uuid
+        h = pynvml.nvmlDeviceGetHandleByUUID(uid) if uid else pynvml.nvmlDeviceGetHandleByIndex(index)
+        got = pynvml.nvmlDeviceGetUUID(h)
+        out["uuid"] = got.decode() if isinstance(got, bytes) else got
     except Exception:  # noqa: BLE001 - NVML is optional; absence is normal on CPU machines
-        return {}
+        pass
+    return out
 
 
 def detect_device(device: str | torch.device | None = None) -> DeviceInfo:
@@ -104,7 +107,7 @@ def detect_device(device: str | torch.device | None = None) -> DeviceInfo:
             cuda_version=torch.version.cuda or getattr(torch.version, "hip", None),
             uuid=str(getattr(p, "uuid", "")) or None,
         )
-        info.__dict__.update({k: v for k, v in _nvml_info(index).items() if v})
+        info.__dict__.update({k: v for k, v in _nvml_info(index, info.uuid).items() if v})
         spec = match_spec(p.name, p.multi_processor_count, p.total_memory)
         if spec is not None:
             info.arch_id = spec.id
