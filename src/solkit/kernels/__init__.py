@@ -4,7 +4,9 @@ Import kernels from here (``from solkit.kernels import rmsnorm``); each family l
 subpackage (``gemm/``, ``softmax/``, ``cross_entropy/``, ``norms/``, ``rope/``, ``gates/``) and shares
 helpers through ``common/``, which imports no family. :func:`all_paths` gives every kernel's paths and what each
 needs of the device; :func:`kernel_paths` (``paths.describe``) the path each kernel takes on a device's
-capabilities (``caps_for_product("rtx-4090")``).
+capabilities (``caps_for_product("rtx-4090")``). Every kernel is a PyTorch custom op in the namespace
+``solkit::`` (``<family>/ops.py`` over ``common/ops.py``; docs/kernels/custom_ops.md), so ``torch.compile`` sees one
+node per call and never traces into a launcher.
 """
 
 from solkit.kernels.attention import attention

@@ -66,11 +66,17 @@ def traced() -> bool:
     return torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0
 
 
-def grad_wanted(*tensors: torch.Tensor | None) -> bool:
-    """Whether autograd will want the backward of a call on ``tensors`` (so the forward saves what it needs)."""
+def grad_wanted(*tensors: Any) -> bool:
+    """Whether autograd will want the backward of a call on ``tensors`` (so the forward saves what it needs);
+    entries that are not tensors (None, scalars) are ignored."""
     if _BY_HAND.on:
         return True
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:  # noqa: SIM110 - a loop, not any() over a generator (half the time): this runs every call
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            return True
+    return False
 
 
 def options_json(opts: dict | None) -> str | None:
@@ -84,32 +90,25 @@ def options(text: str | None) -> dict | None:
     return None if text is None else json.loads(text)
 
 
-class _EagerAutograd(torch.autograd.Function):
-    """The eager path of a differentiable :class:`KernelOp`: ``apply(*inputs, kernel_op)``. The op comes last so
-    ``ctx.needs_input_grad[i]`` is input ``i``'s, as in the registered op's generated Function."""
+def _eager_function(name: str, impl: Callable, setup_context: Callable, backward: Callable) -> type:
+    """The eager path of a differentiable op: a :class:`torch.autograd.Function` running ``impl`` with the op's own
+    ``setup_context`` and ``backward`` (one class per op, so ``apply`` takes exactly the op's arguments)."""
 
-    @staticmethod
     def forward(ctx, *args):
-        kop, inputs = args[-1], args[:-1]
-        out = kop.impl(*inputs)
-        kop.setup_context(ctx, inputs, out)
-        ctx.kernel_op = kop
+        out = impl(*args)
+        setup_context(ctx, args, out)
         return out
 
-    @staticmethod
-    def backward(ctx, *grads):
-        needs, ctx.needs_input_grad = ctx.needs_input_grad, ctx.needs_input_grad[:-1]
-        try:
-            result = ctx.kernel_op.backward(ctx, *grads)
-        finally:
-            ctx.needs_input_grad = needs
-        return (*result, None) if isinstance(result, tuple) else (result, None)
+    return type(f"Eager_{name}", (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(backward)})  # fmt: skip
 
 
 class KernelOp:
     """One custom op ``solkit::<name>``: ``impl`` is its implementation (the launcher), ``fake`` its meta
     implementation, and for a differentiable op ``backward`` / ``setup_context`` as
-    :meth:`torch.library.CustomOpDef.register_autograd` takes them. Call it with positional arguments only."""
+    :meth:`torch.library.CustomOpDef.register_autograd` takes them. Call it with positional arguments only.
+    ``namespace``: another than ``solkit`` only for probes (the overhead benchmark); those are not in
+    :data:`KERNEL_OPS`."""
 
     def __init__(
         self,
@@ -120,22 +119,26 @@ class KernelOp:
         backward: Callable[..., Any] | None = None,
         setup_context: Callable[..., Any] | None = None,
         mutates_args: tuple[str, ...] = (),
+        namespace: str = NAMESPACE,
     ) -> None:
-        self.name = f"{NAMESPACE}::{name}"
+        self.name = f"{namespace}::{name}"
         self.impl = impl
         self.custom_op = torch.library.custom_op(self.name, impl, mutates_args=mutates_args)
         self.custom_op.register_fake(fake)
         self.backward, self.setup_context = backward, setup_context
+        self.eager = None
         if backward is not None:
             self.custom_op.register_autograd(backward, setup_context=setup_context)
-        self.overload = getattr(getattr(torch.ops, NAMESPACE), name).default
-        KERNEL_OPS[name] = self
+            self.eager = _eager_function(name, impl, setup_context, backward)
+        self.overload = getattr(getattr(torch.ops, namespace), name).default
+        if namespace == NAMESPACE:
+            KERNEL_OPS[name] = self
 
     def __call__(self, *args: Any) -> Any:
         if traced():
             return self.overload(*args)
-        if self.backward is not None and grad_wanted(*(a for a in args if isinstance(a, torch.Tensor))):
-            return _EagerAutograd.apply(*args, self)
+        if self.eager is not None and grad_wanted(*args):
+            return self.eager.apply(*args)
         return self.impl(*args)
 
     def __repr__(self) -> str:
