@@ -42,6 +42,7 @@ def test_every_mode_attributes_the_step(reports, family, mode):
     # CPU op time: what no traced op claims is the dispatch overhead of composites (aten::linear around mm)
     assert s["attributed_share"] >= 0.85, [(r.op, r.time_s) for r in rep.rows if not r.match]
     assert 0 <= s["step_sol"] <= 1 and s["sum_t_sol_le_measured"] == (rep.t_sol_s <= rep.measured_s)
+    assert s["analysis_overhead_s"] < rep.meta["step_s"] + 30  # the bound on what the analysis adds
     cats = {g.name for g in rep.categories}
     if family == "llama":
         assert {"attention", "mlp", "norms", "embeddings", "loss"} <= cats
