@@ -9,7 +9,7 @@
   SDPA on the first two sequences and timed by ``solkit.timing.benchmark``; SOL = the bytes of K/V read + q +
   out (``decode.sol_bytes``) over the copy bandwidth measured here (a 2 GiB device copy) and over the datasheet's.
 * ``embedding``: Llama-3 8B/70B tables (128256 x 4096 / 8192, 8192 tokens), forward and forward+backward:
-  solkit (sorted and atomic backward), eager, torch.compile.
+  solkit (sorted, dense and atomic backward), eager, torch.compile.
 
 Every part runs on its own: an exception becomes that part's ``error`` and the others go on.
 """
@@ -207,13 +207,14 @@ def _embedding_shape(t: int, vocab: int, h: int, compiled, bw_copy: float, spec_
     impls = {
         "solkit": lambda i, w_: embedding(i, w_),
         "solkit_atomic": lambda i, w_: embedding(i, w_, path="atomic"),
+        "solkit_dense": lambda i, w_: embedding(i, w_, path="dense"),
         "eager": F.embedding,
         "compile": compiled,
     }
     rows = []
     for name, fn in impls.items():
         base = {"shape": [t, vocab, h], "impl": name, "tol": 0.1}
-        if name != "solkit_atomic":
+        if name not in ("solkit_atomic", "solkit_dense"):
             rows.append(_scored({**base, "mode": "fwd", "bytes": fwd_bytes}, lambda fn=fn: fn(ids, w), (),
                                 lambda out: (out.float() - ref_y).abs().max().item(), bw_copy, spec_bw))  # fmt: skip
         rows.append(_scored({**base, "mode": "fwd_bwd", "bytes": fwd_bytes + bwd_bytes}, _fwd_bwd(fn, ids, w, dy), (),

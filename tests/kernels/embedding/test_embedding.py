@@ -19,7 +19,7 @@ def ids_with_repeats(shape, vocab, seed=0):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("path", ["sorted", "atomic"])
+@pytest.mark.parametrize("path", ["sorted", "dense", "atomic"])
 @pytest.mark.parametrize("shape,vocab,dim,pad", [((2, 5), 13, 40, None), ((7,), 9, 16, 2), ((3, 1, 4), 5, 33, -1)])
 def test_forward_and_backward_match_torch(dtype, path, shape, vocab, dim, pad):
     torch.manual_seed(0)
@@ -42,10 +42,11 @@ def test_sorted_backward_is_deterministic_and_sums_in_token_order():
     ids = torch.tensor([4, 1, 4, 4, 0, 1])
     dy = torch.tensor([[1e8], [1.0], [1.0], [-1e8], [2.0], [3.0]])  # fp32: the order of the sum shows
     grads = []
-    for _ in range(2):
+    for path in ("sorted", "sorted", "dense"):
         w = torch.zeros(6, 1, requires_grad=True)
-        embedding(ids, w, path="sorted").backward(dy)
+        embedding(ids, w, path=path).backward(dy)
         grads.append(w.grad)
+    assert torch.equal(grads[0], grads[2])
     assert torch.equal(grads[0], grads[1])
     assert grads[0][4].item() == 0.0  # token order in fp32: 1e8 + 1 rounds to 1e8, then - 1e8 (another order: 1)
     assert grads[0][1].item() == 4.0 and grads[0][0].item() == 2.0 and not grads[0][[2, 3, 5]].any()
@@ -63,7 +64,7 @@ def test_module_and_bad_input():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("path", ["sorted", "atomic"])
+@pytest.mark.parametrize("path", ["sorted", "dense", "atomic"])
 def test_llama_table_bf16(path):
     ids = ids_with_repeats((8192,), 128256).cuda()
     w = torch.randn(128256, 4096, device="cuda", dtype=torch.bfloat16)

@@ -5,20 +5,25 @@ Bytes: ids ``8 T`` + rows read ``e T H`` + rows written ``e T H`` (``e`` bytes p
 never read whole.
 
 Backward: ``dW[v] = sum over t with ids[t] == v of dY[t]`` (the dense gradient ``[V, H]``; rows no id names are
-zero, the ``padding_idx`` row too). Two paths (:data:`~solkit.kernels.embedding.paths.PATHS`):
+zero, the ``padding_idx`` row too). Three paths (:data:`~solkit.kernels.embedding.paths.PATHS`):
 
-* ``sorted`` (deterministic, the default): the ids are sorted (stable, so equal ids keep token order), each
-  vocabulary row finds its run of tokens by binary search, and one program per (row, column slice) sums its run
-  in fp32 in token order and writes the row, zeros included. The zero fill is fused into the same write, so dW
-  is written exactly once. Bytes: ``8 T`` ids (+ the sort's ``~32 T`` and the run bounds' ``16 V``, both small
-  beside the rows) + ``e T H`` dY read + ``e V H`` dW written.
+* ``sorted`` (deterministic, the default): dW is zeroed (one memset at the copy engine's write rate), the ids
+  are sorted (stable, so equal ids keep token order), each sorted position finds its run of equal ids by binary
+  search over the ``T`` sorted ids, and the first position of each run sums the run's rows in fp32 in token
+  order and writes that one row; the other positions' programs return at once. Bytes: ``e V H`` zeroed +
+  ``8 T`` ids (+ the sort's and the run bounds' ``~48 T``) + ``e T H`` dY read + ``e U H`` written (``U``
+  distinct ids, at most ``T``).
+* ``dense`` (deterministic): the zero fill fused into the sums: one program per (vocabulary row, column slice)
+  finds its run in the sorted ids (binary search over ``arange(V)``) and writes its sum, or zeros. dW is
+  written exactly once, but as ``V`` small programs (128k for Llama-3) rather than one memset.
 * ``atomic``: every token's row is added into an fp32 copy of dW with ``atomic_add`` (order not fixed, so the
   last bits may differ run to run), then cast to the weight's dtype unless it is fp32. Bytes:
   ``4 V H`` zeroed + ``e T H`` read + ``4 T H`` atomics + (casting) ``4 V H`` read and ``e V H`` written; it
   pays for a 16-bit table and suits an fp32 one, where it writes dW directly.
 
 T_SOL of either = (``16 T + e T H + e V H``) / memory bandwidth: the dense dW must be written once whatever the
-structure, and for a 128k vocabulary it is most of the traffic (1 GB at H = 4096 in bf16).
+structure, and for a 128k vocabulary it is most of the traffic (1 GB at H = 4096 in bf16). ``sorted`` writes the
+``U`` looked-up rows twice (zero, then the sum): ``e U H`` more, 6 % at 8192 tokens of a 128k vocabulary.
 """
 
 from __future__ import annotations
@@ -45,15 +50,30 @@ def _gather_kernel(IDS, W, OUT, hidden, s_w, s_o, BLOCK_H: tl.constexpr):
 
 
 @triton.jit
-def _sorted_bwd_kernel(DY, ORDER, LO, HI, DW, hidden, s_dy, s_dw, pad, BLOCK_H: tl.constexpr):
-    v = tl.program_id(0)
+def _sorted_bwd_kernel(DY, SORTED, ORDER, FIRST, END, DW, hidden, s_dy, s_dw, pad, BLOCK_H: tl.constexpr):
+    i = tl.program_id(0)  # a position in the sorted ids: only the first of each run of equal ids works
+    cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    mask = cols < hidden
+    v = tl.load(SORTED + i)
+    first = tl.load(FIRST + i)
+    end = tl.load(END + i)
+    if (first == i) & (v != pad):  # the padding row gets no gradient
+        acc = tl.zeros([BLOCK_H], tl.float32)
+        for j in range(i, end):  # this id's tokens, in token order: the sum is the same every run
+            t = tl.load(ORDER + j).to(tl.int64)
+            acc += tl.load(DY + t * s_dy + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(DW + v.to(tl.int64) * s_dw + cols, acc.to(DW.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _dense_bwd_kernel(DY, ORDER, LO, HI, DW, hidden, s_dy, s_dw, pad, BLOCK_H: tl.constexpr):
+    v = tl.program_id(0)  # one vocabulary row: the sum of its tokens' rows, or zeros
     cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mask = cols < hidden
     lo = tl.load(LO + v)
-    hi = tl.load(HI + v)
-    hi = tl.where(v == pad, lo, hi)  # the padding row gets no gradient
+    hi = tl.where(v == pad, lo, tl.load(HI + v))  # the padding row gets no gradient
     acc = tl.zeros([BLOCK_H], tl.float32)
-    for j in range(lo, hi):  # this row's tokens, in token order: the sum is the same every run
+    for j in range(lo, hi):  # this row's tokens, in token order
         t = tl.load(ORDER + j).to(tl.int64)
         acc += tl.load(DY + t * s_dy + cols, mask=mask, other=0.0).to(tl.float32)
     tl.store(DW + v.to(tl.int64) * s_dw + cols, acc.to(DW.dtype.element_ty), mask=mask)
@@ -98,6 +118,20 @@ def embedding_forward(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return out.view(*ids.shape, hidden)
 
 
+def _dense_backward(dy, flat, num_embeddings: int, pad: int, block: int, warps: int) -> torch.Tensor:
+    """The ``dense`` path: one program per vocabulary row writes its sum or zeros (module docstring)."""
+    hidden = dy.shape[1]
+    dw = torch.empty((num_embeddings, hidden), dtype=dy.dtype, device=dy.device)
+    if num_embeddings and hidden:
+        sorted_ids, order = torch.sort(flat, stable=True)
+        rows = torch.arange(num_embeddings, device=dy.device, dtype=sorted_ids.dtype)
+        lo, hi = torch.searchsorted(sorted_ids, rows), torch.searchsorted(sorted_ids, rows, right=True)
+        _dense_bwd_kernel[(num_embeddings, triton.cdiv(hidden, block))](
+            dy, order, lo, hi, dw, hidden, dy.stride(0), dw.stride(0), pad, BLOCK_H=block, num_warps=warps
+        )
+    return dw
+
+
 def embedding_backward(
     grad_out: torch.Tensor,
     ids: torch.Tensor,
@@ -107,7 +141,7 @@ def embedding_backward(
 ) -> torch.Tensor:
     """The dense gradient ``[num_embeddings, dim]`` of :func:`embedding_forward` for ``grad_out``
     (``ids.shape + (dim,)``), in ``grad_out``'s dtype. ``path``: ``"sorted"`` (deterministic; default) or
-    ``"atomic"`` (module docstring)."""
+    ``"dense"`` or ``"atomic"`` (module docstring)."""
     names = allowed(PATHS["embedding_bwd"], device_caps(grad_out), "embedding_bwd")
     path = path or names[0]
     if path not in names:
@@ -128,13 +162,15 @@ def embedding_backward(
                 flat, dy, acc, hidden, dy.stride(0), acc.stride(0), pad, BLOCK_H=block, num_warps=warps
             )
         return acc if dy.dtype == torch.float32 else acc.to(dy.dtype)
-    dw = torch.empty((num_embeddings, hidden), dtype=dy.dtype, device=dy.device)
-    if num_embeddings and hidden:
+    if path == "dense":
+        return _dense_backward(dy, flat, num_embeddings, pad, block, warps)
+    dw = torch.zeros((num_embeddings, hidden), dtype=dy.dtype, device=dy.device)
+    if flat.numel() and hidden:
         sorted_ids, order = torch.sort(flat, stable=True)
-        rows = torch.arange(num_embeddings, device=dy.device, dtype=sorted_ids.dtype)
-        lo = torch.searchsorted(sorted_ids, rows)
-        hi = torch.searchsorted(sorted_ids, rows, right=True)
-        _sorted_bwd_kernel[(num_embeddings, triton.cdiv(hidden, block))](
-            dy, order, lo, hi, dw, hidden, dy.stride(0), dw.stride(0), pad, BLOCK_H=block, num_warps=warps
-        )
+        first = torch.searchsorted(sorted_ids, sorted_ids)  # where each position's run of equal ids starts
+        end = torch.searchsorted(sorted_ids, sorted_ids, right=True)  # and where it ends
+        _sorted_bwd_kernel[(flat.numel(), triton.cdiv(hidden, block))](
+            dy, sorted_ids, order, first, end, dw, hidden, dy.stride(0), dw.stride(0), pad, BLOCK_H=block,
+            num_warps=warps,
+        )  # fmt: skip
     return dw

@@ -1,7 +1,7 @@
 """What the embedding kernels' paths need of the device (the capability model,
 :mod:`solkit.kernels.common.capability`): plain Triton everywhere. The backward's two paths differ in
-determinism, not in needs: ``sorted`` (deterministic, the default) comes first, ``atomic`` (fp32 atomics) is
-taken only when asked for (``path="atomic"``)."""
+determinism and structure, not in needs: ``sorted`` (deterministic, the default) comes first; ``dense``
+(deterministic, the zero fill fused) and ``atomic`` (fp32 atomics) are taken only when asked for."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from solkit.kernels.common.capability import Needs
 PATHS: dict[str, tuple[tuple[str, Needs], ...]] = {
     "embedding_fwd": (("triton", Needs(note="row gather")),),
     "embedding_bwd": (
-        ("sorted", Needs(note="stable sort, per-row runs summed in fp32 in token order, zero fill fused")),
+        ("sorted", Needs(note="memset, stable sort, each id's run summed in fp32 in token order")),
+        ("dense", Needs(note="one program per vocabulary row: its run's sum or zeros (zero fill fused)")),
         ("atomic", Needs(note="fp32 atomic_add per token row, then a cast")),
     ),
 }
