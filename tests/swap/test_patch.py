@@ -202,3 +202,20 @@ def test_import_solkit_stays_light_and_exposes_patch():
     assert solkit.patch is patch and solkit.unpatch is unpatch
     with pytest.raises(AttributeError):
         solkit.nope  # noqa: B018
+
+
+def test_a_patched_decoder_layer_compiles_as_one_graph():
+    from torch._dynamo.utils import counters
+
+    ref = tiny("llama", layers=1)
+    model = copy.deepcopy(ref)
+    patch(model)
+    torch._dynamo.reset()
+    counters.clear()
+    model.model.layers[0].compile(backend="aot_eager", fullgraph=True)  # fullgraph: a graph break raises
+    x = ids()
+    got = model(input_ids=x, labels=x).loss
+    got.backward()
+    assert dict(counters["graph_break"]) == {}
+    assert float(got) == pytest.approx(float(ref(input_ids=x, labels=x).loss), rel=1e-5)
+    assert model.model.layers[0].mlp.down_proj.weight.grad is not None

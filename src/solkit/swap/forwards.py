@@ -37,6 +37,7 @@ class AttentionPlan:
     rope: bool  # solkit's RoPE kernel instead of transformers' apply_rotary_pos_emb
     hf_rope: Any = field(compare=False)  # the family's apply_rotary_pos_emb, read from its module
     eager_attention: Any = field(compare=False)  # the family's eager_attention_forward (the default interface)
+    interfaces: Any = field(compare=False)  # transformers' ALL_ATTENTION_FUNCTIONS (read at patch time)
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,6 @@ def attention_forward(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """transformers' attention forward; with ``residual``, o_proj adds it in the GEMM epilogue."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
     plan: AttentionPlan = getattr(self, PLAN)
     input_shape = hidden_states.shape[:-1]
     hidden_shape = (*input_shape, -1, self.head_dim)
@@ -84,7 +83,7 @@ def attention_forward(
         q, k = plan.hf_rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
     if cache is not None:
         k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
-    interface = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, plan.eager_attention)
+    interface = plan.interfaces.get_interface(self.config._attn_implementation, plan.eager_attention)
     out, weights = interface(
         self, q, k, v, attention_mask,
         dropout=0.0 if not self.training else self.attention_dropout,

@@ -151,8 +151,12 @@ class _Patcher:
 
     def attention_plan(self, attn: nn.Module, rope: bool | None = None) -> fw.AttentionPlan:
         current = getattr(attn, fw.PLAN, None) if self.bound(attn) else None
-        plan = current or fw.AttentionPlan(self.family, False, self.hf.apply_rotary_pos_emb,
-                                           self.hf.eager_attention_forward)  # fmt: skip
+        if current is None:
+            from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+            current = fw.AttentionPlan(self.family, False, self.hf.apply_rotary_pos_emb,
+                                       self.hf.eager_attention_forward, ALL_ATTENTION_FUNCTIONS)  # fmt: skip
+        plan = current
         return plan if rope is None else replace(plan, rope=rope)
 
     def mlp_plan(self, mlp: nn.Module) -> fw.MLPPlan:
