@@ -88,7 +88,7 @@ def test_report_rebuild_and_compare(bench_run, tmp_path):
 
 @pytest.mark.parametrize(("argv", "needle"), [
     (["bench", "--size", "xl"], "allowed: s, m, l"),
-    (["bench", "--backends", "cudnn"], "allowed: eager"),
+    (["bench", "--backends", "tensorrt"], "allowed: eager"),  # not a backend
     (["bench", "--mode", "train"], "allowed: fwd, bwd, fwd_bwd"),
     (["bench", "--ops", "no_such_op"], "no suite problem matches"),
     (["report", "/nonexistent/results.json"], "no such results file"),
