@@ -8,6 +8,8 @@
   refusal recorded with its reason); FlashInfer's paged decode where it imports. Each is checked against fp32
   SDPA on the first two sequences and timed by ``solkit.timing.benchmark``; SOL = the bytes of K/V read + q +
   out (``decode.sol_bytes``) over the copy bandwidth measured here (a 2 GiB device copy) and over the datasheet's.
+* ``decode_sweep``: the paged decode over launch settings (``block_n`` 32/64/128, warps 4/8, stages 2-4) at
+  batch 1/8/64 x 32k keys.
 * ``embedding``: Llama-3 8B/70B tables (128256 x 4096 / 8192, 8192 tokens), forward and forward+backward:
   solkit (sorted, dense and atomic backward), eager, torch.compile.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import platform
 import subprocess
@@ -184,6 +187,36 @@ def decode_part(bw_copy: float, spec_bw: float | None, quick: bool) -> list[dict
     return rows
 
 
+def _sweep_batch(b: int, bw_copy: float, spec_bw: float | None) -> list[dict]:
+    from solkit.kernels.attention import decode_attention
+    from solkit.kernels.attention.decode import sol_bytes
+
+    n, hq, hkv, d = 32768, 32, 8, 128
+    q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    lens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+    kc, vc, table = _paged(k, v, 16)
+    want = _sdpa_decode()(q[:2].float(), k[:2].float(), v[:2].float())
+    rows = []
+    for block_n, warps, stages in itertools.product((32, 64, 128), (4, 8), (2, 3, 4)):
+        opts = {"block_n": block_n, "num_warps": warps, "num_stages": stages}
+        row = {"batch": b, "kv_len": n, "impl": "solkit_paged", "options": opts, "bytes": sol_bytes(q, lens, hkv),
+               "tol": 2e-2}  # fmt: skip
+        fn = lambda q, o=opts: decode_attention(q, kc, vc, lens, table, max_seq_len=n, options=o)  # noqa: E731
+        rows.append(_scored(row, fn, (q,), lambda out: _rel(out[:2], want), bw_copy, spec_bw))
+    return rows
+
+
+def decode_sweep(bw_copy: float, spec_bw: float | None, quick: bool) -> list[dict]:
+    """solkit's paged decode over launch settings (keys per tile, warps, stages) at batch 1/8/64 x 32k keys."""
+    rows = []
+    for b in (1, 8) if quick else (1, 8, 64):
+        torch.cuda.empty_cache()
+        rows += _sweep_batch(b, bw_copy, spec_bw)
+    return rows
+
+
 def _fwd_bwd(fn, ids, w, dy):
     def call():
         leaf = w.detach().requires_grad_()
@@ -251,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     bw = copy_bandwidth()
     result["copy_bandwidth_tbs"], result["spec_bandwidth_tbs"] = bw / 1e12, spec_bw and spec_bw / 1e12
     parts = {"decode": lambda: decode_part(bw, spec_bw, args.quick),
+             "decode_sweep": lambda: decode_sweep(bw, spec_bw, args.quick),
              "embedding": lambda: embedding_part(bw, spec_bw, args.quick)}  # fmt: skip
     for name in args.parts.split(","):
         try:

@@ -13,7 +13,8 @@ set -u
 export PYTHONUNBUFFERED=1
 python3 -c "import cudnn; print('cudnn frontend', cudnn.__version__, 'backend', cudnn.backend_version())" \
   2>&1 | tail -n 1 | tee "$OUT/cudnn_import.txt"
-timeout 45 python3 benchmarks/rivals_decode.py --out "$OUT" --parts decode 2>&1 | grep -v -e UserWarning -e "call = "
+timeout 60 python3 benchmarks/rivals_decode.py --out "$OUT" --parts decode,decode_sweep 2>&1 \
+  | grep -v -e UserWarning -e "call = "
 echo "decode rc=${PIPESTATUS[0]}"
 timeout 100 python3 -m solkit.cli bench --size l --calibration quick --compile-workers 12 \
   --ops rmsnorm_bwd,layernorm_bwd,softmax_bwd,swiglu_bwd,embedding,embedding_bwd \
@@ -21,7 +22,7 @@ timeout 100 python3 -m solkit.cli bench --size l --calibration quick --compile-w
 echo "bench bwd rc=${PIPESTATUS[0]}"
 timeout 35 python3 benchmarks/rivals_decode.py --out "$OUT/embedding" --parts embedding
 echo "embedding rc=$?"
-timeout 50 python3 -m solkit.cli bench --size l --ops attention_causal,attention_causal_bwd --calibration quick \
+timeout 45 python3 -m solkit.cli bench --size l --ops attention_causal,attention_causal_bwd --calibration quick \
   --backends vendor,sdpa_flash,sdpa_cudnn,sdpa_efficient,cudnn,flashinfer,solkit \
   --out "$OUT/bench_attention" 2>&1 | tail -n 40
 echo "bench attention rc=${PIPESTATUS[0]}"

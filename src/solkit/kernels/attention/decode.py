@@ -234,6 +234,16 @@ def split_plan(pairs: int, max_len: int, block_n: int, slots: int) -> tuple[int,
 
 
 _COUNTERS: dict[tuple, torch.Tensor] = {}
+_TABLES: dict[tuple, torch.Tensor] = {}
+
+
+def _identity_table(device: torch.device, batch: int) -> torch.Tensor:
+    """``[batch, 1]`` int32 ``0..batch-1``: a contiguous cache's block table, made once per device and batch (an
+    ``arange`` per call would be a launch of its own). Read only."""
+    key = (device, batch)
+    if key not in _TABLES:
+        _TABLES[key] = torch.arange(batch, device=device, dtype=torch.int32)[:, None]
+    return _TABLES[key]
 
 
 def _counters(device: torch.device, n: int) -> torch.Tensor:
@@ -278,7 +288,7 @@ def decode_attention_forward(
     if b == 0 or lq == 0:
         return out
     if block_table is None:  # one block per sequence (module docstring)
-        block_table = torch.arange(b, device=q.device, dtype=torch.int32)[:, None]
+        block_table = _identity_table(q.device, b)
     page_size = k_cache.shape[1]
     capacity = block_table.shape[1] * page_size
     max_len = min(int(max_seq_len), capacity) if max_seq_len is not None else capacity
