@@ -42,7 +42,7 @@ EVIL_WORKLOADS = [{"uuid": "evil-wkl-0001", "axes": {}}, {"uuid": "evil-wkl-0002
 # Workloads of solkit's samples built to fail, and how (the rest of each sample must pass).
 EXPECT_OVERRIDES = {"paged_gather": {"paged-bad-indptr": "INVALID_REFERENCE"}}
 GPU_LANGUAGES = {"cuda_cpp", "cutlass", "cudnn", "cublas", "cute_dsl", "cutile", "cudnn_frontend"}
-FAST = ["--cpu-threads", "1", "--cpu-timing-budget", "0.3", "--timing-trials", "1"]
+FAST = ["--cpu-threads", "1", "--cpu-timing-budget", "0.3", "--timing-trials", "1", "--max-workloads", "2"]
 
 
 def _git_tree(mirror: Path, prefixes: list[str], dest: Path) -> None:
@@ -97,6 +97,9 @@ def cases(mirror: Path | None, work: Path) -> list[dict]:
     for d in sorted((ROOT / "tests" / "harness" / "compat_samples").iterdir()):
         sols = sorted(d.glob("solution*.json"))
         out += [{"source": "solkit", "name": d.name, "problem": d, "solution": s, "expect": "PASSED"} for s in sols]
+        if (d / "config.json").is_file():  # SOL-ExecBench's explicit form too: --definition --workload --config
+            out.append({"source": "solkit", "name": d.name, "problem": d, "solution": d / "solution.json",
+                        "expect": "PASSED", "explicit": True})  # fmt: skip
     for d in sorted((ROOT / "tests" / "harness" / "examples").iterdir()):
         for s in sorted(d.glob("solution*.json")):
             out.append({"source": "solkit", "name": d.name, "problem": d, "solution": s, "expect": "PASSED"})
@@ -121,9 +124,16 @@ def cases(mirror: Path | None, work: Path) -> list[dict]:
 
 def run_case(case: dict, device: str, fast: bool, timeout: float, work: Path) -> dict:
     traces_file = work / f"{case['name'].replace('/', '__')}__{case['solution'].stem}.jsonl"
-    argv = ["solkit", "eval", str(case["problem"]), "--solution", str(case["solution"]), "-o", str(traces_file),
+    where = [str(case["problem"])]
+    if case.get("explicit"):
+        p = Path(case["problem"])
+        where = ["--definition", str(p / "definition.json"), "--workload", str(p / "workload.jsonl"),
+                 "--config", str(p / "config.json")]  # fmt: skip
+        traces_file = traces_file.with_name(traces_file.stem + "__explicit.jsonl")
+    argv = ["solkit", "eval", *where, "--solution", str(case["solution"]), "-o", str(traces_file),
             "--json", "--device", device, *(FAST if fast and device == "cpu" else [])]  # fmt: skip
     rec = {k: str(v) if isinstance(v, Path) else v for k, v in case.items()}
+    rec["name"] += " (explicit files)" if case.get("explicit") else ""
     rec["argv"] = argv
     needs = _needs(case["problem"], case["solution"], device)
     if needs:
@@ -150,41 +160,56 @@ def run_case(case: dict, device: str, fast: bool, timeout: float, work: Path) ->
     return rec
 
 
+def _line(rec: dict, expect: str) -> str:
+    """One case for people: statuses against the expectation, wall time, and the seconds of each phase."""
+    phases = [p for p in rec.get("phases_s") or [] if p]
+    run = (phases[0].get("run") or {}) if phases else {}
+    per = {k: sum(p.get(k) or 0.0 for p in phases) / len(phases) for k in ("reference", "correctness", "timing",
+                                                                           "checks")} if phases else {}  # fmt: skip
+    verdict = "ok" if rec["as_expected"] else ("NEEDS " + rec["needs"] if rec.get("needs") else "DIFFERS")
+    statuses = ",".join(sorted(set(rec.get("statuses") or []))) or "-"
+    times = " ".join(f"{k} {v:.2f}" for k, v in {**run, **per}.items())
+    over = max((p.get("overhead_per_workload") or 0.0 for p in phases), default=0.0)
+    return (f"{rec.get('name', '')[:30]:30} {Path(rec.get('solution', '')).name[:24]:24} {statuses:26} "
+            f"expect {expect:11} {verdict:8} wall {rec.get('wall_s', 0):6.1f} s | s: {times} | "
+            f"overhead/workload {over:.2f}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--mirror", default=None, help="bare git dir of NVIDIA/SOL-ExecBench (skipped when absent)")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--fast", action="store_true", help="short CPU timing (statuses, not speed)")
+    ap.add_argument("--fast", action="store_true", help="CPU: short timing, 2 workloads (statuses)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
     ap.add_argument("--only", default=None, help="substring of the case names to run")
+    ap.add_argument("--deadline", type=float, default=None, help="start no case after this many seconds")
     args = ap.parse_args(argv)
     mirror = Path(args.mirror) if args.mirror and Path(args.mirror).is_dir() else None
     work = Path(tempfile.mkdtemp(prefix="solkit_sxb_"))
     results = []
     try:
+        start = time.perf_counter()
         for case in cases(mirror, work):
             if args.only and args.only not in case["name"]:
+                continue
+            if args.deadline and time.perf_counter() - start > args.deadline:
+                print(f"deadline: {case['name']} {case['solution'].name} not started", flush=True)
                 continue
             try:
                 rec = run_case(case, args.device, args.fast, args.timeout, work)
             except Exception as exc:  # noqa: BLE001 - one broken case never stops the others
                 rec = {"name": case["name"], "error": f"{type(exc).__name__}: {exc}", "as_expected": False}
             results.append(rec)
-            phases = rec.get("phases_s") or [None]
-            over = [p.get("overhead_per_workload") for p in phases if p]
-            print(
-                f"{rec.get('source', '')[:22]:22} {rec['name'][:34]:34} {Path(rec.get('solution', '')).name[:24]:24} "
-                f"{','.join(sorted(set(rec.get('statuses') or []))) or '-':24} expect {case['expect']:11} "
-                f"{'ok' if rec['as_expected'] else 'NEEDS ' + rec['needs'] if rec.get('needs') else 'DIFFERS'} "
-                f"{rec.get('wall_s', 0):7.1f} s; overhead/workload {max(over) if over else 0:.2f} s",
-                flush=True,
-            )
+            print(_line(rec, case["expect"]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(), "device": args.device, "command": sys.argv,
             "python": platform.python_version(), "mirror": str(mirror) if mirror else None}  # fmt: skip
     try:
+        from solkit.harness.languages import status
+
+        meta["languages"] = status()
         import torch
 
         meta["torch"] = torch.__version__

@@ -94,7 +94,8 @@ def test_cuda_cpp_without_gpu_or_nvcc_is_a_clear_compile_error(tmp_path):
 def test_other_language_reported_unsupported_when_its_package_is_missing(tmp_path):
     code = "import cutlass_dsl_missing_pkg\n\ndef run(x, weight):\n    return x\n"
     got, traces = statuses(tmp_path, code, lang="cute_dsl")
-    assert got == ["COMPILE_ERROR"] * 2 and "not first-class" in traces[0].evaluation.log
+    log = traces[0].evaluation.log
+    assert got == ["COMPILE_ERROR"] * 2 and "nvidia-cutlass-dsl" in log and "pip install" in log and "\n" not in log
 
 
 def test_invalid_reference(tmp_path):

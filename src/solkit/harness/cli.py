@@ -207,6 +207,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_output_file("-o/--output", args.output)
     if args.keep_staging:
         options.work_dir = tempfile.mkdtemp(prefix="solkit_eval_")
+    options.extra["launch_s"] = compat.process_age_s()  # the command's own start-up, before evaluate() runs
     for note in spec.notes:
         logging.getLogger("solkit").info("%s", note)
     traces = evaluate(spec.definition, spec.solution, options, spec.workloads)

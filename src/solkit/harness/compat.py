@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,13 @@ def phase_summary(traces) -> str:
     parts += [f"{k} {v:.2f}" for k, v in sums.items() if v]
     overhead = sum(r.get("overhead_per_workload") or 0.0 for r in records) / len(records)
     return f"seconds per phase: {', '.join(parts)}; overhead per workload {overhead:.2f} (all but timing)"
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc; None elsewhere): the CLI's own start-up, imports included."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return None

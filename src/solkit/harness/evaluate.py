@@ -221,7 +221,8 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) 
     finally:
         if not options.work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
-    run_phases = {"load": options.extra.get("load_s"), **(env.get("phases") or {})}
+    run_phases = {"launch": options.extra.get("launch_s"), "load": options.extra.get("load_s"),
+                  **(env.get("phases") or {})}  # fmt: skip
     for res in results.values():
         res["seed_salt"] = salt
         res["notes"] = {**notes, "phases_s": phase_record(run_phases, res.get("phases") or {}, len(workloads))}
@@ -235,7 +236,7 @@ TRITON_CPU_NOTE = (
 #: The phases of one workload's evaluation, in the order they run (docs/sol-execbench.md).
 WORKLOAD_PHASES = ("reference", "correctness", "timing", "checks")
 #: The one-off phases of an evaluation, shared by its workloads.
-RUN_PHASES = ("load", "startup", "compile")
+RUN_PHASES = ("launch", "load", "startup", "compile")
 
 
 def phase_record(run: dict[str, Any], own: dict[str, Any], n_workloads: int) -> dict[str, Any]:

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,19 @@ def run_solution(job: dict[str, Any], options: RunnerOptions | None = None) -> t
     base = Path(job.get("work_dir") or tempfile.mkdtemp(prefix="solkit_eval_"))
     ref_dir = base / "judge"
     ref_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The candidate process starts (imports torch, sets up its sandbox) while the reference runs; the solution's
+    # code is imported only by its "load" request, after the ground truth files are gone.
+    with ThreadPoolExecutor(1) as starter:
+        early = starter.submit(_new_candidate, job, base, 1, options)
+        try:
+            environment, results = _run_after_reference(job, options, base, ref_dir, early)
+        finally:
+            if not early.cancel() and early.exception() is None and early.result().popen.poll() is None:
+                early.result().close()  # the reference left no workload to judge, or an error ended the run
+    return environment, results
+
+
+def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path, early: Future):
     environment, ref_results = _reference(job, options, base, ref_dir)
     prepared: dict[str, dict] = {}
     results: dict[str, dict] = {}
@@ -89,10 +103,23 @@ def run_solution(job: dict[str, Any], options: RunnerOptions | None = None) -> t
             results[uuid] = res
     shutil.rmtree(ref_dir, ignore_errors=True)  # the ground truth now lives in this process only
     phases = environment.setdefault("phases", {})
-    results.update(run_candidate(job, prepared, options, base, phases))
+    results.update(run_candidate(job, prepared, options, base, phases, early))
     for uuid, res in results.items():
         res.setdefault("phases", {})["reference"] = ref_s.get(uuid)
     return environment, results
+
+
+def _new_candidate(job: dict[str, Any], base: Path, n: int, options: RunnerOptions) -> CandidateProcess:
+    """The ``n``-th candidate process of this run, started and ready (its solution not yet loaded)."""
+    plan = job.get("sandbox_plan") or {}
+    settings = ({"landlock_abi": plan.get("landlock_abi", 0), "nofile": 4096, "file_size": 32 << 30,
+                 "address_space": plan.get("address_space")} if plan.get("enabled") else None)  # fmt: skip
+    scratch = base / f"candidate{n}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    cjob = {"solution": job["solution"], "device": job["device"], "scratch": str(scratch), "sandbox": settings,
+            "cpu_threads": job.get("cpu_threads"), "method": job.get("method"),
+            "include_dirs": languages.cutlass_include_dirs()}  # fmt: skip
+    return CandidateProcess(cjob, scratch, plan, options.startup_timeout)
 
 
 def _reference(job: dict[str, Any], options: RunnerOptions, base: Path, ref_dir: Path):
@@ -344,7 +371,12 @@ def _how(exc: ProcessFailure) -> str:
 
 
 def run_candidate(
-    job: dict[str, Any], prepared: dict[str, dict], options: RunnerOptions, base: Path, phases: dict | None = None
+    job: dict[str, Any],
+    prepared: dict[str, dict],
+    options: RunnerOptions,
+    base: Path,
+    phases: dict | None = None,
+    early: Future | None = None,
 ) -> dict:
     # Long on purpose: the candidate process's life (start, load, workloads, one restart) in the order it runs.
     order = [u for u in job["workloads"] if u in prepared]
@@ -352,8 +384,7 @@ def run_candidate(
         return {}
     ctx = _context(job)
     plan = job.get("sandbox_plan") or {}
-    settings = ({"landlock_abi": plan.get("landlock_abi", 0), "nofile": 4096, "file_size": 32 << 30,
-                 "address_space": plan.get("address_space")} if plan.get("enabled") else None)  # fmt: skip
+    phases = phases if phases is not None else {}
     results: dict[str, dict] = {}
     proc: CandidateProcess | None = None
     failures, stragglers, hello, started = 0, 0, None, 0
@@ -362,15 +393,12 @@ def run_candidate(
         uuid = order[i]
         if proc is None:
             started += 1
-            scratch = base / f"candidate{started}"
-            scratch.mkdir(parents=True, exist_ok=True)
-            cjob = {"solution": job["solution"], "device": job["device"], "scratch": str(scratch), "sandbox": settings,
-                    "cpu_threads": job.get("cpu_threads"), "method": job.get("method"),
-                    "include_dirs": languages.cutlass_include_dirs()}  # fmt: skip
-            phases = phases if phases is not None else {}
             try:
                 t0 = time.perf_counter()
-                proc = CandidateProcess(cjob, scratch, plan, options.startup_timeout)
+                if started == 1 and early is not None:
+                    proc = early.result()  # started while the reference ran: only the wait left is counted
+                else:
+                    proc = _new_candidate(job, base, started, options)
                 hello = proc.hello
                 t1 = time.perf_counter()
                 reply = proc.request("load", options.compile_timeout)

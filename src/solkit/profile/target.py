@@ -13,6 +13,7 @@ matmul FLOPs from ``torch.utils.flop_counter``.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import math
 import sys
@@ -193,14 +194,20 @@ def _exec_source(source: str, module_name: str, directory: Path | None = None) -
     return module
 
 
-def load_solution_fn(path: str | Path) -> tuple[Callable[..., Any], bool, str]:
-    """(callable, destination_passing_style, name) from a solution.json or a .py with ``run``."""
+def load_solution_fn(path: str | Path, n_inputs: int | None = None) -> tuple[Callable[..., Any], bool, str]:
+    """(callable, destination_passing_style, name) from a solution.json or a .py with ``run``: as ``solkit eval``
+    takes a .py, ``SOLKIT_DESTINATION_PASSING`` decides, else ``run`` taking more than the ``n_inputs`` inputs
+    positionally (the outputs after them) is destination-passing."""
     path = Path(path)
     if path.suffix == ".py":
         module = _exec_source(path.read_text(), f"solkit_sol_{path.stem}", Path(tempfile.mkdtemp()))
         if not hasattr(module, "run"):
             raise SolkitError(f"{path}: defines no function 'run'")
-        return module.run, False, path.stem
+        dps = getattr(module, "SOLKIT_DESTINATION_PASSING", None)
+        if dps is None and n_inputs is not None:
+            kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            dps = sum(p.kind in kinds for p in inspect.signature(module.run).parameters.values()) > n_inputs
+        return module.run, bool(dps), path.stem
     sol = _read_json(path)
     try:
         spec = sol["spec"]
@@ -305,7 +312,7 @@ def load_target(
         fn, args, kind = bench_backend_fn(str(solution), definition["name"], ref, device), tuple(inputs), "solution"
         name = str(solution)[len(BENCH_PREFIX) :]
     else:
-        sol_fn, dps, name = load_solution_fn(solution)
+        sol_fn, dps, name = load_solution_fn(solution, len(definition["inputs"]))
         kind = "solution"
         if dps:
             import torch

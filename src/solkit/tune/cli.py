@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         return _replay(args)
     if not args.problem_dir or not args.solution:
         raise SolkitError("give PROBLEM_DIR with --solution FILE, or --replay DATA (see solkit tune --help)")
+    _interpreter_on_cpu()
     if args.workloads or args.devices or args.ray:
         return _many(args)
     from solkit.tune.solution import tune_solution
@@ -91,6 +92,20 @@ def run(args: argparse.Namespace) -> int:
                            cache_dir=args.cache_dir, isolate=args.isolate,
                            warm_start_from=args.warm_start_from)  # fmt: skip
     return _print_live(result, args.json)
+
+
+def _interpreter_on_cpu() -> None:
+    """Without a CUDA device Triton has no driver: run the solution through its interpreter, and say so once."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        os.environ["TRITON_INTERPRET"] = "1"  # read when the solution's kernels are decorated and launched
+        from solkit.output import warn
+
+        warn("no CUDA device: Triton runs through its interpreter (TRITON_INTERPRET=1); the ranking is the "
+             "interpreter's, not a GPU's")  # fmt: skip
 
 
 def _many(args: argparse.Namespace) -> int:
