@@ -200,7 +200,7 @@ def workload_work(problem: Problem, workload) -> tuple[dict[str, float], float, 
     from solkit.sol.analysis import analyze_workload
 
     a = analyze_workload(problem, workload).analysis
-    source = "declared in definition" if a.declared else "SOL analysis of the reference"
+    source = "declared in definition" if a.declared else f"SOL analysis of the reference (precision {a.precision})"
     if a.uncounted:
         source += f" (uncounted ops: {', '.join(a.uncounted)})"
     return {u: float(v) for u, v in a.flops.items()}, float(a.fused_bytes), source
