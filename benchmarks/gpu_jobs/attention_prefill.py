@@ -30,6 +30,7 @@ from solkit.timing import benchmark
 
 SHAPES = {"llama3-8b": (32, 8), "llama3-70b": (64, 8)}
 SEQ, HEAD_DIM = 8192, 128
+DEVICE, DTYPE = "cuda", torch.bfloat16  # a smoke run of the script's logic on a CPU patches these and the sizes
 BACKENDS = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
             "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}  # fmt: skip
 #: Forward settings tried at the 8B shape (d128, causal); the tuned ones come first.
@@ -66,8 +67,8 @@ def log(*a):
 
 
 def inputs(hq, hkv, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    mk = lambda h: torch.randn(1, h, SEQ, HEAD_DIM, device="cuda", dtype=torch.bfloat16, generator=g)  # noqa: E731
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    mk = lambda h: torch.randn(1, h, SEQ, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=g)  # noqa: E731
     return mk(hq), mk(hkv), mk(hkv), mk(hq)
 
 
@@ -132,7 +133,7 @@ def flops(hq, direction):
 
 
 def sweep(doc, quick):
-    hq, hkv = SHAPES["llama3-8b"]
+    hq, hkv = next(iter(SHAPES.values()))  # Llama-3-8B heads
     q, k, v, do = inputs(hq, hkv)
     want = reference(q, k, v, do)
     try:
@@ -216,7 +217,8 @@ def main(argv):
     args = p.parse_args(argv)
     global OUT
     OUT = args.out
-    doc = {"device": torch.cuda.get_device_name(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+    device = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+    doc = {"device": device, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
            "versions": versions(), "command": " ".join(["python3", *sys.argv]), "seq": SEQ, "head_dim": HEAD_DIM,
            "flops": "fwd 2 B Hq S^2 D (causal half of 4 B Hq S^2 D); fwd_bwd 3.5 x fwd",
            "sweep": [], "rows": []}  # fmt: skip
