@@ -74,7 +74,7 @@ def test_patched_model_trains_like_the_original_and_unpatch_restores(family):
     report = patch(model)
     for s in report.swaps:
         if s.kind == "linear_residual" and family in SANDWICH:
-            assert s.status == "skipped" and "sandwich" in s.reason
+            assert s.status == "n/a" and "sandwich" in s.reason
         else:
             assert s.status == "swapped" and s.count == s.expected > 0, s
     layers = len(model.model.layers)
@@ -151,6 +151,11 @@ def test_options_turn_single_swaps_off_and_bad_options_are_refused():
     with pytest.raises(SolkitError, match="True or False"):
         patch(model, options={"rope": "no"})
     assert set(KINDS) == {"rmsnorm", "rope", "glu", "linear_residual", "fused_linear_ce"}
+    base = model.model  # a LlamaModel: no causal-LM head, so the loss swap has nowhere to go
+    report = patch(base, options={"rope": False, "glu": False, "linear_residual": False})
+    assert report.result("rmsnorm").count == 3 and report.complete
+    flce = report.result("fused_linear_ce")
+    assert flce.status == "n/a" and "ForCausalLM" in flce.reason
 
 
 def test_an_unknown_model_gets_one_message_listing_the_supported_ones():

@@ -44,7 +44,7 @@ PROBE_ORDER = ("fused_linear_ce", "linear_residual", "glu", "rope", "rmsnorm")
 @dataclass
 class SwapResult:
     kind: str
-    status: str  # "swapped" (all or some modules), "skipped" (none), "off" (options)
+    status: str  # "swapped" (all or some modules), "skipped" (none), "n/a" (no such spot in the model), "off"
     count: int = 0
     expected: int = 0
     probe_rel_err: float | None = None
@@ -70,7 +70,8 @@ class PatchReport:
 
     @property
     def complete(self) -> bool:
-        return all(s.status == "swapped" and s.count == s.expected for s in self.swaps if s.status != "off")
+        wanted = [s for s in self.swaps if s.status not in ("off", "n/a")]
+        return all(s.status == "swapped" and s.count == s.expected for s in wanted)
 
     def result(self, kind: str) -> SwapResult:
         return next(s for s in self.swaps if s.kind == kind)
@@ -296,7 +297,7 @@ def _residual_bindings(p: _Patcher, layer: nn.Module) -> list[Binding]:
 def _swap_linear_residual(p: _Patcher) -> SwapResult:
     layers = p.modules("layer")
     if p.family.sandwich:
-        return SwapResult("linear_residual", "skipped", expected=2 * len(layers), reason=(
+        return SwapResult("linear_residual", "n/a", expected=2 * len(layers), reason=(
             f"{p.family.name} normalises the attention and MLP outputs before the residual add (sandwich norms): "
             "no GEMM output meets the residual"))  # fmt: skip
 
@@ -322,7 +323,7 @@ def _swap_flce(p: _Patcher) -> SwapResult:
     model, res = p.model, SwapResult("fused_linear_ce", "skipped", expected=1)
     cls = p.classes.get("causal_lm")
     if cls is None or not isinstance(model, cls):
-        res.reason = f"not a {p.family.prefix}ForCausalLM (the loss lives in that head)"
+        res.status, res.reason = "n/a", f"not a {p.family.prefix}ForCausalLM (the loss lives in that head)"
         return res
     try:
         from transformers.loss.loss_utils import LOSS_MAPPING

@@ -109,13 +109,13 @@ class PreparedHF:
         swaps = []
         for s in (self.patch_report or {}).get("swaps", []):
             ok = s["status"] == "swapped" and s["count"] == s["expected"]
-            status = "ok" if ok else ("off" if s["status"] == "off" else "unavailable")
+            status = "ok" if ok else (s["status"] if s["status"] in ("off", "n/a") else "unavailable")
             swaps.append({**s, "status": status, "patch_status": s["status"]})
         return {
             "variant": self.variant.name,
             "description": self.variant.description,
             "family": self.family,
-            "complete": all(s["status"] in ("ok", "off") for s in swaps),
+            "complete": all(s["status"] in ("ok", "off", "n/a") for s in swaps),
             "unavailable_swaps": [s["kind"] for s in swaps if s["status"] == "unavailable"],
             "swaps": swaps,
             "patch_report": self.patch_report,

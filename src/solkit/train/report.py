@@ -34,9 +34,10 @@ def _swaps(r: dict[str, Any]) -> str:
     swaps = v.get("swaps") or []
     if not swaps:
         return "compiled" if v.get("compiled_modules") else "none"
-    ok = [s["kind"] for s in swaps if s["status"] == "ok"]
-    missing = [s["kind"] for s in swaps if s["status"] != "ok"]
-    text = f"{len(ok)}/{len(swaps)}"
+    applicable = [s for s in swaps if s["status"] not in ("off", "n/a")]  # n/a: the model has no such spot
+    ok = [s["kind"] for s in applicable if s["status"] == "ok"]
+    missing = [s["kind"] for s in applicable if s["status"] != "ok"]
+    text = f"{len(ok)}/{len(applicable)}"
     return text + (f" (missing: {', '.join(missing)})" if missing else "")
 
 
