@@ -6,7 +6,7 @@ import time
 import pytest
 
 from solkit.errors import SolkitError
-from solkit.scale import Call, Item, open_pool, pack, parse_devices, unpacked, worker_state
+from solkit.scale import Call, Item, open_pool, pack, parse_devices, run_all, unpacked, worker_state
 from solkit.scale.dispatch import Dispatch
 from solkit.scale.work import Bundle
 
@@ -53,6 +53,7 @@ def test_dispatch_retries_once_elsewhere_then_fails():
 @pytest.fixture(scope="module")
 def pool():
     with open_pool(devices="cpu,cpu") as p:
+        p.start()  # both workers ready before the first item: the work-stealing test depends on it
         yield p
 
 
@@ -91,6 +92,7 @@ def test_killed_worker_loses_only_its_in_flight_item(monkeypatch):
     monkeypatch.setenv("SOLKIT_SCALE_TEST_KILL", "cpu#1:2")  # cpu#1 is SIGKILLed when its 2nd item arrives
     items = [Item((str(i),), Call(time.sleep, (0.05,))) for i in range(8)]
     with open_pool(devices="cpu:2") as p:
+        p.start()
         outs = list(p.map_unordered(items))
     assert sorted(o.index for o in outs) == list(range(8)) and all(o.ok for o in outs)
     retried = [o for o in outs if o.attempts == 2]
@@ -117,3 +119,13 @@ def test_bundle_round_trip(tmp_path):
     evil = Bundle("e", (("../escape.txt", b"x"),), "deadbeef")
     with pytest.raises(SolkitError, match="leaves the directory"):
         unpacked(evil)
+
+
+@pytest.mark.parametrize("devices", [None, "cpu:2"])
+def test_run_all_gives_outcomes_in_item_order(devices):
+    items = [Item((str(i),), Call(time.sleep, (0.3 if i == 0 else 0.0,))) for i in range(4)]
+    items.append(Item(("bad",), Call(int, ("x",))))
+    seen = []
+    outs = run_all(open_pool(devices=devices), items, on_outcome=lambda o: seen.append(o.index))
+    assert [o.index for o in outs] == list(range(5)) and sorted(seen) == list(range(5))
+    assert all(o.ok for o in outs[:4]) and not outs[4].ok and "invalid literal" in outs[4].error

@@ -157,13 +157,27 @@ class LocalPool:
     def _live(self) -> list[_Worker]:
         return [w for w in self.workers if w.proc is not None and w.gone is None]
 
-    def map_unordered(self, items: Sequence[Item]) -> Iterator[Outcome]:
-        """Run ``items``; yield one :class:`Outcome` per item, in the order they finish."""
-        d = Dispatch(items)
+    def start(self, wait_ready: bool = True) -> None:
+        """Start the workers (once); with ``wait_ready``, return when each has said hello or is out."""
         if not self.started:
             for w in self.workers:
                 self._start(w)
             self.started = True
+        idle = Dispatch([])
+        while wait_ready and any(not w.ready for w in self._live()):
+            pending = [w for w in self._live() if not w.ready]
+            wait([w.conn for w in pending] + [w.proc.sentinel for w in pending], timeout=1.0)
+            for w in pending:
+                list(self._drain(w, idle))
+                if w.proc is not None and not w.proc.is_alive():
+                    list(self._died(w, idle))
+                elif not w.ready and time.monotonic() > w.deadline:
+                    w.proc.kill()
+
+    def map_unordered(self, items: Sequence[Item]) -> Iterator[Outcome]:
+        """Run ``items``; yield one :class:`Outcome` per item, in the order they finish."""
+        d = Dispatch(items)
+        self.start(wait_ready=False)
         while not d.finished():
             live = self._live()
             if not live:

@@ -104,8 +104,10 @@ class RayPool:
     def device_kind(self) -> str:
         return self.kind_
 
-    def _start(self) -> None:
-        """The actors, started on first use; each runs the setup and says hello (or why it could not)."""
+    def start(self, wait_ready: bool = True) -> None:
+        """Start the actors (once, else on first use); each runs the setup and says hello (or why it could not)."""
+        if self.actors:
+            return
         opts = {"num_gpus": 1, "num_cpus": 1} if self.kind_ == "cuda" else {"num_cpus": 1}
         actor = self.ray.remote(RayWorker).options(max_restarts=1, max_task_retries=0, **opts)
         self.actors = [actor.remote(self.kind_, self.setup) for _ in range(self.count)]
@@ -152,8 +154,7 @@ class RayPool:
     def map_unordered(self, items: Sequence[Item]) -> Iterator[Outcome]:
         ray = self.ray
         lost_errors = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError)
-        if not self.actors:
-            self._start()
+        self.start()
         d, cache, running = Dispatch(items), {}, {}
         busy = [False] * len(self.actors)
         while not d.finished():
