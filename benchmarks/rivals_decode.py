@@ -70,6 +70,14 @@ def copy_bandwidth() -> float:
     return 2 * src.nbytes / (t * 1e-3)
 
 
+def read_bandwidth() -> float:
+    """Bytes/s of reading 2 GiB once (``torch.sum`` into one value): the floor of a read-only stream like decode,
+    which a copy (read + write) underestimates."""
+    src = torch.ones(2**30, dtype=torch.bfloat16, device="cuda")
+    t = _time(lambda: src.sum(dtype=torch.float32), None, 20)["ms"]
+    return src.nbytes / (t * 1e-3)
+
+
 def _paged(k, v, block):
     """A scattered paged copy of the contiguous cache ``[b, n, h, d]`` (n a multiple of block) and its table."""
     b, n, h, d = k.shape
@@ -283,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         spec_bw = None
     bw = copy_bandwidth()
     result["copy_bandwidth_tbs"], result["spec_bandwidth_tbs"] = bw / 1e12, spec_bw and spec_bw / 1e12
+    result["read_bandwidth_tbs"] = read_bandwidth() / 1e12  # decode rows: compare their tbs with it
     parts = {"decode": lambda: decode_part(bw, spec_bw, args.quick),
              "decode_sweep": lambda: decode_sweep(bw, spec_bw, args.quick),
              "embedding": lambda: embedding_part(bw, spec_bw, args.quick)}  # fmt: skip
