@@ -8,7 +8,7 @@
   refusal recorded with its reason); FlashInfer's paged decode where it imports. Each is checked against fp32
   SDPA on the first two sequences and timed by ``solkit.timing.benchmark``; SOL = the bytes of K/V read + q +
   out (``decode.sol_bytes``) over the copy bandwidth measured here (a 2 GiB device copy) and over the datasheet's.
-* ``decode_sweep``: the paged decode over launch settings (``block_n`` 32/64/128, warps 4/8, stages 2-4) at
+* ``decode_sweep``: the paged decode over launch settings (``block_n`` 32/64/128, warps 4/8, stages 2-3) at
   batch 1/8/64 x 32k keys.
 * ``embedding``: Llama-3 8B/70B tables (128256 x 4096 / 8192, 8192 tokens), forward and forward+backward:
   solkit (sorted, dense and atomic backward), eager, torch.compile.
@@ -207,7 +207,7 @@ def _sweep_batch(b: int, bw_copy: float, spec_bw: float | None) -> list[dict]:
     kc, vc, table = _paged(k, v, 16)
     want = _sdpa_decode()(q[:2].float(), k[:2].float(), v[:2].float())
     rows = []
-    for block_n, warps, stages in itertools.product((32, 64, 128), (4, 8), (2, 3, 4)):
+    for block_n, warps, stages in itertools.product((32, 64, 128), (4, 8), (2, 3)):
         opts = {"block_n": block_n, "num_warps": warps, "num_stages": stages}
         row = {"batch": b, "kv_len": n, "impl": "solkit_paged", "options": opts, "bytes": sol_bytes(q, lens, hkv),
                "tol": 2e-2}  # fmt: skip

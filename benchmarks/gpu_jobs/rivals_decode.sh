@@ -13,10 +13,10 @@ set -u
 export PYTHONUNBUFFERED=1
 python3 -c "import cudnn; print('cudnn frontend', cudnn.__version__, 'backend', cudnn.backend_version())" \
   2>&1 | tail -n 1 | tee "$OUT/cudnn_import.txt"
-timeout 60 python3 benchmarks/rivals_decode.py --out "$OUT" --parts decode,decode_sweep 2>&1 \
+timeout 70 python3 benchmarks/rivals_decode.py --out "$OUT" --parts decode,decode_sweep 2>&1 \
   | grep -v -e UserWarning -e "call = "
 echo "decode rc=${PIPESTATUS[0]}"
-timeout 100 python3 -m solkit.cli bench --size l --calibration quick --compile-workers 12 \
+timeout 90 python3 -m solkit.cli bench --size l --calibration quick --compile-workers 12 \
   --ops rmsnorm_bwd,layernorm_bwd,softmax_bwd,swiglu_bwd,embedding,embedding_bwd \
   --backends eager,compile,vendor,liger,solkit,quack --out "$OUT/bench_bwd" 2>&1 | tail -n 50
 echo "bench bwd rc=${PIPESTATUS[0]}"
