@@ -45,11 +45,13 @@ FWD_SWEEP = [
 ]
 BWD_SWEEP = [
     {},
+    {"dq": {"atomic": True}},
     {"dkdv": {"block_m": 64, "block_n": 128, "num_warps": 8, "num_stages": 2}},
     {"dkdv": {"block_m": 32, "block_n": 64, "num_warps": 4, "num_stages": 3}},
     {"dkdv": {"block_m": 32, "block_n": 128, "num_warps": 8, "num_stages": 3}},
     {"dq": {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2}},
     {"dq": {"block_m": 128, "block_n": 32, "num_warps": 8, "num_stages": 3}},
+    {"dq": {"atomic": True}, "dkdv": {"block_m": 64, "block_n": 128, "num_warps": 8, "num_stages": 2}},
 ]
 
 

@@ -94,17 +94,19 @@ def test_non_causal_with_more_keys_than_queries():
 
 
 @pytest.mark.parametrize(
-    ("B", "Hq", "Hkv", "S", "D", "causal", "tma"),
-    [(*DENSE[0], False), (*DENSE[1], False), (*DENSE[2], False), (*DENSE[2], True)],
-)
-def test_gradients_match_fp32_reference(B, Hq, Hkv, S, D, causal, tma):
+    ("B", "Hq", "Hkv", "S", "D", "causal", "tma", "atomic"),
+    [(*DENSE[0], False, False), (*DENSE[1], False, False), (*DENSE[2], False, False), (*DENSE[2], True, False),
+     (*DENSE[0], False, True), (*DENSE[1], True, True)],
+)  # fmt: skip
+def test_gradients_match_fp32_reference(B, Hq, Hkv, S, D, causal, tma, atomic):
+    """``tma``: the dK/dV kernel's descriptor loads; ``atomic``: dQ added by the dK/dV kernel (no dQ kernel)."""
     if tma and HAS_CUDA and torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("TMA descriptors need sm_90")
     q, k, v, do = _rand(B, Hq, S, D), _rand(B, Hkv, S, D), _rand(B, Hkv, S, D), _rand(B, Hq, S, D)
     scale, geo = D**-0.5, geometry(q, k, v, causal)
     out, lse = forward(q, k, v, geo, causal, scale, None, {**FWD, "tma": False})
     grads = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
-    config = {**BWD, "dkdv": {**BWD["dkdv"], "tma": tma}}
+    config = {**BWD, "dkdv": {**BWD["dkdv"], "tma": tma}, "dq": {**BWD["dq"], "atomic": atomic}}
     got = backward(do, q, k, v, out, lse, geo, causal, scale, None, config, grads=grads)
     want = _ref_grads(q, k, v, do, causal, scale)[1:]
     for name, g, w in zip(("dq", "dk", "dv"), got, want):

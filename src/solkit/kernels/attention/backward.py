@@ -59,12 +59,13 @@ def attention_bwd_delta_kernel(Out, DO, DELTA, CU, stride_ob, stride_oh, stride_
 
 
 @triton.jit
-def _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, stride_qs, stride_ds, lo, hi, offs_n,
-                seqlen_q, qk_scale, MASK: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_M: tl.constexpr,
-                HEAD_DIM: tl.constexpr):  # fmt: skip
+def _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, dq_base, stride_qs, stride_ds, stride_dqs, lo,
+                hi, offs_n, seqlen_q, qk_scale, sm_scale, MASK: tl.constexpr, USE_TMA: tl.constexpr,
+                ATOMIC_DQ: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
     """Query blocks ``[lo, hi)`` of one q head into a key block's dK, dV. Rows past ``seqlen_q`` load a zero
     query and an infinite logsumexp, so their ``p`` is 0 and they add nothing. ``MASK``: the diagonal blocks.
-    Q and dO are descriptors (TMA) or base pointers."""
+    Q and dO are descriptors (TMA) or base pointers. ``ATOMIC_DQ``: also add this block's share of dQ
+    (``scale dS K``) into the fp32 accumulator at ``dq_base`` (the 5-GEMM backward; no dQ kernel)."""
     offs_d = tl.arange(0, HEAD_DIM)
     for start_m in tl.range(lo, hi, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -84,6 +85,10 @@ def _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, stride_qs, st
         dp_t = tl.dot(v, tl.trans(do))
         ds_t = p_t * (dp_t - delta[None, :])
         dk = tl.dot(ds_t.to(q.dtype), q, dk)
+        if ATOMIC_DQ:
+            dq = tl.dot(tl.trans(ds_t.to(k.dtype)), k) * sm_scale  # [BLOCK_M, HEAD_DIM]
+            tl.atomic_add(dq_base + offs_m[:, None] * stride_dqs + offs_d[None, :], dq, mask=row_ok[:, None],
+                          sem="relaxed")  # fmt: skip
     return dk, dv
 
 
@@ -92,9 +97,11 @@ def attention_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, CU,
                               stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                               stride_vb, stride_vh, stride_vs, stride_db, stride_dh, stride_ds,
                               stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh, stride_dvs,
-                              stride_lb, stride_lh, seqlen_q, seqlen_k, qk_scale, sm_scale, HEADS_KV,
+                              stride_lb, stride_lh, DQA, stride_dqab, stride_dqah, stride_dqas,
+                              seqlen_q, seqlen_k, qk_scale, sm_scale, HEADS_KV,
                               GROUP, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, USE_TMA: tl.constexpr,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
+                              ATOMIC_DQ: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                              HEAD_DIM: tl.constexpr):  # fmt: skip
     """Grid ``(cdiv(seqlen_k, BLOCK_N), batch * HEADS_KV)``; causal needs ``BLOCK_N % BLOCK_M == 0``."""
     pid_n = tl.program_id(0)  # causal: the first key blocks, which most query blocks see, launch first
     pid_bh = tl.program_id(1)
@@ -140,16 +147,18 @@ def attention_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, CU,
                                                block_shape=[BLOCK_M, HEAD_DIM])  # fmt: skip
         lse_base = LSE + b64 * stride_lb + h64 * stride_lh + start64
         delta_base = DELTA + b64 * stride_lb + h64 * stride_lh + start64
+        dq_base = DQA + b64 * stride_dqab + h64 * stride_dqah + start64 * stride_dqas
         if CAUSAL:
-            dk, dv = _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, stride_qs, stride_ds, start_n,
-                                 tl.minimum(start_n + BLOCK_N, seqlen_q), offs_n, seqlen_q, qk_scale, True, USE_TMA,
-                                 BLOCK_M, HEAD_DIM)  # fmt: skip
-            dk, dv = _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, stride_qs, stride_ds,
-                                 start_n + BLOCK_N, seqlen_q, offs_n, seqlen_q, qk_scale, False, USE_TMA, BLOCK_M,
-                                 HEAD_DIM)  # fmt: skip
+            dk, dv = _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, dq_base, stride_qs, stride_ds,
+                                 stride_dqas, start_n, tl.minimum(start_n + BLOCK_N, seqlen_q), offs_n, seqlen_q,
+                                 qk_scale, sm_scale, True, USE_TMA, ATOMIC_DQ, BLOCK_M, HEAD_DIM)  # fmt: skip
+            dk, dv = _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, dq_base, stride_qs, stride_ds,
+                                 stride_dqas, start_n + BLOCK_N, seqlen_q, offs_n, seqlen_q, qk_scale, sm_scale, False,
+                                 USE_TMA, ATOMIC_DQ, BLOCK_M, HEAD_DIM)  # fmt: skip
         else:
-            dk, dv = _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, stride_qs, stride_ds, 0,
-                                 seqlen_q, offs_n, seqlen_q, qk_scale, False, USE_TMA, BLOCK_M, HEAD_DIM)  # fmt: skip
+            dk, dv = _dkdv_range(dk, dv, k, v, q_ref, do_ref, lse_base, delta_base, dq_base, stride_qs, stride_ds,
+                                 stride_dqas, 0, seqlen_q, offs_n, seqlen_q, qk_scale, sm_scale, False, USE_TMA,
+                                 ATOMIC_DQ, BLOCK_M, HEAD_DIM)  # fmt: skip
     dk = dk * sm_scale
     tl.store(DK + b64 * stride_dkb + hk64 * stride_dkh + kv_row * stride_dks + offs_d[None, :],
              dk.to(DK.dtype.element_ty), mask=col_ok)  # fmt: skip
@@ -255,7 +264,8 @@ def backward(
     grads: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Launch the three backward kernels with ``config`` (``dkdv``/``dq``: ``block_m``, ``block_n``,
-    ``num_warps``, ``num_stages``; ``delta_block``); returns ``(dq, dk, dv)`` shaped and strided like ``q, k, v``
+    ``num_warps``, ``num_stages``; ``dkdv.tma``; ``dq.atomic``: dQ added by the dK/dV kernel with fp32 atomics
+    instead of the dQ kernel; ``delta_block``); returns ``(dq, dk, dv)`` shaped and strided like ``q, k, v``
     (or the ``grads`` given, which must be; varlen ones are not zeroed first)."""
     if do.stride(-1) != 1:
         do = do.contiguous()
@@ -282,12 +292,17 @@ def backward(
         use_descriptor_scratch()
     if causal and c["block_n"] % c["block_m"]:
         raise ValueError(f"causal dK/dV needs block_n a multiple of block_m, got {c['block_n']} and {c['block_m']}")
+    atomic = bool(config["dq"].get("atomic", False))
+    dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if atomic else lse
+    dq_acc_strides = geo.strides(dq_acc) if atomic else (0, 0, 0)
     attention_bwd_dkdv_kernel[(triton.cdiv(geo.seqlen_k, c["block_n"]), geo.batch * geo.heads_kv)](
         q, k, v, do, lse, delta, dk, dv, cu, *common, *geo.strides(dk), *geo.strides(dv), *lse_strides,
-        geo.seqlen_q, geo.seqlen_k, scale * LOG2E, scale, geo.heads_kv, GROUP=geo.group, CAUSAL=causal,
-        VARLEN=geo.varlen, USE_TMA=use_tma, BLOCK_M=c["block_m"], BLOCK_N=c["block_n"], HEAD_DIM=geo.head_dim,
-        num_warps=c["num_warps"], num_stages=c["num_stages"],
+        dq_acc, *dq_acc_strides, geo.seqlen_q, geo.seqlen_k, scale * LOG2E, scale, geo.heads_kv, GROUP=geo.group,
+        CAUSAL=causal, VARLEN=geo.varlen, USE_TMA=use_tma, ATOMIC_DQ=atomic, BLOCK_M=c["block_m"],
+        BLOCK_N=c["block_n"], HEAD_DIM=geo.head_dim, num_warps=c["num_warps"], num_stages=c["num_stages"],
     )  # fmt: skip
+    if atomic:
+        return dq.copy_(dq_acc), dk, dv
     c = config["dq"]
     if causal and c["block_m"] % c["block_n"]:
         raise ValueError(f"causal dQ needs block_m a multiple of block_n, got {c['block_m']} and {c['block_n']}")
