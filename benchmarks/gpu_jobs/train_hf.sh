@@ -6,11 +6,14 @@
 # step-0 gradients checked per parameter against eager. Results (JSON, Markdown, HTML) in $OUT/train_hf/.
 #   bash benchmarks/gpu_jobs/run_round.sh train_hf
 # Needs the .whl_hf wheels (transformers) and liger-kernel carried. Variants not started within --budget are
-# recorded as skipped (the compile ones last: each compiles one decoder layer, ~1 min).
+# recorded as skipped (the compile ones last: each compiles one decoder layer). To split the run over two device
+# calls, keep eager in both (the loss-parity reference):
+#   TRAIN_HF_VARIANTS="eager patch liger" ...  then  TRAIN_HF_VARIANTS="eager compile compile+patch compile+liger"
 set -u
+read -r -a variants <<<"${TRAIN_HF_VARIANTS:-eager patch liger compile compile+patch compile+liger}"
 cmd=(python3 -m solkit.cli train-bench --hf llama --preset llama3-8b --layers 8 --batch 4 --seq 4096 --dtype bf16
-     --warmup 3 --steps 17 --variants eager patch liger compile compile+patch compile+liger
-     --budget 395 --timeout 180 --out "$OUT/train_hf")
+     --warmup 3 --steps 17 --variants "${variants[@]}" --budget "${TRAIN_HF_BUDGET:-395}" --timeout 180
+     --out "$OUT/train_hf")
 python3 - "${cmd[*]}" >"$OUT/env.json" 2>&1 <<'PY'
 import json, subprocess, sys
 from datetime import datetime, timezone
