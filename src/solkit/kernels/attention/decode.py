@@ -44,6 +44,7 @@ import triton.language as tl
 
 from solkit.errors import SolkitError
 from solkit.kernels.common.capability import DeviceCaps, Needs, allowed, device_caps
+from solkit.kernels.common.exchange import resident_programs
 from solkit.kernels.common.ops import KernelOp, options, options_json
 
 PROGRAM_COST_KEYS = 64  # a program's fixed cost (q load, the first tile's latency, the partial's write) ~ one tile
@@ -234,6 +235,10 @@ def split_plan(pairs: int, max_len: int, block_n: int, slots: int) -> tuple[int,
 
 
 _COUNTERS: dict[tuple, torch.Tensor] = {}
+#: Resident programs of the compiled split kernel per (device, dtype, group, query tokens, head dim, block_n,
+#: warps, stages), read from its registers and shared memory after its first launch: later calls plan on it, the
+#: first on :func:`resident_slots`' estimate.
+_SLOTS: dict[tuple, int] = {}
 _TABLES: dict[tuple, torch.Tensor] = {}
 
 
@@ -294,13 +299,13 @@ def decode_attention_forward(
     max_len = min(int(max_seq_len), capacity) if max_seq_len is not None else capacity
     block_n, block_d = int(opts["block_n"]), triton.next_power_of_2(dim)
     rows = max(MIN_ROWS, triton.next_power_of_2(group * lq))
+    config = (q.device, q.dtype, group, lq, dim, block_n, int(opts["num_warps"]), int(opts["num_stages"]))
     if "num_splits" in opts:
         splits = max(1, min(int(opts["num_splits"]), MAX_SPLITS))
         chunk = triton.cdiv(triton.cdiv(max_len, splits), block_n) * block_n
         splits = triton.cdiv(max_len, chunk)
     else:
-        caps = device_caps(q)
-        slots = resident_slots(caps, rows, block_d, q.element_size(), opts)
+        slots = _SLOTS.get(config) or resident_slots(device_caps(q), rows, block_d, q.element_size(), opts)
         splits, chunk = split_plan(b * kvh, max_len, block_n, slots)
     scale = dim**-0.5 if scale is None else float(scale)
     part = lse = count = out  # unused when there is one split
@@ -309,7 +314,7 @@ def decode_attention_forward(
         part = torch.empty((b * kvh * splits * rows, block_d), device=q.device, dtype=torch.float32)
         lse = torch.empty((b * kvh * splits * rows,), device=q.device, dtype=torch.float32)
         count = _counters(q.device, b * kvh) if fused else out
-    _decode_split_kernel[(b * kvh, splits)](
+    compiled = _decode_split_kernel[(b * kvh, splits)](
         q, k_cache, v_cache, block_table, seq_lens, out, part, lse, count,
         q.stride(0), q.stride(1), q.stride(2), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
@@ -319,6 +324,8 @@ def decode_attention_forward(
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FUSED=fused,
         num_warps=int(opts["num_warps"]), num_stages=int(opts["num_stages"]),
     )  # fmt: skip
+    if config not in _SLOTS and q.is_cuda and hasattr(compiled, "metadata"):
+        _SLOTS[config] = resident_programs(compiled, int(opts["num_warps"]), q.device)[0]
     if splits > 1 and not fused:
         _decode_combine_kernel[(b * kvh, group * lq)](
             part, lse, out, out.stride(0), out.stride(1), out.stride(2), kvh, splits,
