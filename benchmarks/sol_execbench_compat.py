@@ -204,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
             print(_line(rec, case["expect"]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(), "device": args.device, "command": sys.argv,
+            "script": "benchmarks/sol_execbench_compat.py", "commit": commit.stdout.strip() or "unknown",
             "python": platform.python_version(), "mirror": str(mirror) if mirror else None}  # fmt: skip
     try:
         from solkit.harness.languages import status
