@@ -87,3 +87,49 @@ def test_region_bytes_is_the_fused_rule_on_a_group_of_ops():
     first = [i for i, r in enumerate(recs) if i <= [r.name for r in recs].index("addmm")]
     # x, W1, b1 in; the hidden activation out (the ReLU outside the group reads it)
     assert region_bytes(a.trace, first) == 4 * (4 * 16 + 16 * 64 + 64 + 4 * 64)
+
+
+KB_BN = """import torch
+import torch.nn as nn
+
+batch_size = 2
+channels = 3
+size = 5
+
+
+class Model(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(channels)
+        self.register_buffer("scale", torch.ones(channels, 1, 1))
+
+    def forward(self, x):
+        return self.bn(x) * self.scale
+
+
+def get_inputs():
+    return [torch.randn(batch_size, channels, size, size)]
+
+
+def get_init_inputs():
+    return [channels]
+"""
+
+
+def test_kernelbench_buffers_are_inputs_and_construction_is_not_work(tmp_path):
+    from solkit.problems.kernelbench import import_file
+    from solkit.sol.analysis import analyze_problem
+
+    src = tmp_path / "level1" / "1_bn_scale.py"
+    src.parent.mkdir()
+    src.write_text(KB_BN)
+    imp = import_file(src, tmp_path / "out")
+    assert imp.error is None
+    [r] = analyze_problem(imp.out, allow_tf32=False)
+    a = r.analysis
+    assert [c.op for c in a.calls] == ["aten.add_", "aten.empty", "aten.native_batch_norm", "aten.mul"]  # no init ops
+    x, c = 2 * 3 * 5 * 5, 3
+    stats = 4 * 2 * c  # running mean and variance: read, and written back in training mode
+    # x and the output, the bn weight and bias (inputs of run), the scale buffer, the statistics read and written
+    assert a.fused_bytes == 4 * (2 * x + 2 * c + c) + 2 * stats
+    assert sorted(b.kind for b in a.written) == ["captured", "captured"]
