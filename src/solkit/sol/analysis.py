@@ -1,3 +1,4 @@
+# Over 500 lines: analyze() and the problem analysis build one Analysis, and consumers import both from here.
 """Automatic speed-of-light analysis of a PyTorch reference.
 
 ``analyze(fn, *inputs)`` traces ``fn`` on meta tensors (no storage is allocated, see
