@@ -15,7 +15,7 @@ import contextlib
 import datetime
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -25,6 +25,7 @@ from solkit.model.attribute import attribute
 from solkit.model.report import ModelReport, build_report
 from solkit.model.scope import module_scopes
 from solkit.model.step import check_mode, real_step
+from solkit.model.whatif import add_what_if
 from solkit.model.work import step_work
 from solkit.sol.model import Ceilings
 from solkit.zoo import Built
@@ -104,6 +105,7 @@ def analyze(
     basis: str = "spec",
     precision: str | None = None,
     ceilings: Ceilings | None = None,
+    what_if: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ModelReport:
     """Measure one step of ``model`` on ``example_inputs`` in ``mode`` and score each operator against T_SOL.
@@ -114,6 +116,7 @@ def analyze(
     (under no_grad), ``fwd_bwd`` or ``train_step`` (plus an AdamW step). ``compile``: run the step
     through ``torch.compile``. T_SOL is on ``ceilings``, else on ``arch``/``basis`` (default: the present
     device's datasheet); ``precision``: ``fastest`` or ``as_written`` (the analysis' policy).
+    ``what_if``: product ids (``solkit hw list``) to put every operator's work on (:mod:`solkit.model.whatif`).
     """
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
@@ -156,6 +159,10 @@ def analyze(
         "traced_ops": len(work.ops),
     }
     rep = build_report(rows, measured, ceil, meta)
+    if what_if:
+        from solkit.report.crossarch import product_ids
+
+        add_what_if(rep, product_ids(what_if, "what_if"))
     rep.wall_s = wall
     # what the analysis adds to running the step: the trace, the profiler's slow-down, the attribution
     rep.overhead_s = trace_s + max(wall - plain, 0.0) + (time.perf_counter() - t_attr)

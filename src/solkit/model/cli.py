@@ -42,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--arch", help="score on this product's datasheet instead of the present device's")
     p.add_argument("--basis", choices=["spec", "calibrated"], default="spec", help="ceilings of T_SOL")
     p.add_argument("--precision", default="fastest", help="fastest (default) or as-written: how matrix work is charged")
+    p.add_argument("--what-if", dest="what_if", metavar="ARCH[,ARCH]",
+                   help="also each operator's T_SOL, bound and tier on these products (solkit hw list), and the "
+                   "step's sum of T_SOL on each (analysis)")  # fmt: skip
     p.add_argument("--top", type=int, default=15, help="operators listed, by time lost (default 15)")
     p.add_argument("--html", metavar="PATH", help="write report.html, results.json and figures to this folder")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -101,6 +104,10 @@ def _check(args: argparse.Namespace) -> None:
     if args.html and Path(args.html).is_file():
         raise SolkitError(f"--html {args.html}: is a file; give a folder")
     args.precision = parse_precision(args.precision)
+    if args.what_if is not None:
+        from solkit.report.crossarch import product_ids
+
+        args.what_if = product_ids(args.what_if)
 
 
 def _cmd(args: argparse.Namespace) -> int:
@@ -116,7 +123,7 @@ def _cmd(args: argparse.Namespace) -> int:
         built = _load(args, device)
         rep = analyze(built.model, built, mode=args.mode, compile=args.compile, warmup=args.warmup, arch=args.arch,
                       basis=args.basis, precision=args.precision,
-                      progress=lambda msg: bar.update(task, description=msg))  # fmt: skip
+                      what_if=args.what_if, progress=lambda msg: bar.update(task, description=msg))  # fmt: skip
     rep.meta["command"] = "solkit model " + shlex.join(a for a in sys.argv[1:] if a != "model")
     paths = {}
     if args.html:
@@ -144,9 +151,20 @@ def _print(d: dict[str, Any], top: int) -> None:
     grows = [[g["name"], g["calls"], g["time_ms"], g["t_sol_ms"], g["sol_fraction"], g["lost_ms"], g["tier"]]
              for g in d["categories"]]  # fmt: skip
     console.print(table("Per module type", gcols, grows))
+    if d.get("what_if"):
+        _print_what_if(d, top)
     for line in summary_lines(d):
         console.print(line, highlight=False)
     s = d["summary"]
     if s["attributed_share"] < s["attributed_goal"]:
         err_console.print(f"[yellow]warning:[/yellow] only {fmt(s['attributed_share'] * 100)} % of the measured time "
                           "has a T_SOL (goal 95 %); see the rows with no T_SOL in --json")  # fmt: skip
+
+
+def _print_what_if(d: dict[str, Any], top: int) -> None:
+    from solkit.model.html import what_if_rows
+
+    w = d["what_if"]
+    cols, rows = what_if_rows(d, top)
+    console.print(table(f"What-if on {', '.join(w['products'])} (analysis; measured on {w['measured_on']})", cols,
+                        rows, caption=f"{w['note']}; {len(w['bound_changes'])} operators change bound"))  # fmt: skip

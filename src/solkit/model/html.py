@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from solkit.model.report import ModelReport  # noqa: E402
 from solkit.output import fmt, jsonable  # noqa: E402
+from solkit.report.crossarch import what_if_cell  # noqa: E402
 from solkit.report.figures import roofline, sol_histogram  # noqa: E402
 
 OP_COLUMNS = [("name", "operator"), ("category", "module type"), ("calls", "calls"), ("time_ms", "ms"),
@@ -38,7 +39,49 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
         f"attributed to operators with a T_SOL: {s['attributed_share']:.1%} of measured time "
         f"(goal {s['attributed_goal']:.0%})",
         f"analysis overhead: {fmt(s['analysis_overhead_s'])} s",
-    ]
+    ] + _what_if_lines(d)
+
+
+def _what_if_lines(d: dict[str, Any]) -> list[str]:
+    w = d.get("what_if")
+    if not w:
+        return []
+    out = []
+    for p, s in w["step"].items():
+        vs = f" ({fmt(s['vs_here'])} x here)" if s.get("vs_here") is not None else ""
+        gaps = f"; {s['unavailable_calls']} calls cannot run there" if s["unavailable_calls"] else ""
+        out.append(f"what-if {p}: sum of T_SOL {fmt(s['t_sol_ms'])} ms{vs}{gaps} (analysis)")
+    return out
+
+
+def what_if_rows(d: dict[str, Any], top: int | None = None) -> tuple[list[str], list[list[str]]]:
+    """Columns and rows of the what-if table: the step's sum first, then operators by time lost (``top`` of them).
+
+    A star marks an operator whose bound changes between the products.
+    """
+    w = d["what_if"]
+    here = d["meta"]["arch"]
+    cols = ["operator", f"T_SOL {here}", "SOL here"] + [f"{p} (T_SOL bound tier)" for p in w["products"]]
+    changed = set(w["bound_changes"])
+    rows = [["step (sum of T_SOL)", f"{fmt(w['here_t_sol_ms'])} ms", fmt(d["summary"]["step_sol"])]
+            + [f"{fmt(w['step'][p]['t_sol_ms'])} ms" for p in w["products"]]]  # fmt: skip
+    ops = [o for o in d["ops"] if o.get("what_if")]
+    for o in ops[:top] if top else ops:
+        rows.append([o["name"] + (" *" if o["name"] in changed else ""),
+                     f"{fmt(o['t_sol_ms'])} ms {(o['bound'] or '?')[0].upper()}", fmt(o["sol_fraction"])]
+                    + [what_if_cell(o["what_if"][p]) for p in w["products"]])  # fmt: skip
+    return cols, rows
+
+
+def _what_if_html(d: dict[str, Any]) -> str:
+    if not d.get("what_if"):
+        return ""
+    cols, rows = what_if_rows(d)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return (f"<h2>What-if on {html.escape(', '.join(d['what_if']['products']))} (analysis)</h2>"
+            f"<p>{html.escape(d['what_if']['note'])}</p>"
+            f"<table id='what-if'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
 
 
 def _bench_shaped(d: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +173,7 @@ below its T_SOL is a violation (a counting or timing error): it is shown in red 
 <h2>Per module type</h2>{_table("categories", GROUP_COLUMNS, d["categories"])}
 <h2>Per module class</h2>{_table("module-types", GROUP_COLUMNS, d["module_types"])}
 <h2>Per layer</h2>{_table("layers", GROUP_COLUMNS, d["layers"])}
+{_what_if_html(d)}
 <h2>Figures</h2>{imgs}
 <script>
 // Self-check used by the tests: every figure decoded and the ranked table has rows.

@@ -35,6 +35,8 @@ class Group:
     violation: bool = False
     shapes: str = ""
     out_shape: tuple = ()
+    members: list[int] = field(default_factory=list, repr=False)  # indices of its rows in ModelReport.rows
+    what_if: dict[str, dict[str, Any]] | None = None  # per product id: T_SOL, bound, tier (solkit.model.whatif)
 
     @property
     def lost_s(self) -> float:
@@ -68,6 +70,7 @@ class Group:
             "tier": tier.label if tier else None,
             "advice": " ".join(a for a in (tier.advice if tier else "no T_SOL: its work is unknown", self.advice) if a),
             "solkit_kernel": self.kernel or None,
+            **({"what_if": self.what_if} if self.what_if is not None else {}),
         }
 
 
@@ -87,6 +90,7 @@ class ModelReport:
     layers: list[Group] = field(default_factory=list)
     t_sol_s: float = 0.0
     attributed_s: float = 0.0
+    what_if: dict[str, Any] | None = None  # the step on other products (solkit.model.whatif.add_what_if)
 
     @property
     def attributed_share(self) -> float:
@@ -124,6 +128,7 @@ class ModelReport:
             "module_types": [g.to_dict() for g in self.module_types],
             "layers": [g.to_dict() for g in self.layers],
             "ceilings": self.ceilings.to_dict(),
+            **({"what_if": self.what_if} if self.what_if else {}),
         }
 
 
@@ -158,7 +163,7 @@ def build_report(rows: list[OpEvent], measured_s: float, ceilings: Ceilings, met
     cats: dict[str, Group] = defaultdict(lambda: Group(""))
     types: dict[str, Group] = defaultdict(lambda: Group(""))
     layers: dict[str, Group] = defaultdict(lambda: Group(""))
-    for r in rows:
+    for i, r in enumerate(rows):
         ts, bound = _row_sol(r, ceilings)
         if ts is not None:
             rep.t_sol_s += ts
@@ -172,6 +177,7 @@ def build_report(rows: list[OpEvent], measured_s: float, ceilings: Ceilings, met
             g.advice = kernel_advice(r.op, r.category, r.module_type)
             g.kernel = g.advice.split(" (")[0].removeprefix("solkit has ") if g.advice else ""
         _add(g, r, ts, bound)
+        g.members.append(i)
         where = ((cats, r.category), (types, r.module_type or "(none)"), (layers, r.layer or "(outside layers)"))
         for table, name in where:
             table[name].name = name
