@@ -58,7 +58,7 @@ def test_an_operator_by_hand(report):
 def test_table_and_html(report, capsys):
     _, out = report
     text = (out / "report.html").read_text()
-    assert "id='what-if'" in text and "What-if on a100-sxm4-80gb, b200" in text
+    assert "id='what-if'" in text and "What-if on a100-sxm4-80gb, b200 (analysis, precision fastest)" in text
     assert main([*TINY, "--what-if", "b200", "--top", "3"]) == 0
     shown = capsys.readouterr().out
     assert "What-if on b200" in shown and "step (sum of T_SOL)" in shown and "what-if b200: sum of T_SOL" in shown

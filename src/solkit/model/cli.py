@@ -166,5 +166,6 @@ def _print_what_if(d: dict[str, Any], top: int) -> None:
 
     w = d["what_if"]
     cols, rows = what_if_rows(d, top)
-    console.print(table(f"What-if on {', '.join(w['products'])} (analysis; measured on {w['measured_on']})", cols,
+    console.print(table(f"What-if on {', '.join(w['products'])} (analysis; measured on {w['measured_on']}; "
+                        f"precision {w['precision']})", cols,
                         rows, caption=f"{w['note']}; {len(w['bound_changes'])} operators change bound"))  # fmt: skip

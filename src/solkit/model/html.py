@@ -79,7 +79,8 @@ def _what_if_html(d: dict[str, Any]) -> str:
     cols, rows = what_if_rows(d)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return (f"<h2>What-if on {html.escape(', '.join(d['what_if']['products']))} (analysis)</h2>"
+    return (f"<h2>What-if on {html.escape(', '.join(d['what_if']['products']))} (analysis, precision "
+            f"{html.escape(str(d['what_if']['precision']))})</h2>"
             f"<p>{html.escape(d['what_if']['note'])}</p>"
             f"<table id='what-if'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
 

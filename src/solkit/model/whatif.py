@@ -69,6 +69,7 @@ def add_what_if(rep: ModelReport, products: Sequence[str]) -> dict[str, Any]:
     rep.what_if = {
         "products": ids,
         "measured_on": rep.meta.get("arch"),
+        "precision": rep.meta.get("precision"),  # the basis of the work: the same on every product
         "kind": "analysis",
         "note": NOTE,
         "here_t_sol_ms": rep.t_sol_s * 1e3,
