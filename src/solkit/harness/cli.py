@@ -57,7 +57,8 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-reference-timing", action="store_true", help="do not time the reference")
     p.add_argument("--compile-timeout", type=float, default=120.0, help="seconds for import/build (default 120)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per workload (default 300)")
-    p.add_argument("--workload", action="append", default=None, metavar="UUID", help="only this workload (repeatable)")
+    p.add_argument("--workload", action="append", default=None, metavar="UUID",
+                   help="only this workload (repeatable); eval: also a workload.jsonl, as sol-execbench")  # fmt: skip
     p.add_argument("--max-workloads", type=int, default=None)
     p.add_argument("--cpu-threads", type=int, default=None, help="torch threads in the worker on the CPU")
     p.add_argument("--cpu-timing-budget", type=float, default=5.0, help="seconds of wall-clock timing per call on CPU")
