@@ -25,8 +25,9 @@ def _evt(name, parent=None, kernels=(), shapes=(), seq=-1, kwinputs=None):
     return e
 
 
-def _device(us):
-    return NS(name="kernel", cpu_parent=None, device_type=CUDA, time_range=NS(elapsed_us=lambda: us), kernels=[])
+def _device(us, annotation=False):
+    return NS(name="kernel", cpu_parent=None, device_type=CUDA, time_range=NS(elapsed_us=lambda: us), kernels=[],
+              is_user_annotation=annotation)  # fmt: skip
 
 
 def _traced(name, shapes, flops, nbytes):
@@ -46,7 +47,9 @@ def tree():
     region = _evt("triton_red_fused_add_mean_rsqrt_0", kernels=[("triton_red_fused_add_mean_rsqrt_0", 40.0)],
                   kwinputs={"kernel_num_gb": 0.002, "kernel_name": "triton_red_fused_add_mean_rsqrt_0"})  # fmt: skip
     stray = _evt("aten::_local_scalar_dense", kernels=[("memcpy", 10.0)])
-    events = [mlp, lin, linear, mm, bwd, mm_b, region, stray, *(_device(us) for us in (300.0, 250.0, 40.0, 10.0, 5.0))]
+    # the module scope mirrored on the device timeline (a user annotation) spans kernels already counted
+    events = [mlp, lin, linear, mm, bwd, mm_b, region, stray, *(_device(us) for us in (300.0, 250.0, 40.0, 10.0, 5.0)),
+              _device(300.0, annotation=True)]  # fmt: skip
     fwd, bwd_op = _traced("mm", [(16, 8), (8, 32)], 2 * 16 * 8 * 32, 1000), _traced("mm", [(32, 16), (16, 8)], 99, 7)
     work = StepWork([fwd, bwd_op])
     return events, work

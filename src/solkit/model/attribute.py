@@ -162,6 +162,10 @@ def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent]
 
 
 def _on_device(e) -> bool:
+    """A kernel, copy or memset on the device timeline. Not a user annotation: a ``record_function`` range
+    (solkit's module scopes, Inductor's kernel ranges) is mirrored there too, and spans kernels already counted."""
+    if getattr(e, "is_user_annotation", False):
+        return False
     return getattr(e, "device_type", None) is not None and e.device_type.name in ("CUDA", "PrivateUse1", "XPU")
 
 
