@@ -75,6 +75,8 @@ def test_patched_model_trains_like_the_original_and_unpatch_restores(family):
     for s in report.swaps:
         if s.kind == "linear_residual" and family in SANDWICH:
             assert s.status == "n/a" and "sandwich" in s.reason
+        elif s.kind == "attention" and model.config._attn_implementation != "sdpa":
+            assert s.status == "n/a" and "'sdpa'" in s.reason
         else:
             assert s.status == "swapped" and s.count == s.expected > 0, s
     layers = len(model.model.layers)
@@ -112,7 +114,11 @@ def test_other_families_patch_with_loss_and_gradient_parity(family):
     ref = tiny(family, layers=1)
     model = copy.deepcopy(ref)
     report = patch(model)
-    assert all(s.status == "swapped" for s in report.swaps if s.kind != "linear_residual"), str(report)
+    assert all(s.status == "swapped" for s in report.swaps if s.kind not in ("linear_residual", "attention")), str(
+        report
+    )
+    attention = report.result("attention")
+    assert attention.status == ("swapped" if model.config._attn_implementation == "sdpa" else "n/a"), attention
     if family == "qwen3" or family == "gemma3":  # the per-head q/k norms are swapped too
         assert report.counts["rmsnorm"] == (4 if family in SANDWICH else 2) + 2 + 1
     x = ids()
@@ -150,7 +156,7 @@ def test_options_turn_single_swaps_off_and_bad_options_are_refused():
         patch(model, options={"rmsnrom": False})
     with pytest.raises(SolkitError, match="True or False"):
         patch(model, options={"rope": "no"})
-    assert set(KINDS) == {"rmsnorm", "rope", "glu", "linear_residual", "fused_linear_ce"}
+    assert set(KINDS) == {"rmsnorm", "rope", "attention", "glu", "linear_residual", "fused_linear_ce"}
     base = model.model  # a LlamaModel: no causal-LM head, so the loss swap has nowhere to go
     report = patch(base, options={"rope": False, "glu": False, "linear_residual": False})
     assert report.result("rmsnorm").count == 3 and report.complete
@@ -170,7 +176,7 @@ def test_an_unknown_model_gets_one_message_listing_the_supported_ones():
 
 
 def test_a_failing_probe_skips_the_swap_and_says_why(monkeypatch):
-    only_glu = {"rmsnorm": False, "rope": False, "linear_residual": False, "fused_linear_ce": False}
+    only_glu = {"rmsnorm": False, "rope": False, "attention": False, "linear_residual": False, "fused_linear_ce": False}
     monkeypatch.setattr(fw, "swiglu", lambda gate, up: torch.sigmoid(gate) * up)  # a wrong gate
     model = tiny("llama", layers=1)
     report = patch(model, options=only_glu)

@@ -134,3 +134,16 @@ def test_cli_data_parallel_gloo_two_processes(tmp_path):
     s = json.loads(r.stdout)
     assert s["variants"]["eager"]["world_size"] == 2 and s["variants"]["eager"]["parallel"] == "ddp"
     assert s["scaling"]["eager"]["efficiency"] > 0
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--budget", "-1"), ("--budget", "0"), ("--budget", "nan"), ("--timeout", "inf"),
+                        ("--lr", "-0.1"), ("--peak-tflops", "0")],
+)  # fmt: skip
+def test_cli_nonsense_numbers_are_one_line_exit_2_and_write_nothing(flag, value, tmp_path, capsys):
+    from solkit.train.cli import main
+
+    assert main([flag, value, "--device", "cpu", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "finite number > 0" in err and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())  # an earlier result in --out is not overwritten

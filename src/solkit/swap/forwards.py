@@ -12,15 +12,18 @@ The attention, MLP and decoder-layer forwards follow transformers' code for thos
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import sdpa_kernel
 
 from solkit.kernels import apply_rope, fused_linear, fused_linear_cross_entropy, geglu, rmsnorm, swiglu
 from solkit.swap.families import Family
+from solkit.swap.settings import loss_chunk_tokens
 
 PLAN = "_solkit_plan"
 
@@ -38,6 +41,9 @@ class AttentionPlan:
     hf_rope: Any = field(compare=False)  # the family's apply_rotary_pos_emb, read from its module
     eager_attention: Any = field(compare=False)  # the family's eager_attention_forward (the default interface)
     interfaces: Any = field(compare=False)  # transformers' ALL_ATTENTION_FUNCTIONS (read at patch time)
+    # SDPA backends asked for, first choice first (torch.nn.attention.SDPBackend), scoped to this forward's
+    # attention call when the model's attention is "sdpa"; empty: PyTorch's own choice
+    sdpa_backends: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,14 @@ def rmsnorm_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
     if plan.gemma:  # (1 + w) * xhat, fp32 throughout, one rounding at the end
         return rmsnorm(x, self.weight, plan.eps, 1.0, "gemma")
     return rmsnorm(x, self.weight, plan.eps, 0.0, "llama")
+
+
+def sdpa_scope(plan: AttentionPlan, implementation: str | None) -> contextlib.AbstractContextManager[Any]:
+    """SDPA's backends in the plan's order for the span of one attention call (Dynamo traces the context
+    manager; the backend chosen in the forward also runs the backward), else nothing."""
+    if plan.sdpa_backends and implementation == "sdpa":
+        return sdpa_kernel(list(plan.sdpa_backends), set_priority=True)
+    return contextlib.nullcontext()
 
 
 def attention_forward(
@@ -84,13 +98,14 @@ def attention_forward(
     if cache is not None:
         k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
     interface = plan.interfaces.get_interface(self.config._attn_implementation, plan.eager_attention)
-    out, weights = interface(
-        self, q, k, v, attention_mask,
-        dropout=0.0 if not self.training else self.attention_dropout,
-        scaling=self.scaling,
-        **plan.family.attention_kwargs(self),
-        **kwargs,
-    )  # fmt: skip
+    with sdpa_scope(plan, self.config._attn_implementation):
+        out, weights = interface(
+            self, q, k, v, attention_mask,
+            dropout=0.0 if not self.training else self.attention_dropout,
+            scaling=self.scaling,
+            **plan.family.attention_kwargs(self),
+            **kwargs,
+        )  # fmt: skip
     out = out.reshape(*input_shape, -1).contiguous()
     if residual is not None:
         return fused_linear(out, self.o_proj.weight, self.o_proj.bias, residual), weights
@@ -187,6 +202,7 @@ def head_loss(
     loss = fused_linear_cross_entropy(
         hidden.reshape(-1, hidden.shape[-1]), head.weight, shift_labels.reshape(-1).to(hidden.device), head.bias,
         ignore_index=ignore_index, softcap=softcap, reduction=reduction,
+        chunk_tokens=loss_chunk_tokens(head.weight.shape[0], head.weight.element_size()),
     )  # fmt: skip
     if num_items_in_batch is not None:
         if torch.is_tensor(num_items_in_batch):

@@ -22,6 +22,7 @@ from torch import nn
 
 from solkit.errors import SolkitError
 from solkit.swap import forwards as fw
+from solkit.swap import settings
 from solkit.swap.families import Family, activation_of, family_of
 from solkit.swap.probe import compare, random_like_activation
 
@@ -29,6 +30,7 @@ STATE = "_solkit_patch"
 KINDS: dict[str, str] = {
     "rmsnorm": "RMSNorm forward and backward in one kernel each (Gemma: (1 + w) in fp32)",
     "rope": "RoPE on q and k in one launch",
+    "attention": "SDPA's fastest backend for this device first (measured order, solkit/swap/configs.yaml)",
     "glu": "the MLP gate: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU)",
     "linear_residual": "o_proj and down_proj with the residual add in the GEMM epilogue",
     "fused_linear_ce": "LM head + cross-entropy without materialised logits",
@@ -38,7 +40,7 @@ PROBE_BATCH, PROBE_SEQ = 2, 8
 # Each probe compares one swap against the model as patched so far. The whole-model probes (the loss,
 # the decoder layer) go first, while the layers around the swap still run PyTorch's own code: a
 # mismatch then points at that swap alone, and the probes cost least where kernels run interpreted.
-PROBE_ORDER = ("fused_linear_ce", "linear_residual", "glu", "rope", "rmsnorm")
+PROBE_ORDER = ("fused_linear_ce", "linear_residual", "glu", "rope", "attention", "rmsnorm")
 
 
 @dataclass
@@ -150,15 +152,18 @@ class _Patcher:
             return rotary(x, pos, layer_type)
         return rotary(x, pos)
 
-    def attention_plan(self, attn: nn.Module, rope: bool | None = None) -> fw.AttentionPlan:
-        current = getattr(attn, fw.PLAN, None) if self.bound(attn) else None
-        if current is None:
+    def attention_plan(
+        self, attn: nn.Module, rope: bool | None = None, sdpa_backends: tuple[Any, ...] | None = None
+    ) -> fw.AttentionPlan:
+        plan = getattr(attn, fw.PLAN, None) if self.bound(attn) else None
+        if plan is None:
             from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-            current = fw.AttentionPlan(self.family, False, self.hf.apply_rotary_pos_emb,
-                                       self.hf.eager_attention_forward, ALL_ATTENTION_FUNCTIONS)  # fmt: skip
-        plan = current
-        return plan if rope is None else replace(plan, rope=rope)
+            plan = fw.AttentionPlan(self.family, False, self.hf.apply_rotary_pos_emb,
+                                    self.hf.eager_attention_forward, ALL_ATTENTION_FUNCTIONS)  # fmt: skip
+        if rope is not None:
+            plan = replace(plan, rope=rope)
+        return plan if sdpa_backends is None else replace(plan, sdpa_backends=sdpa_backends)
 
     def mlp_plan(self, mlp: nn.Module) -> fw.MLPPlan:
         return (getattr(mlp, fw.PLAN, None) if self.bound(mlp) else None) or fw.MLPPlan(None)
@@ -272,6 +277,40 @@ def _swap_rope(p: _Patcher) -> SwapResult:
     return _apply_groups(p, "rope", _groups(p.modules("attention"), _attention_key), try_group)
 
 
+def _settle_sdpa_priority(device: torch.device) -> None:
+    """Run SDPA's backend selector once on ``device``. On a GPU torch fixes its default priority order at
+    the first selection (cuDNN first on some parts); a scope that saved and restored the order before that
+    would leave the pre-selection order behind for every other model in the process."""
+    if device.type == "cuda":
+        t = torch.zeros(1, 1, 2, 8, device=device, dtype=torch.float16)
+        torch.nn.functional.scaled_dot_product_attention(t, t, t)
+
+
+def _swap_attention(p: _Patcher) -> SwapResult:
+    impl = getattr(p.model.config, "_attn_implementation", None)
+    attns = p.modules("attention")
+    if impl != "sdpa":
+        return SwapResult("attention", "n/a", expected=len(attns), reason=(
+            f"the model's attention is {impl!r}; this swap picks among SDPA's backends (attn_implementation "
+            "'sdpa')"))  # fmt: skip
+    try:
+        backends = settings.sdpa_priority()
+        _settle_sdpa_priority(p.device)
+    except Exception as exc:  # noqa: BLE001 - the swap is skipped with its reason
+        return SwapResult("attention", "skipped", expected=len(attns), reason=_reason(exc))
+
+    def try_group(group: list[nn.Module]) -> float:
+        attn = group[0]
+        kwargs = {"position_embeddings": p.position_embeddings(attn), "attention_mask": None}
+        bindings = [(attn, fw.attention_forward, p.attention_plan(attn, sdpa_backends=backends))]
+        err = _probe(p, bindings, attn, [p.hidden(p.model.config.hidden_size)], kwargs, list(attn.parameters()))
+        for a in group:
+            p.bind(a, fw.attention_forward, p.attention_plan(a, sdpa_backends=backends))
+        return err
+
+    return _apply_groups(p, "attention", _groups(attns, _attention_key), try_group)
+
+
 def _swap_glu(p: _Patcher) -> SwapResult:
     def try_group(group: list[nn.Module]) -> float:
         mlp = group[0]
@@ -350,6 +389,7 @@ def _swap_flce(p: _Patcher) -> SwapResult:
 SWAPS: dict[str, Callable[[_Patcher], SwapResult]] = {
     "rmsnorm": _swap_rmsnorm,
     "rope": _swap_rope,
+    "attention": _swap_attention,
     "glu": _swap_glu,
     "linear_residual": _swap_linear_residual,
     "fused_linear_ce": _swap_flce,

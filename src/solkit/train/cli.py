@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -72,6 +73,10 @@ def _cmd(args: argparse.Namespace) -> int:
     for name in ("batch", "seq"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise SolkitError(f"--{name} must be >= 1")
+    for name in ("budget", "timeout", "lr", "peak_tflops"):  # a finite positive number, or (budget) none at all
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise SolkitError(f"--{name.replace('_', '-')} must be a finite number > 0, got {value}")
     on_gpu = args.device != "cpu" and torch.cuda.is_available()
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SolkitError("--device cuda: no CUDA GPU is visible")
