@@ -141,6 +141,30 @@ def _attention(heads_q, seq, grad):
     return run
 
 
+def _embedding(n_ids, vocab, hidden, grad):
+    def run(torch):
+        from solkit.kernels import embedding
+
+        return embedding(torch.randint(0, vocab, (n_ids,), device="cuda"), _t(torch, vocab, hidden, grad=grad))
+
+    return run
+
+
+def _decode(batch, kv_len, heads_q):
+    """Paged decode attention: one new token per sequence, 8 kv heads, head_dim 128, blocks of 16 tokens."""
+
+    def run(torch):
+        from solkit.kernels import decode_attention
+
+        blocks = kv_len // 16
+        table = torch.arange(batch * blocks, device="cuda", dtype=torch.int32).reshape(batch, blocks)
+        kc, vc = (_t(torch, batch * blocks, 16, 8, 128) for _ in range(2))
+        lens = torch.full((batch,), kv_len, device="cuda", dtype=torch.int32)
+        return decode_attention(_t(torch, batch, 1, heads_q, 128), kc, vc, lens, table, max_seq_len=kv_len)
+
+    return run
+
+
 def _both(kernel, shape, make, fwd="_fwd"):
     """The forward and the backward workload of ``kernel`` (``make(grad)`` gives the call); the forward is
     ``kernel + fwd`` (its ``PATHS`` name: the cross-entropy kernels name the forward by the kernel alone)."""
@@ -165,6 +189,11 @@ def _workloads() -> list[Workload]:
         out += _both("fused_linear_cross_entropy", f"8192x{hidden} V128256",
                      lambda g, h=hidden: _flce(8192, h, 128256, g), fwd="")  # fmt: skip
         out += _both("attention", f"1x{heads}x8192x128 (kv 8, causal)", lambda g, n=heads: _attention(n, 8192, g))
+        out += _both("embedding", f"8192 ids, 128256x{hidden}", lambda g, h=hidden: _embedding(8192, 128256, h, g))
+    for batch, kv_len in ((1, 32768), (64, 8192)):
+        out.append(
+            Workload("decode_attention", f"b{batch} kv{kv_len} 32x128 (kv 8, paged)", _decode(batch, kv_len, 32))
+        )
     out += _both("softmax", "8192x128256", lambda g: _rows("softmax", 8192, 128256, (), g))
     for rows in (8192, 1024):
         out += _both("cross_entropy", f"{rows}x128256", lambda g, r=rows: _ce(r, 128256, g), fwd="")
@@ -341,7 +370,8 @@ def fake_device(arch: int, sink: list[Launch], tape: list):
     with contextlib.ExitStack() as stack:
         for name, value in (("is_available", lambda: True), ("device_count", lambda: 1),
                             ("current_device", lambda: 0), ("get_device_properties", lambda *a, **k: props),
-                            ("get_device_capability", lambda *a, **k: caps.cc)):  # fmt: skip
+                            ("get_device_capability", lambda *a, **k: caps.cc),
+                            ("current_stream", lambda *a, **k: SimpleNamespace(cuda_stream=0))):  # fmt: skip
             stack.enter_context(mock.patch.object(torch.cuda, name, value))
         stack.enter_context(mock.patch.object(JITFunction, "run", _recorder(arch, sink)))
         stack.enter_context(mock.patch.object(torch.autograd.Function, "apply", _apply_by_hand(tape)))

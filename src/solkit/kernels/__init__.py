@@ -9,7 +9,7 @@ capabilities (``caps_for_product("rtx-4090")``). Every kernel is a PyTorch custo
 node per call and never traces into a launcher.
 """
 
-from solkit.kernels.attention import attention
+from solkit.kernels.attention import attention, decode_attention
 from solkit.kernels.common.capability import caps_for_product, portable_only, simulate
 from solkit.kernels.cross_entropy import (
     CrossEntropyLoss,
@@ -49,6 +49,7 @@ __all__ = [
     "SwiGLU",
     "GeGLU",
     "embedding",
+    "decode_attention",
     "attention",
     "Embedding",
     "kernel_paths",
