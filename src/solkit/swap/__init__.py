@@ -1,9 +1,9 @@
 """solkit.swap: solkit's kernels swapped into a user's Hugging Face model, per instance (solkit.patch).
 
-``patch(model, options=None)`` binds kernel-calling forwards to the RMSNorms, attentions (RoPE, o_proj
-+ residual), MLPs (SwiGLU/GeGLU, down_proj + residual) and the causal-LM loss (fused linear
-cross-entropy) of one Llama, Mistral, Qwen2/Qwen3 or Gemma 2/3 model, each swap probed numerically
-first, and returns a :class:`PatchReport`; ``unpatch(model)`` restores it. transformers is imported
+``patch(model, options=None)`` binds kernel-calling forwards to the RMSNorms, attentions (RoPE, SDPA's
+backends in the measured order, o_proj + residual), MLPs (SwiGLU/GeGLU, down_proj + residual) and the
+causal-LM loss (fused linear cross-entropy) of one Llama, Mistral, Qwen2/Qwen3 or Gemma 2/3 model, each swap
+probed numerically first, and returns a :class:`PatchReport`; ``unpatch(model)`` restores it. transformers is imported
 only when a model is patched.
 """
 
