@@ -33,7 +33,8 @@ def _device(us, annotation=False):
 def _traced(name, shapes, flops, nbytes):
     metas = [TensorMeta(tuple(s), torch.bfloat16, ()) for s in shapes]
     rec = OpRecord(name, "aten", "default", metas, metas[:1], {f"a{i}": m for i, m in enumerate(metas)})
-    return TracedOp(rec, OpCount(f"aten.{name}", {"bf16_tensor": flops}, nbytes), name, tuple(tuple(s) for s in shapes))
+    key = tuple(tuple(s) for s in shapes if s)  # as record_key: 0-dim tensors leave no shape
+    return TracedOp(rec, OpCount(f"aten.{name}", {"bf16_tensor": flops}, nbytes), name, key)
 
 
 @pytest.fixture
@@ -71,3 +72,26 @@ def test_kernels_go_to_the_outermost_traced_op_and_regions(tree):
     assert stray.kind == "unattributed" and stray.time_s == pytest.approx(10e-6)
     unlinked = by["(kernels with no CPU launch)", False]
     assert unlinked.time_s == pytest.approx(5e-6)
+
+
+@pytest.mark.parametrize("impl", ["foreach", "fused"])
+def test_optimizer_kernels_go_to_the_multi_tensor_ops(impl):
+    """multi_tensor_apply kernels under aten::_foreach_* / aten::_fused_adamw_ (no shapes: the profiler records
+    none for tensor lists) meet the traced calls over the parameters, not the scalar step-counter update."""
+    opt = _evt("solkit.optimizer")
+    mta = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedOptimizerTensorListMetadata>"
+    names = (
+        ["_foreach_add_", "_foreach_mul_", "_foreach_add_"] if impl == "foreach" else ["_foreach_add_", "_fused_adamw_"]
+    )
+    on_gpu = names[1:] if impl == "foreach" else names  # the foreach path's counter update runs on the CPU
+    events = [opt] + [_evt(f"aten::{n}", opt, kernels=[(mta, 20.0 + i)], shapes=[[]]) for i, n in enumerate(on_gpu)]
+    params = [(64, 32), (7,)]
+    traced = [_traced(names[0].rstrip("_"), [()] * 2, 2, 8)]  # the step counters: 0-dim tensors
+    traced += [_traced(n.rstrip("_"), params, 1000 + i, 5000 + i) for i, n in enumerate(names[1:])]
+    rows, total = attribute(events, StepWork(traced), on_gpu=True)
+    assert all(r.category == "optimizer" and r.match in ("order", "shapes") and r.kernels == [mta] for r in rows)
+    if impl == "foreach":  # the sized add (eps) is the one profiled, not the counters' add
+        assert [(r.op, r.bytes) for r in rows] == [("_foreach_mul", 5000), ("_foreach_add", 5001)]
+    else:
+        assert [(r.op, r.bytes) for r in rows] == [("_foreach_add", 8), ("_fused_adamw", 5000)]
+    assert total == pytest.approx(sum(20.0 + i for i in range(len(on_gpu))) * 1e-6)

@@ -416,3 +416,63 @@ def test_pooling_and_resampling():
     up = analyze(lambda a: F.interpolate(a, scale_factor=2, mode="bilinear"), x)
     assert up.flops == {"fp32_vector": 7 * n * c * 16 * 16} and up.uncounted == []
     assert analyze(lambda a: F.interpolate(a, scale_factor=2), x).flops == {}  # nearest: a copy
+
+
+# ---------------------------------------------------------------------------------------------- optimizers
+
+
+def _trace_meta(fn, *shapes, dtype=F32):
+    ts = [torch.empty(s, device="meta", dtype=dtype) for s in shapes]
+    tr = trace(fn, ts)
+    return {r.name: count_op(r) for r in tr.records}
+
+
+@pytest.mark.parametrize("dtype", [F32, torch.float16])
+@pytest.mark.parametrize("shapes", [[(3, 5), (7,)], [(1, 33), (17, 2)]])
+def test_foreach_ops_count_every_tensor_of_the_list(shapes, dtype):
+    """Two-tensor lists: the op's per-element FLOPs over both tensors; bytes = the lists read plus written."""
+    n = sum(torch.Size(s).numel() for s in shapes)
+    item = torch.empty((), dtype=dtype).element_size()
+
+    def fn(ps):
+        gs = [torch.empty_like(p) for p in ps]
+        hs = [torch.empty_like(p) for p in ps]
+        torch._foreach_mul_(ps, 0.9)  # 1 FLOP; ps read and written
+        torch._foreach_addcmul_(ps, gs, hs, value=0.5)  # 3 FLOPs; ps, gs, hs read, ps written
+        torch._foreach_lerp(gs, hs, 0.1)  # 3 FLOPs, out of place: gs, hs read, a new list written
+        torch._foreach_sqrt_(hs)  # 1 FLOP
+        torch._foreach_norm(gs)  # 2 FLOPs per element; reads gs, writes one scalar per tensor
+        torch._foreach_copy_(ps, gs)  # 0 FLOPs; gs read, ps overwritten (not read)
+        return ps
+
+    c = _trace_meta(fn, *shapes, dtype=dtype)
+    assert c["_foreach_mul_"].flops == {"fp32_vector": n} and c["_foreach_mul_"].bytes == 2 * n * item
+    assert c["_foreach_addcmul_"].flops == {"fp32_vector": 3 * n} and c["_foreach_addcmul_"].bytes == 4 * n * item
+    assert c["_foreach_lerp"].flops == {"fp32_vector": 3 * n} and c["_foreach_lerp"].bytes == 3 * n * item
+    assert c["_foreach_sqrt_"].flops == {"fp32_vector": n} and c["_foreach_sqrt_"].bytes == 2 * n * item
+    assert c["_foreach_norm"].flops == {"fp32_vector": 2 * n} and c["_foreach_norm"].bytes == (n + 2) * item
+    assert c["_foreach_copy_"].flops == {} and c["_foreach_copy_"].bytes == 2 * n * item
+    assert all(x.counted for x in c.values())
+
+
+@pytest.mark.parametrize("name", ["_fused_adamw_", "_fused_adam_"])
+@pytest.mark.parametrize("amsgrad,weight_decay", [(False, 0.0), (False, 0.01), (True, 0.01)])
+def test_fused_adam_by_hand(name, amsgrad, weight_decay):
+    """Two parameters: 13 FLOPs per element (+1 decoupled decay for AdamW, +2 L2 decay for Adam, +1 amsgrad);
+    bytes: param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq) read, the state written, the steps read."""
+    shapes = [(3, 5), (7,)]
+    n = 15 + 7
+
+    def fn(ps):
+        like = [[torch.empty_like(p) for p in ps] for _ in range(4)]
+        steps = [torch.zeros((), device="meta") for _ in ps]
+        op = getattr(torch.ops.aten, name)
+        op(ps, like[0], like[1], like[2], like[3] if amsgrad else [], steps, lr=1e-3, beta1=0.9, beta2=0.999,
+           weight_decay=weight_decay, eps=1e-8, amsgrad=amsgrad, maximize=False)  # fmt: skip
+        return ps
+
+    c = _trace_meta(fn, *shapes)[name]
+    per = 13 + (({"_fused_adamw_": 1, "_fused_adam_": 2}[name]) if weight_decay else 0) + (1 if amsgrad else 0)
+    state = 3 + amsgrad  # param, exp_avg, exp_avg_sq (+ max_exp_avg_sq)
+    assert c.flops == {"fp32_vector": per * n}
+    assert c.bytes == 4 * n * (state + 1 + state) + 4 * 2  # read: state + grad; written: state; two fp32 steps

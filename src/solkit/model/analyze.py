@@ -1,9 +1,10 @@
 """``solkit.model.analyze``: measure one step of a model and score every operator against T_SOL.
 
-1. The step is traced on meta tensors (no memory, milliseconds): every op's FLOPs by math unit and
-   bytes, with parameters, buffers and optimizer state as inputs (:mod:`solkit.model.work`).
-2. The real step runs ``warmup`` times (compiling it first under ``compile=True``), then once more
-   under torch.profiler with each module's forward in a named range (:mod:`solkit.model.scope`).
+1. The real step runs ``warmup`` times (compiling it first under ``compile=True``).
+2. The step is traced on meta tensors (no memory, milliseconds): every op's FLOPs by math unit and
+   bytes, with parameters, buffers and the optimizer's state (as the warm-up left it) as inputs
+   (:mod:`solkit.model.work`). Then it runs once more under torch.profiler with each module's forward
+   in a named range (:mod:`solkit.model.scope`).
 3. Each kernel's time (CPU op time on a CPU) goes to the op or Inductor region that launched it
    (:mod:`solkit.model.attribute`), and each is scored: T_SOL, SOL fraction, tier, the time lost to
    SOL, grouped per operator, module type and layer (:mod:`solkit.model.report`).
@@ -24,7 +25,7 @@ from solkit.errors import SolkitError
 from solkit.model.attribute import attribute
 from solkit.model.report import ModelReport, build_report
 from solkit.model.scope import module_scopes
-from solkit.model.step import check_mode, real_step
+from solkit.model.step import OptimizerArg, check_mode, describe, make_optimizer, real_step
 from solkit.model.whatif import add_what_if
 from solkit.model.work import step_work
 from solkit.sol.model import Ceilings
@@ -106,6 +107,7 @@ def analyze(
     precision: str | None = None,
     ceilings: Ceilings | None = None,
     what_if: Sequence[str] | None = None,
+    optimizer: OptimizerArg = None,
     progress: Callable[[str], None] | None = None,
 ) -> ModelReport:
     """Measure one step of ``model`` on ``example_inputs`` in ``mode`` and score each operator against T_SOL.
@@ -116,7 +118,11 @@ def analyze(
     (under no_grad), ``fwd_bwd`` or ``train_step`` (plus an AdamW step). ``compile``: run the step
     through ``torch.compile``. T_SOL is on ``ceilings``, else on ``arch``/``basis`` (default: the present
     device's datasheet); ``precision``: ``fastest`` or ``as_written`` (the analysis' policy).
-    ``what_if``: product ids (``solkit hw list``) to put every operator's work on (:mod:`solkit.model.whatif`).
+    ``optimizer`` (``train_step``): a ``torch.optim.Optimizer`` on the model's parameters, a function of the
+    parameters returning one, or an AdamW implementation by name (``default``: AdamW as PyTorch makes it,
+    multi-tensor on CUDA; ``foreach``, ``fused``, ``for-loop``). Its ops count under the module type
+    ``optimizer``. ``what_if``: product ids (``solkit hw list``) to put every operator's work on
+    (:mod:`solkit.model.whatif`).
     """
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
@@ -125,11 +131,11 @@ def analyze(
     device = _device_of(built.model)
     on_gpu = device.type == "cuda"
     ceil = _ceilings(device, arch, basis, ceilings)
-    say("tracing the step on meta tensors")
-    work = step_work(built, mode, precision)
-    trace_s = time.perf_counter() - t0
+    opt = None
+    if mode == "train_step":
+        opt = make_optimizer([p for p in built.model.parameters() if p.requires_grad], optimizer)
     runner = torch.compile(built.model) if compile else None
-    step = real_step(built, mode, runner)
+    step = real_step(built, mode, runner, opt)
     patch = _inductor_meta() if compile else contextlib.nullcontext()
     with patch:
         for i in range(max(warmup, 2 if compile else 1)):
@@ -138,6 +144,11 @@ def analyze(
             _run_checked(step, "warm-up step" if i else "first step (check the example inputs)")
             _sync(device)
             plain = time.perf_counter() - t_step  # the last warm-up step: the step's own time
+        # traced after the warm-up: the optimizer's state exists, as in the profiled step
+        say("tracing the step on meta tensors")
+        t_trace = time.perf_counter()
+        work = step_work(built, mode, precision, opt)
+        trace_s = time.perf_counter() - t_trace
         say("profiling one step")
         events, wall = _profile(step, built.model, device, scopes=not compile)
     say("attributing kernels to operators")
@@ -152,6 +163,7 @@ def analyze(
         "arch": ceil.arch,
         "basis": ceil.basis,
         "precision": precision or "fastest",
+        "optimizer": describe(opt) if opt is not None else None,
         "tokens": built.tokens,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": _versions(),

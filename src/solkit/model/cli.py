@@ -36,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=list(DTYPES), help="parameter dtype (default bf16 on a GPU, fp32 on a CPU)")
     p.add_argument("--mode", choices=["fwd", "fwd_bwd", "train_step"], default="train_step",
                    help="fwd (no_grad), fwd_bwd, or train_step (plus AdamW); default train_step")  # fmt: skip
+    p.add_argument("--optimizer", choices=["default", "foreach", "fused", "for-loop"], default="default",
+                   help="the AdamW of train_step: default (as PyTorch makes it: foreach on CUDA), or one "
+                   "implementation")  # fmt: skip
     p.add_argument("--compile", action="store_true", help="run the step through torch.compile")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument("--warmup", type=int, default=2, help="warm-up steps before the profiled one (default 2)")
@@ -123,7 +126,8 @@ def _cmd(args: argparse.Namespace) -> int:
         built = _load(args, device)
         rep = analyze(built.model, built, mode=args.mode, compile=args.compile, warmup=args.warmup, arch=args.arch,
                       basis=args.basis, precision=args.precision,
-                      what_if=args.what_if, progress=lambda msg: bar.update(task, description=msg))  # fmt: skip
+                      what_if=args.what_if, optimizer=args.optimizer,
+                      progress=lambda msg: bar.update(task, description=msg))  # fmt: skip
     rep.meta["command"] = "solkit model " + shlex.join(a for a in sys.argv[1:] if a != "model")
     paths = {}
     if args.html:

@@ -30,7 +30,8 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
     s, m = d["summary"], d["meta"]
     check = "yes" if s["sum_t_sol_le_measured"] else "NO: a violation (T_SOL above measured; never scored above 1)"
     return [
-        f"model: {m['model']}; mode {m['mode']}{', torch.compile' if m['compile'] else ', eager'}",
+        f"model: {m['model']}; mode {m['mode']}{', torch.compile' if m['compile'] else ', eager'}"
+        + (f"; optimizer {m['optimizer']}" if m.get("optimizer") else ""),
         f"device: {m['device'].get('name')} ({m['device'].get('kind')}); ceilings {m['arch']} ({m['basis']}); "
         f"precision {m['precision']}",
         f"measured: {fmt(s['measured_ms'])} ms ({m['time_source']}); wall {fmt(s['wall_ms'])} ms",

@@ -24,6 +24,8 @@ from solkit.zoo import Built
 _ATTN = r"scaled_dot_product\w*attention\w*|flash_attention|efficient_attention|cudnn_attention"
 _SDPA_BWD = re.compile(rf"^_?({_ATTN})_backward")
 _SDPA_FWD = re.compile(rf"^_?({_ATTN})(_forward)?$")
+#: Ops over tensor lists (canonical names): the optimizer's multi-tensor and fused steps.
+LIST_OPS = ("_foreach_", "_fused_")
 
 
 def canonical(name: str) -> str:
@@ -97,10 +99,23 @@ class StepWork:
             self._by_name[o.name].append(o)
         self._next_key: dict[tuple, int] = defaultdict(int)
         self._next_name: dict[str, int] = defaultdict(int)
+        self._sized: dict[str, list[TracedOp]] = defaultdict(list)  # multi-tensor ops over non-scalar tensors
+        for o in ops:
+            if o.name.startswith(LIST_OPS) and o.key:
+                self._sized[o.name].append(o)
+        self._next_sized: dict[str, int] = defaultdict(int)
 
     def match(self, name: str, shapes: list[Any]) -> tuple[TracedOp | None, str]:
         """The traced op for a profiled call, and how it was found ("shapes", "order" or "")."""
         shapes_key = shape_key(shapes)
+        if not shapes_key and self._sized.get(name):
+            # The profiler records no shapes for tensor lists. The calls over parameters, gradients and
+            # optimizer state come first; on a GPU the calls over scalar step counters either run on the
+            # CPU (no kernel, never profiled here) or have no sized twin (a fused step's counter update).
+            i = self._next_sized[name]
+            if i < len(self._sized[name]):
+                self._next_sized[name] = i + 1
+                return self._sized[name][i], "order"
         # an out= variant (Inductor's extern_kernels.mm(a, b, out=buf)) lists its output last
         for key in ((name, shapes_key), (name, shapes_key[:-1])):
             hits = self._by_key.get(key)
@@ -125,13 +140,14 @@ def _owner(name: str, params: list[str], buffers: list[str]) -> str:
     return names[int(index)].rpartition(".")[0]
 
 
-def step_work(built: Built, mode: str, precision: str | None = None) -> StepWork:
-    """Trace one step of ``built`` in ``mode`` on meta tensors and count every op (on ``precision``'s basis).
+def step_work(built: Built, mode: str, precision: str | None = None, opt: Any = None) -> StepWork:
+    """Trace one step of ``built`` in ``mode`` on meta tensors and count every op (on ``precision``'s basis;
+    ``opt``: the measured step's optimizer, traced as its twin on meta tensors).
 
     Each op also learns the module whose parameters it reads (``OpView.reads``): the module scope of
     ops that the profile shows without one (a compiled graph's extern GEMMs).
     """
-    fn, args = meta_step(built, mode)
+    fn, args = meta_step(built, mode, opt)
     a = analyze(fn, *args, precision=precision or "fastest")
     params, buffers = list(args[0]), list(args[1])
     ops = []

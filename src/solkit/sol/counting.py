@@ -451,6 +451,43 @@ def _rule_pool(rec: OpRecord, p: Precision) -> OpCount:
 
 
 # ----------------------------------------------------------------------------------------------
+# Multi-tensor ops and fused optimizers
+
+
+def _list(rec: OpRecord, name: str) -> list[TensorMeta]:
+    v = rec.args.get(name)
+    return [t for t in v if isinstance(t, TensorMeta)] if isinstance(v, (list, tuple)) else []
+
+
+def _rule_foreach(rec: OpRecord, p: Precision) -> OpCount:
+    """``_foreach_<op>``: <op>'s per-element rule over every tensor of ``self``; bytes: every list read and written."""
+    base = rec.base_name.removeprefix(rule_table()["foreach_prefix"])
+    rule = rule_table()["ops"].get(base)
+    if rule is None:
+        return OpCount(rec.qualified_name, {}, _bytes_default(rec), False, f"no FLOP rule for {base}")
+    per = int(rule.get("flops", 0)) if rule["kind"] in ("elementwise", "reduction") else 0
+    selves = _list(rec, "self")
+    nbytes = _bytes_default(rec)
+    if per == 0 and rec.name.endswith("_"):  # an in-place copy or fill overwrites self without reading it
+        nbytes -= sum(t.footprint_bytes for t in selves)
+    note = f"{base} over {len(selves)} tensors" + (f": {rule['note']}" if rule.get("note") else "")
+    return OpCount(rec.qualified_name, _vector(rec, per, sum(t.numel for t in selves)), nbytes, True, note)
+
+
+def _rule_fused_optimizer(rec: OpRecord, p: Precision) -> OpCount:
+    """A fused Adam/AdamW step: per-element FLOPs from the table; the state it reads and writes (see the table)."""
+    c = rule_table()["optimizers"][rec.name]
+    amsgrad = bool(rec.args.get("amsgrad"))
+    per = c["flops"] + (c["weight_decay"] if rec.args.get("weight_decay") else 0) + (c["amsgrad"] if amsgrad else 0)
+    params = _list(rec, "self")
+    state = ["self", "exp_avgs", "exp_avg_sqs"] + (["max_exp_avg_sqs"] if amsgrad else [])
+    read = sum(t.footprint_bytes for name in [*state, "grads", "state_steps"] for t in _list(rec, name))
+    written = sum(t.footprint_bytes for name in state for t in _list(rec, name))
+    n = sum(t.numel for t in params)
+    return OpCount(rec.qualified_name, {"fp32_vector": per * n} if n else {}, read + written, True, c["note"])
+
+
+# ----------------------------------------------------------------------------------------------
 # Dispatch
 
 Rule = Callable[[OpRecord, Precision], OpCount]
@@ -499,6 +536,10 @@ def _rules_for(name: str) -> Rule | dict[str, Any] | None:
         return _rule_norm
     if name in table["nll"]:
         return _rule_nll
+    if name in table["optimizers"]:
+        return _rule_fused_optimizer
+    if name.startswith(table["foreach_prefix"]):
+        return _rule_foreach
     return table["ops"].get(name)
 
 
