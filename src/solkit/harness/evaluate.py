@@ -370,6 +370,7 @@ def sol_for(problem: Problem, workload: Workload, env: dict, basis: str) -> tupl
         a = wa.analysis
         d = a.t_sol(ceilings).to_dict()
         d["source"] = "solkit.sol.analysis" + (" (declared counts)" if a.declared else " (traced reference)")
+        d["precision"] = a.precision  # the basis matrix work was charged on (solkit.sol.precision)
         if a.uncounted:
             d["uncounted_ops"] = list(a.uncounted)
         if a.disagreements:

@@ -253,6 +253,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                     model_flops=target.model_flops,
                     model_unfused_bytes=target.model_unfused_bytes,
                     model_source=target.model_source,
+                    model_precision=target.model_precision,
                     notes=target.notes,
                     ok=True,
                 )

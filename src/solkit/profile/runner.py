@@ -305,7 +305,8 @@ def assemble(
         mine = [k for k in kernels if k.target == t_spec["label"]]
         timing = t.get("timing") or {}
         t_meas = (t_measured_ms or {}).get(t_spec["label"]) or timing.get("median_ms")
-        entry = {k: t.get(k) for k in ("label", "problem", "workload", "kind", "solution", "ok", "error", "notes")}
+        keys = ("label", "problem", "workload", "kind", "solution", "ok", "error", "notes", "model_precision")
+        entry = {k: t.get(k) for k in keys}
         if t_spec["label"] in (ncu_errors or {}):
             entry["ncu_error"] = ncu_errors[t_spec["label"]]
         entry["timing"] = timing or None

@@ -46,6 +46,7 @@ class ProfileTarget:
     notes: list[str] = field(default_factory=list)
     model_unfused_bytes: float | None = None  # what op-by-op execution moves (solkit.sol.analysis)
     model_source: str = "profile"
+    model_precision: str | None = None  # the analysis' precision basis of matrix work (solkit.sol.precision)
 
 
 def _read_json(path: Path) -> Any:
@@ -344,6 +345,7 @@ def load_target(
         notes=notes,
         model_unfused_bytes=float(analysis.unfused_bytes) if analysis is not None else None,
         model_source="solkit.sol.analysis" if analysis is not None else "profile (definition shapes, FlopCounterMode)",
+        model_precision=analysis.precision if analysis is not None else None,
     )
 
 
