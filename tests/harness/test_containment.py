@@ -260,3 +260,17 @@ def test_a_resumed_suite_keeps_the_first_runs_errors(tmp_path, capsys):
     assert main(argv) == 1  # resumed: the traces file is there, the error is not forgotten
     again = json.loads(capsys.readouterr().out)["problems"]["p"]
     assert again["resumed"] and again["errors"] == first["errors"] and not again["all_passed"]
+
+
+def test_candidate_import_path_keeps_the_callers_import_directories(tmp_path, monkeypatch):
+    # A judge that found its dependencies on PYTHONPATH (a --target site of wheels) must hand those directories on,
+    # or the candidate dies at start-up; values that are not directories do not pass.
+    from solkit.harness import sandbox
+
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), "not-a-dir", "", str(site)]))
+    path = sandbox.import_path(tmp_path / "src").split(os.pathsep)
+    assert path == [str(tmp_path / "src"), str(site)]
+    env = sandbox.child_env(tmp_path / "scratch", "m", os.pathsep.join(path))
+    assert env["PYTHONPATH"].split(os.pathsep) == path

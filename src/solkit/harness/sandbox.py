@@ -100,6 +100,17 @@ def command_prefix(plan: dict[str, Any]) -> list[str]:
     return _unshare_args(shutil.which("unshare")) if plan.get("namespaces") else []
 
 
+def import_path(src: Path) -> str:
+    """The candidate's ``PYTHONPATH``: solkit's own root, then the caller's ``PYTHONPATH`` directories.
+
+    The environment is an allowlist, but where the caller found solkit's dependencies (a ``--target`` site of
+    wheels, a source checkout) must carry over, or the candidate process cannot even import the judge's side of
+    the protocol and dies at start-up. Only existing directories pass: import locations, not values.
+    """
+    entries = [str(src)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).is_dir()]
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
 def child_env(scratch: Path, marker: str, extra_pythonpath: str) -> dict[str, str]:
     """The candidate's environment: an allowlist of the caller's, plus its own home and caches."""
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
