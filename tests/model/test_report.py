@@ -92,3 +92,12 @@ def test_kernel_speedups_are_those_of_the_cited_results():
         for base in ("eager", "compile"):
             for problem, x in k.get(f"speedup_vs_{base}", {}).items():
                 assert x == pytest.approx(ms[problem][base] / ms[problem]["solkit"], abs=0.006), (k["kernel"], problem)
+
+
+@pytest.mark.parametrize("wall_ratio,consistent", [(2.0, True), (1.0, True), (0.5, False)])
+def test_kernel_time_above_the_wall_time_is_flagged(wall_ratio, consistent):
+    # The H200 run that counted the profiler's annotations twice had 248.8 ms of "kernel time" in a 171 ms step.
+    t_sol = 1e9 / BW
+    rep = build_report([_row("add", 2 * t_sol, 1e9)], measured_s=2 * t_sol, ceilings=H200, meta={})
+    rep.wall_s = wall_ratio * 2 * t_sol
+    assert rep.to_dict()["summary"]["measured_le_wall"] is consistent

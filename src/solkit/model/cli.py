@@ -160,6 +160,10 @@ def _print(d: dict[str, Any], top: int) -> None:
     for line in summary_lines(d):
         console.print(line, highlight=False)
     s = d["summary"]
+    if s.get("measured_le_wall") is False:
+        err_console.print(f"[yellow]warning:[/yellow] the attributed kernel time ({fmt(s['measured_ms'])} ms) exceeds "
+                          f"the step's wall time ({fmt(s['wall_ms'])} ms): overlapping streams, or kernels counted "
+                          "twice; do not read the per-op times as exact")  # fmt: skip
     if s["attributed_share"] < s["attributed_goal"]:
         err_console.print(f"[yellow]warning:[/yellow] only {fmt(s['attributed_share'] * 100)} % of the measured time "
                           "has a T_SOL (goal 95 %); see the rows with no T_SOL in --json")  # fmt: skip

@@ -118,6 +118,9 @@ class ModelReport:
                 "step_sol": self.step_sol,
                 "step_sol_raw": self.t_sol_s / self.measured_s if self.measured_s else None,
                 "sum_t_sol_le_measured": not self.violation,
+                # Kernel time on one stream cannot exceed the step's wall time; above it (by more than the 5 % the
+                # wall clock's own start-up may hide) the attribution counted a kernel twice, or streams overlapped.
+                "measured_le_wall": self.measured_s <= 1.05 * self.wall_s if self.wall_s else None,
                 "attributed_share": self.attributed_share,
                 "attributed_goal": ATTRIBUTED_GOAL,
                 "analysis_overhead_s": self.overhead_s,
