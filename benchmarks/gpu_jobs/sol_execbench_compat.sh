@@ -15,7 +15,7 @@ set -u
 } 2>&1 | tee "$OUT/env.txt"
 start=$(date +%s)
 # Each case in its own solkit process; one failing case never stops the others. Cases start until 120 s.
-python3 benchmarks/sol_execbench_compat.py --device cuda:0 --timeout 60 --deadline 120 \
+python3 benchmarks/sol_execbench_compat.py --device cuda:0 --timeout 45 --deadline 120 \
   --out "$OUT/sol_execbench_compat.json" 2>&1 | tee "$OUT/console.txt"
 rc=${PIPESTATUS[0]}
 echo "sol_execbench_compat rc=$rc wall=$(( $(date +%s) - start ))s" | tee -a "$OUT/console.txt"
