@@ -130,8 +130,9 @@ def run_case(case: dict, device: str, fast: bool, timeout: float, work: Path) ->
         where = ["--definition", str(p / "definition.json"), "--workload", str(p / "workload.jsonl"),
                  "--config", str(p / "config.json")]  # fmt: skip
         traces_file = traces_file.with_name(traces_file.stem + "__explicit.jsonl")
+    speed = FAST if fast and device == "cpu" else []
     argv = ["solkit", "eval", *where, "--solution", str(case["solution"]), "-o", str(traces_file),
-            "--json", "--device", device, *(FAST if fast and device == "cpu" else [])]  # fmt: skip
+            "--json", "--device", device, *speed, *case.get("extra", [])]  # fmt: skip
     rec = {k: str(v) if isinstance(v, Path) else v for k, v in case.items()}
     rec["name"] += " (explicit files)" if case.get("explicit") else ""
     rec["argv"] = argv
@@ -158,6 +159,23 @@ def run_case(case: dict, device: str, fast: bool, timeout: float, work: Path) ->
     rec["logs"] = [t["evaluation"]["log"][:300] for t in off]
     rec["as_expected"] = bool(traces) and not off
     return rec
+
+
+RATIO_NOTE = (
+    "Triton's CPU interpreter rounds bf16 differently from a GPU in a few elements: solkit's default requires every "
+    "element to match, SOL-ExecBench's (0.99) lets 1 % differ; the case was run again with --matched-ratio 0.99"
+)
+
+
+def _interpreter_rounding(rec: dict, device: str) -> bool:
+    text = Path(rec.get("solution", "")).read_text() if Path(rec.get("solution", "")).is_file() else ""
+    statuses = set(rec.get("statuses") or [])
+    return (
+        device == "cpu"
+        and "triton" in text
+        and "INCORRECT_NUMERICAL" in statuses
+        and "bfloat16" in (Path(rec.get("problem", "")) / "definition.json").read_text()
+    )
 
 
 def _line(rec: dict, expect: str) -> str:
@@ -198,10 +216,17 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 rec = run_case(case, args.device, args.fast, args.timeout, work)
+                if _interpreter_rounding(rec, args.device):  # see RATIO_NOTE
+                    again = run_case({**case, "extra": ["--matched-ratio", "0.99"]}, args.device, args.fast,
+                                     args.timeout, work)  # fmt: skip
+                    rec["at_sol_execbench_ratio"] = {k: again.get(k) for k in ("argv", "statuses", "as_expected")}
+                    rec["note"] = RATIO_NOTE
             except Exception as exc:  # noqa: BLE001 - one broken case never stops the others
                 rec = {"name": case["name"], "error": f"{type(exc).__name__}: {exc}", "as_expected": False}
             results.append(rec)
             print(_line(rec, case["expect"]), flush=True)
+            if rec.get("at_sol_execbench_ratio"):
+                print(f"  at --matched-ratio 0.99: {','.join(sorted(set(rec['at_sol_execbench_ratio']['statuses'])))}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
