@@ -106,7 +106,7 @@ def make_inputs(axes, device):
 
 CUSTOM_EMB_BWD = CUSTOM_EMB.replace(
     '    return {"input_ids": ids, "weight": weight}\n',
-    '    dy = torch.randn(T, H, device=device, dtype=torch.bfloat16)\n'
+    "    dy = torch.randn(T, H, device=device, dtype=torch.bfloat16)\n"
     '    return {"input_ids": ids, "weight": weight, "grad_output": dy}\n',
 )
 # The backward rows time the backward call alone (solkit.backends.backward_only); their bytes are that call's.
