@@ -95,3 +95,18 @@ def test_optimizer_kernels_go_to_the_multi_tensor_ops(impl):
     else:
         assert [(r.op, r.bytes) for r in rows] == [("_foreach_add", 8), ("_fused_adamw", 5000)]
     assert total == pytest.approx(sum(20.0 + i for i in range(len(on_gpu))) * 1e-6)
+
+
+def test_annotation_spans_appended_as_kernels_are_not_device_work():
+    # torch appends a record_function's device-side annotation to its CPU event as a "kernel": the optimizer scope's
+    # span and an Inductor range's span (same name as its kernel) must not count on top of the kernels inside them.
+    opt = _evt("solkit.optimizer", kernels=[("solkit.optimizer", 400.0)])
+    addcdiv = _evt("aten::_foreach_addcdiv_", opt, kernels=[("multi_tensor_apply_kernel", 3.0)])
+    region = _evt("triton_poi_fused_mul_0", kernels=[("triton_poi_fused_mul_0", 40.0), ("triton_poi_fused_mul_0", 40.0)],
+                  kwinputs={"kernel_num_gb": 0.001})  # fmt: skip
+    spans = [NS(name=n, device_type=CUDA, is_user_annotation=True, time_range=NS(elapsed_us=lambda us=us: us),
+                kernels=[]) for n, us in (("solkit.optimizer", 400.0), ("triton_poi_fused_mul_0", 40.0))]  # fmt: skip
+    events = [opt, addcdiv, region, _device(3.0), _device(40.0), *spans]
+    rows, total = attribute(events, StepWork([]), on_gpu=True)
+    assert total == pytest.approx(43e-6)  # the two kernels, once each
+    assert sum(r.time_s for r in rows) == pytest.approx(43e-6)

@@ -10,7 +10,7 @@ Whatever nothing claims stays in the step's total as unattributed time, never dr
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,9 +120,11 @@ def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent]
     order: list = []
     unattributed: dict[str, OpEvent] = defaultdict(lambda: OpEvent("", "unattributed", 0.0))
     total = 0.0
+    spans = _annotation_spans(events) if on_gpu else Counter()
     for e in events:
+        kernels = _device_work(e, spans) if on_gpu else []
         if on_gpu:
-            dt = sum(k.duration for k in getattr(e, "kernels", ())) * 1e-6
+            dt = sum(k.duration for k in kernels) * 1e-6
             if dt <= 0:
                 continue
         else:
@@ -140,7 +142,7 @@ def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent]
             name = canonical(e.name)
             u = unattributed[name]
             u.op, u.time_s = name, u.time_s + dt
-            u.kernels = sorted(set(u.kernels) | {k.name for k in e.kernels})[:4]
+            u.kernels = sorted(set(u.kernels) | {k.name for k in kernels})[:4]
             u.note = "no traced op or Inductor kernel above this kernel"
             continue
         slot = per_target.get(id(tgt))
@@ -148,7 +150,7 @@ def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent]
             slot = per_target[id(tgt)] = {"evt": tgt, "time": 0.0, "kernels": []}
             order.append(tgt)
         slot["time"] += dt
-        slot["kernels"] += [k.name for k in getattr(e, "kernels", ())]
+        slot["kernels"] += [k.name for k in kernels]
     rows = [_row(per_target[id(t)], work, scopes) for t in order]
     if on_gpu:
         # kernels with no CPU launch in the profile (another process's, a communication library's)
@@ -159,6 +161,31 @@ def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent]
             u.note = "device time the profiler linked to no CPU op"
     rows += [u for u in unattributed.values() if u.time_s > 0]
     return rows, total
+
+
+def _annotation_spans(events: list) -> Counter:
+    """(name, duration) of every user annotation on the device timeline. torch's profiler appends each one to its
+    ``record_function``'s CPU event as if it were a kernel (the module scopes, the optimizer scope, Inductor's kernel
+    ranges): a range's span, not device work, and counted on top of the kernels inside it."""
+    return Counter(
+        (e.name, e.time_range.elapsed_us())
+        for e in events
+        if getattr(e, "is_user_annotation", False)
+        and getattr(e, "device_type", None) is not None
+        and e.device_type.name != "CPU"
+    )
+
+
+def _device_work(e, spans: Counter) -> list:
+    """The event's kernels, copies and memsets, without the annotation spans torch appended to it."""
+    out = []
+    for k in getattr(e, "kernels", ()):
+        key = (k.name, k.duration)
+        if spans[key] > 0:
+            spans[key] -= 1
+            continue
+        out.append(k)
+    return out
 
 
 def _on_device(e) -> bool:
