@@ -102,8 +102,8 @@ def test_annotation_spans_appended_as_kernels_are_not_device_work():
     # span and an Inductor range's span (same name as its kernel) must not count on top of the kernels inside them.
     opt = _evt("solkit.optimizer", kernels=[("solkit.optimizer", 400.0)])
     addcdiv = _evt("aten::_foreach_addcdiv_", opt, kernels=[("multi_tensor_apply_kernel", 3.0)])
-    region = _evt("triton_poi_fused_mul_0", kernels=[("triton_poi_fused_mul_0", 40.0), ("triton_poi_fused_mul_0", 40.0)],
-                  kwinputs={"kernel_num_gb": 0.001})  # fmt: skip
+    k = "triton_poi_fused_mul_0"
+    region = _evt(k, kernels=[(k, 40.0), (k, 40.0)], kwinputs={"kernel_num_gb": 0.001})
     spans = [NS(name=n, device_type=CUDA, is_user_annotation=True, time_range=NS(elapsed_us=lambda us=us: us),
                 kernels=[]) for n, us in (("solkit.optimizer", 400.0), ("triton_poi_fused_mul_0", 40.0))]  # fmt: skip
     events = [opt, addcdiv, region, _device(3.0), _device(40.0), *spans]
