@@ -34,7 +34,6 @@ from typing import Any
 
 import torch
 
-import solkit
 from solkit.harness import anticheat as ac
 from solkit.harness import buffers, sandbox
 from solkit.harness import correctness as cc
@@ -72,9 +71,7 @@ class CandidateProcess:
         job_path = scratch / "job.json"
         job_path.write_text(json.dumps(job))
         read_fd, write_fd = os.pipe()
-        env = sandbox.child_env(
-            scratch, self.marker, sandbox.import_path(Path(solkit.__file__).resolve().parent.parent)
-        )
+        env = sandbox.child_env(scratch, self.marker, sandbox.import_path())
         cmd = [*sandbox.command_prefix(plan), sys.executable, "-m", "solkit.harness.serve", str(job_path)]
         with open(self.log_path, "wb") as log:
             self.popen = subprocess.Popen([*cmd, str(write_fd)], stdin=subprocess.PIPE, stdout=log,

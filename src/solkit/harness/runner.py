@@ -38,8 +38,7 @@ from typing import Any
 
 import torch
 
-import solkit
-from solkit.harness import languages
+from solkit.harness import languages, sandbox
 from solkit.harness.candidate import Failure
 from solkit.harness.judge import CandidateProcess, ProcessFailure, WorkloadJudge, containment_record
 from solkit.problems.loader import load_problem
@@ -65,8 +64,7 @@ def _tail(path: Path, n: int) -> str:
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    src = str(Path(solkit.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = sandbox.import_path()
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

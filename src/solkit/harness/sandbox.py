@@ -100,13 +100,18 @@ def command_prefix(plan: dict[str, Any]) -> list[str]:
     return _unshare_args(shutil.which("unshare")) if plan.get("namespaces") else []
 
 
-def import_path(src: Path) -> str:
-    """The candidate's ``PYTHONPATH``: solkit's own root, then the caller's ``PYTHONPATH`` directories.
+def import_path(src: Path | None = None) -> str:
+    """A child's ``PYTHONPATH``: solkit's own root (``src``, default: where this solkit was imported from), then the
+    caller's ``PYTHONPATH`` directories.
 
     The environment is an allowlist, but where the caller found solkit's dependencies (a ``--target`` site of
     wheels, a source checkout) must carry over, or the candidate process cannot even import the judge's side of
     the protocol and dies at start-up. Only existing directories pass: import locations, not values.
     """
+    if src is None:
+        import solkit
+
+        src = Path(solkit.__file__).resolve().parent.parent
     entries = [str(src)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).is_dir()]
     return os.pathsep.join(dict.fromkeys(entries))
 

@@ -122,8 +122,9 @@ def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent]
     total = 0.0
     spans = _annotation_spans(events) if on_gpu else Counter()
     for e in events:
-        kernels = _device_work(e, spans) if on_gpu else []
+        kernels = []
         if on_gpu:
+            kernels = _device_work(e, spans)
             dt = sum(k.duration for k in kernels) * 1e-6
             if dt <= 0:
                 continue
@@ -167,13 +168,7 @@ def _annotation_spans(events: list) -> Counter:
     """(name, duration) of every user annotation on the device timeline. torch's profiler appends each one to its
     ``record_function``'s CPU event as if it were a kernel (the module scopes, the optimizer scope, Inductor's kernel
     ranges): a range's span, not device work, and counted on top of the kernels inside it."""
-    return Counter(
-        (e.name, e.time_range.elapsed_us())
-        for e in events
-        if getattr(e, "is_user_annotation", False)
-        and getattr(e, "device_type", None) is not None
-        and e.device_type.name != "CPU"
-    )
+    return Counter((e.name, e.time_range.elapsed_us()) for e in events if _is_annotation(e) and _device_side(e))
 
 
 def _device_work(e, spans: Counter) -> list:
@@ -188,12 +183,18 @@ def _device_work(e, spans: Counter) -> list:
     return out
 
 
+def _device_side(e) -> bool:
+    return getattr(e, "device_type", None) is not None and e.device_type.name in ("CUDA", "PrivateUse1", "XPU")
+
+
+def _is_annotation(e) -> bool:
+    return bool(getattr(e, "is_user_annotation", False))
+
+
 def _on_device(e) -> bool:
     """A kernel, copy or memset on the device timeline. Not a user annotation: a ``record_function`` range
     (solkit's module scopes, Inductor's kernel ranges) is mirrored there too, and spans kernels already counted."""
-    if getattr(e, "is_user_annotation", False):
-        return False
-    return getattr(e, "device_type", None) is not None and e.device_type.name in ("CUDA", "PrivateUse1", "XPU")
+    return _device_side(e) and not _is_annotation(e)
 
 
 def _charge_inner_cpu(top, work: StepWork, per_target: dict, order: list, unattributed: dict) -> None:
