@@ -20,6 +20,7 @@ run gemm tests/kernels/gemm lab/tests/test_gemm_decode_gluon.py lab/tests/test_g
 run rows tests/kernels/softmax tests/kernels/cross_entropy lab/tests/test_softmax_coop.py \
   lab/tests/test_softmax_reread.py lab/tests/test_softmax_gluon.py &
 run norms tests/kernels/norms tests/kernels/rope tests/kernels/gates tests/kernels/common tests/kernels/test_paths.py &
+run attention tests/kernels/attention tests/kernels/embedding tests/kernels/test_custom_ops.py &
 wait
 run rest tests --ignore=tests/kernels
 grep -h "passed\|failed\|error" "$OUT"/gpu_tests_*.txt | grep -v "^E " | tail -n 8
