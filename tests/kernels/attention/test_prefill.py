@@ -86,6 +86,29 @@ def test_forward_and_lse_match_fp32_reference(B, Hq, Hkv, S, D, causal, tma):
     torch.testing.assert_close(lse, _ref_lse2(q, k, causal, scale), atol=2e-5, rtol=2e-5)
 
 
+STRUCTURES = [{"causal_loop": "one"}, {"exp2_fold": 0}, {"rescale": "lazy"}, {"normalise": "eager"}, {"pipeline": 1},
+              {"pipeline": 1, "rescale": "lazy", "causal_loop": "one", "exp2_fold": 0}]  # fmt: skip
+
+
+@pytest.mark.parametrize("knobs", STRUCTURES, ids=lambda k: "-".join(f"{a}={b}" for a, b in k.items()))
+@pytest.mark.parametrize(("S", "causal"), [(37, True), (19, False)])
+def test_forward_structures_match_fp32_reference(knobs, S, causal):
+    """Each structure knob of the forward (prefill.STRUCTURE) gives the same output and logsumexp. Keys grow in
+    size along the sequence, so row maxima move by more and less than the lazy rescale's 2^8 threshold."""
+    q, k, v = _rand(1, 4, S, 16), _rand(1, 2, S, 16), _rand(1, 2, S, 16)
+    k = k * torch.linspace(0.5, 12.0, S, device=DEV)[:, None]
+    out = torch.full_like(q, float("nan"))
+    _, lse = forward(q, k, v, geometry(q, k, v, causal), causal, 0.25, None, {**FWD, **knobs}, out=out)
+    torch.testing.assert_close(out, _ref(q, k, v, causal, 0.25), atol=3e-5, rtol=3e-5)
+    torch.testing.assert_close(lse, _ref_lse2(q, k, causal, 0.25), atol=3e-5, rtol=3e-5)
+
+
+def test_unknown_structure_value_is_one_line():
+    q = _rand(1, 2, 8, 16)
+    with pytest.raises(SolkitError, match="rescale='sometimes' not allowed"):
+        forward(q, q, q, geometry(q, q, q, True), True, 0.25, None, {**FWD, "rescale": "sometimes"})
+
+
 def test_non_causal_with_more_keys_than_queries():
     q, k, v = _rand(1, 4, 11, 16), _rand(1, 2, 29, 16), _rand(1, 2, 29, 16)
     out = torch.full_like(q, float("nan"))

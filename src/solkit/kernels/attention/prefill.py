@@ -34,6 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
+from solkit.errors import SolkitError
 from solkit.kernels.attention.layout import Geometry
 from solkit.kernels.common.device import use_descriptor_scratch
 
@@ -57,34 +58,97 @@ def attention_bytes(geo: Geometry, elem: int) -> float:
 
 
 @triton.jit
-def _fwd_range(acc, l_i, m_i, q, K, V, stride_ks, stride_vs, lo, hi, offs_m, seqlen_k, qk_scale,
-               CAUSAL_MASK: tl.constexpr, BOUNDS: tl.constexpr, USE_TMA: tl.constexpr,
-               BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, WARP_SPEC: tl.constexpr):  # fmt: skip
-    """Key tiles ``[lo, hi)`` into the online softmax. ``CAUSAL_MASK``: mask keys right of the query (the diagonal
-    tiles); ``BOUNDS``: mask keys past ``seqlen_k`` (the tail tile). K/V are descriptors (TMA) or base pointers."""
-    offs_d = tl.arange(0, HEAD_DIM)
-    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        if USE_TMA:
-            k = K.load([start_n, 0])
-            v = V.load([start_n, 0])
-        elif BOUNDS:
-            k = tl.load(K + offs_n[:, None] * stride_ks + offs_d[None, :], mask=(offs_n < seqlen_k)[:, None], other=0.0)
-            v = tl.load(V + offs_n[:, None] * stride_vs + offs_d[None, :], mask=(offs_n < seqlen_k)[:, None], other=0.0)
-        else:
-            k = tl.load(K + offs_n[:, None] * stride_ks + offs_d[None, :])
-            v = tl.load(V + offs_n[:, None] * stride_vs + offs_d[None, :])
-        qk = tl.dot(q, tl.trans(k))
-        if CAUSAL_MASK:
-            qk = tl.where(offs_m[:, None] >= offs_n[None, :], qk, float("-inf"))
-        if BOUNDS:
-            qk = tl.where((offs_n < seqlen_k)[None, :], qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+def _fwd_step(acc, l_i, m_i, qk, v, offs_m, offs_n, seqlen_k, qk_scale, sm_scale, CAUSAL_MASK: tl.constexpr,
+              BOUNDS: tl.constexpr, FOLD: tl.constexpr, LAZY: tl.constexpr, EAGER: tl.constexpr):  # fmt: skip
+    """One key tile's scores ``qk`` (unscaled) and values ``v`` into the online softmax.
+
+    ``FOLD``: the scale folded into the exp2 argument (``m`` in base 2 of the scaled scores: one FMA per score);
+    else the scores are scaled, then ``exp`` (``m`` natural). ``LAZY``: a row keeps its stale maximum unless the
+    tile's exceeds it by more than 2^8 (``p`` stays below 256, exact after the final division) and the
+    accumulator is rescaled only when some row of the block moved, which skips ``BLOCK_M x D`` multiplies per
+    tile on most tiles. ``EAGER``: the accumulator is kept normalised by the running sum every tile (no
+    division at the end; the costlier form, kept to measure what deferring saves)."""
+    if CAUSAL_MASK:
+        qk = tl.where(offs_m[:, None] >= offs_n[None, :], qk, float("-inf"))
+    if BOUNDS:
+        qk = tl.where((offs_n < seqlen_k)[None, :], qk, float("-inf"))
+    if FOLD:
+        m_tile = tl.max(qk, 1) * qk_scale
+    else:
+        qk = qk * sm_scale
+        m_tile = tl.max(qk, 1)
+    if LAZY:
+        m_new = tl.where(m_tile > m_i + 8.0, m_tile, m_i)
+    else:
+        m_new = tl.maximum(m_i, m_tile)
+    if FOLD:
         p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
+    else:
+        p = tl.exp(qk - m_new[:, None])
+        alpha = tl.exp(m_i - m_new)
+    if EAGER:
+        l_new = l_i * alpha + tl.sum(p, 1)
+        r = 1.0 / l_new
+        acc = tl.dot((p * r[:, None]).to(v.dtype), v, acc * (alpha * l_i * r)[:, None])
+        l_i = l_new
+    elif LAZY:
+        if tl.max((m_new > m_i).to(tl.int32), 0) > 0:  # some row's maximum moved: rescale the block
+            acc = acc * alpha[:, None]
+            l_i = l_i * alpha
+        l_i = l_i + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+    else:
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _load_kv(ref, start_n, stride, seqlen_k, USE_TMA: tl.constexpr, BOUNDS: tl.constexpr, BLOCK_N: tl.constexpr,
+             HEAD_DIM: tl.constexpr):  # fmt: skip
+    """A ``BLOCK_N x HEAD_DIM`` tile of K or V from row ``start_n``: a descriptor load (zero fill past the end) or
+    a pointer load (masked past ``seqlen_k`` when ``BOUNDS``)."""
+    if USE_TMA:
+        t = ref.load([start_n, 0])
+    else:
+        offs = (start_n + tl.arange(0, BLOCK_N))[:, None] * stride + tl.arange(0, HEAD_DIM)[None, :]
+        if BOUNDS:
+            t = tl.load(ref + offs, mask=((start_n + tl.arange(0, BLOCK_N)) < seqlen_k)[:, None], other=0.0)
+        else:
+            t = tl.load(ref + offs)
+    return t
+
+
+@triton.jit
+def _fwd_range(acc, l_i, m_i, q, K, V, stride_ks, stride_vs, lo, hi, offs_m, seqlen_k, qk_scale, sm_scale,
+               CAUSAL_MASK: tl.constexpr, BOUNDS: tl.constexpr, USE_TMA: tl.constexpr, BLOCK_N: tl.constexpr,
+               HEAD_DIM: tl.constexpr, WARP_SPEC: tl.constexpr, FOLD: tl.constexpr, LAZY: tl.constexpr,
+               EAGER: tl.constexpr, PIPE: tl.constexpr):  # fmt: skip
+    """Key tiles ``[lo, hi)`` into the online softmax. ``CAUSAL_MASK``: mask keys right of the query (the diagonal
+    tiles); ``BOUNDS``: mask keys past ``seqlen_k`` (the tail tile). K/V are descriptors (TMA) or base pointers.
+    ``PIPE`` (FlashAttention-3's intra-warpgroup overlap): the next tile's ``Q K^T`` is issued before this tile's
+    softmax, so the tensor cores have work while the softmax runs (one more score tile live in registers)."""
+    if PIPE:
+        if hi > lo:
+            last = lo + ((hi - lo - 1) // BLOCK_N) * BLOCK_N
+            qk = tl.dot(q, tl.trans(_load_kv(K, lo, stride_ks, seqlen_k, USE_TMA, BOUNDS, BLOCK_N, HEAD_DIM)))
+            for start_n in tl.range(lo, last, BLOCK_N, warp_specialize=WARP_SPEC):
+                k_next = _load_kv(K, start_n + BLOCK_N, stride_ks, seqlen_k, USE_TMA, BOUNDS, BLOCK_N, HEAD_DIM)
+                qk_next = tl.dot(q, tl.trans(k_next))
+                v = _load_kv(V, start_n, stride_vs, seqlen_k, USE_TMA, BOUNDS, BLOCK_N, HEAD_DIM)
+                acc, l_i, m_i = _fwd_step(acc, l_i, m_i, qk, v, offs_m, start_n + tl.arange(0, BLOCK_N), seqlen_k,
+                                          qk_scale, sm_scale, CAUSAL_MASK, BOUNDS, FOLD, LAZY, EAGER)  # fmt: skip
+                qk = qk_next
+            v = _load_kv(V, last, stride_vs, seqlen_k, USE_TMA, BOUNDS, BLOCK_N, HEAD_DIM)
+            acc, l_i, m_i = _fwd_step(acc, l_i, m_i, qk, v, offs_m, last + tl.arange(0, BLOCK_N), seqlen_k, qk_scale,
+                                      sm_scale, CAUSAL_MASK, BOUNDS, FOLD, LAZY, EAGER)  # fmt: skip
+    else:
+        for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
+            k = _load_kv(K, start_n, stride_ks, seqlen_k, USE_TMA, BOUNDS, BLOCK_N, HEAD_DIM)
+            v = _load_kv(V, start_n, stride_vs, seqlen_k, USE_TMA, BOUNDS, BLOCK_N, HEAD_DIM)
+            acc, l_i, m_i = _fwd_step(acc, l_i, m_i, tl.dot(q, tl.trans(k)), v, offs_m, start_n + tl.arange(0, BLOCK_N),
+                                      seqlen_k, qk_scale, sm_scale, CAUSAL_MASK, BOUNDS, FOLD, LAZY, EAGER)  # fmt: skip
     return acc, l_i, m_i
 
 
@@ -92,11 +156,14 @@ def _fwd_range(acc, l_i, m_i, q, K, V, stride_ks, stride_vs, lo, hi, offs_m, seq
 def attention_fwd_kernel(Q, K, V, Out, LSE, CU,
                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                          stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
-                         seqlen_q, seqlen_k, qk_scale, HEADS_Q,
+                         seqlen_q, seqlen_k, qk_scale, sm_scale, HEADS_Q,
                          GROUP, CAUSAL: tl.constexpr, VARLEN: tl.constexpr, USE_TMA: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                         WARP_SPEC: tl.constexpr):  # fmt: skip
-    """Grid ``(cdiv(seqlen_q, BLOCK_M), batch * HEADS_Q)``; causal needs ``BLOCK_M % BLOCK_N == 0``."""
+                         WARP_SPEC: tl.constexpr, SPLIT_DIAG: tl.constexpr, FOLD: tl.constexpr, LAZY: tl.constexpr,
+                         EAGER: tl.constexpr, PIPE: tl.constexpr):  # fmt: skip
+    """Grid ``(cdiv(seqlen_q, BLOCK_M), batch * HEADS_Q)``; causal needs ``BLOCK_M % BLOCK_N == 0``.
+    ``SPLIT_DIAG`` (causal): the tiles left of the diagonal block in an unmasked loop, the diagonal ones in a
+    masked loop; else one loop masking every tile."""
     pid_m = tl.program_id(0)
     if CAUSAL:  # the longest rows first
         pid_m = tl.num_programs(0) - 1 - pid_m
@@ -135,97 +202,28 @@ def attention_fwd_kernel(Q, K, V, Out, LSE, CU,
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    # (lo, hi, mask, bounds) of the unmasked range, then of the masked one
     if CAUSAL:
-        acc, l_i, m_i = _fwd_range(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_ref,
-            v_ref,
-            stride_ks,
-            stride_vs,
-            0,
-            start_m,
-            offs_m,
-            seqlen_k,
-            qk_scale,
-            False,
-            False,
-            USE_TMA,
-            BLOCK_N,
-            HEAD_DIM,
-            WARP_SPEC,
-        )
-        acc, l_i, m_i = _fwd_range(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_ref,
-            v_ref,
-            stride_ks,
-            stride_vs,
-            start_m,
-            tl.minimum(start_m + BLOCK_M, seqlen_k),
-            offs_m,
-            seqlen_k,
-            qk_scale,
-            True,
-            True,
-            USE_TMA,
-            BLOCK_N,
-            HEAD_DIM,
-            False,
-        )
+        diag_lo = start_m if SPLIT_DIAG else 0
+        lo1, hi1, lo2, hi2 = 0, diag_lo, diag_lo, tl.minimum(start_m + BLOCK_M, seqlen_k)
     else:
         full = (seqlen_k // BLOCK_N) * BLOCK_N
-        acc, l_i, m_i = _fwd_range(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_ref,
-            v_ref,
-            stride_ks,
-            stride_vs,
-            0,
-            full,
-            offs_m,
-            seqlen_k,
-            qk_scale,
-            False,
-            False,
-            USE_TMA,
-            BLOCK_N,
-            HEAD_DIM,
-            WARP_SPEC,
-        )
-        acc, l_i, m_i = _fwd_range(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_ref,
-            v_ref,
-            stride_ks,
-            stride_vs,
-            full,
-            seqlen_k,
-            offs_m,
-            seqlen_k,
-            qk_scale,
-            False,
-            True,
-            USE_TMA,
-            BLOCK_N,
-            HEAD_DIM,
-            False,
-        )
-    acc = acc / l_i[:, None]
+        lo1, hi1, lo2, hi2 = 0, full, full, seqlen_k
+    acc, l_i, m_i = _fwd_range(acc, l_i, m_i, q, k_ref, v_ref, stride_ks, stride_vs, lo1, hi1, offs_m, seqlen_k,
+                               qk_scale, sm_scale, False, False, USE_TMA, BLOCK_N, HEAD_DIM, WARP_SPEC, FOLD, LAZY,
+                               EAGER, PIPE)  # fmt: skip
+    acc, l_i, m_i = _fwd_range(acc, l_i, m_i, q, k_ref, v_ref, stride_ks, stride_vs, lo2, hi2, offs_m, seqlen_k,
+                               qk_scale, sm_scale, CAUSAL, True, USE_TMA, BLOCK_N, HEAD_DIM, False, FOLD, LAZY, EAGER,
+                               False)  # fmt: skip
+    if not EAGER:
+        acc = acc / l_i[:, None]
+    if FOLD:
+        lse = m_i + tl.math.log2(l_i)
+    else:
+        lse = (m_i + tl.log(l_i)) * 1.4426950408889634
     row_ok = offs_m < seqlen_q
     lse_base = LSE + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh + start64
-    tl.store(lse_base + offs_m, m_i + tl.math.log2(l_i), mask=row_ok)
+    tl.store(lse_base + offs_m, lse, mask=row_ok)
     if USE_TMA:
         o_desc = tl.make_tensor_descriptor(o_base, shape=[seqlen_q, HEAD_DIM], strides=[stride_os, 1],
                                            block_shape=[BLOCK_M, HEAD_DIM])  # fmt: skip
@@ -233,6 +231,34 @@ def attention_fwd_kernel(Q, K, V, Out, LSE, CU,
     else:
         tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :], acc.to(Out.dtype.element_ty),
                  mask=row_ok[:, None])  # fmt: skip
+
+
+#: The forward's structure knobs (launch options and configs.yaml keys), each with its allowed values, the default
+#: first: ``causal_loop`` split (unmasked tiles, then the masked diagonal) or one masked loop; ``exp2_fold``
+#: the scale folded into exp2 (1) or scores scaled then ``exp`` (0); ``rescale`` the accumulator every tile or
+#: lazily (only when a row's maximum grew by more than 2^8); ``normalise`` once at the end (deferred) or every
+#: tile (eager); ``pipeline`` 1: the next tile's ``Q K^T`` issued before this tile's softmax.
+STRUCTURE: dict[str, tuple] = {
+    "causal_loop": ("split", "one"),
+    "exp2_fold": (1, 0),
+    "rescale": ("always", "lazy"),
+    "normalise": ("deferred", "eager"),
+    "pipeline": (0, 1),
+}
+
+
+def structure(config: dict) -> dict:
+    """The structure knobs of ``config`` (missing ones at their defaults); a value not allowed is a one-line
+    SolkitError naming the knob."""
+    out = {}
+    for knob, allowed in STRUCTURE.items():
+        value = config.get(knob, allowed[0])
+        if isinstance(value, bool):
+            value = int(value)
+        if value not in allowed:
+            raise SolkitError(f"attention: fwd option {knob}={value!r} not allowed; allowed: {list(allowed)}")
+        out[knob] = value
+    return out
 
 
 def forward(
@@ -246,12 +272,14 @@ def forward(
     config: dict,
     out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch the forward with ``config`` (``block_m``, ``block_n``, ``num_warps``, ``num_stages``, ``tma``,
-    ``warp_spec``); returns ``(out, lse)``, ``out`` shaped and strided like ``q`` (or the ``out`` given, which
-    must be)."""
+    """Launch the forward with ``config``; returns ``(out, lse)``, ``out`` shaped and strided like ``q`` (or the
+    ``out`` given, which must be). ``config``: the tile (``block_m``, ``block_n``), ``num_warps``, ``num_stages``,
+    ``tma``, the structure knobs of :data:`STRUCTURE` (each defaults to its first value) and ``compile``, options
+    passed to the Triton compiler as they are (``maxnreg``, or whatever the installed build takes)."""
     bm, bn = int(config["block_m"]), int(config["block_n"])
     if causal and bm % bn:
         raise ValueError(f"causal attention needs block_m a multiple of block_n, got {bm} and {bn}")
+    knobs = structure(config)
     if out is None:  # varlen: tokens past cu_seqlens[-1] belong to no sequence and read 0
         out = torch.zeros_like(q) if geo.varlen else torch.empty_like(q)
     lse = torch.empty(geo.lse_shape(), dtype=torch.float32, device=q.device)
@@ -262,11 +290,14 @@ def forward(
         use_descriptor_scratch()
     cu = cu_seqlens if cu_seqlens is not None else lse  # unread when dense: any pointer will do
     grid = (triton.cdiv(geo.seqlen_q, bm), geo.batch * geo.heads_q)
+    extra = dict(config.get("compile") or {})  # compiler options of the Triton build (maxnreg, ...)
     attention_fwd_kernel[grid](
         q, k, v, out, lse, cu, *geo.strides(q), *geo.strides(k), *geo.strides(v), *geo.strides(out),
-        *geo.lse_strides(), geo.seqlen_q, geo.seqlen_k, scale * LOG2E, geo.heads_q,
+        *geo.lse_strides(), geo.seqlen_q, geo.seqlen_k, scale * LOG2E, scale, geo.heads_q,
         GROUP=geo.group, CAUSAL=causal, VARLEN=geo.varlen, USE_TMA=use_tma, BLOCK_M=bm, BLOCK_N=bn,
         HEAD_DIM=geo.head_dim, WARP_SPEC=bool(config.get("warp_spec", False)),
-        num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
+        SPLIT_DIAG=knobs["causal_loop"] == "split", FOLD=bool(knobs["exp2_fold"]), LAZY=knobs["rescale"] == "lazy",
+        EAGER=knobs["normalise"] == "eager", PIPE=bool(knobs["pipeline"]),
+        num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]), **extra,
     )  # fmt: skip
     return out, lse
