@@ -108,3 +108,46 @@ def test_hidden_work_sees_side_stream():
     assert ac.hidden_work_reason(info) is not None
     a = torch.randn(2048, 2048, device=dev)
     assert ac.hidden_work_reason(ac.hidden_work(lambda: a @ a, dev)) is None
+
+
+def test_gpu_work_of_other_threads_between_calls_is_foreign():
+    """foreign_gpu_us: GPU work launched outside the call ranges by a thread that ran none (or with no launch
+    record) is counted; the timing thread's own flush between the ranges, and any launch inside a range, is not."""
+    from solkit.timing import RANGE_PREFIX
+    from solkit.timing.kernel import foreign_gpu_us
+
+    ev = [
+        {"cat": "user_annotation", "name": f"{RANGE_PREFIX}0", "ts": 100.0, "dur": 20.0, "tid": 1},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 105.0, "args": {"correlation": 1}, "tid": 1},
+        {"cat": "kernel", "name": "own", "ts": 200.0, "dur": 40.0, "args": {"correlation": 1}},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 110.0, "args": {"correlation": 2}, "tid": 7},
+        {"cat": "kernel", "name": "other_thread_in_range", "ts": 210.0, "dur": 9.0, "args": {"correlation": 2}},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 130.0, "args": {"correlation": 3}, "tid": 1},
+        {"cat": "kernel", "name": "flush", "ts": 250.0, "dur": 25.0, "args": {"correlation": 3}},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 131.0, "args": {"correlation": 4}, "tid": 7},
+        {"cat": "kernel", "name": "ahead", "ts": 280.0, "dur": 30.0, "args": {"correlation": 4}},
+        {"cat": "kernel", "name": "no_launch_record", "ts": 320.0, "dur": 5.0, "args": {"correlation": 99}},
+    ]
+    assert foreign_gpu_us({"traceEvents": ev}) == 35.0
+    assert foreign_gpu_us({"traceEvents": ev[:7]}) == 0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_timed_inputs_are_new_values_every_call_and_restored(dtype):
+    """InputRefresh (between timed calls on a GPU): no call of a slot sees values an earlier call saw; integer
+    inputs are left alone; restore() gives back the original values, which the judge's check needs."""
+    from solkit.harness.timed import InputRefresh
+
+    x, idx = torch.randn(5, 7).to(dtype), torch.arange(3)
+    pool = [(x.clone(), idx.clone()), (x.clone() * 2, idx.clone())]
+    refresh = InputRefresh(pool)
+    seen = [x.clone()]
+    for k in range(0, 158, 2):  # 79 calls of slot 0
+        refresh(k)
+        assert not any(torch.equal(pool[0][0], s) for s in seen)
+        seen.append(pool[0][0].clone())
+        assert torch.equal(pool[0][1], idx)
+    refresh(158)
+    assert refresh.record()["repeated_factors"] == 1  # the 80th call of a slot reuses a factor, and says so
+    refresh.restore()
+    assert torch.equal(pool[0][0], x) and torch.equal(pool[1][0], x * 2)

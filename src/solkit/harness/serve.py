@@ -172,7 +172,7 @@ class Server:
         call = self.fn if cmd["dps"] else self._recording(pool, record)
         watch = ac.ThreadWatch(self.scratch / "candidate")
         try:
-            res, note = timed.time_pool(call, pool, cmd["params"], self.device, float(cmd["est_ms"]))
+            res, note, between = timed.time_pool(call, pool, cmd["params"], self.device, float(cmd["est_ms"]))
             timed.sync(self.device)
         except Exception as exc:  # noqa: BLE001
             raise Failure("RUNTIME_ERROR", f"timing failed: {exc!r}\n{traceback.format_exc()}") from None
@@ -187,7 +187,10 @@ class Server:
             hidden = ac.hidden_work(lambda: self.fn(*args), self.device)
             if why := ac.hidden_work_reason(hidden):
                 raise Failure("REWARD_HACK", why)
-        return {"ok": True, "timing": res.to_dict(), "note": note, "hidden_work": hidden or None}
+        timing_dict = res.to_dict()
+        if between:
+            timing_dict["between_calls"] = between
+        return {"ok": True, "timing": timing_dict, "note": note, "hidden_work": hidden or None}
 
     def batch(self, cmd: dict) -> dict:
         pool, outs = self._stage(cmd)

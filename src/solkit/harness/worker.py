@@ -162,9 +162,11 @@ class Worker:
         if self.job["benchmark_reference"]:
             try:
                 pool = [tuple(gen.to_device(p.inputs[self.trials + k], self.device).values()) for k in range(p.pool)]
-                res, note = timed.time_pool(ref, pool, self.job, self.device, min(p.call_ms))
+                res, note, between = timed.time_pool(ref, pool, self.job, self.device, min(p.call_ms))
                 del pool
                 p.timing = res.to_dict()
+                if between:
+                    p.timing["between_calls"] = between
                 if note:
                     p.timing["note"] = note
             except Exception as exc:  # noqa: BLE001 - reference timing is informative only

@@ -47,6 +47,8 @@ class TimingResult:
     launch_hidden: bool = False
     #: ``kernel`` method: median of the per-call sum of kernel durations (span minus internal gaps).
     busy_ms: float | None = None
+    #: ``kernel`` method: GPU time per call launched by other threads between the calls, included in the samples.
+    foreign_ms: float | None = None
     #: GPU idle time before every call (isolated-launch protocol), 0 for back-to-back repetitions.
     cooldown_ms: float = 0.0
     l2_flush_mode: str | None = None

@@ -63,6 +63,7 @@ def benchmark(
     l2_flush_mode: str = "read",
     cooldown_ms: float = 0.0,
     warmup_ms: float = WARMUP_MS,
+    before_call: Callable[[int], Any] | None = None,
 ) -> TimingResult:
     """Time ``fn`` (called as ``fn(*args_pool[i % len(args_pool)])``, or ``fn()`` with no pool).
 
@@ -72,7 +73,8 @@ def benchmark(
     between calls). Returns per-call milliseconds. ``l2_flush_mode`` selects how :class:`L2Flusher`
     evicts the L2 ("read" or "write"). On a GPU the warm-up runs at least ``warmup`` calls and then, with
     ``warmup_ms`` > 0, keeps calling until that much wall time has passed (for clocks that ramp up slowly
-    from idle: a count alone warms a 30 µs kernel for 0.15 ms).
+    from idle: a count alone warms a 30 µs kernel for 0.15 ms). ``before_call(k)`` runs before call ``k``'s
+    L2 flush, outside its timing, with the ``kernel`` method only (graph replays and events cannot host it).
     """
     if method not in METHODS:
         raise ValueError(f"unknown timing method {method!r}; allowed: {', '.join(METHODS)}")
@@ -113,7 +115,7 @@ def benchmark(
             result.method = "cuda_events (graph capture failed)"
     elif method == "kernel":
         result = bench_kernel_time(fn, args_pool, device=dev, reps=reps, trials=trials, flusher=flusher,
-                                   cooldown_ms=cooldown_ms)  # fmt: skip
+                                   cooldown_ms=cooldown_ms, before_call=before_call)  # fmt: skip
     elif method == "graph":
         try:
             result = bench_graph(fn, args_pool, reps, trials, flusher, calls_per_graph, dev)

@@ -1,0 +1,156 @@
+"""The judge against GPU attacks, on a CUDA device (issue 20): side streams, memoisation across timed calls, L2
+persistence, work moved to another thread.
+
+Each hostile candidate runs through the whole judge on an 8 MB RMSNorm (``cheat-gpu-l2-rows2048-h1024``) and
+must end non-PASSED, or PASSED at no gain: a latency at least ``NO_GAIN`` times its honest twin's (the same
+fused RMSNorm, ``gpu_l2_twin``). With ``SOLKIT_JUDGE_GPU_RESULTS=path`` set, every case's row (expected and
+measured status, latency, the timing's between-call record, foreign GPU time, hidden work) is written there;
+``benchmarks/gpu_jobs/judge_gpu.sh`` commits it as a results file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+import time
+
+import pytest
+import torch
+from harness_helpers import CHEAT_PROBLEM, CHEATS, fast_options
+
+from solkit import timing
+from solkit.harness import timed
+from solkit.harness.evaluate import evaluate
+
+pytestmark = pytest.mark.gpu
+
+WORKLOAD = "cheat-gpu-l2-rows2048-h1024"
+#: A contained timing attack is no faster than this fraction of its honest twin (noise of a ~10 µs kernel).
+NO_GAIN = 0.85
+#: Timing attacks, which may end PASSED if contained. The ones a status alone settles (gpu_event_fake_join,
+#: side_stream, ...) run in test_cheats.py, which runs the whole corpus on the GPU when there is one.
+HOSTILE = ["gpu_l2_persist", "gpu_memo_sampled", "gpu_memo_version", "gpu_thread_ahead", "memo_sampled_content",
+           "address_cache"]  # fmt: skip
+HONEST = ["gpu_side_stream_joined", "correct_triton"]
+ROWS: dict[str, dict] = {}
+
+
+def _write_rows() -> None:
+    path = os.environ.get("SOLKIT_JUDGE_GPU_RESULTS")
+    if path:
+        with open(path, "w") as f:
+            json.dump(ROWS, f, indent=1, default=str)
+
+
+def _evaluate(case: str) -> dict:
+    opts = fast_options(workloads=[WORKLOAD], reps=30, timing_trials=3, warmup=3, prewarm_s=0.1,
+                        benchmark_reference=False, run_timeout=90)  # fmt: skip
+    t0 = time.time()
+    trace = evaluate(CHEAT_PROBLEM, CHEATS / case / "solution.json", opts)[0]
+    e = trace.evaluation
+    perf = e.performance
+    tdict = (perf.timing or {}) if perf else {}
+    row = {
+        "case": case,
+        "expected": json.loads((CHEATS / case / "expect.json").read_text())["statuses"],
+        "status": e.status.value,
+        "latency_ms": perf.latency_ms if perf else None,
+        "timing_method": e.environment.timing_method if e.environment else None,
+        "between_calls": tdict.get("between_calls"),
+        "foreign_ms": tdict.get("foreign_ms"),
+        "hidden_work": tdict.get("hidden_work"),
+        "judge_clock": ((e.correctness.extra or {}).get("judge_clock") if e.correctness else None),
+        "log": (e.log or "")[:400],
+        "seconds": round(time.time() - t0, 2),
+    }
+    ROWS[case] = row
+    _write_rows()
+    return row
+
+
+@pytest.fixture(scope="module")
+def twin() -> dict:
+    row = _evaluate("gpu_l2_twin")
+    assert row["status"] == "PASSED", row["log"]
+    return row
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_hostile_gpu_candidate_fails_or_gains_nothing(case, twin):
+    row = _evaluate(case)
+    assert row["status"] in row["expected"], row["log"]
+    if row["status"] == "PASSED":
+        row["vs_twin"] = row["latency_ms"] / twin["latency_ms"]
+        _write_rows()
+        assert row["vs_twin"] >= NO_GAIN, f"{case} passed {1 / row['vs_twin']:.2f}x faster than its honest twin"
+
+
+@pytest.mark.parametrize("case", HONEST)
+def test_honest_gpu_candidate_passes(case, twin):
+    row = _evaluate(case)
+    assert row["status"] == "PASSED", row["log"]
+    row["vs_twin"] = row["latency_ms"] / twin["latency_ms"]
+    _write_rows()
+
+
+def _load(case: str):
+    spec = importlib.util.spec_from_file_location(f"judge_gpu_{case}", CHEATS / case / "kernel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _kernel_median(fn, pool, before_call=None) -> float:
+    res = timing.benchmark(fn, pool, method="kernel", reps=30, trials=3, warmup=3, before_call=before_call)
+    return res.median_ms
+
+
+def test_l2_persistence_is_reset_between_timed_calls():
+    """In-process: the persisting-window kernel timed with and without the judge's reset, and its twin."""
+    attack, twin_mod = _load("gpu_l2_persist"), _load("gpu_l2_twin")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    pool = [(torch.randn(2048, 1024, device="cuda", generator=gen), torch.randn(1024, device="cuda", generator=gen))
+            for _ in range(3)]  # fmt: skip
+    l2 = timed.PersistingL2()
+    twin_ms = _kernel_median(twin_mod.run, pool, lambda k: l2.clear())
+    open_ms = _kernel_median(attack.run, pool)
+    reset_ms = _kernel_median(attack.run, pool, lambda k: l2.clear())
+    l2.clear()
+    ROWS["l2_in_process"] = {"twin_ms": twin_ms, "attack_without_reset_ms": open_ms, "attack_with_reset_ms": reset_ms,
+                             "driver_return_codes": dict(attack.last_rc), "reset": l2.record(),
+                             "limit_after": l2.limit()}  # fmt: skip
+    _write_rows()
+    assert attack.last_rc.get("window") == 0 and attack.last_rc.get("limit") == 0, attack.last_rc
+    assert l2.error is None and l2.found_set, l2.record()  # the attack set the set-aside; the reset saw it
+    assert reset_ms >= NO_GAIN * twin_ms
+
+
+def test_work_of_another_thread_between_calls_is_charged_to_the_calls():
+    """In-process: a call that does almost nothing while a thread launches GPU work between the calls."""
+    a = torch.randn(2048, 2048, device="cuda")
+    stop = threading.Event()
+
+    def worker():
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            while not stop.is_set():
+                a @ a
+                s.synchronize()
+                time.sleep(0.0005)
+
+    x = torch.zeros(16, device="cuda")
+    quiet = timing.benchmark(lambda: x.add_(1), None, method="kernel", reps=20, trials=2, warmup=2)
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    try:
+        busy = timing.benchmark(lambda: x.add_(1), None, method="kernel", reps=20, trials=2, warmup=2)
+    finally:
+        stop.set()
+        t.join()
+    ROWS["foreign_in_process"] = {"quiet_median_ms": quiet.median_ms, "quiet_foreign_ms": quiet.foreign_ms,
+                                  "busy_median_ms": busy.median_ms, "busy_foreign_ms": busy.foreign_ms}  # fmt: skip
+    _write_rows()
+    assert quiet.foreign_ms == 0.0
+    assert busy.foreign_ms > 0.0 and busy.median_ms > quiet.median_ms + 0.5 * busy.foreign_ms
