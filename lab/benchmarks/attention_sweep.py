@@ -22,6 +22,7 @@ is a row with its reason. Results are written after every row, and the run stops
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import itertools
 import json
@@ -58,12 +59,18 @@ def fwd_configs() -> list[dict]:
         out.append({"path": path, "fwd": {"block_m": bm, "block_n": bn, "num_warps": w, "num_stages": st}})
     tiles = [{"block_m": 128, "block_n": 64, "num_warps": 8, "num_stages": 3},
              {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 3},
+             {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2},
              {"block_m": 128, "block_n": 128, "num_warps": 8, "num_stages": 2}]  # fmt: skip
     knobs = [{"causal_loop": "one"}, {"exp2_fold": 0}, {"rescale": "lazy"}, {"normalise": "eager"}, {"pipeline": 1},
              {"pipeline": 1, "rescale": "lazy"}, {"warp_spec": 1}, {"warp_spec": 1, "pipeline": 1}]  # fmt: skip
     for tile in tiles:
         for k in knobs:
             out.append({"path": "tma", "fwd": {**tile, **k}})
+    # two programs per SM (one warpgroup each, as in the grid, or 8 warps capped at 128 registers): the SM's warp
+    # schedulers interleave one program's softmax with the other's GEMMs, the overlap FlashAttention-3 schedules
+    for tile in ({"block_m": 128, "block_n": 64, "num_warps": 8, "num_stages": 2},
+                 {"block_m": 64, "block_n": 64, "num_warps": 8, "num_stages": 2}):  # fmt: skip
+        out.append({"path": "tma", "fwd": {**tile, "compile": {"maxnreg": 128}}})
     for opt in warp_spec_compile_options():  # the Triton build's own warp-specialisation knobs, where present
         out.append({"path": "tma", "fwd": {**tiles[0], "warp_spec": 1, "compile": opt}})
     return out
@@ -148,9 +155,33 @@ def bwd_call(cfg, q, k, v):
     return lambda do: backward(do, q, k, v, out, lse, geo, True, scale, None, bcfg)
 
 
+def _capture_kernels() -> dict:
+    """Record each launched attention kernel's registers, spills and shared memory (Triton's launch returns the
+    compiled kernel): {kernel name: {...}}, filled as the kernels run."""
+    from solkit.kernels.attention import backward as bwd_mod
+    from solkit.kernels.attention import prefill as fwd_mod
+
+    seen: dict = {}
+    for mod, name in ((fwd_mod, "attention_fwd_kernel"), (bwd_mod, "attention_bwd_dkdv_kernel"),
+                      (bwd_mod, "attention_bwd_dq_kernel")):  # fmt: skip
+        jit = getattr(mod, name)
+        run = type(jit).run
+
+        def wrapped(*a, _jit=jit, _run=run, _name=name, **kw):
+            k = _run(_jit, *a, **kw)
+            with contextlib.suppress(Exception):  # a build without these fields: none recorded
+                seen[_name] = {"regs": k.n_regs, "spills": k.n_spills, "shared": k.metadata.shared}
+            return k
+
+        jit.run = wrapped
+    return seen
+
+
 def _compile_one(job):
-    """Worker: run one config once at the 8B shape (compiles it into the shared cache); returns an error or None."""
+    """Worker: run one config once at the 8B shape (compiles it into the shared cache); returns (error or None,
+    the kernels' registers/spills/shared memory)."""
     part, cfg = job
+    seen = _capture_kernels()
     try:
         q, k, v, do = inputs(*SHAPES["llama3-8b"])
         if part == "fwd":
@@ -159,23 +190,23 @@ def _compile_one(job):
             bwd_call(cfg, q, k, v)(do)
         if DEVICE == "cuda":
             torch.cuda.synchronize()
-        return None
+        return None, seen
     except Exception as e:  # noqa: BLE001 - a config that does not compile is a result
-        return " ".join(f"{type(e).__name__}: {e}".split())[:500]
+        return " ".join(f"{type(e).__name__}: {e}".split())[:500], seen
 
 
 def precompile(part, cfgs, workers, deadline):
-    """Compile every config in ``workers`` spawned processes; returns {index: error} for those that failed."""
+    """Compile every config in ``workers`` spawned processes; returns ({index: error}, {index: kernel stats})."""
     if workers <= 1:
-        return {}
+        return {}, {}
     ctx = mp.get_context("spawn")
-    errors = {}
+    errors, stats = {}, {}
     t0 = time.time()
     with ctx.Pool(workers) as pool:
         results = [pool.apply_async(_compile_one, ((part, c),)) for c in cfgs]
         for i, r in enumerate(results):
             try:
-                err = r.get(timeout=max(1.0, deadline - time.time()))
+                err, stats[i] = r.get(timeout=max(1.0, deadline - time.time()))
             except Exception as e:  # noqa: BLE001 - timeout: the timed loop compiles it itself
                 err = None
                 log(f"precompile {part} #{i}: {type(e).__name__}")
@@ -183,7 +214,7 @@ def precompile(part, cfgs, workers, deadline):
                 errors[i] = err
         pool.terminate()
     log(f"precompiled {len(cfgs)} {part} configs in {time.time() - t0:.1f}s, {len(errors)} failed")
-    return errors
+    return errors, stats
 
 
 def time_ms(fn, args):
@@ -256,7 +287,7 @@ def run_fwd(doc, cfgs, errors, shape, peaks, deadline, save):
         if time.time() > deadline:
             doc["skipped_for_time"].append({"part": "fwd", "shape": shape, **cfg})
             continue
-        row = {"part": "fwd", "shape": shape, "impl": "solkit", **cfg}
+        row = {"part": "fwd", "shape": shape, "impl": "solkit", "index": i, **cfg}
         if i in errors:
             row["error"] = errors[i]
         else:
@@ -300,7 +331,7 @@ def run_bwd(doc, cfgs, errors, shape, peaks, deadline, save):
         if time.time() > deadline:
             doc["skipped_for_time"].append({"part": "bwd", "shape": shape, **cfg})
             continue
-        row = {"part": "bwd", "shape": shape, "impl": "solkit", **cfg}
+        row = {"part": "bwd", "shape": shape, "impl": "solkit", "index": i, **cfg}
         if i in errors:
             row["error"] = errors[i]
         else:
@@ -371,11 +402,14 @@ def main(argv):
     cfgs = (fwd_configs() if args.part == "fwd" else bwd_configs())[: args.limit]
     doc["configs"] = len(cfgs)
     try:
-        errors = precompile(args.part, cfgs, args.workers, T0 + args.deadline * 0.45)
+        errors, stats = precompile(args.part, cfgs, args.workers, T0 + args.deadline * 0.45)
         doc["ceilings"], peaks = peaks_now()
         log("ceilings", json.dumps(doc["ceilings"]))
         run = run_fwd if args.part == "fwd" else run_bwd
         run(doc, cfgs, errors, "llama3-8b", peaks, deadline, save)
+        for r in doc["rows"]:
+            if r["shape"] == "llama3-8b" and stats.get(r.get("index")):
+                r["kernels"] = stats[r["index"]]
         top = [{k: r[k] for k in ("path", args.part) if k in r} for r in best(doc, args.part, "llama3-8b", args.top)]
         if cfgs[0] not in top:
             top.insert(0, cfgs[0])
