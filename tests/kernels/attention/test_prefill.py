@@ -86,7 +86,8 @@ def test_forward_and_lse_match_fp32_reference(B, Hq, Hkv, S, D, causal, tma):
     torch.testing.assert_close(lse, _ref_lse2(q, k, causal, scale), atol=2e-5, rtol=2e-5)
 
 
-STRUCTURES = [{"causal_loop": "one"}, {"exp2_fold": 0}, {"rescale": "lazy"}, {"normalise": "eager"}, {"pipeline": 1},
+STRUCTURES = [{"block_m": 16, "block_n": 32}, {"causal_loop": "one"}, {"exp2_fold": 0}, {"rescale": "lazy"},
+              {"normalise": "eager"}, {"pipeline": 1},
               {"pipeline": 1, "rescale": "lazy", "causal_loop": "one", "exp2_fold": 0}]  # fmt: skip
 
 

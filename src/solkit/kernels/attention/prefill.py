@@ -9,8 +9,9 @@ online softmax in registers: running max ``m``, running sum ``l`` and the unnorm
     l = a l + rowsum p;     acc = a acc + p v;  m = m'
     O = acc / l;            LSE = m + log2 l (base 2, saved for the backward)
 
-Causal: tiles wholly left of the program's diagonal block run without a mask; only the ``BLOCK_M / BLOCK_N``
-tiles on the diagonal are masked, and tiles right of it are never visited (half the work skipped). The
+Causal: tiles wholly left of the program's diagonal block run without a mask; only the tiles that cross the
+diagonal (``BLOCK_M / BLOCK_N`` of them, or one when ``BLOCK_N`` is the larger) are masked, and tiles right of it
+are never visited (half the work skipped). The
 heaviest query blocks (last rows) are launched first, so the short ones fill the tail of the grid.
 
 On sm_90 the ``tma`` path loads Q, K, V and stores O through device-side tensor descriptors (the TMA engine,
@@ -161,7 +162,7 @@ def attention_fwd_kernel(Q, K, V, Out, LSE, CU,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                          WARP_SPEC: tl.constexpr, SPLIT_DIAG: tl.constexpr, FOLD: tl.constexpr, LAZY: tl.constexpr,
                          EAGER: tl.constexpr, PIPE: tl.constexpr):  # fmt: skip
-    """Grid ``(cdiv(seqlen_q, BLOCK_M), batch * HEADS_Q)``; causal needs ``BLOCK_M % BLOCK_N == 0``.
+    """Grid ``(cdiv(seqlen_q, BLOCK_M), batch * HEADS_Q)``.
     ``SPLIT_DIAG`` (causal): the tiles left of the diagonal block in an unmasked loop, the diagonal ones in a
     masked loop; else one loop masking every tile."""
     pid_m = tl.program_id(0)
@@ -203,8 +204,8 @@ def attention_fwd_kernel(Q, K, V, Out, LSE, CU,
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     # (lo, hi, mask, bounds) of the unmasked range, then of the masked one
-    if CAUSAL:
-        diag_lo = start_m if SPLIT_DIAG else 0
+    if CAUSAL:  # the masked tiles: from the key tile holding the block's first query (block_n may exceed block_m)
+        diag_lo = (start_m // BLOCK_N) * BLOCK_N if SPLIT_DIAG else 0
         lo1, hi1, lo2, hi2 = 0, diag_lo, diag_lo, tl.minimum(start_m + BLOCK_M, seqlen_k)
     else:
         full = (seqlen_k // BLOCK_N) * BLOCK_N
@@ -277,8 +278,6 @@ def forward(
     ``tma``, the structure knobs of :data:`STRUCTURE` (each defaults to its first value) and ``compile``, options
     passed to the Triton compiler as they are (``maxnreg``, or whatever the installed build takes)."""
     bm, bn = int(config["block_m"]), int(config["block_n"])
-    if causal and bm % bn:
-        raise ValueError(f"causal attention needs block_m a multiple of block_n, got {bm} and {bn}")
     knobs = structure(config)
     if out is None:  # varlen: tokens past cu_seqlens[-1] belong to no sequence and read 0
         out = torch.zeros_like(q) if geo.varlen else torch.empty_like(q)
