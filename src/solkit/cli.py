@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "solkit.model.cli",
         "the SOL of every operator of a model's training step (Hugging Face config or module:function), measured",
     ),
+    "model-check": (
+        "solkit.bench.model_check",
+        "time the GEMMs of a `solkit model` run with solkit bench's protocol and compare the SOL fractions",
+    ),
 }
 
 #: The modules that register commands, in the order of :data:`COMMANDS`.

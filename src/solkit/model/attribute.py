@@ -29,6 +29,7 @@ class OpEvent:
     kind: str  # "aten", "region" or "unattributed"
     time_s: float
     shapes: tuple = ()
+    strides: tuple = ()  # of the tensor arguments, aligned with shapes (the layout a GEMM's kernel got)
     out_shape: tuple = ()
     dtypes: tuple = ()
     flops: dict[str, float] = field(default_factory=dict)
@@ -233,6 +234,7 @@ def _row(slot: dict, work: StepWork, scopes: _Scopes) -> OpEvent:
         kind="region" if region else "aten",
         time_s=slot["time"],
         shapes=traced.key if traced is not None else tuple(tuple(s) for s in (evt.input_shapes or []) if s),
+        strides=_strides(evt, traced),
         out_shape=tuple(traced.record.outputs[0].shape) if traced is not None and traced.record.outputs else (),
         dtypes=tuple(str(t.dtype).removeprefix("torch.") for t in traced.record.inputs) if traced else (),
         flops=flops,
@@ -247,3 +249,18 @@ def _row(slot: dict, work: StepWork, scopes: _Scopes) -> OpEvent:
         kernels=sorted(set(slot["kernels"]))[:4],
         note=note,
     )
+
+
+def _int_list(x) -> bool:
+    return isinstance(x, (list, tuple)) and bool(x) and all(isinstance(v, int) and not isinstance(v, bool) for v in x)
+
+
+def _strides(evt, traced: TracedOp | None) -> tuple:
+    """Strides of the call's tensor arguments, in order: the profiler's where this torch records them (the layouts
+    the kernels really got, under torch.compile too), else the meta trace's (the same program on meta tensors)."""
+    shapes = getattr(evt, "structured_input_shapes", None) or []
+    strides = getattr(evt, "structured_input_strides", None) or []
+    out = tuple(tuple(st) for sh, st in zip(shapes, strides) if _int_list(sh) and _int_list(st) and len(sh) == len(st))
+    if out or traced is None:
+        return out
+    return tuple(tuple(t.stride) for t in traced.record.inputs if t.shape)

@@ -29,18 +29,64 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
     """The step-level facts, one line each (the table footer and the HTML header)."""
     s, m = d["summary"], d["meta"]
     check = "yes" if s["sum_t_sol_le_measured"] else "NO: a violation (T_SOL above measured; never scored above 1)"
-    return [
-        f"model: {m['model']}; mode {m['mode']}{', torch.compile' if m['compile'] else ', eager'}"
-        + (f"; optimizer {m['optimizer']}" if m.get("optimizer") else ""),
-        f"device: {m['device'].get('name')} ({m['device'].get('kind')}); ceilings {m['arch']} ({m['basis']}); "
-        f"precision {m['precision']}",
-        f"measured: {fmt(s['measured_ms'])} ms ({m['time_source']}); wall {fmt(s['wall_ms'])} ms",
-        f"step SOL: sum of T_SOL {fmt(s['t_sol_ms'])} ms / measured = {fmt(s['step_sol'])}; "
-        f"sum of T_SOL <= measured: {check}",
-        f"attributed to operators with a T_SOL: {s['attributed_share']:.1%} of measured time "
-        f"(goal {s['attributed_goal']:.0%})",
-        f"analysis overhead: {fmt(s['analysis_overhead_s'])} s",
-    ] + _what_if_lines(d)
+    return (
+        [
+            f"model: {m['model']}; mode {m['mode']}{', torch.compile' if m['compile'] else ', eager'}"
+            + (f"; optimizer {m['optimizer']}" if m.get("optimizer") else ""),
+            f"device: {m['device'].get('name')} ({m['device'].get('kind')}); ceilings {m['arch']} ({m['basis']}); "
+            f"precision {m['precision']}",
+            f"measured: {fmt(s['measured_ms'])} ms ({m['time_source']}); wall {fmt(s['wall_ms'])} ms",
+            f"step SOL: sum of T_SOL {fmt(s['t_sol_ms'])} ms / measured = {fmt(s['step_sol'])}; "
+            f"sum of T_SOL <= measured: {check}",
+            f"attributed to operators with a T_SOL: {s['attributed_share']:.1%} of measured time "
+            f"(goal {s['attributed_goal']:.0%})",
+            f"analysis overhead: {fmt(s['analysis_overhead_s'])} s",
+        ]
+        + _what_if_lines(d)
+        + _bench_check_lines(d)
+    )
+
+
+def _bench_check_lines(d: dict[str, Any]) -> list[str]:
+    c = d.get("bench_check")
+    if not c:
+        return []
+    b, lay = c["summary"]["bench"], c["summary"]["layout"]
+    return [f"GEMMs against solkit bench (solkit model-check): SOL within {c['tolerance']:.0%} of the bench's for "
+            f"{b['within']}/{b['compared']} (gemm_bf16, vendor) and {lay['within']}/{lay['compared']} (the model's "
+            f"own layouts); worst ratio {fmt(b['worst_ratio'])} ({b['worst']})"]  # fmt: skip
+
+
+def bench_check_rows(c: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Columns and rows of the GEMM check table (``solkit model-check``): per call, model SOL, bench SOL, ratio."""
+
+    def cell(ratio, ok):
+        return "-" if ratio is None else f"{fmt(ratio)} {'yes' if ok else 'NO'}"
+
+    cols = ["GEMM (model's call)", "calls", "model ms", "T_SOL ms", "model SOL", "bench ms", "bench SOL",
+            "ratio, within?", "layout ms", "layout SOL", "ratio, within?"]  # fmt: skip
+    rows = []
+    for r in c["rows"]:
+        b, lay = r["bench"] or {}, r["layout_run"] or {}
+        rows.append([r["name"], r["calls"], r["model_ms_per_call"], r["model_t_sol_ms"], r["model_sol"],
+                     b.get("ms") or b.get("status"), b.get("sol_raw"), cell(r["ratio"], r["within"]),
+                     lay.get("ms") or lay.get("status"), lay.get("sol_raw"),
+                     cell(r["layout_ratio"], r["layout_within"])])  # fmt: skip
+    return cols, rows
+
+
+def _bench_check_html(d: dict[str, Any]) -> str:
+    c = d.get("bench_check")
+    if not c:
+        return ""
+    cols, rows = bench_check_rows(c)
+    head = "".join(f"<th>{html.escape(x)}</th>" for x in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(x))}</td>" for x in r) + "</tr>" for r in rows)
+    return (f"<h2>GEMMs against solkit bench (solkit model-check)</h2><p>ratio = the model's SOL fraction / the "
+            f"bench's at the same call (ms per call); within {c['tolerance']:.0%} or not. bench: the suite's "
+            "gemm_bf16 (x @ w.T) on the vendor backend; layout: the call with the model's operand layouts, eager. "
+            f"{html.escape(c['meta']['protocol'])}.</p>"
+            f"<table id='bench-check'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
 
 
 def _what_if_lines(d: dict[str, Any]) -> list[str]:
@@ -176,6 +222,7 @@ below its T_SOL is a violation (a counting or timing error): it is shown in red 
 <h2>Per module class</h2>{_table("module-types", GROUP_COLUMNS, d["module_types"])}
 <h2>Per layer</h2>{_table("layers", GROUP_COLUMNS, d["layers"])}
 {_what_if_html(d)}
+{_bench_check_html(d)}
 <h2>Figures</h2>{imgs}
 <script>
 // Self-check used by the tests: every figure decoded and the ranked table has rows.

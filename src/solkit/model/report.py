@@ -8,6 +8,7 @@ from typing import Any
 
 from solkit.model.advice import kernel_advice
 from solkit.model.attribute import OpEvent
+from solkit.model.gemms import gemm_entries
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.sol.tiers import tier_for
 
@@ -130,6 +131,7 @@ class ModelReport:
             "categories": [g.to_dict() for g in self.categories],
             "module_types": [g.to_dict() for g in self.module_types],
             "layers": [g.to_dict() for g in self.layers],
+            "gemms": gemm_entries(self.rows, self.ceilings),  # what `solkit model-check` times with the bench
             "ceilings": self.ceilings.to_dict(),
             **({"what_if": self.what_if} if self.what_if else {}),
         }

@@ -1,0 +1,112 @@
+"""solkit model-check on a CPU: every GEMM a model step ran is timed again with the bench's protocol, at exactly its
+shapes and operand layouts, and compared (the ratio is computed; on a CPU times are noise, so the 5 % is not asked)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from solkit.bench.model_check import Timer, compare, layout_problem
+from solkit.cli import main
+from solkit.model import analyze
+from solkit.model.gemms import GEMM_OPS
+from solkit.model.html import write_model_report
+from solkit.sol.ceilings import get_ceilings
+
+
+class Net(torch.nn.Module):
+    """A biased linear (addmm), an unbiased one (mm) and a batched product (bmm), at odd sizes."""
+
+    def __init__(self, d: int, h: int):
+        super().__init__()
+        self.up = torch.nn.Linear(d, h)
+        self.down = torch.nn.Linear(h, d, bias=False)
+        self.mix = torch.nn.Parameter(torch.randn(3, h // 3, 5) / h)
+
+    def forward(self, x):
+        y = torch.relu(self.up(x))  # [tokens, h]
+        z = torch.bmm(y.view(-1, 3, y.shape[1] // 3).transpose(0, 1), self.mix)  # [3, tokens, 5]
+        return self.down(y) + z.sum()
+
+
+@pytest.fixture(scope="module", params=[(torch.float32, 7, 12, 9), (torch.float16, 5, 6, 15)], ids=["fp32", "fp16"])
+def run(request, tmp_path_factory):
+    dtype, tokens, d, h = request.param
+    torch.manual_seed(0)
+    model = Net(d, h).to(dtype)
+    rep = analyze(model, (torch.randn(tokens, d, dtype=dtype),), mode="fwd_bwd", arch="h200-sxm", warmup=1)
+    out = tmp_path_factory.mktemp("model_check")
+    write_model_report(rep, out)
+    return rep, out, dtype
+
+
+def test_rows_are_the_models_gemms_exactly(run, capsys):
+    rep, out, dtype = run
+    assert main(["model-check", str(out), "--reps", "2", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["runs"][0]
+    # the model's own GEMM calls, read from its attributed rows (not from results.json's `gemms`)
+    calls = {(r.op, r.shapes, r.backward) for r in rep.rows if r.op in GEMM_OPS and r.match}
+    rows = got["rows"]
+    assert {r["op"] for r in rows} == {"mm", "addmm", "bmm"}
+    assert len(rows) == len({(r["name"]) for r in rows}) >= len(calls)
+    d = json.loads((out / "results.json").read_text())
+    for r, g in zip(rows, d["gemms"], strict=True):
+        assert (r["m"], r["k"], r["n"], r["batch"], r["layout"]) == (g["m"], g["k"], g["n"], g["batch"], g["layout"])
+        shapes = tuple(tuple(s) for s in ([g["bias_shape"]] if g["bias_shape"] else []) + [g["a_shape"], g["b_shape"]])
+        assert (g["op"], shapes, g["backward"]) in calls
+        assert r["dtype"] == str(dtype).removeprefix("torch.")
+        lay = r["layout_run"]
+        assert lay["status"] == "ok", lay["error"]
+        assert r["t_sol_agrees"], (r["name"], r["model_t_sol_ms"], lay["t_sol_ms"])
+        assert r["layout_ratio"] == pytest.approx(r["model_sol"] / lay["sol_raw"])
+        if r["op"] == "bmm":
+            assert r["bench"] is None and r["ratio"] is None  # gemm_bf16 is 2-D
+        else:
+            assert r["bench"]["status"] == "ok" and r["ratio"] == pytest.approx(r["model_sol"] / r["bench"]["sol_raw"])
+    layouts = {(r["op"], r["layout"], r["backward"]) for r in rows}
+    assert ("addmm", "A @ B^T", False) in layouts  # the forward x @ W.T
+    assert ("mm", "A^T @ B", True) in layouts  # a weight gradient: the output gradient transposed
+    # the backward starts from the sum of the output: its gradient is one element broadcast (0 strides), and the
+    # layout row reads it so (its T_SOL agrees, checked above)
+    assert any(0 in r["a_stride"] + r["b_stride"] for r in rows)
+    assert d["bench_check"]["summary"]["gemms"] == len(rows)  # written back into results.json and the page
+    assert "id='bench-check'" in (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize("a_t,b_t", [(False, True), (True, False), (False, False), (True, True)])
+def test_layout_problem_stores_operands_as_the_model(a_t, b_t):
+    g = {"op": "mm", "m": 5, "k": 3, "n": 7, "batch": 1, "a_transposed": a_t, "b_transposed": b_t,
+         "layout": "", "dtype": "float32", "bias_shape": None}  # fmt: skip
+    p = layout_problem(g)
+    a = torch.randn(*([3, 5] if a_t else [5, 3]))
+    b = torch.randn(*([7, 3] if b_t else [3, 7]))
+    c = p.reference_fn()(a, b)
+    assert c.shape == (5, 7)
+    torch.testing.assert_close(c, (a.t() if a_t else a) @ (b.t() if b_t else b))
+
+
+def test_the_bench_row_is_scored_on_the_model_runs_ceilings():
+    g = {"op": "mm", "m": 4, "k": 8, "n": 6, "batch": 1, "a_transposed": False, "b_transposed": True,
+         "layout": "A @ B^T", "dtype": "float32", "bias_shape": None, "name": "mm", "backward": False,
+         "a_stride": [8, 1], "b_stride": [1, 8], "category": "mlp", "calls": 1, "time_ms_per_call": 1.0,
+         "t_sol_ms_per_call": 1e-6, "sol_raw": 0.5}  # fmt: skip
+    a100 = get_ceilings("a100-sxm4-80gb")
+    (row,) = compare([g], Timer("cpu", a100, reps=1), layout=False)["rows"]
+    assert row["layout_run"] is None and row["layout_ratio"] is None
+    # 4x8 @ 8x6 in fp32 is memory-bound: its bytes (both operands and the output) over the A100's bandwidth
+    assert row["bench"]["t_sol_ms"] == pytest.approx((4 * 8 + 8 * 6 + 4 * 6) * 4 / a100.bandwidth * 1e3)
+    assert row["ratio"] == pytest.approx(0.5 / row["bench"]["sol_raw"])
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    assert main(["model-check", str(tmp_path)]) == 2
+    (tmp_path / "results.json").write_text(json.dumps({"meta": {}, "ceilings": {}}))
+    assert main(["model-check", str(tmp_path)]) == 2
+    (tmp_path / "results.json").write_text(json.dumps({"meta": {"device": {"kind": "cuda"}}, "ceilings": {},
+                                                       "gemms": []}))  # fmt: skip
+    assert main(["model-check", str(tmp_path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "no results.json" in err and "no `gemms`" in err and "where the model ran" in err
+    assert "Traceback" not in err
