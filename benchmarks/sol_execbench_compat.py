@@ -193,6 +193,10 @@ def _line(rec: dict, expect: str) -> str:
             f"overhead/workload {over:.2f}")  # fmt: skip
 
 
+def _write(out: str, meta: dict, results: list[dict]) -> None:
+    Path(out).write_text(json.dumps({"meta": meta, "cases": results}, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -225,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                 rec = {"name": case["name"], "error": f"{type(exc).__name__}: {exc}", "as_expected": False}
             results.append(rec)
             print(_line(rec, case["expect"]), flush=True)
+            tail = (rec.get("stderr_tail") or rec.get("error") or "")[-200:]
+            for log in rec.get("logs") or ([tail] if not rec.get("statuses") else []):
+                print(f"  why: {log.strip().splitlines()[-1][:200] if log.strip() else '(empty)'}", flush=True)
+            _write(args.out, {"device": args.device, "partial": True}, results)  # a cut run keeps what it did
             if rec.get("at_sol_execbench_ratio"):
                 print(f"  at --matched-ratio 0.99: {','.join(sorted(set(rec['at_sol_execbench_ratio']['statuses'])))}")
     finally:
@@ -246,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         meta["triton"] = triton.__version__
     except Exception as exc:  # noqa: BLE001 - versions are informative
         meta["versions_error"] = repr(exc)
-    Path(args.out).write_text(json.dumps({"meta": meta, "cases": results}, indent=1))
+    _write(args.out, meta, results)
     ok = sum(r["as_expected"] for r in results)
     print(f"{ok} of {len(results)} cases as SOL-ExecBench expects; {sum(bool(r.get('needs')) for r in results)} "
           f"need something this machine lacks -> {args.out}")  # fmt: skip
