@@ -11,15 +11,7 @@ set -u
 OUT=${OUT:?OUT must be set}
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor_model_llama}
 LLAMA=(--hf llama --preset llama3-8b --layers 4 --seq 8192 --batch 1 --dtype bf16 --mode train_step --top 10)
-run() {  # run NAME SECONDS ARGS...
-  local name=$1 secs=$2; shift 2
-  local start=$(date +%s)
-  mkdir -p "$OUT/$name"
-  timeout --kill-after=5 "$secs" python3 -m solkit.cli model "$@" --html "$OUT/$name" --json \
-    >"$OUT/$name/stdout.json" 2>"$OUT/$name/stderr.txt"
-  echo "$name rc=$? wall=$(( $(date +%s) - start ))s" | tee -a "$OUT/runs.txt"
-  grep -v '^USDT' "$OUT/$name/stderr.txt" | tail -n 3
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # run NAME SECONDS ARGS...
 run llama_eager_1 42 "${LLAMA[@]}"
 run llama_eager_2 42 "${LLAMA[@]}"
 run resnet50_eager 38 --hf resnet --preset 50 --batch 64 --dtype bf16 --mode train_step --top 10

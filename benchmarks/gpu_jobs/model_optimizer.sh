@@ -11,15 +11,7 @@
 set -u
 OUT=${OUT:?OUT must be set}
 LLAMA=(--hf llama --preset llama3-8b --layers 2 --seq 2048 --batch 1 --dtype bf16 --mode train_step --top 2000)
-run() {  # run NAME SECONDS ARGS...
-  local name=$1 secs=$2; shift 2
-  local start=$(date +%s)
-  mkdir -p "$OUT/$name"
-  timeout --kill-after=5 "$secs" python3 -m solkit.cli model "$@" --html "$OUT/$name" --json \
-    >"$OUT/$name/stdout.json" 2>"$OUT/$name/stderr.txt"
-  echo "$name rc=$? wall=$(( $(date +%s) - start ))s" | tee -a "$OUT/runs.txt"
-  grep -v '^USDT' "$OUT/$name/stderr.txt" | tail -n 3
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # run NAME SECONDS ARGS...
 run adamw_default 45 "${LLAMA[@]}" --optimizer default --what-if a100-sxm4-80gb,b200,rtx-4090
 run adamw_fused 35 "${LLAMA[@]}" --optimizer fused
 run adamw_for_loop 45 "${LLAMA[@]}" --optimizer for-loop
