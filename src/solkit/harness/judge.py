@@ -80,6 +80,7 @@ class CandidateProcess:
         os.close(write_fd)
         os.set_blocking(read_fd, False)
         self.fd, self.buf, self.next_id = read_fd, b"", 1
+        self.frozen: set[int] = set()
         self.hello = self._read(0, time.monotonic() + startup_timeout)
 
     def _read(self, cid: int, deadline: float) -> dict:
@@ -123,6 +124,35 @@ class CandidateProcess:
             raise ProcessFailure("died", f"exit code {self.popen.returncode}") from None
         return self._read(cid, time.monotonic() + timeout)
 
+    def _others(self) -> set[int]:
+        """Live (or unreaped) processes of the candidate's tree other than the server and the ``unshare`` wrapper."""
+        root = self.popen.pid
+        if self.plan.get("namespaces"):  # orphans re-parent to the namespace's PID 1, the server: all in the tree
+            found = set(sandbox.tree(root))
+            keep = {root, *sandbox.children(root)}
+        else:
+            found = set(sandbox.descendants(root, self.marker)) | set(sandbox.tree(root))
+            keep = {root}
+        return found - keep - self.frozen
+
+    def freeze_leftovers(self) -> int:
+        """SIGSTOP what the solution left running from its import, before any call: it can then do no work (ahead
+        or late) for any call, and dies with the rest at the end."""
+        others = self._others()
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        self.frozen |= others
+        return len(others)
+
+    def kill_new(self) -> int:
+        """SIGKILL every process started since the import (alive or unreaped); returns how many there were."""
+        others = self._others()
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        return len(others)
+
     def log_tail(self, n: int = 4000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-n:]
@@ -165,7 +195,14 @@ class WorkloadJudge:
         self.trials, self.pool = int(p["trials"]), int(p["pool"])
 
     def _req(self, cmd: str, **data: Any) -> dict:
+        """One command; ``self.last_ms`` is its round trip by the judge's clock (the checks after it left out)."""
+        t0 = time.perf_counter()
         reply = self.proc.request(cmd, max(self.deadline - time.monotonic(), 0.001), **data)
+        self.last_ms = (time.perf_counter() - t0) * 1e3
+        if cmd in ("call", "time", "batch") and (n := self.proc.kill_new()):
+            raise Failure("REWARD_HACK", f"{n} process(es) started by the solution still running (or unreaped) when "
+                          f"the {cmd!r} command returned, killed before its outputs were read: work left to run after "
+                          "the judge's clock stopped")  # fmt: skip
         if not reply.get("ok"):
             status = reply.get("status")
             if status not in CANDIDATE_STATUSES:
@@ -283,9 +320,8 @@ class WorkloadJudge:
         base = self.trials
         pool = [self._fill(s, base + k) for k, s in enumerate(slots)]
         est = min(state["ms"]) if state["ms"] else 0.0
-        t0 = time.perf_counter()
         reply = self._req("time", **common, pool=pool, params=self.ctx["timing_params"], est_ms=est)
-        wall = (time.perf_counter() - t0) * 1e3
+        wall = self.last_ms
         res = reply.get("timing")
         if not isinstance(res, dict) or not isinstance(res.get("median_ms"), (int, float)) or res["median_ms"] <= 0:
             raise Failure("REWARD_HACK", f"the timing report is not a positive time: {str(res)[:120]}")
@@ -320,20 +356,17 @@ class WorkloadJudge:
         return slow or (fresh_ms > FORGED_FACTOR * median and fresh_ms > 0.05)
 
     def _fresh_round(self, slots: list[Slot], common: dict, base: int) -> dict[str, Any]:
-        t0 = time.perf_counter()
         self._req("ping")
-        rtt = (time.perf_counter() - t0) * 1e3
+        rtt = self.last_ms
         stage = 0.0
         pool = [self._fill(s, base + k) for k, s in enumerate(slots)]
         self._last_slots, self._last_pool = slots, pool
         if self.job["device"] != "cpu":  # staging copies are part of the clock on a GPU: measured, capped
-            t0 = time.perf_counter()
             self._req("batch", **common, pool=pool, stage_only=True)
             nbytes = sum(t.numel() * t.element_size() for s in slots for t in s.inputs.values())
-            stage = min((time.perf_counter() - t0) * 1e3 - rtt, nbytes / STAGE_FLOOR_BPS * 1e3)
-        t0 = time.perf_counter()
+            stage = min(self.last_ms - rtt, nbytes / STAGE_FLOOR_BPS * 1e3)
         self._req("batch", **common, pool=pool)
-        wall = (time.perf_counter() - t0) * 1e3
+        wall = self.last_ms
         fresh_ms = max(wall - rtt - max(stage, 0.0), 0.0) / len(slots)
         for k, s in enumerate(slots):
             produced = self._produced(s)
@@ -357,9 +390,8 @@ class WorkloadJudge:
         # A round lasts at least REPEAT_MS and 20 round trips, so the round trip subtracted stays a small part of it.
         target = max(REPEAT_MS, 20 * (fresh["round_trip_ms"] + fresh["staging_ms"]))
         for _ in range(REPEAT_ROUNDS):  # the fastest round: a loaded machine only ever slows a round down
-            t0 = time.perf_counter()
             self._req("batch", **common, pool=pool, repeat=repeat)
-            wall = (time.perf_counter() - t0) * 1e3
+            wall = self.last_ms
             per_call = max(wall - fresh["round_trip_ms"] - fresh["staging_ms"], 0.0) / (repeat * len(pool))
             if per_call < judged:
                 judged, calls = per_call, repeat * len(pool)
@@ -407,8 +439,8 @@ class WorkloadJudge:
         }
 
 
-def containment_record(plan: dict, hello: dict | None, stragglers: int) -> dict[str, Any]:
-    rec: dict[str, Any] = {"sandbox": bool(plan.get("enabled"))}
+def containment_record(plan: dict, hello: dict | None, stragglers: int, frozen: int = 0) -> dict[str, Any]:
+    rec: dict[str, Any] = {"sandbox": bool(plan.get("enabled")), "frozen_after_import": frozen}
     if plan.get("enabled"):
         rec["namespaces"] = "pid, mount, net" if plan.get("namespaces") else None
         rec["descendants"] = ("killed with the PID namespace" if plan.get("namespaces")

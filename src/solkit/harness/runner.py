@@ -385,7 +385,7 @@ def run_candidate(
     phases = phases if phases is not None else {}
     results: dict[str, dict] = {}
     proc: CandidateProcess | None = None
-    failures, stragglers, hello, started = 0, 0, None, 0
+    failures, stragglers, hello, started, frozen = 0, 0, None, 0, 0
     i = 0
     while i < len(order):
         uuid = order[i]
@@ -417,6 +417,7 @@ def run_candidate(
                 for u in order[i:]:
                     results[u] = _fail(u, status, str(reply.get("log", ""))[:20000])
                 break
+            frozen += proc.freeze_leftovers()
         try:
             results[uuid] = WorkloadJudge(proc, prepared[uuid], ctx["workloads"][uuid], job, ctx).run()
         except Failure as f:
@@ -436,7 +437,7 @@ def run_candidate(
         i += 1
     if proc is not None:
         stragglers += proc.close()
-    record = containment_record(plan, hello, stragglers)
+    record = containment_record(plan, hello, stragglers, frozen)
     for res in results.values():
         res["containment"] = record
     return results

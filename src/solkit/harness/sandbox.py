@@ -9,7 +9,8 @@ Layers, each used when the OS allows it and recorded in the trace:
   marker) and killed one by one: weaker, and said so.
 * **Landlock** (candidate side, :func:`confine`, before any candidate code is imported): writes only
   under the scratch directory (and to ``/dev`` nodes, so ``/dev/nvidia*`` and ``/dev/null`` keep
-  working), no TCP bind/connect, and (ABI ≥ 6) no signals to processes outside the sandbox.
+  working, and to the process's own ``/proc/PID``, which CUDA's driver writes at start-up), no TCP
+  bind/connect, and (ABI ≥ 6) no signals to processes outside the sandbox.
 * **resource limits**: open files, core dumps, file size, address space on the CPU, processes when not
   root (root ignores ``RLIMIT_NPROC``).
 * **environment**: an allowlist (:func:`child_env`); ``HOME``, ``TMPDIR`` and the compiler caches point
@@ -126,6 +127,8 @@ def child_env(scratch: Path, marker: str, extra_pythonpath: str) -> dict[str, st
         "TORCHINDUCTOR_CACHE_DIR": str(scratch / ".inductor"), "TORCH_EXTENSIONS_DIR": str(scratch / ".extensions"),
         "XDG_CACHE_HOME": str(scratch / ".cache"), "PYTHONPATH": extra_pythonpath, "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1", MARKER: marker,
+        # no pool of compile worker processes: a process the solution leaves running across a call is a verdict
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
     })  # fmt: skip
     return env
 
@@ -144,7 +147,10 @@ def _landlock(scratch: Path, abi: int) -> list[str]:
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
-        for path, rights in ((scratch, fs), (Path("/dev"), _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0))):
+        # CUDA's driver writes to the process's own /proc entry at start-up (cudaGetDeviceCount fails with error
+        # 304 without it, seen on the H200); "/proc/self" resolves here to this process's /proc/PID only.
+        dev_rights = _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
+        for path, rights in ((scratch, fs), (Path("/dev"), dev_rights), (Path("/proc/self"), dev_rights)):
             pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
                 rule = _PathBeneath(rights, pfd)
@@ -158,7 +164,7 @@ def _landlock(scratch: Path, abi: int) -> list[str]:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     finally:
         os.close(fd)
-    what = ["writes confined to the scratch directory and /dev"]
+    what = ["writes confined to the scratch directory, /dev and the process's own /proc entry"]
     if net:
         what.append("no TCP")
     if scoped:
@@ -234,3 +240,51 @@ def kill_tree(root_pid: int, marker: str) -> int:
                 os.kill(pid, signal.SIGKILL)
                 n += 1
     return n
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of every thread of ``pid`` (``/proc/PID/task/TID/children``), zombies included."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+    return found
+
+
+def tree(root_pid: int) -> list[int]:
+    """``root_pid`` and its descendants by the kernel's child lists (cheap; orphans that re-parented elsewhere are
+    not found: inside a PID namespace they re-parent to the namespace's PID 1, which is in the tree)."""
+    seen, todo = [], [root_pid]
+    while todo and len(seen) < 100_000:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.append(pid)
+        todo += children(pid)
+    return seen
+
+
+def own_descendants() -> set[int]:
+    """Processes below the calling process (for the candidate process to check itself after a call)."""
+    return set(tree(os.getpid())) - {os.getpid()}
+
+
+def schedstat(pids: list[int]) -> dict[int, tuple[int, int]]:
+    """Per process: (ns its threads ran on a CPU, ns its main thread waited runnable) from ``/proc/PID/schedstat``."""
+    out: dict[int, tuple[int, int]] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+            main = Path(f"/proc/{pid}/schedstat").read_text().split()
+        except OSError:
+            continue
+        run = 0
+        for tid in tids:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                run += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+        out[pid] = (run, int(main[1]))
+    return out

@@ -103,6 +103,7 @@ class Server:
         inputs = {n: self._arg(s) for n, s in zip(cmd["input_names"], cmd["args"])}
         outs = self._outs(cmd["outs"]) if dps else []
         watch = ac.ThreadWatch(self.scratch / "candidate")
+        before = sandbox.own_descendants()
         timed.sync(self.device)
         t0 = time.perf_counter()
         try:
@@ -111,6 +112,7 @@ class Server:
         except Exception as exc:  # noqa: BLE001
             raise Failure("RUNTIME_ERROR", f"candidate raised: {exc!r}\n{traceback.format_exc()}") from None
         ms = (time.perf_counter() - t0) * 1e3
+        self._no_new_processes(before, "a correctness call")
         if why := ac.monkey_patch_reason(self.guard, "during a correctness call"):
             raise Failure("REWARD_HACK", why)
         try:
@@ -119,7 +121,8 @@ class Server:
             raise Failure("INCORRECT_SHAPE", str(exc)) from None
         for check in (
             lambda: ac.output_objects(outputs, inputs, bool(cmd.get("aliases"))),
-            lambda: ac.readiness(outputs, self.device),
+            # on the CPU the judge re-reads the shared outputs itself; a settle here would only give late writers time
+            lambda: ac.readiness(outputs, self.device) if self.device.type == "cuda" else None,
             watch.reason,
         ):
             if why := check():
@@ -134,6 +137,12 @@ class Server:
                 if not cc.bitwise_equal(v.cpu(), self._mapped(spec)):
                     flags.append(f"input {n!r} was modified by the candidate")
         return {"ok": True, "ms": ms, "modified": flags}
+
+    @staticmethod
+    def _no_new_processes(before: set[int], when: str) -> None:
+        """Processes the solution started and left running can finish its work after the call returned."""
+        if new := sandbox.own_descendants() - before:
+            raise Failure("REWARD_HACK", f"{len(new)} process(es) started during {when} still running after it ended")
 
     def _stage(self, cmd: dict) -> tuple[list[tuple], list[list[torch.Tensor]]]:
         dps = bool(cmd["dps"])
@@ -171,6 +180,7 @@ class Server:
         record: dict[int, Any] = {}
         call = self.fn if cmd["dps"] else self._recording(pool, record)
         watch = ac.ThreadWatch(self.scratch / "candidate")
+        before = sandbox.own_descendants()
         try:
             res, note, between = timed.time_pool(call, pool, cmd["params"], self.device, float(cmd["est_ms"]))
             timed.sync(self.device)
@@ -180,6 +190,7 @@ class Server:
             raise Failure("REWARD_HACK", why)
         if why := watch.reason():
             raise Failure("REWARD_HACK", f"timing: {why}")
+        self._no_new_processes(before, "timing")
         self._collect(cmd, outs, record)
         hidden = {}
         if self.device.type == "cuda":
@@ -199,6 +210,7 @@ class Server:
             return {"ok": True}
         record: dict[int, Any] = {}
         call = self.fn if cmd["dps"] else self._recording(pool, record)
+        before = sandbox.own_descendants()
         try:
             for _ in range(max(int(cmd.get("repeat", 1)), 1)):
                 for args in pool:
@@ -206,12 +218,19 @@ class Server:
             timed.sync(self.device)
         except Exception as exc:  # noqa: BLE001
             raise Failure("RUNTIME_ERROR", f"candidate raised on fresh inputs: {exc!r}") from None
+        self._no_new_processes(before, "a batch of calls")
         self._collect(cmd, outs, record)
+        return {"ok": True}
+
+    def ping(self, cmd: dict) -> dict:
+        """The judge subtracts this round trip from its clock of a batch: it walks the process tree twice, as a batch
+        does."""
+        self._no_new_processes(sandbox.own_descendants(), "a ping")
         return {"ok": True}
 
     def serve(self, stdin) -> None:
         handlers = {"load": self.load, "call": self.call, "time": self.time, "batch": self.batch,
-                    "ping": lambda cmd: {"ok": True}}  # fmt: skip
+                    "ping": self.ping}  # fmt: skip
         for line in stdin:
             cmd = json.loads(line)
             cid = int(cmd.get("id", -1))
