@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "comparison into each results.json (and report.html beside it).",
     )
     p.add_argument("results", nargs="+", help="results.json of `solkit model --html DIR` (or DIR)")
-    p.add_argument("--device", default=None, help="cuda:N or cpu (default: cuda if present); must be the model's")
+    p.add_argument("--device", default=None, help="cuda:N or cpu (default: the kind of device the model ran on)")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per trial (default: the bench's)")
     p.add_argument("--tolerance", type=float, default=TOLERANCE, help="agreement asked of the ratio (default 0.05)")
     p.add_argument("--no-layout", dest="layout", action="store_false",
