@@ -32,6 +32,7 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -350,6 +351,47 @@ def run_bwd(doc, cfgs, errors, shape, peaks, deadline, save):
         save()
 
 
+GLUON_VARIANTS = [{"block_n": 128, "stages": 2}, {"block_n": 128, "stages": 2, "pingpong": True},
+                  {"block_n": 64, "stages": 3}, {"block_n": 64, "stages": 4, "pingpong": True}]  # fmt: skip
+
+
+def run_gluon(doc, peaks, deadline, save):
+    """lab/kernels/attention_gluon.py (two consumer warpgroups and a TMA loader warp) at both shapes: checked
+    against fp32 (output) and the Triton forward (logsumexp), then timed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for lab.kernels
+    from lab.kernels.attention_gluon import attention_fwd_gluon
+
+    for shape, (hq, hkv) in SHAPES.items():
+        q, k, v, _ = inputs(hq, hkv)
+        ref = reference(q, k, v)
+        lse0 = _lse({"path": "tma", "fwd": {}}, q, k, v)
+        for opts in GLUON_VARIANTS:
+            if time.time() > deadline:
+                doc["skipped_for_time"].append({"part": "gluon", "shape": shape, **opts})
+                continue
+            row = {"part": "fwd", "shape": shape, "impl": "solkit_gluon", "path": "gluon", "fwd": opts}
+            try:
+                fn = lambda a, b, c, o=opts: attention_fwd_gluon(a, b, c, causal=True, **o)  # noqa: E731
+                out, lse = fn(q, k, v)
+                torch.cuda.synchronize()
+                row["max_err"] = float((out.float() - ref).abs().max())
+                row["lse_err"] = float((lse - lse0).abs().max())
+                row["correct"] = row["max_err"] <= 0.05 and row["lse_err"] <= 1e-2
+                if row["correct"]:
+                    row["ms"], row["method"] = time_ms(fn, (q, k, v))
+                    score(row, hq, "fwd", peaks)
+            except Exception as e:  # noqa: BLE001 - a variant that fails is a result
+                row["error"] = " ".join(f"{type(e).__name__}: {e}".split())[:500]
+            log(
+                "gluon",
+                shape,
+                json.dumps(opts),
+                {k: row.get(k) for k in ("ms", "tflops", "max_err", "correct", "error")},
+            )
+            doc["rows"].append(row)
+            save()
+
+
 def best(doc, part, shape, n):
     rows = [r for r in doc["rows"] if r["part"] == part and r["shape"] == shape and r["impl"] == "solkit"
             and "ms" in r]  # fmt: skip
@@ -373,7 +415,7 @@ def peaks_now() -> tuple[dict, dict]:
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
-    p.add_argument("--part", choices=("fwd", "bwd"), default="fwd")
+    p.add_argument("--part", choices=("fwd", "bwd", "gluon"), default="fwd")
     p.add_argument("--deadline", type=float, default=200.0, help="seconds after start past which no row starts")
     p.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     p.add_argument("--limit", type=int, default=None, help="the first N configs only")
@@ -401,6 +443,16 @@ def main(argv):
 
     cfgs = (fwd_configs() if args.part == "fwd" else bwd_configs())[: args.limit]
     doc["configs"] = len(cfgs)
+    if args.part == "gluon":
+        try:
+            doc["ceilings"], peaks = peaks_now()
+            run_gluon(doc, peaks, deadline, save)
+        except Exception:  # noqa: BLE001 - keep every finished row
+            doc["error"] = traceback.format_exc()[-3000:]
+            log(doc["error"])
+        doc["seconds"] = round(time.time() - T0, 1)
+        save()
+        return 0
     try:
         errors, stats = precompile(args.part, cfgs, args.workers, T0 + args.deadline * 0.45)
         doc["ceilings"], peaks = peaks_now()
