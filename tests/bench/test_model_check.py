@@ -110,3 +110,15 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no results.json" in err and "no `gemms`" in err and "where the model ran" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.gpu
+def test_a_bf16_step_on_the_gpu_agrees_on_t_sol(tmp_path, capsys):
+    torch.manual_seed(0)
+    model = Net(256, 384).cuda().to(torch.bfloat16)
+    x = torch.randn(512, 256, device="cuda", dtype=torch.bfloat16)
+    write_model_report(analyze(model, (x,), mode="fwd_bwd", warmup=2), tmp_path)
+    assert main(["model-check", str(tmp_path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["runs"][0]["rows"]
+    assert rows and all(r["t_sol_agrees"] and r["layout_run"]["status"] == "ok" for r in rows)
+    assert all(r["layout_ratio"] > 0 for r in rows)
