@@ -6,13 +6,14 @@
 # Each job is benchmarks/gpu_jobs/JOB.sh (the maintained jobs), else lab/benchmarks/gpu_jobs/JOB.sh (the dated
 # per-round record; those need not run any more). It runs from the repo root with OUT set to its own
 # folder, and must finish within the budget (seconds) on its "# budget: N" line (default 60; the
-# wrapper kills it past that). Wheels in .whl/, .whl_plot/ and .whl_hf/ (those carried) go into /tmp/site first.
+# wrapper kills it past that). Wheels in .whl*/ (the sets carried) go into /tmp/site first.
 set -u
 ROOT=$(pwd)
 FINAL_OUT=${OUT:?OUT must be set}
 # The wheels come in sets that are carried only when a job needs them (the carry limit is 64 MiB): .whl (core),
-# .whl_plot (matplotlib and what it imports), .whl_hf (transformers and what it imports).
-for set in .whl .whl_plot .whl_hf; do
+# .whl_plot (matplotlib and what it imports), .whl_hf (transformers and what it imports), .whl_ray (ray, slimmed by
+# tools/slim_wheel.py --preset ray, and what it imports).
+for set in .whl .whl_plot .whl_hf .whl_ray; do
   if ls "$set"/*.whl >/dev/null 2>&1 && [ ! -f "/tmp/site/.installed$set" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$set"/*.whl \
       && touch "/tmp/site/.installed$set"
