@@ -151,3 +151,26 @@ def test_timed_inputs_are_new_values_every_call_and_restored(dtype):
     assert refresh.record()["repeated_factors"] == 1  # the 80th call of a slot reuses a factor, and says so
     refresh.restore()
     assert torch.equal(pool[0][0], x) and torch.equal(pool[1][0], x * 2)
+
+
+def _round(per_call, wait_frac=0.0, cpu_per_call=None, calls=100):
+    wall = per_call * calls
+    return {"calls": calls, "wall_ms": wall, "per_call_ms": per_call, "wait_ms": wait_frac * wall,
+            "unwaited_per_call_ms": per_call * (1 - wait_frac), "cpu_per_call_ms": cpu_per_call or per_call}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "rounds,plausible",
+    [
+        ([_round(0.05), _round(0.5)], True),  # quiet: the fastest round fits
+        ([_round(0.5), _round(0.6)], False),  # quiet and too slow: a forged timer
+        ([_round(0.5, wait_frac=0.85, cpu_per_call=0.06)], True),  # loaded: the waits stretched it, its CPU time fits
+        ([_round(0.5, wait_frac=0.85, cpu_per_call=0.5)], False),  # loaded, but its own CPU time says the work is real
+        ([_round(0.5, wait_frac=0.1, cpu_per_call=0.06)], False),  # not loaded enough to set the wall clock aside
+        ([_round(0.5, wait_frac=0.3, cpu_per_call=0.06)], False),  # loaded, but the unwaited time does not fit
+    ],
+)
+def test_back_to_back_verdict_sets_the_wall_clock_aside_only_on_a_loaded_cpu(rounds, plausible):
+    ok, record = ac.back_to_back_verdict(rounds, limit_ms=0.1)
+    assert ok is plausible
+    assert ("loaded_machine" in record) is (plausible and rounds[0]["per_call_ms"] > 0.1)

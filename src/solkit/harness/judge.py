@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import secrets
 import select
@@ -144,6 +143,22 @@ class CandidateProcess:
                 os.kill(pid, signal.SIGSTOP)
         self.frozen |= others
         return len(others)
+
+    def sched(self) -> dict[int, tuple[int, int]]:
+        """Scheduler statistics of the candidate's processes (CPU time, the server's runnable waits)."""
+        pids = sandbox.tree(self.popen.pid)
+        if not self.plan.get("namespaces"):
+            pids = sorted(set(pids) | set(sandbox.descendants(self.popen.pid, self.marker)))
+        return sandbox.schedstat(pids)
+
+    def sched_delta(self, before: dict[int, tuple[int, int]], wall_ms: float, calls: int) -> dict[str, float]:
+        """Per-call CPU time of the candidate's processes and the server's runnable wait since ``before``."""
+        after = self.sched()
+        run_ns = sum(r - before.get(pid, (0, 0))[0] for pid, (r, _) in after.items())
+        server = self.popen.pid if not self.plan.get("namespaces") else next(iter(sandbox.children(self.popen.pid)), 0)
+        wait_ms = (after.get(server, (0, 0))[1] - before.get(server, (0, 0))[1]) / 1e6
+        return {"wait_ms": wait_ms, "unwaited_per_call_ms": max(wall_ms - wait_ms, 0.0) / calls,
+                "cpu_per_call_ms": run_ns / 1e6 / calls}  # fmt: skip
 
     def kill_new(self) -> int:
         """SIGKILL every process started since the import (alive or unreaped); returns how many there were."""
@@ -386,22 +401,29 @@ class WorkloadJudge:
         per_call = max(fresh["fresh_call_ms"], 0.001)
         repeat = int(min(max(REPEAT_MS / (per_call * fresh["sets"]), 1), 2000))
         pool = [{"args": self._args_of(k), "outs": s.out_specs} for k, s in enumerate(self._last_slots)]
-        judged, calls = math.inf, 0
+        rounds: list[dict[str, Any]] = []
+        cpu = self.job["device"] == "cpu"
         # A round lasts at least REPEAT_MS and 20 round trips, so the round trip subtracted stays a small part of it.
         target = max(REPEAT_MS, 20 * (fresh["round_trip_ms"] + fresh["staging_ms"]))
         for _ in range(REPEAT_ROUNDS):  # the fastest round: a loaded machine only ever slows a round down
+            before = self.proc.sched() if cpu else None
             self._req("batch", **common, pool=pool, repeat=repeat)
             wall = self.last_ms
-            per_call = max(wall - fresh["round_trip_ms"] - fresh["staging_ms"], 0.0) / (repeat * len(pool))
-            if per_call < judged:
-                judged, calls = per_call, repeat * len(pool)
+            calls = repeat * len(pool)
+            rnd = {"calls": calls, "wall_ms": wall,
+                   "per_call_ms": max(wall - fresh["round_trip_ms"] - fresh["staging_ms"], 0.0) / calls}  # fmt: skip
+            if before is not None:
+                rnd.update(self.proc.sched_delta(before, wall - fresh["round_trip_ms"], calls))
+            rounds.append(rnd)
             if wall > 4 * target and repeat > 1:  # calls cost more than the fresh ones said: shorter rounds
                 repeat = max(1, int(repeat * target / wall))
         median = float(res["median_ms"])
-        if judged > REPEAT_FACTOR * median + REPEAT_SLACK_MS:
-            raise Failure("REWARD_HACK", f"the timed calls claim {median:.4g} ms, but {calls} back-to-back calls take "
-                          f"{judged:.4g} ms each by the judge's clock: the reported time cannot be true")  # fmt: skip
-        return {"back_to_back_calls": calls, "back_to_back_ms": judged}
+        plausible, record = ac.back_to_back_verdict(rounds, REPEAT_FACTOR * median + REPEAT_SLACK_MS)
+        if not plausible:
+            raise Failure("REWARD_HACK", f"the timed calls claim {median:.4g} ms, but {record['back_to_back_calls']} "
+                          f"back-to-back calls take {record['back_to_back_ms']:.4g} ms each by the judge's clock: the "
+                          "reported time cannot be true")  # fmt: skip
+        return record
 
     def _result(self, state: dict, res: dict, reply: dict, wall: float, fresh: dict) -> dict[str, Any]:
         checks: cc.OutputCheck = state["checks"]
