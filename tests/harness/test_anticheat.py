@@ -155,8 +155,9 @@ def test_timed_inputs_are_new_values_every_call_and_restored(dtype):
 
 def _round(per_call, wait_frac=0.0, cpu_per_call=None, calls=100):
     wall = per_call * calls
+    unwaited = per_call * (1 - wait_frac)
     return {"calls": calls, "wall_ms": wall, "per_call_ms": per_call, "wait_ms": wait_frac * wall,
-            "unwaited_per_call_ms": per_call * (1 - wait_frac), "cpu_per_call_ms": cpu_per_call or per_call}  # fmt: skip
+            "unwaited_per_call_ms": unwaited, "cpu_per_call_ms": cpu_per_call or per_call}  # fmt: skip
 
 
 @pytest.mark.parametrize(
