@@ -54,7 +54,7 @@ PRESETS = {
             "*/tests/*",
             "*.pyi",
             "*.js.map",
-        ],  # fmt: skip
+        ],
         "keep": [],
         "strip": True,
         "compression": "lzma",
