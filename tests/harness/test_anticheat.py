@@ -127,6 +127,7 @@ def test_gpu_work_of_other_threads_between_calls_is_foreign():
         {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 131.0, "args": {"correlation": 4}, "tid": 7},
         {"cat": "kernel", "name": "ahead", "ts": 280.0, "dur": 30.0, "args": {"correlation": 4}},
         {"cat": "kernel", "name": "no_launch_record", "ts": 320.0, "dur": 5.0, "args": {"correlation": 99}},
+        {"cat": "kernel", "name": "queued_before_profiling", "ts": 50.0, "dur": 8.0, "args": {"correlation": 98}},
     ]
     assert foreign_gpu_us({"traceEvents": ev}) == 35.0
     assert foreign_gpu_us({"traceEvents": ev[:7]}) == 0.0

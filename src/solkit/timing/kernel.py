@@ -25,6 +25,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -78,16 +79,17 @@ def spans_from_trace(trace: Mapping[str, Any], prefix: str = RANGE_PREFIX) -> di
 
 
 def foreign_gpu_us(trace: Mapping[str, Any], prefix: str = RANGE_PREFIX) -> float:
-    """GPU busy time (µs) launched outside every call range by a thread that ran no call range, or whose launch
-    the trace does not show.
+    """GPU busy time (µs) launched outside every call range by another thread than the timing thread, or started
+    after the first call with no launch record in the trace.
 
-    The timing thread's own launches outside the ranges (the L2 flush) are not foreign.
+    The timing thread (the one that ran the ranges and made most launches inside them) launching outside the
+    ranges is the L2 flush, not foreign; GPU work that started before the first range was queued before profiling.
     """
     events = trace.get("traceEvents", trace) if isinstance(trace, Mapping) else trace
     ranges: list[tuple[float, float]] = []
     timing_tids: set[Any] = set()
     launches: dict[int, tuple[float, Any]] = {}
-    gpu: list[tuple[int, float]] = []
+    gpu: list[tuple[int, float, float]] = []
     for ev in events:
         cat, name, args = ev.get("cat", ""), ev.get("name", ""), ev.get("args") or {}
         if cat == "user_annotation" and name.startswith(prefix) and name[len(prefix) :].isdigit():
@@ -96,12 +98,19 @@ def foreign_gpu_us(trace: Mapping[str, Any], prefix: str = RANGE_PREFIX) -> floa
         elif cat in _LAUNCH_CATS and "correlation" in args:
             launches[int(args["correlation"])] = (float(ev["ts"]), ev.get("tid"))
         elif cat in _GPU_CATS and "correlation" in args:
-            gpu.append((int(args["correlation"]), float(ev.get("dur", 0.0))))
+            gpu.append((int(args["correlation"]), float(ev["ts"]), float(ev.get("dur", 0.0))))
+    if not ranges:
+        return 0.0
+    inside = Counter(tid for ts, tid in launches.values() if any(a <= ts <= b for a, b in ranges))
+    if inside:
+        timing_tids.add(inside.most_common(1)[0][0])
+    first = min(a for a, _ in ranges)
     total = 0.0
-    for corr, dur in gpu:
+    for corr, ts, dur in gpu:
         launch = launches.get(corr)
-        outside = launch is not None and not any(start <= launch[0] <= end for start, end in ranges)
-        if launch is None or (outside and launch[1] not in timing_tids):
+        if launch is None:
+            total += dur if ts >= first else 0.0
+        elif launch[1] not in timing_tids and not any(a <= launch[0] <= b for a, b in ranges):
             total += dur
     return total
 
