@@ -19,9 +19,9 @@ export TRITON_CACHE_DIR=/tmp/triton_attn_sweep PYTHONUNBUFFERED=1
 } 2>&1 | tee "$OUT/env.txt"
 # the Gluon forward (lab/kernels/attention_gluon.py: two consumer warpgroups and a TMA loader warp) first, capped,
 # so that a hang there cannot eat the sweep's time
-timeout 40 python3 lab/benchmarks/attention_sweep.py --part gluon --deadline 30 --out "$OUT/attention_gluon.json" \
+timeout 50 python3 lab/benchmarks/attention_sweep.py --part gluon --deadline 42 --out "$OUT/attention_gluon.json" \
   2>&1 | grep -v -e UserWarning -e "^  " | tee "$OUT/gluon.txt" | grep -e "^\[.*\] gluon" | cut -c1-240
 echo "gluon rc=${PIPESTATUS[0]}"
-timeout 185 python3 lab/benchmarks/attention_sweep.py --part fwd --deadline 145 --out "$OUT/attention_sweep.json" \
+timeout 178 python3 lab/benchmarks/attention_sweep.py --part fwd --deadline 138 --out "$OUT/attention_sweep.json" \
   2>&1 | grep -v -e UserWarning -e "^  " | tee "$OUT/sweep.txt" | grep -e "^\[.*\] \(best\|rival\|precompiled\|ceilings\)"
 echo "sweep rc=${PIPESTATUS[0]}"

@@ -68,9 +68,93 @@ if _IMPORT_ERROR is None:
             mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
             _tma_load(v_desc, [kv_row + j * BLOCK_N, 0], v_ready.index(s), v_ring.index(s))
 
-    # Over 80 lines on purpose: one warp-specialised partition whose ring phases and softmax state are loop-carried.
     @gluon.jit
-    def _consumer(args, C: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, PINGPONG: gl.constexpr):
+    def _softmax(qk, m_i, l_i, offs_m, j, row0, qk_scale, CAUSAL: gl.constexpr, dtype: gl.constexpr,
+                 HEAD_DIM: gl.constexpr):  # fmt: skip
+        """One score tile into the online softmax: ``(P as the PV wgmma's A operand, the accumulator's rescale,
+        m, l)``. Causal: only a tile crossing the consumer's diagonal is masked."""
+        BLOCK_N: gl.constexpr = qk.shape[1]
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])  # fmt: skip
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        if CAUSAL:  # noqa: SIM102 - a constexpr test, then a run-time one
+            if (j + 1) * BLOCK_N > row0:
+                offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, qk.type.layout))
+                qk = gl.where(gl.expand_dims(offs_m, 1) >= gl.expand_dims(offs_n, 0), qk, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(qk, axis=1) * qk_scale)
+        p = gl.exp2(qk * qk_scale - gl.expand_dims(m_new, 1))
+        alpha = gl.exp2(m_i - m_new)
+        l_i = l_i * alpha + gl.sum(p, axis=1)
+        alpha_o = gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+        return gl.convert_layout(p.to(dtype), p_layout), alpha_o, m_new, l_i
+
+    @gluon.jit
+    def _loop_plain(q, k_ring, v_ring, k_ready, v_ready, kv_empty, turn, acc, m_i, l_i, zero_s, offs_m, row0, n_mine,
+                    qk_scale, C: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
+        """Each tile: ``S = Q K^T``, wait, softmax, rescale, ``O += P V``, wait, release the slot."""
+        STAGES: gl.constexpr = k_ring.shape[0]
+        for j in range(n_mine):
+            s = j % STAGES
+            phase = (j // STAGES) & 1
+            mbarrier.wait(k_ready.index(s), phase)
+            if PINGPONG:  # take turns issuing the GEMMs: consumer 0 first
+                mbarrier.wait(turn.index(C), (j & 1) ^ (1 - C))
+            qk = warpgroup_mma(q, k_ring.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
+            if PINGPONG:
+                mbarrier.arrive(turn.index(1 - C))
+            p16, alpha_o, m_i, l_i = _softmax(qk, m_i, l_i, offs_m, j, row0, qk_scale, CAUSAL, q.dtype,
+                                              acc.shape[1])  # fmt: skip
+            acc = acc * alpha_o
+            mbarrier.wait(v_ready.index(s), phase)
+            acc = warpgroup_mma(p16, v_ring.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(kv_empty.index(s))
+        return acc, m_i, l_i
+
+    @gluon.jit
+    def _loop_intra(q, k_ring, v_ring, k_ready, v_ready, kv_empty, acc, m_i, l_i, zero_s, offs_m, row0, n_mine,
+                    qk_scale, CAUSAL: gl.constexpr):  # fmt: skip
+        """FlashAttention-3's intra-warpgroup overlap: tile j+1's ``Q K^T`` is issued before tile j's softmax, and
+        tile j's ``P V`` stays in flight through tile j+1's softmax (waited for just before the rescale)."""
+        STAGES: gl.constexpr = k_ring.shape[0]
+        mbarrier.wait(k_ready.index(0), 0)
+        qk = warpgroup_mma(q, k_ring.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
+        for j in range(n_mine - 1):
+            s = j % STAGES
+            s1 = (j + 1) % STAGES
+            mbarrier.wait(k_ready.index(s1), ((j + 1) // STAGES) & 1)
+            qk_next = warpgroup_mma(q, k_ring.index(s1).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            p16, alpha_o, m_i, l_i = _softmax(qk, m_i, l_i, offs_m, j, row0, qk_scale, CAUSAL, q.dtype,
+                                              acc.shape[1])  # fmt: skip
+            # pending: tile j-1's P V (older), then tile j+1's Q K^T: let the P V retire, rescale, release its slot
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+            if j > 0:
+                mbarrier.arrive(kv_empty.index((j - 1) % STAGES))
+            acc = acc * alpha_o
+            mbarrier.wait(v_ready.index(s), (j // STAGES) & 1)
+            acc = warpgroup_mma(p16, v_ring.index(s), acc, is_async=True)
+            # pending: tile j+1's Q K^T (older), then this P V: the scores are needed next, the P V is not (acc
+            # comes back as a tensor still being written; it is read only after the next iteration's wait)
+            qk, acc = warpgroup_mma_wait(num_outstanding=1, deps=(qk_next, acc))
+        j = n_mine - 1
+        s = j % STAGES
+        p16, alpha_o, m_i, l_i = _softmax(qk, m_i, l_i, offs_m, j, row0, qk_scale, CAUSAL, q.dtype,
+                                          acc.shape[1])  # fmt: skip
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        if j > 0:
+            mbarrier.arrive(kv_empty.index((j - 1) % STAGES))
+        acc = acc * alpha_o
+        mbarrier.wait(v_ready.index(s), (j // STAGES) & 1)
+        acc = warpgroup_mma(p16, v_ring.index(s), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(kv_empty.index(s))
+        return acc, m_i, l_i
+
+    @gluon.jit
+    def _consumer(args, C: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, PINGPONG: gl.constexpr,
+                  INTRA: gl.constexpr):  # fmt: skip
         o_ptr, lse_ptr, q_smem, k_ring, v_ring, q_bar, k_ready, v_ready, kv_empty, turn, q_row, start_m, n_tiles, \
             qk_scale = args  # fmt: skip
         HALF: gl.constexpr = q_smem.shape[1]
@@ -81,7 +165,6 @@ if _IMPORT_ERROR is None:
                                                            instr_shape=[16, BLOCK_N, 16])  # fmt: skip
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, HEAD_DIM, 16])  # fmt: skip
-        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         row0 = start_m + C * HALF
         offs_m = row0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, s_layout))
         m_i = gl.full([HALF], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
@@ -93,32 +176,13 @@ if _IMPORT_ERROR is None:
             n_mine = gl.minimum(gl.cdiv(row0 + HALF, BLOCK_N), n_tiles)
         mbarrier.wait(q_bar.index(C), 0)
         q = q_smem.index(C)
-        for j in range(n_mine):
-            s = j % STAGES
-            phase = (j // STAGES) & 1
-            mbarrier.wait(k_ready.index(s), phase)
-            if PINGPONG:  # take turns issuing the GEMMs: consumer 0 first
-                mbarrier.wait(turn.index(C), (j & 1) ^ (1 - C))
-            qk = warpgroup_mma(q, k_ring.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
-            if PINGPONG:
-                mbarrier.arrive(turn.index(1 - C))
-            if CAUSAL:  # noqa: SIM102 - a constexpr test, then a run-time one
-                if (j + 1) * BLOCK_N > row0:  # the tile crosses this consumer's diagonal
-                    offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-                    qk = gl.where(gl.expand_dims(offs_m, 1) >= gl.expand_dims(offs_n, 0), qk, float("-inf"))
-            m_new = gl.maximum(m_i, gl.max(qk, axis=1) * qk_scale)
-            p = gl.exp2(qk * qk_scale - gl.expand_dims(m_new, 1))
-            alpha = gl.exp2(m_i - m_new)
-            l_i = l_i * alpha + gl.sum(p, axis=1)
-            m_i = m_new
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
-            p16 = gl.convert_layout(p.to(dtype), p_layout)
-            mbarrier.wait(v_ready.index(s), phase)
-            acc = warpgroup_mma(p16, v_ring.index(s), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(kv_empty.index(s))
-        if PINGPONG:  # keep the turns in step with the other consumer's tile count (causal: it may have more)
+        if INTRA:
+            acc, m_i, l_i = _loop_intra(q, k_ring, v_ring, k_ready, v_ready, kv_empty, acc, m_i, l_i, zero_s, offs_m,
+                                        row0, n_mine, qk_scale, CAUSAL)  # fmt: skip
+        else:
+            acc, m_i, l_i = _loop_plain(q, k_ring, v_ring, k_ready, v_ready, kv_empty, turn, acc, m_i, l_i, zero_s,
+                                        offs_m, row0, n_mine, qk_scale, C, CAUSAL, PINGPONG)  # fmt: skip
+        if PINGPONG and not INTRA:  # keep the turns in step with the other consumer's tile count (causal)
             for j in range(n_mine, n_tiles):
                 mbarrier.wait(turn.index(C), (j & 1) ^ (1 - C))
                 mbarrier.arrive(turn.index(1 - C))
@@ -139,7 +203,8 @@ if _IMPORT_ERROR is None:
     @gluon.jit
     def _attention_fwd_ws_kernel(q_desc, k_desc, v_desc, o_ptr, lse_ptr, seqlen, heads_q, group, qk_scale,
                                  CAUSAL: gl.constexpr, STAGES: gl.constexpr, PINGPONG: gl.constexpr,
-                                 LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):  # fmt: skip
+                                 INTRA: gl.constexpr, LOADER_REGS: gl.constexpr,
+                                 CONSUMER_REGS: gl.constexpr):  # fmt: skip
         HALF: gl.constexpr = q_desc.block_type.shape[0]
         HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
         BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
@@ -177,8 +242,8 @@ if _IMPORT_ERROR is None:
                          start_m, n_tiles, qk_scale)  # fmt: skip
         gl.warp_specialize(
             [
-                (_consumer, (consumer_args, 0, CAUSAL, STAGES, PINGPONG)),
-                (_consumer, (consumer_args, 1, CAUSAL, STAGES, PINGPONG)),
+                (_consumer, (consumer_args, 0, CAUSAL, STAGES, PINGPONG, INTRA)),
+                (_consumer, (consumer_args, 1, CAUSAL, STAGES, PINGPONG, INTRA)),
                 (_loader, (loader_args, STAGES)),
             ],
             [4, 1],
@@ -192,7 +257,7 @@ def _layout(block: list[int], dtype: torch.dtype):
 
 def attention_fwd_gluon(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = True,
                         scale: float | None = None, block_n: int = 128, stages: int = 2, pingpong: bool = False,
-                        loader_regs: int = 24, consumer_regs: int = 232,
+                        intra: bool = False, loader_regs: int = 24, consumer_regs: int = 232,
                         ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """``(out, lse)`` of causal or full attention, ``q`` ``(B, Hq, S, D)``, ``k``/``v`` ``(B, Hkv, S, D)``,
     contiguous bf16/fp16, ``S`` a multiple of 128 (and of ``block_n``), ``D`` 64 or 128; Hopper with Gluon."""
@@ -216,13 +281,13 @@ def attention_fwd_gluon(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, ca
     grid = (S // BLOCK_M, B * hq)
     _attention_fwd_ws_kernel[grid](
         q_desc, k_desc, v_desc, out, lse, S, hq, hq // hkv, scale * LOG2E, CAUSAL=bool(causal), STAGES=stages,
-        PINGPONG=bool(pingpong), LOADER_REGS=loader_regs, CONSUMER_REGS=consumer_regs, num_warps=4,
+        PINGPONG=bool(pingpong), INTRA=bool(intra), LOADER_REGS=loader_regs, CONSUMER_REGS=consumer_regs, num_warps=4,
     )  # fmt: skip
     return out, lse
 
 
 def compile_sm90(*, causal: bool = True, head_dim: int = 128, block_n: int = 128, stages: int = 2,
-                 pingpong: bool = False, dtype: str = "bf16"):  # fmt: skip
+                 pingpong: bool = False, intra: bool = False, dtype: str = "bf16"):  # fmt: skip
     """Compile for sm_90 without a GPU (to read its PTX and catch API errors before a device run)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -235,7 +300,9 @@ def compile_sm90(*, causal: bool = True, head_dim: int = 128, block_n: int = 128
     sig = {"q_desc": desc([BLOCK_M // 2, head_dim]), "k_desc": desc([block_n, head_dim]),
            "v_desc": desc([block_n, head_dim]), "o_ptr": f"*{dtype}", "lse_ptr": "*fp32", "seqlen": "i32",
            "heads_q": "i32", "group": "i32", "qk_scale": "fp32", "CAUSAL": "constexpr", "STAGES": "constexpr",
-           "PINGPONG": "constexpr", "LOADER_REGS": "constexpr", "CONSUMER_REGS": "constexpr"}  # fmt: skip
-    consts = {"CAUSAL": causal, "STAGES": stages, "PINGPONG": pingpong, "LOADER_REGS": 24, "CONSUMER_REGS": 232}
+           "PINGPONG": "constexpr", "INTRA": "constexpr", "LOADER_REGS": "constexpr",
+           "CONSUMER_REGS": "constexpr"}  # fmt: skip
+    consts = {"CAUSAL": causal, "STAGES": stages, "PINGPONG": pingpong, "INTRA": intra, "LOADER_REGS": 24,
+              "CONSUMER_REGS": 232}  # fmt: skip
     src = GluonASTSource(_attention_fwd_ws_kernel, sig, consts)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})

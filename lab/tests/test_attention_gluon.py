@@ -25,17 +25,19 @@ GPU = torch.cuda.is_available() and AG.unavailable_reason() is None
 _COMPILE_SCRIPT = """
 import json
 from lab.kernels import attention_gluon as AG
-k = AG.compile_sm90(causal=True, block_n=64, stages=3, pingpong=True)
+k = AG.compile_sm90(causal=True, block_n=64, stages=3, intra=True)
 ptx = k.asm["ptx"]
 print("RESULT " + json.dumps({"warps": k.metadata.num_warps, "shared": k.metadata.shared,
-                              "wgmma": "wgmma.mma_async" in ptx, "tma": "cp.async.bulk.tensor.2d" in ptx}))
+                              "wgmma": "wgmma.mma_async" in ptx, "tma": "cp.async.bulk.tensor.2d" in ptx,
+                              "wait1": "wgmma.wait_group.sync.aligned 1" in ptx}))
 """
 
 
 @pytest.mark.skipif(AG._IMPORT_ERROR is not None, reason="triton.experimental.gluon not importable")
-def test_compiles_for_sm90_with_pingpong_turns():
-    """The causal ping-pong variant compiles for sm_90 without a GPU: 12 warps (two consumer warpgroups, the
-    loader's group), TMA loads and wgmmas, within the shared memory of a Hopper SM. In a fresh process without
+def test_compiles_for_sm90_with_intra_warpgroup_overlap():
+    """The causal intra-warpgroup-overlap variant compiles for sm_90 without a GPU: 12 warps (two consumer
+    warpgroups, the loader's group), TMA loads and wgmmas, within the shared memory of a Hopper SM. In a fresh
+    process without
     TRITON_INTERPRET (the interpreter's patches of triton.language break Gluon's code generation)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     root = str(Path(__file__).resolve().parents[2])
@@ -46,6 +48,7 @@ def test_compiles_for_sm90_with_pingpong_turns():
     assert line is not None, proc.stderr[-2000:]
     result = json.loads(line[len("RESULT ") :])
     assert result["warps"] == 12 and result["wgmma"] and result["tma"]
+    assert result["wait1"]  # a P V left in flight while the next tile's softmax runs
     assert result["shared"] <= 227 * 1024
 
 
@@ -62,7 +65,8 @@ def test_refuses_a_sequence_not_a_multiple_of_the_tile():
 @pytest.mark.gpu
 @pytest.mark.parametrize(("hq", "hkv", "S", "D"), [(8, 2, 512, 128), (4, 4, 384, 64), (16, 2, 1024, 128)])
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("opts", [{}, {"pingpong": True}, {"block_n": 64, "stages": 3}], ids=["n128", "pp", "n64"])
+@pytest.mark.parametrize("opts", [{}, {"pingpong": True}, {"intra": True}, {"block_n": 64, "stages": 3, "intra": True}],
+                         ids=["n128", "pp", "intra", "n64-intra"])  # fmt: skip
 def test_gpu_matches_fp32_reference(hq, hkv, S, D, causal, opts):
     if not GPU:
         pytest.skip(AG.unavailable_reason())
