@@ -352,8 +352,8 @@ def run_bwd(doc, cfgs, errors, shape, peaks, deadline, save):
 
 
 #: The plain variant first (a hang in a later one, killed by the job's cap, leaves its rows)
-GLUON_VARIANTS = [{"block_n": 128, "stages": 2}, {"block_n": 128, "stages": 2, "intra": True},
-                  {"block_n": 128, "stages": 2, "pingpong": True}, {"block_n": 64, "stages": 3, "intra": True},
+GLUON_VARIANTS = [{"block_n": 128, "stages": 2}, {"block_n": 128, "stages": 3, "intra": True},
+                  {"block_n": 128, "stages": 2, "pingpong": True}, {"block_n": 64, "stages": 4, "intra": True},
                   {"block_n": 64, "stages": 3}]  # fmt: skip
 
 

@@ -116,7 +116,8 @@ if _IMPORT_ERROR is None:
     def _loop_intra(q, k_ring, v_ring, k_ready, v_ready, kv_empty, acc, m_i, l_i, zero_s, offs_m, row0, n_mine,
                     qk_scale, CAUSAL: gl.constexpr):  # fmt: skip
         """FlashAttention-3's intra-warpgroup overlap: tile j+1's ``Q K^T`` is issued before tile j's softmax, and
-        tile j's ``P V`` stays in flight through tile j+1's softmax (waited for just before the rescale)."""
+        tile j's ``P V`` stays in flight through tile j+1's softmax (waited for just before the rescale). Three
+        slots are held at once (j-1 until its P V retires, j, j+1), so the ring needs ``STAGES >= 3``."""
         STAGES: gl.constexpr = k_ring.shape[0]
         mbarrier.wait(k_ready.index(0), 0)
         qk = warpgroup_mma(q, k_ring.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
@@ -270,6 +271,8 @@ def attention_fwd_gluon(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, ca
         raise SolkitError("attention_fwd_gluon: q, k, v must share a bf16 or fp16 dtype")
     if S % BLOCK_M or S % block_n or D not in (64, 128) or hq % hkv or k.shape != v.shape or k.shape[2] != S:
         raise SolkitError(f"attention_fwd_gluon: needs S % {BLOCK_M} == S % block_n == 0, D 64/128, GQA heads")
+    if intra and stages < 3:  # tile j-1's slot (its P V in flight) and tile j's stay held while j+1 loads
+        raise SolkitError("attention_fwd_gluon: intra needs stages >= 3")
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     out = torch.empty_like(q)
     lse = torch.empty((B, hq, S), dtype=torch.float32, device=q.device)

@@ -52,6 +52,14 @@ def test_compiles_for_sm90_with_intra_warpgroup_overlap():
     assert result["shared"] <= 227 * 1024
 
 
+def test_intra_needs_three_stages():
+    if not GPU:
+        pytest.skip("the launcher's checks run after the device check")
+    q = torch.zeros(1, 2, 128, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(SolkitError, match="stages >= 3"):
+        AG.attention_fwd_gluon(q, q, q, intra=True, stages=2)
+
+
 def test_refuses_a_sequence_not_a_multiple_of_the_tile():
     if GPU:
         q = torch.zeros(1, 2, 100, 64, device="cuda", dtype=torch.bfloat16)
@@ -65,7 +73,8 @@ def test_refuses_a_sequence_not_a_multiple_of_the_tile():
 @pytest.mark.gpu
 @pytest.mark.parametrize(("hq", "hkv", "S", "D"), [(8, 2, 512, 128), (4, 4, 384, 64), (16, 2, 1024, 128)])
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("opts", [{}, {"pingpong": True}, {"intra": True}, {"block_n": 64, "stages": 3, "intra": True}],
+@pytest.mark.parametrize("opts", [{}, {"pingpong": True}, {"intra": True, "stages": 3},
+                                  {"block_n": 64, "stages": 4, "intra": True}],
                          ids=["n128", "pp", "intra", "n64-intra"])  # fmt: skip
 def test_gpu_matches_fp32_reference(hq, hkv, S, D, causal, opts):
     if not GPU:
