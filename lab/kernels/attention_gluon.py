@@ -183,13 +183,12 @@ if _IMPORT_ERROR is None:
         else:
             acc, m_i, l_i = _loop_plain(q, k_ring, v_ring, k_ready, v_ready, kv_empty, turn, acc, m_i, l_i, zero_s,
                                         offs_m, row0, n_mine, qk_scale, C, CAUSAL, PINGPONG)  # fmt: skip
-        if PINGPONG and not INTRA:  # keep the turns in step with the other consumer's tile count (causal)
-            for j in range(n_mine, n_tiles):
-                mbarrier.wait(turn.index(C), (j & 1) ^ (1 - C))
-                mbarrier.arrive(turn.index(1 - C))
-        for j in range(n_mine, n_tiles):  # tiles only the other consumer needs: release them in order
+        for j in range(n_mine, n_tiles):  # tiles only the other consumer needs (causal): release them in order
             s = j % STAGES
             mbarrier.wait(k_ready.index(s), (j // STAGES) & 1)
+            if PINGPONG and not INTRA:  # keep the turns in step with the other consumer's tile count
+                mbarrier.wait(turn.index(C), (j & 1) ^ (1 - C))
+                mbarrier.arrive(turn.index(1 - C))
             mbarrier.wait(v_ready.index(s), (j // STAGES) & 1)
             mbarrier.arrive(kv_empty.index(s))
         lse = m_i + gl.log2(l_i)
