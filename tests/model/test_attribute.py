@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace as NS
 
 import pytest
@@ -14,20 +15,39 @@ from solkit.sol.trace import OpRecord, TensorMeta
 
 CUDA = NS(name="CUDA")
 CPU = NS(name="CPU")
+_ids = itertools.count(1)
 
 
 def _evt(name, parent=None, kernels=(), shapes=(), seq=-1, kwinputs=None):
-    e = NS(name=name, cpu_parent=parent, cpu_children=[], kernels=[NS(name=k, duration=us) for k, us in kernels],
-           input_shapes=[list(s) for s in shapes], sequence_nr=seq, kwinputs=kwinputs or {}, device_type=CPU,
-           cpu_time_total=0.0)  # fmt: skip
+    """A CPU event; ``kernels`` (name, us) become device events it launched (see :func:`_profile`)."""
+    i = next(_ids)
+    e = NS(name=name, cpu_parent=parent, cpu_children=[], kernels=[], input_shapes=[list(s) for s in shapes],
+           sequence_nr=seq, kwinputs=kwinputs or {}, device_type=CPU, cpu_time_total=0.0, id=i, is_async=False,
+           time_range=NS(start=10.0 * i, end=10.0 * i + 5))  # fmt: skip
+    e.launches = [_device(k, us, e) for k, us in kernels]
     if parent is not None:
         parent.cpu_children.append(e)
     return e
 
 
-def _device(us, annotation=False):
-    return NS(name="kernel", cpu_parent=None, device_type=CUDA, time_range=NS(elapsed_us=lambda: us), kernels=[],
-              is_user_annotation=annotation)  # fmt: skip
+def _device(name, us, launcher=None, annotation=False, start=None):
+    start = (launcher.time_range.start + 1 if launcher else 0.0) if start is None else start
+    return NS(name=name, cpu_parent=None, device_type=CUDA, kernels=[], is_user_annotation=annotation,
+              linked_correlation_id=launcher.id if launcher else 0, device_resource_id=7,
+              time_range=NS(start=start, end=start + us, elapsed_us=lambda: us))  # fmt: skip
+
+
+def _profile(cpu: list, extra_device=(), linking="ids") -> list:
+    """The events as torch's profiler gives them: the device events, and on each CPU event the kernel list of every
+    device event whose linked id is its id. ``linking="lists"``: a torch whose events carry no linked ids."""
+    device = [d for e in cpu for d in e.launches] + list(extra_device)
+    for e in cpu:
+        e.kernels = [NS(name=d.name, duration=d.time_range.elapsed_us()) for d in device
+                     if d.linked_correlation_id == e.id]  # fmt: skip
+    if linking == "lists":
+        for d in device:
+            del d.linked_correlation_id
+    return cpu + device
 
 
 def _traced(name, shapes, flops, nbytes):
@@ -37,8 +57,11 @@ def _traced(name, shapes, flops, nbytes):
     return TracedOp(rec, OpCount(f"aten.{name}", {"bf16_tensor": flops}, nbytes), name, key)
 
 
-@pytest.fixture
-def tree():
+LINKING = ["ids", "lists"]
+
+
+@pytest.fixture(params=LINKING)
+def tree(request):
     mlp = _evt("solkit.module::model.layers.0.mlp::LlamaMLP")
     lin = _evt("solkit.module::model.layers.0.mlp.up_proj::Linear", mlp)
     linear = _evt("aten::linear", lin)
@@ -49,17 +72,18 @@ def tree():
                   kwinputs={"kernel_num_gb": 0.002, "kernel_name": "triton_red_fused_add_mean_rsqrt_0"})  # fmt: skip
     stray = _evt("aten::_local_scalar_dense", kernels=[("memcpy", 10.0)])
     # the module scope mirrored on the device timeline (a user annotation) spans kernels already counted
-    events = [mlp, lin, linear, mm, bwd, mm_b, region, stray, *(_device(us) for us in (300.0, 250.0, 40.0, 10.0, 5.0)),
-              _device(300.0, annotation=True)]  # fmt: skip
+    extra = [_device("other_process_kernel", 5.0), _device(mlp.name, 300.0, mlp, annotation=True)]
+    cpu = [mlp, lin, linear, mm, bwd, bwd.cpu_children[0], mm_b, region, stray]
     fwd, bwd_op = _traced("mm", [(16, 8), (8, 32)], 2 * 16 * 8 * 32, 1000), _traced("mm", [(32, 16), (16, 8)], 99, 7)
-    work = StepWork([fwd, bwd_op])
-    return events, work
+    return _profile(cpu, extra, request.param), StepWork([fwd, bwd_op])
 
 
 def test_kernels_go_to_the_outermost_traced_op_and_regions(tree):
     events, work = tree
-    rows, total = attribute(events, work, on_gpu=True)
-    assert total == pytest.approx(605e-6)  # every device event, linked or not
+    stats: dict = {}
+    rows, total = attribute(events, work, on_gpu=True, stats=stats)
+    assert total == pytest.approx(605e-6)  # every device event, linked or not, the annotation span left out
+    assert stats["dropped_ms"] == {"annotation or sync span": pytest.approx(0.3)}
     by = {(r.op, r.backward): r for r in rows}
     fwd = by["mm", False]
     assert fwd.time_s == pytest.approx(300e-6) and fwd.flops == {"bf16_tensor": 2 * 16 * 8 * 32}
@@ -74,8 +98,9 @@ def test_kernels_go_to_the_outermost_traced_op_and_regions(tree):
     assert unlinked.time_s == pytest.approx(5e-6)
 
 
+@pytest.mark.parametrize("linking", LINKING)
 @pytest.mark.parametrize("impl", ["foreach", "fused"])
-def test_optimizer_kernels_go_to_the_multi_tensor_ops(impl):
+def test_optimizer_kernels_go_to_the_multi_tensor_ops(impl, linking):
     """multi_tensor_apply kernels under aten::_foreach_* / aten::_fused_adamw_ (no shapes: the profiler records
     none for tensor lists) meet the traced calls over the parameters, not the scalar step-counter update."""
     opt = _evt("solkit.optimizer")
@@ -84,11 +109,11 @@ def test_optimizer_kernels_go_to_the_multi_tensor_ops(impl):
         ["_foreach_add_", "_foreach_mul_", "_foreach_add_"] if impl == "foreach" else ["_foreach_add_", "_fused_adamw_"]
     )
     on_gpu = names[1:] if impl == "foreach" else names  # the foreach path's counter update runs on the CPU
-    events = [opt] + [_evt(f"aten::{n}", opt, kernels=[(mta, 20.0 + i)], shapes=[[]]) for i, n in enumerate(on_gpu)]
+    cpu = [opt] + [_evt(f"aten::{n}", opt, kernels=[(mta, 20.0 + i)], shapes=[[]]) for i, n in enumerate(on_gpu)]
     params = [(64, 32), (7,)]
     traced = [_traced(names[0].rstrip("_"), [()] * 2, 2, 8)]  # the step counters: 0-dim tensors
     traced += [_traced(n.rstrip("_"), params, 1000 + i, 5000 + i) for i, n in enumerate(names[1:])]
-    rows, total = attribute(events, StepWork(traced), on_gpu=True)
+    rows, total = attribute(_profile(cpu, linking=linking), StepWork(traced), on_gpu=True)
     assert all(r.category == "optimizer" and r.match in ("order", "shapes") and r.kernels == [mta] for r in rows)
     if impl == "foreach":  # the sized add (eps) is the one profiled, not the counters' add
         assert [(r.op, r.bytes) for r in rows] == [("_foreach_mul", 5000), ("_foreach_add", 5001)]
@@ -97,16 +122,58 @@ def test_optimizer_kernels_go_to_the_multi_tensor_ops(impl):
     assert total == pytest.approx(sum(20.0 + i for i in range(len(on_gpu))) * 1e-6)
 
 
-def test_annotation_spans_appended_as_kernels_are_not_device_work():
+@pytest.mark.parametrize("linking", LINKING)
+def test_annotation_spans_appended_as_kernels_are_not_device_work(linking):
     # torch appends a record_function's device-side annotation to its CPU event as a "kernel": the optimizer scope's
     # span and an Inductor range's span (same name as its kernel) must not count on top of the kernels inside them.
-    opt = _evt("solkit.optimizer", kernels=[("solkit.optimizer", 400.0)])
+    opt = _evt("solkit.optimizer")
     addcdiv = _evt("aten::_foreach_addcdiv_", opt, kernels=[("multi_tensor_apply_kernel", 3.0)])
     k = "triton_poi_fused_mul_0"
-    region = _evt(k, kernels=[(k, 40.0), (k, 40.0)], kwinputs={"kernel_num_gb": 0.001})
-    spans = [NS(name=n, device_type=CUDA, is_user_annotation=True, time_range=NS(elapsed_us=lambda us=us: us),
-                kernels=[]) for n, us in (("solkit.optimizer", 400.0), ("triton_poi_fused_mul_0", 40.0))]  # fmt: skip
-    events = [opt, addcdiv, region, _device(3.0), _device(40.0), *spans]
-    rows, total = attribute(events, StepWork([]), on_gpu=True)
+    region = _evt(k, kernels=[(k, 40.0)], kwinputs={"kernel_num_gb": 0.001})
+    spans = [_device(opt.name, 400.0, opt, annotation=True), _device(k, 40.0, region, annotation=True)]
+    rows, total = attribute(_profile([opt, addcdiv, region], spans, linking), StepWork([]), on_gpu=True)
     assert total == pytest.approx(43e-6)  # the two kernels, once each
     assert sum(r.time_s for r in rows) == pytest.approx(43e-6)
+
+
+def _optimizer_tail():
+    """A backward mm on the autograd thread, then the optimizer's last op on the main thread."""
+    mm = _evt("aten::mm", kernels=[("sm90_gemm_b", 250.0)], shapes=[(32, 16), (16, 8)])
+    opt = _evt("solkit.optimizer")
+    addcdiv = _evt("aten::_foreach_addcdiv_", opt, kernels=[("multi_tensor_apply_kernel", 3.0)])
+    return [mm, opt, addcdiv], StepWork([_traced("mm", [(32, 16), (16, 8)], 99, 7)])
+
+
+def test_a_correlation_id_shared_by_two_cpu_events_hands_its_kernels_to_one():
+    # torch hands every device event linked to an id to each CPU event with that id: the mm's kernel would count
+    # twice, once on the optimizer's addcdiv. It goes to the CPU event that started last before it did.
+    cpu, work = _optimizer_tail()
+    mm, _, addcdiv = cpu
+    gemm = mm.launches[0]
+    addcdiv.id = mm.id
+    addcdiv.launches[0].linked_correlation_id = mm.id
+    gemm.time_range.start, gemm.time_range.end = addcdiv.time_range.start - 2, addcdiv.time_range.start + 248
+    events = _profile(cpu)
+    assert sum(k.duration for k in addcdiv.kernels) == pytest.approx(253.0)  # torch's lists: the mm's kernel twice
+    rows, total = attribute(events, work, on_gpu=True)
+    assert total == pytest.approx(253e-6)
+    by = {r.op: r.time_s for r in rows}
+    assert by == {"mm": pytest.approx(250e-6), "_foreach_addcdiv": pytest.approx(3e-6)}
+
+
+@pytest.mark.parametrize("linking", LINKING)
+def test_device_time_outside_the_step_and_duplicate_events_count_once(linking):
+    cpu, work = _optimizer_tail()
+    mm, _, addcdiv = cpu
+    # the optimizer's kernel recorded as running far past the step (wall 1 ms), and the mm's kernel reported twice
+    addcdiv.launches[0].time_range = NS(start=addcdiv.time_range.start + 1, end=addcdiv.time_range.start + 365_001,
+                                        elapsed_us=lambda: 365_000.0)  # fmt: skip
+    twin = NS(**vars(mm.launches[0]))
+    stats: dict = {}
+    rows, total = attribute(_profile(cpu, [twin], linking), work, on_gpu=True, wall_s=1e-3, stats=stats)
+    by = {r.op: r.time_s for r in rows}
+    assert by["_foreach_addcdiv"] <= 1e-3 * 1.02 + 1e-3  # the step's wall time bounds it (with the window's slack)
+    assert by["mm"] == pytest.approx(250e-6) and total < 3e-3
+    dropped = stats["dropped_ms"]
+    assert dropped["the same device event twice"] == pytest.approx(0.25) and dropped["outside the step's window"] > 363
+    assert 0 < stats["device_busy_ms"] <= total * 1e3 + 1e-9  # the union of the counted intervals

@@ -153,7 +153,8 @@ def analyze(
         events, wall = _profile(step, built.model, device, scopes=not compile)
     say("attributing kernels to operators")
     t_attr = time.perf_counter()
-    rows, measured = attribute(events, work, on_gpu)
+    device_stats: dict[str, Any] = {}
+    rows, measured = attribute(events, work, on_gpu, wall_s=wall, stats=device_stats)
     meta = {
         "model": built.description,
         "family": built.family,
@@ -169,6 +170,7 @@ def analyze(
         "versions": _versions(),
         "time_source": "GPU kernel time (torch.profiler / CUPTI)" if on_gpu else "CPU op time (torch.profiler)",
         "traced_ops": len(work.ops),
+        **({"device_events": device_stats} if device_stats else {}),
     }
     rep = build_report(rows, measured, ceil, meta)
     if what_if:

@@ -10,10 +10,11 @@ Whatever nothing claims stays in the step's total as unattributed time, never dr
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from solkit.model.device_events import device_work, is_device
 from solkit.model.scope import Scope, category, layer_of, param_scopes
 from solkit.model.step import OPTIMIZER_SCOPE
 from solkit.model.work import StepWork, TracedOp, canonical
@@ -114,19 +115,28 @@ def _work(evt, target_op: str, work: StepWork) -> tuple[TracedOp | None, str, di
     return traced, how, {u: float(f) for u, f in c.flops.items() if f}, float(c.bytes), c.note
 
 
-def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent], float]:
-    """Per-call rows for one profiled step, and the step's measured total (GPU busy time, or CPU op time)."""
+def attribute(
+    events: list, work: StepWork, on_gpu: bool, wall_s: float | None = None, stats: dict | None = None
+) -> tuple[list[OpEvent], float]:
+    """Per-call rows for one profiled step, and the step's measured total (GPU kernel time, or CPU op time).
+
+    On a GPU the device events are counted once each, inside the step's window (``wall_s`` after its first CPU
+    event), on the CPU event that launched them (:mod:`solkit.model.device_events`); ``stats``, when given, receives
+    what was left out and the device's busy time.
+    """
     scopes = _Scopes(events)
     per_target: dict[int, dict[str, Any]] = {}
     order: list = []
     unattributed: dict[str, OpEvent] = defaultdict(lambda: OpEvent("", "unattributed", 0.0))
     total = 0.0
-    spans = _annotation_spans(events) if on_gpu else Counter()
+    dw = device_work(events, wall_s) if on_gpu else None
     for e in events:
-        kernels = []
-        if on_gpu:
-            kernels = _device_work(e, spans)
-            dt = sum(k.duration for k in kernels) * 1e-6
+        kernels: list[tuple[str, float]] = []
+        if dw is not None:
+            if is_device(e):
+                continue
+            kernels = dw.by_cpu.get(id(e), [])
+            dt = sum(us for _, us in kernels) * 1e-6
             if dt <= 0:
                 continue
         else:
@@ -144,7 +154,7 @@ def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent]
             name = canonical(e.name)
             u = unattributed[name]
             u.op, u.time_s = name, u.time_s + dt
-            u.kernels = sorted(set(u.kernels) | {k.name for k in kernels})[:4]
+            u.kernels = sorted(set(u.kernels) | {name for name, _ in kernels})[:4]
             u.note = "no traced op or Inductor kernel above this kernel"
             continue
         slot = per_target.get(id(tgt))
@@ -152,50 +162,19 @@ def attribute(events: list, work: StepWork, on_gpu: bool) -> tuple[list[OpEvent]
             slot = per_target[id(tgt)] = {"evt": tgt, "time": 0.0, "kernels": []}
             order.append(tgt)
         slot["time"] += dt
-        slot["kernels"] += [k.name for k in kernels]
+        slot["kernels"] += [name for name, _ in kernels]
     rows = [_row(per_target[id(t)], work, scopes) for t in order]
-    if on_gpu:
+    if dw is not None:
         # kernels with no CPU launch in the profile (another process's, a communication library's)
-        device_total = sum(e.time_range.elapsed_us() for e in events if _on_device(e)) * 1e-6
-        if device_total > total:
+        if dw.unlinked_us > 0:
             u = unattributed["(kernels with no CPU launch)"]
-            u.op, u.time_s, total = "(kernels with no CPU launch)", device_total - total, device_total
-            u.note = "device time the profiler linked to no CPU op"
+            u.op, u.time_s = "(kernels with no CPU launch)", dw.unlinked_us * 1e-6
+            total += u.time_s
+            u.note = "device time the profiler linked to no CPU op (or only to ops that started after it)"
+        if stats is not None:
+            stats.update(dw.stats())
     rows += [u for u in unattributed.values() if u.time_s > 0]
     return rows, total
-
-
-def _annotation_spans(events: list) -> Counter:
-    """(name, duration) of every user annotation on the device timeline. torch's profiler appends each one to its
-    ``record_function``'s CPU event as if it were a kernel (the module scopes, the optimizer scope, Inductor's kernel
-    ranges): a range's span, not device work, and counted on top of the kernels inside it."""
-    return Counter((e.name, e.time_range.elapsed_us()) for e in events if _is_annotation(e) and _device_side(e))
-
-
-def _device_work(e, spans: Counter) -> list:
-    """The event's kernels, copies and memsets, without the annotation spans torch appended to it."""
-    out = []
-    for k in getattr(e, "kernels", ()):
-        key = (k.name, k.duration)
-        if spans[key] > 0:
-            spans[key] -= 1
-            continue
-        out.append(k)
-    return out
-
-
-def _device_side(e) -> bool:
-    return getattr(e, "device_type", None) is not None and e.device_type.name in ("CUDA", "PrivateUse1", "XPU")
-
-
-def _is_annotation(e) -> bool:
-    return bool(getattr(e, "is_user_annotation", False))
-
-
-def _on_device(e) -> bool:
-    """A kernel, copy or memset on the device timeline. Not a user annotation: a ``record_function`` range
-    (solkit's module scopes, Inductor's kernel ranges) is mirrored there too, and spans kernels already counted."""
-    return _device_side(e) and not _is_annotation(e)
 
 
 def _charge_inner_cpu(top, work: StepWork, per_target: dict, order: list, unattributed: dict) -> None:

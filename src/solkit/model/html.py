@@ -42,9 +42,20 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
             f"(goal {s['attributed_goal']:.0%})",
             f"analysis overhead: {fmt(s['analysis_overhead_s'])} s",
         ]
+        + _device_lines(d)
         + _what_if_lines(d)
         + _bench_check_lines(d)
     )
+
+
+def _device_lines(d: dict[str, Any]) -> list[str]:
+    ev = d["meta"].get("device_events")
+    if not ev:
+        return []
+    left = "; ".join(f"{k} {fmt(v)} ms" for k, v in ev["dropped_ms"].items()) or "nothing"
+    return [f"device events: busy {fmt(ev['device_busy_ms'])} ms (the union of the counted kernels' intervals); "
+            f"linked by {ev['linking']}; left out: {left}; linked only to ops that started after them "
+            f"{fmt(ev['mislinked_ms'])} ms"]  # fmt: skip
 
 
 def _bench_check_lines(d: dict[str, Any]) -> list[str]:
