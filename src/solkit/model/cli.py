@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "implementation")  # fmt: skip
     p.add_argument("--compile", action="store_true", help="run the step through torch.compile")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    p.add_argument("--devices", metavar="all|0,1,3|cpu,cpu|cpu:N",
+                   help="the step on each of these devices at once, one worker process each: the first device's "
+                   "report, every run's step and the card-to-card spread (docs/scale.md)")  # fmt: skip
     p.add_argument("--warmup", type=int, default=2, help="warm-up steps before the profiled one (default 2)")
     p.add_argument("--arch", help="score on this product's datasheet instead of the present device's")
     p.add_argument("--basis", choices=["spec", "calibrated"], default="spec", help="ceilings of T_SOL")
@@ -104,6 +108,12 @@ def _check(args: argparse.Namespace) -> None:
             raise SolkitError(f"--{name} {getattr(args, name)}: must be at least 1")
     if args.warmup < 0:
         raise SolkitError(f"--warmup {args.warmup}: must be 0 or more")
+    if args.devices is not None:
+        from solkit.scale import parse_devices
+
+        if args.device != "auto":
+            raise SolkitError("--device and --devices: give one (--devices names every device to use)")
+        parse_devices(args.devices)  # a bad list is one line before any worker starts
     if args.html and Path(args.html).is_file():
         raise SolkitError(f"--html {args.html}: is a file; give a folder")
     args.precision = parse_precision(args.precision)
@@ -113,21 +123,42 @@ def _check(args: argparse.Namespace) -> None:
         args.what_if = product_ids(args.what_if)
 
 
+def _analyse(args: argparse.Namespace, device, progress=None):
+    from solkit.model.analyze import analyze
+
+    built = _load(args, device)
+    return analyze(built.model, built, mode=args.mode, compile=args.compile, warmup=args.warmup, arch=args.arch,
+                   basis=args.basis, precision=args.precision, what_if=args.what_if, optimizer=args.optimizer,
+                   progress=progress)  # fmt: skip
+
+
+def _analyse_on_worker(args: argparse.Namespace):
+    """One run of ``--devices``, in its worker process, on the device the worker is pinned to."""
+    import torch
+
+    from solkit.scale import worker_state
+
+    return _analyse(args, torch.device(worker_state().device))
+
+
 def _cmd(args: argparse.Namespace) -> int:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from solkit.model.analyze import analyze
+    from solkit.model.devices import on_devices, serial_report
+    from solkit.scale import Call
 
     _check(args)
-    device = _device(args.device)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=err_console, transient=True, disable=args.json) as bar:
-        task = bar.add_task("building the model")
-        built = _load(args, device)
-        rep = analyze(built.model, built, mode=args.mode, compile=args.compile, warmup=args.warmup, arch=args.arch,
-                      basis=args.basis, precision=args.precision,
-                      what_if=args.what_if, optimizer=args.optimizer,
-                      progress=lambda msg: bar.update(task, description=msg))  # fmt: skip
+        if args.devices is not None:
+            task = bar.add_task(f"the step on each of --devices {args.devices}")
+            rep = on_devices(args.devices, Call(_analyse_on_worker, (args,)), args.top,
+                             on_outcome=lambda o: bar.update(task, description=f"{o.worker} done"))  # fmt: skip
+        else:
+            task, t0 = bar.add_task("building the model"), time.perf_counter()
+            device = _device(args.device)
+            rep = _analyse(args, device, progress=lambda msg: bar.update(task, description=msg))
+            rep = serial_report(rep, str(device), time.perf_counter() - t0, args.top)
     rep.meta["command"] = "solkit model " + shlex.join(a for a in sys.argv[1:] if a != "model")
     paths = {}
     if args.html:
@@ -157,6 +188,8 @@ def _print(d: dict[str, Any], top: int) -> None:
     console.print(table("Per module type", gcols, grows))
     if d.get("what_if"):
         _print_what_if(d, top)
+    if len(d["meta"].get("runs", [])) > 1:
+        _print_runs(d["meta"])
     for line in summary_lines(d):
         console.print(line, highlight=False)
     s = d["summary"]
@@ -167,6 +200,18 @@ def _print(d: dict[str, Any], top: int) -> None:
     if s["attributed_share"] < s["attributed_goal"]:
         err_console.print(f"[yellow]warning:[/yellow] only {fmt(s['attributed_share'] * 100)} % of the measured time "
                           "has a T_SOL (goal 95 %); see the rows with no T_SOL in --json")  # fmt: skip
+
+
+def _print_runs(meta: dict[str, Any]) -> None:
+    from solkit.report.devices import short
+
+    cols = ["worker", "device", "name", "measured ms", "T_SOL ms", "step SOL", "attributed", "error"]
+    rows = [[r["worker"], short(r["device_uuid"]), r["device_name"], r.get("measured_ms"), r.get("t_sol_ms"),
+             r.get("step_sol"), r.get("attributed_share"), r.get("error")] for r in meta["runs"]]  # fmt: skip
+    step = meta["card_spread"]["step"]
+    note = (f"card-to-card spread of the step: {fmt(step[0]['ms_spread'] * 100)} % (slowest / fastest - 1)" if step
+            else "one card: no card-to-card spread")  # fmt: skip
+    console.print(table("The step on each device (the report above is the first one's)", cols, rows, caption=note))
 
 
 def _print_what_if(d: dict[str, Any], top: int) -> None:
