@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from solkit.model.device_events import device_work
 from solkit.model.scope import module_scopes
 from solkit.model.step import make_optimizer, real_step
 from solkit.zoo import build
@@ -92,6 +93,9 @@ def dump(events, wall_s: float, label: str) -> dict:
         "cpu_id_collisions": sum(1 for c in ids.values() if c > 1),
         "top_carriers": top,
     }  # fmt: skip
+    dw = device_work(events, wall_s)  # what solkit.model now counts
+    out["solkit_device_work"] = {"total_ms": dw.total_us / 1e3, "unlinked_ms": dw.unlinked_us / 1e3, **dw.stats()}
+    print(f"   solkit counts {dw.total_us / 1e3:.1f} ms of device work: {out['solkit_device_work']}")
     print(f"== {label}: wall {out['wall_ms']:.1f} ms, CPU window {out['cpu_window_ms']:.1f} ms, sum of CPU ops' "
           f"kernel lists {out['sum_of_cpu_kernel_lists_ms']:.1f} ms, per-stream union {out['per_stream_union_ms']}, "
           f"per-stream sum {out['per_stream_sum_ms']}, CPU id collisions {out['cpu_id_collisions']}")  # fmt: skip
