@@ -192,8 +192,8 @@ class CandidateProcess:
 class Slot:
     """One set of judge-allocated input and output buffers."""
 
-    inputs: dict[str, torch.Tensor] = field(default_factory=dict)
-    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    inputs: dict[str, buffers.Buffer] = field(default_factory=dict)
+    outputs: dict[str, buffers.Buffer] = field(default_factory=dict)
     in_specs: dict[str, dict] = field(default_factory=dict)
     out_specs: list[dict] = field(default_factory=list)
 
@@ -247,16 +247,20 @@ class WorkloadJudge:
 
     def _fill(self, slot: Slot, idx: int) -> dict:
         values = self.p["inputs"][idx]
-        for n, t in slot.inputs.items():
-            t.copy_(values[n])
-        for t in slot.outputs.values():
-            poison_(t)
+        for n, b in slot.inputs.items():
+            b.write(values[n])
+        for b in slot.outputs.values():
+            b.write(poison_(torch.empty(b.shape, dtype=b.dtype)))
         args = [slot.in_specs.get(n, {"value": v}) for n, v in values.items()]
         return {"args": args, "outs": slot.out_specs}
 
     def _produced(self, slot: Slot) -> dict[str, Any]:
         first = self.p["outputs"][0]
-        return {n: t.clone() if isinstance(first[n], torch.Tensor) else t.item() for n, t in slot.outputs.items()}
+        try:
+            return {n: b.read() if isinstance(first[n], torch.Tensor) else b.read().item()
+                    for n, b in slot.outputs.items()}  # fmt: skip
+        except buffers.TruncatedBuffer as exc:
+            raise Failure("REWARD_HACK", f"an output buffer file was truncated ({exc})") from None
 
     def _compare(self, idx: int, produced: dict[str, Any]) -> cc.OutputCheck:
         merged = cc.OutputCheck()
@@ -268,6 +272,14 @@ class WorkloadJudge:
         if self.p.get("error"):
             raise Failure(*self.p["error"])
         slots = self._slots()
+        try:
+            return self._run(slots)
+        finally:
+            for s in slots:
+                for b in (*s.inputs.values(), *s.outputs.values()):
+                    b.close()
+
+    def _run(self, slots: list[Slot]) -> dict[str, Any]:
         common = {"dps": self.ctx["dps"], "names": self.names, "input_names": list(self.p["inputs"][0])}
         state: dict[str, Any] = {"prev": None, "checks": None, "precision": {}, "ms": []}
         t0 = time.perf_counter()
@@ -290,7 +302,7 @@ class WorkloadJudge:
         produced = self._produced(slot)
         time.sleep(SETTLE_S)
         for n, v in produced.items():
-            if isinstance(v, torch.Tensor) and not cc.bitwise_equal(v, slot.outputs[n]):
+            if isinstance(v, torch.Tensor) and not cc.bitwise_equal(v, self._produced(slot)[n]):
                 raise Failure("REWARD_HACK", f"trial {t}: output {n!r} changed after the call returned "
                               "(work deferred to a background thread or process)")  # fmt: skip
         merged = cc.OutputCheck()
@@ -315,7 +327,13 @@ class WorkloadJudge:
                           state["checks"].to_dict())  # fmt: skip
         modified = list(reply.get("modified") or [])
         for n, buf in slot.inputs.items():
-            if n not in self.ctx["mutable"] and not cc.bitwise_equal(buf, self.p["inputs"][t][n]):
+            if n in self.ctx["mutable"]:
+                continue
+            try:
+                now = buf.read()
+            except buffers.TruncatedBuffer as exc:
+                raise Failure("REWARD_HACK", f"an input buffer file was truncated ({exc})") from None
+            if not cc.bitwise_equal(now, self.p["inputs"][t][n]):
                 modified.append(f"input {n!r} was modified by the candidate")
         if modified:
             raise Failure("INCORRECT_NUMERICAL", f"trial {t}: {str(modified[0])[:200]}", state["checks"].to_dict())
@@ -378,7 +396,7 @@ class WorkloadJudge:
         self._last_slots, self._last_pool = slots, pool
         if self.job["device"] != "cpu":  # staging copies are part of the clock on a GPU: measured, capped
             self._req("batch", **common, pool=pool, stage_only=True)
-            nbytes = sum(t.numel() * t.element_size() for s in slots for t in s.inputs.values())
+            nbytes = sum(b.nbytes for s in slots for b in s.inputs.values())
             stage = min(self.last_ms - rtt, nbytes / STAGE_FLOOR_BPS * 1e3)
         self._req("batch", **common, pool=pool)
         wall = self.last_ms
