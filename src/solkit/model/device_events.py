@@ -117,7 +117,8 @@ def device_work(events: list, wall_s: float | None = None) -> DeviceWork:
     dw.total_us = sum(us for _, us, _ in work)
     dw.stream_busy_us = {s: _union(v) for s, v in streams.items()}
     dw.busy_us = _union([iv for v in streams.values() for iv in v])
-    if work and all(hasattr(d, "linked_correlation_id") for d, _, _ in work):
+    # a torch that keeps no linked ids on its events leaves the attribute at 0 (or lacks it): use the kernel lists
+    if any(getattr(d, "linked_correlation_id", 0) for d, _, _ in work):
         _link_by_id(events, work, dw)
     else:
         _link_by_lists(events, work, dw)
