@@ -19,7 +19,7 @@ left() { echo $(( START + 190 - $(date +%s) )); }
 } 2>&1 | tee "$OUT/env.txt"
 export SOLKIT_JUDGE_GPU_RESULTS="$OUT/judge_gpu_rows.json"
 CMD1="python3 -m pytest -rA -p no:cacheprovider -m gpu tests/harness/test_judge_gpu.py"
-timeout 125 $CMD1 --junitxml="$OUT/junit_judge_gpu.xml" >"$OUT/pytest_judge_gpu.txt" 2>&1
+timeout 140 $CMD1 --junitxml="$OUT/junit_judge_gpu.xml" >"$OUT/pytest_judge_gpu.txt" 2>&1
 echo "test_judge_gpu rc=$? $(tail -n 1 "$OUT/pytest_judge_gpu.txt")"
 # 2. the corpus on the GPU, three shards by case name, while time is left
 CMD2="python3 -m pytest -rA -p no:cacheprovider tests/harness/test_cheats.py"
