@@ -144,17 +144,21 @@ def _link_by_id(events: list, work: list, dw: DeviceWork) -> None:
 
 def _link_by_lists(events: list, work: list, dw: DeviceWork) -> None:
     dw.linking = "kernel lists"
-    pool: dict[tuple[str, float], list[float]] = defaultdict(list)
-    for d, us, _ in work:
-        pool[(d.name, float(d.time_range.elapsed_us()))].append(us)
+    pool: dict[tuple[str, float], list[tuple[float, float | None]]] = defaultdict(list)
+    for d, us, start in work:
+        pool[(d.name, float(d.time_range.elapsed_us()))].append((us, start))
     claimed = 0.0
     for e in events:
         if is_device(e):
             continue
+        launched = getattr(getattr(e, "time_range", None), "start", None)
         for k in getattr(e, "kernels", ()):
             left = pool.get((k.name, float(k.duration)))
-            if left:
-                us = left.pop()
+            # a device event of this name and duration that started after this CPU event did (it launched it)
+            after = (i for i, (_, st) in enumerate(left or ()) if st is None or launched is None or st >= launched)
+            i = next(after, None)
+            if i is not None:
+                us, _ = left.pop(i)
                 dw.by_cpu[id(e)].append((k.name, us))
                 claimed += us
     dw.unlinked_us = max(dw.total_us - claimed, 0.0)
