@@ -178,3 +178,18 @@ def test_device_time_outside_the_step_and_duplicate_events_count_once(linking):
     dropped = stats["dropped_ms"]
     assert dropped["the same device event twice"] == pytest.approx(0.25) and dropped["outside the step's window"] > 363
     assert 0 < stats["device_busy_ms"] <= total * 1e3 + 1e-9  # the union of the counted intervals
+
+
+@pytest.mark.parametrize("linking", LINKING)
+def test_a_launch_calls_cupti_id_equal_to_an_ops_id_takes_none_of_its_kernels(linking):
+    # A runtime call's id is its CUPTI correlation, an op's id torch's own counter: where the numbers meet, torch hands
+    # the op's kernels to the launch call too, and the call sits under the op that made it (the optimizer's addcdiv).
+    cpu, work = _optimizer_tail()
+    mm, _, addcdiv = cpu
+    launch = _evt("cudaLaunchKernel", addcdiv)
+    launch.id = mm.id
+    events = _profile([*cpu, launch], linking=linking)
+    assert [k.name for k in launch.kernels] == ["sm90_gemm_b"]  # what torch's lists say
+    rows, total = attribute(events, work, on_gpu=True)
+    assert {r.op: r.time_s for r in rows} == {"mm": pytest.approx(250e-6), "_foreach_addcdiv": pytest.approx(3e-6)}
+    assert total == pytest.approx(253e-6)

@@ -19,11 +19,13 @@ step's counted kernel time can exceed neither.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 #: Activity types of device events that are not work (torch's names for kineto's types), where torch gives them.
 NOT_WORK = ("gpu_user_annotation", "cuda_sync", "cuda_profiler_range")
+_RUNTIME = re.compile(r"^cu[A-Z]\w*$")  # cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync, ...
 #: Slack on the window's end: the wall clock's own start-up, the profiler's last flush.
 WINDOW_SLACK = 0.02
 
@@ -125,20 +127,43 @@ def device_work(events: list, wall_s: float | None = None) -> DeviceWork:
     return dw
 
 
+def is_runtime(e) -> bool:
+    """A CUDA runtime or driver call on the host (``cudaLaunchKernel``): its id is the CUPTI correlation of the device
+    work it launched, not a torch op's id."""
+    kind = getattr(e, "activity_type", None)
+    return kind in ("cuda_runtime", "cuda_driver") or bool(_RUNTIME.match(e.name))
+
+
+def _contains(c, t: float | None) -> bool:
+    return t is None or c.time_range.start <= t <= c.time_range.end
+
+
 def _link_by_id(events: list, work: list, dw: DeviceWork) -> None:
+    """Each device event on the CPU event its linked id names. Of CPU events sharing that id, the one in whose span
+    its launch call ran (the runtime event with the device event's own correlation id), else the last to start before
+    the device event did: the GPU may run far behind the host, so the launch call, where torch gives it, decides."""
     dw.linking = "correlation ids"
     cpu_by_id: dict[int, list] = defaultdict(list)
+    launches: dict[int, object] = {}
     for e in events:
-        if not is_device(e) and not getattr(e, "is_async", False) and getattr(e, "id", 0):
+        if is_device(e) or getattr(e, "is_async", False) or not getattr(e, "id", 0):
+            continue
+        if is_runtime(e):
+            launches[e.id] = e
+        else:
             cpu_by_id[e.id].append(e)
     for d, us, start in work:
         cands = cpu_by_id.get(getattr(d, "linked_correlation_id", 0) or -1, [])
-        before = [c for c in cands if start is None or c.time_range.start <= start]
-        if not before:  # no launcher, or only ones that started after it: real device time, of no op
-            dw.unlinked_us += us
-            dw.mislinked_us += us if cands else 0.0
-            continue
-        owner = max(before, key=lambda c: c.time_range.start)
+        launch = launches.get(getattr(d, "id", 0) or -1)
+        at = launch.time_range.start if launch is not None and len(cands) > 1 else None
+        owner = next((c for c in cands if at is not None and _contains(c, at)), None)
+        if owner is None:
+            before = [c for c in cands if start is None or c.time_range.start <= start]
+            if not before:  # no launcher, or only ones that started after it: real device time, of no op
+                dw.unlinked_us += us
+                dw.mislinked_us += us if cands else 0.0
+                continue
+            owner = max(before, key=lambda c: c.time_range.start)
         dw.by_cpu[id(owner)].append((d.name, us))
 
 
@@ -149,7 +174,7 @@ def _link_by_lists(events: list, work: list, dw: DeviceWork) -> None:
         pool[(d.name, float(d.time_range.elapsed_us()))].append((us, start))
     claimed = 0.0
     for e in events:
-        if is_device(e):
+        if is_device(e) or is_runtime(e):  # a runtime call's id is a CUPTI correlation: its kernel list is a clash
             continue
         launched = getattr(getattr(e, "time_range", None), "start", None)
         for k in getattr(e, "kernels", ()):
