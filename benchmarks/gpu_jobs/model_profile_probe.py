@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from solkit.model.device_events import device_work
+from solkit.model.device_events import device_work, is_runtime
 from solkit.model.scope import module_scopes
 from solkit.model.step import make_optimizer, real_step
 from solkit.zoo import build
@@ -84,6 +84,10 @@ def dump(events, wall_s: float, label: str) -> dict:
                                      for d in sorted(linked, key=lambda d: -d.time_range.elapsed_us())[:10]],
         })  # fmt: skip
     kernel_sum = sum(k.duration for e in cpu for k in e.kernels)
+    runtime = [e for e in cpu if e.kernels and is_runtime(e)]  # CUDA runtime calls carrying kernel lists (id clash?)
+    runtime_ms = sum(k.duration for e in runtime for k in e.kernels) / 1e3
+    parents = collections.Counter(getattr(e.cpu_parent, "name", None) for e in runtime).most_common(5)
+    print(f"   runtime calls carrying kernels: {len(runtime)}, {runtime_ms:.1f} ms; their parents: {parents}")
     out = {
         "label": label, "wall_ms": wall_s * 1e3, "cpu_window_ms": (t1 - t0) / 1e3, "events": len(events),
         "device_events": len(dev), "sum_of_cpu_kernel_lists_ms": kernel_sum / 1e3,
