@@ -55,6 +55,17 @@ def test_cpu_cpu_gives_the_serial_report(capsys):
     assert pooled["meta"]["card_spread"] == {"step": [], "ops": []}  # one card: nothing to spread
 
 
+@pytest.mark.gpu
+def test_devices_0_pins_the_step_to_gpu_0(capsys):
+    serial = _run(capsys, "--device", "cuda", "--dtype", "fp16")
+    pooled = _run(capsys, "--devices", "0", "--dtype", "fp16")
+    assert _work(pooled) == _work(serial)
+    (run,) = pooled["meta"]["runs"]
+    assert run["ok"] and run["worker"] == "cuda:0" and run["device_uuid"].startswith("GPU-")
+    assert run["device_uuid"] == serial["meta"]["devices"][0]["uuid"]  # the same card, seen from its worker
+    assert pooled["meta"]["device"]["kind"] == "cuda"
+
+
 def test_two_cards_give_the_spread(serial_report):
     slow = copy.deepcopy(serial_report)
     slow.measured_s *= 1.25
