@@ -110,6 +110,26 @@ def test_unknown_structure_value_is_one_line():
         forward(q, q, q, geometry(q, q, q, True), True, 0.25, None, {**FWD, "rescale": "sometimes"})
 
 
+def test_h200_settings_are_the_swept_ones_per_path(monkeypatch):
+    """On an H200 (simulated) the forward takes configs.yaml's sm_90 entry: the TMA path its measured tile, the
+    pointer-load path its own override; a caller's options still win."""
+    import json
+
+    from solkit.kernels.attention import ops
+    from solkit.kernels.common.capability import caps_for_product, simulate
+
+    seen = []
+    monkeypatch.setattr(ops, "ATTENTION", lambda *a: seen.append(json.loads(a[7])) or (a[0], None))
+    q = torch.zeros(1, 2, 32, 128)
+    with simulate(caps_for_product("h200-sxm")):
+        attention(q, q, q, causal=True)
+        attention(q, q, q, causal=True, path="portable")
+        attention(q, q, q, causal=True, path="portable", options={"fwd": {"num_warps": 8}})
+    tile = lambda c: (c["block_m"], c["block_n"], c["num_warps"], c["num_stages"], c["tma"])  # noqa: E731
+    assert [tile(c) for c in seen] == [(128, 64, 4, 2, True), (64, 64, 4, 3, False), (64, 64, 8, 3, False)]
+    assert all("portable" not in c for c in seen)
+
+
 def test_non_causal_with_more_keys_than_queries():
     q, k, v = _rand(1, 4, 11, 16), _rand(1, 2, 29, 16), _rand(1, 2, 29, 16)
     out = torch.full_like(q, float("nan"))

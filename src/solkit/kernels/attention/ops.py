@@ -120,7 +120,8 @@ def attention(
     query sees the keys up to its own position (self-attention; top-left aligned). ``scale`` defaults to
     ``D ** -0.5``. ``path``: ``"tma"`` or ``"portable"`` (default: the fastest the device runs); ``options``:
     ``{"fwd": {...}, "bwd": {...}}`` launch settings over the tuned ones (``block_m``, ``block_n``,
-    ``num_warps``, ``num_stages``, ``warp_spec``; backward ``dkdv``/``dq``/``delta_block``).
+    ``num_warps``, ``num_stages``, ``warp_spec``, the structure knobs of ``prefill.STRUCTURE``, ``compile``;
+    backward ``dkdv``/``dq``/``delta_block``).
     """
     geo = geometry(q, k, v, causal, cu_seqlens, max_seqlen)
     caps = device_caps(q)
@@ -129,7 +130,11 @@ def attention(
     unknown = set(opts) - {"fwd", "bwd"}
     if unknown:
         raise SolkitError(f"attention: unknown options {sorted(unknown)}; allowed: fwd, bwd")
-    fwd = {**settings("fwd", caps, geo.head_dim, q.element_size()), **opts.get("fwd", {}), "tma": chosen == "tma"}
+    fwd = settings("fwd", caps, geo.head_dim, q.element_size())
+    portable = fwd.pop("portable", None)  # the pointer-load path's own tuned overrides, where measured
+    if chosen == "portable" and portable:
+        fwd.update(portable)
+    fwd = {**fwd, **opts.get("fwd", {}), "tma": chosen == "tma"}
     bwd = settings("bwd", caps, geo.head_dim, q.element_size())
     bwd["dkdv"]["tma"] = _path("attention_bwd", q, k, v, path) == "tma"
     for key, value in opts.get("bwd", {}).items():
