@@ -155,9 +155,54 @@ def run_case(case: dict, device: str, fast: bool, timeout: float, work: Path) ->
     want = {t["workload"]["uuid"]: overrides.get(t["workload"]["uuid"], case["expect"]) for t in traces}
     rec["statuses"] = [t["evaluation"]["status"] for t in traces]
     rec["phases_s"] = [(t["evaluation"].get("solkit") or {}).get("phases_s") for t in traces]
+    rec.update(overhead(rec["wall_s"], rec["phases_s"]))
     off = [t for t in traces if t["evaluation"]["status"] != want[t["workload"]["uuid"]]]
     rec["logs"] = [t["evaluation"]["log"][:300] for t in off]
     rec["as_expected"] = bool(traces) and not off
+    return rec
+
+
+def overhead(wall_s: float, phases: list[dict | None]) -> dict:
+    """Seconds per workload on top of the timed work: (the command's wall clock - every workload's timing phase) /
+    workloads, the issue's "at most 3 s per workload" figure, one-off costs (process start-ups, imports, exit)
+    included and shared; and the evaluation's critical path from its timeline (docs/sol-execbench.md)."""
+    phases = [p for p in phases if p]
+    if not phases:
+        return {}
+    timed = sum(p.get("timing") or 0.0 for p in phases)
+    out = {"workloads": len(phases), "timing_s": round(timed, 3),
+           "overhead_per_workload_wall_s": round((wall_s - timed) / len(phases), 3)}  # fmt: skip
+    line = phases[0].get("timeline") or {}
+    if line:
+        out["timeline"] = line
+        out["after_judged_s"] = round(wall_s - (phases[0].get("run") or {}).get("launch", 0.0) - line["judged"], 3)
+    return out
+
+
+def run_suite(root: Path, device: str, fast: bool, timeout: float, work: Path) -> dict:
+    """``solkit eval-suite ROOT`` in one process: the one-off costs (start-up, the fork server) shared by every
+    problem, as a suite of many problems runs."""
+    out_dir = work / "suite"
+    speed = FAST if fast and device == "cpu" else []
+    argv = ["solkit", "eval-suite", str(root), "-o", str(out_dir), "--json", "--device", device, "--rerun", *speed]
+    rec = {"source": "solkit", "name": f"eval-suite {root.name}", "argv": argv, "suite": True}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "solkit", *argv[1:]], capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
+        rec["exit_code"], rec["stderr_tail"] = proc.returncode, proc.stderr[-600:]
+    except subprocess.TimeoutExpired:
+        rec["exit_code"], rec["stderr_tail"] = None, f"timed out after {timeout} s"
+    rec["wall_s"] = round(time.perf_counter() - t0, 2)
+    traces = [json.loads(line) for f in sorted(out_dir.glob("*.traces.jsonl")) for line in f.read_text().splitlines()
+              if line.strip()]  # fmt: skip
+    rec["problems"] = len(list(out_dir.glob("*.traces.jsonl")))
+    rec["statuses"] = [t["evaluation"]["status"] for t in traces]
+    rec["phases_s"] = [(t["evaluation"].get("solkit") or {}).get("phases_s") for t in traces]
+    rec.update(overhead(rec["wall_s"], rec["phases_s"]))
+    rec.pop("timeline", None)  # one per problem: kept in phases_s
+    rec.pop("after_judged_s", None)
+    rec["as_expected"] = bool(traces) and set(rec["statuses"]) == {"PASSED"}
     return rec
 
 
@@ -187,10 +232,11 @@ def _line(rec: dict, expect: str) -> str:
     verdict = "ok" if rec["as_expected"] else ("NEEDS " + rec["needs"] if rec.get("needs") else "DIFFERS")
     statuses = ",".join(sorted(set(rec.get("statuses") or []))) or "-"
     times = " ".join(f"{k} {v:.2f}" for k, v in {**run, **per}.items())
-    over = max((p.get("overhead_per_workload") or 0.0 for p in phases), default=0.0)
+    over = rec.get("overhead_per_workload_wall_s")
+    over = f"{over:.2f}" if over is not None else "-"
     return (f"{rec.get('name', '')[:30]:30} {Path(rec.get('solution', '')).name[:24]:24} {statuses:26} "
             f"expect {expect:11} {verdict:8} wall {rec.get('wall_s', 0):6.1f} s | s: {times} | "
-            f"overhead/workload {over:.2f}")  # fmt: skip
+            f"overhead/workload (wall - timing) {over}")  # fmt: skip
 
 
 def _write(out: str, meta: dict, results: list[dict]) -> None:
@@ -206,12 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
     ap.add_argument("--only", default=None, help="substring of the case names to run")
     ap.add_argument("--deadline", type=float, default=None, help="start no case after this many seconds")
+    ap.add_argument("--suite", action="store_true", help="first, eval-suite over tests/harness/examples in one process")
+    ap.add_argument("--suite-timeout", type=float, default=300.0, help="seconds for the eval-suite")
     args = ap.parse_args(argv)
     mirror = Path(args.mirror) if args.mirror and Path(args.mirror).is_dir() else None
     work = Path(tempfile.mkdtemp(prefix="solkit_sxb_"))
     results = []
     try:
         start = time.perf_counter()
+        if args.suite:
+            rec = run_suite(ROOT / "tests" / "harness" / "examples", args.device, args.fast, args.suite_timeout, work)
+            results.append(rec)
+            print(_line(rec, "PASSED") + f" | {rec.get('problems', 0)} evaluations, {rec.get('workloads', 0)} "
+                  f"workloads", flush=True)  # fmt: skip
+            _write(args.out, {"device": args.device, "partial": True}, results)
         for case in cases(mirror, work):
             if args.only and args.only not in case["name"]:
                 continue

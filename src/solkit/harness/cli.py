@@ -27,9 +27,11 @@ from typing import Any
 
 from solkit.errors import SolkitError
 from solkit.harness import compat
-from solkit.harness.evaluate import EvalOptions, evaluate, summarize, traces_to_jsonl
-from solkit.harness.suite_shards import evaluate_problem, run_pooled
+from solkit.harness.forkserver import ForkServer
 from solkit.output import console, print_json, table, warn
+
+# The evaluation modules (torch) are imported inside the commands, after the fork server has been spawned:
+# its imports and this process's then run at the same time.
 
 
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
@@ -113,7 +115,9 @@ def _positive(flag: str, value: float | None) -> None:
         raise SolkitError(f"{flag} {value}: must be a positive number of seconds")
 
 
-def _options(args: argparse.Namespace) -> EvalOptions:
+def _options(args: argparse.Namespace):
+    from solkit.harness.evaluate import EvalOptions
+
     _positive("--timeout", args.timeout)
     _positive("--compile-timeout", args.compile_timeout)
     _positive("--cpu-timing-budget", args.cpu_timing_budget)
@@ -203,9 +207,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if verbose:
         logging.getLogger("solkit").setLevel(logging.INFO)
     spec = compat.resolve(args)
+    _check_output_file("-o/--output", args.output)
+    ForkServer.prestart(args.device)  # the reference's process starts while this one imports torch
+    from solkit.harness.evaluate import evaluate, summarize, traces_to_jsonl
+
     args.workload = spec.uuids
     options = _options(args)
-    _check_output_file("-o/--output", args.output)
     if args.keep_staging:
         options.work_dir = tempfile.mkdtemp(prefix="solkit_eval_")
     options.extra["launch_s"] = compat.process_age_s()  # the command's own start-up, before evaluate() runs
@@ -239,6 +246,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"--- {t.workload.uuid} {t.evaluation.status.value}\n{t.evaluation.log.rstrip()}\n")
     if options.work_dir:
         sys.stderr.write(f"solkit: work directory kept: {options.work_dir}\n")
+    args.exit_now = True  # everything is written: the command line skips the interpreter's teardown of torch
     return 0 if summary["all_passed"] else 1
 
 
@@ -284,6 +292,10 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     problems = _problem_dirs(root)
     if not problems:
         raise SolkitError(f"{root}: no problem directories (none contains definition.json)")
+    if not (args.devices or args.ray):
+        ForkServer.prestart(args.device)  # one fork server for every problem's reference process
+    from solkit.harness.suite_shards import evaluate_problem, run_pooled
+
     options = _options(args)
     _check_glob(args.solution_glob)
     out_dir = Path(args.output) if args.output else root / "solkit-traces"
@@ -341,6 +353,7 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
                  "; ".join(v.get("errors", []))[:120]] for k, v in summary["problems"].items()]  # fmt: skip
         console.print(table(f"eval-suite {root}", ["problem", "traces", "statuses", "resumed", "errors"], rows))
         console.print(f"traces and summary.json in {out_dir}")
+    args.exit_now = True  # as eval
     return 0 if all_passed else 1
 
 
@@ -357,6 +370,8 @@ def _pool(args: argparse.Namespace):
 
 def _record(entry: dict[str, Any], dest: Path, traces, errors: list[str]) -> None:
     """One problem's traces file (written atomically) and its summary entry."""
+    from solkit.harness.evaluate import summarize, traces_to_jsonl
+
     tmp = dest.with_suffix(".tmp")
     tmp.write_text(traces_to_jsonl(traces))
     tmp.replace(dest)
@@ -375,6 +390,7 @@ def _previous_summary(out_dir: Path) -> dict[str, Any]:
 
 
 def _summarize_file(path: Path) -> dict[str, Any]:
+    from solkit.harness.evaluate import summarize
     from solkit.problems.schema import Trace
 
     traces = []

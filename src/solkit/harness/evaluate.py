@@ -27,10 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from solkit.errors import SolkitError
-from solkit.harness.runner import RunnerOptions, run_solution
+from solkit.harness.spawn import Spawned, candidate_job, spawn_candidate
 from solkit.problems.expr import evaluate as eval_expr
 from solkit.problems.loader import Problem, load_problem, load_solution, solution_from_python
 from solkit.problems.schema import (
@@ -83,6 +81,8 @@ class EvalOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def resolved_device(self) -> str:
+        import torch  # here, not at the top: the judge imports torch while the candidate process starts
+
         if self.device in ("auto", "", None):
             return "cuda:0" if torch.cuda.is_available() else "cpu"
         dev = str(self.device)
@@ -136,6 +136,7 @@ def evaluate(
     or a definition.json (``workload_path`` then names the workloads when they are not beside it)."""
     options = options or EvalOptions()
     t0 = time.perf_counter()
+    options.extra["started_at"] = time.time()  # the timeline's zero (docs/sol-execbench.md)
     problem = load_problem(problem_dir, workload_path)
     if not problem.workloads:
         raise SolkitError(f"{problem_dir}: no workloads (workload.jsonl missing or empty)")
@@ -144,7 +145,57 @@ def evaluate(
         options.extra.setdefault("notes", {})["definition"] = note
         log.warning("%s", note)
     options.extra["load_s"] = time.perf_counter() - t0
-    return evaluate_loaded(problem, solution, options)
+    options.extra["judge_t0"] = time.perf_counter()
+    ahead = _spawn_ahead(problem, solution, options)
+    try:
+        return evaluate_loaded(problem, solution, options, ahead)
+    finally:
+        if ahead is not None and not ahead.spawned.adopted:  # the evaluation stopped before it started
+            ahead.spawned.discard()
+            if not options.work_dir:
+                shutil.rmtree(ahead.work_dir, ignore_errors=True)
+
+
+@dataclass
+class Ahead:
+    """The candidate process started before this process imports torch, for the device guessed without it."""
+
+    device: str
+    plan: dict[str, Any]
+    work_dir: str
+    spawned: Spawned
+
+
+def device_guess(device: str | None) -> str:
+    """``--device`` without torch: auto is cuda:0 where an NVIDIA driver and a visible device are (the judge checks
+    with torch later, and a candidate started for the wrong device is discarded)."""
+    if device in ("auto", "", None):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return "cuda:0" if Path("/dev/nvidiactl").exists() and visible not in ("", "-1") else "cpu"
+    return "cuda:0" if device == "cuda" else str(device)
+
+
+def _spawn_ahead(problem: Problem, solution: Solution, options: EvalOptions) -> Ahead | None:
+    """Start the candidate process for the job the judge will run, as far as it is known without torch."""
+    device = device_guess(options.device)
+    try:
+        plan = sandbox_plan(options, device)
+    except SolkitError:
+        return None  # the evaluation says why
+    _interpret_triton(problem, solution, device, options)
+    work_dir = options.work_dir or tempfile.mkdtemp(prefix="solkit_eval_")
+    job = {"solution": solution.model_dump(mode="json"), "device": device, "sandbox_plan": plan,
+           "cpu_threads": options.cpu_threads, "method": options.method}  # fmt: skip
+    cjob, scratch = candidate_job(job, Path(work_dir), 1)
+    return Ahead(device, plan, work_dir, spawn_candidate(cjob, scratch, plan))
+
+
+def _interpret_triton(problem: Problem, solution: Solution, device: str, options: EvalOptions) -> None:
+    """On a CPU, Triton runs through its interpreter: TRITON_INTERPRET=1 for the reference and candidate processes."""
+    if device == "cpu" and _uses_triton(problem, solution) and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        os.environ["TRITON_INTERPRET"] = "1"  # the reference and candidate processes inherit it
+        options.extra["triton_set"] = True
+        log.warning("%s", TRITON_CPU_NOTE)
 
 
 def solution_for(problem: Problem, solution_path: str | Path | None) -> tuple[Solution, str | None]:
@@ -168,22 +219,27 @@ def solution_for(problem: Problem, solution_path: str | Path | None) -> tuple[So
                       "against its own directory's problem, as SOL-ExecBench does")  # fmt: skip
 
 
-def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) -> list[Trace]:
+def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, ahead: Ahead | None = None):
+    """The traces of ``solution`` on ``problem``; ``ahead``: its candidate process, started already."""
+    judge_t0 = options.extra.pop("judge_t0", None) or time.perf_counter()
+    from solkit.harness.runner import RunnerOptions, run_solution
+
     device = options.resolved_device()
     workloads = _workloads(problem, options)
     if options.trials < 1 or options.reps < 1 or options.timing_trials < 1:
         raise SolkitError("--trials, --reps and --timing-trials must be at least 1")
-    plan = sandbox_plan(options, device)
+    plan = ahead.plan if ahead is not None and ahead.device == device else sandbox_plan(options, device)
     salt = secrets.randbits(62) if options.secret_seed else None
     seed = options.seed
     if salt is not None:
         seed = int.from_bytes(hashlib.sha256(f"{options.seed}|{salt}".encode()).digest()[:8], "little") >> 1
-    work_dir = options.work_dir or tempfile.mkdtemp(prefix="solkit_eval_")
+    work_dir = options.work_dir or (ahead.work_dir if ahead is not None else tempfile.mkdtemp(prefix="solkit_eval_"))
     notes = dict(options.extra.get("notes") or {})
-    if device == "cpu" and _uses_triton(problem, solution) and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
-        os.environ["TRITON_INTERPRET"] = "1"  # the reference and candidate processes inherit it
+    if ahead is not None and ahead.device != device and options.extra.pop("triton_set", False):
+        os.environ.pop("TRITON_INTERPRET", None)  # set for the guessed device only
+    _interpret_triton(problem, solution, device, options)
+    if device == "cpu" and options.extra.get("triton_set") and _uses_triton(problem, solution):
         notes["triton"] = TRITON_CPU_NOTE
-        log.warning("%s", TRITON_CPU_NOTE)
     job = {
         "problem": str(problem.definition_path),
         "workload_file": str(problem.workload_path) if problem.workload_path else None,
@@ -216,16 +272,19 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions) 
         run_timeout=options.run_timeout,
         use_fork_server=options.use_fork_server,
     )
+    judge_s, judge_ready = time.perf_counter() - judge_t0, time.time()
     try:
-        env, results = run_solution(job, runner)
+        env, results = run_solution(job, runner, ahead.spawned if ahead is not None else None)
     finally:
         if not options.work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
-    run_phases = {"launch": options.extra.get("launch_s"), "load": options.extra.get("load_s"),
+    run_phases = {"launch": options.extra.get("launch_s"), "load": options.extra.get("load_s"), "judge": judge_s,
                   **(env.get("phases") or {})}  # fmt: skip
+    timeline = _timeline({**(env.get("timeline") or {}), "judge.ready": judge_ready}, options.extra.get("started_at"))
     for res in results.values():
         res["seed_salt"] = salt
-        res["notes"] = {**notes, "phases_s": phase_record(run_phases, res.get("phases") or {}, len(workloads))}
+        phases = phase_record(run_phases, res.get("phases") or {}, len(workloads))
+        res["notes"] = {**notes, "phases_s": {**phases, "timeline": timeline}}
     return [build_trace(problem, solution, w, results[w.uuid], env, options, device) for w in workloads]
 
 
@@ -236,7 +295,7 @@ TRITON_CPU_NOTE = (
 #: The phases of one workload's evaluation, in the order they run (docs/sol-execbench.md).
 WORKLOAD_PHASES = ("reference", "correctness", "timing", "checks")
 #: The one-off phases of an evaluation, shared by its workloads.
-RUN_PHASES = ("launch", "load", "startup", "compile")
+RUN_PHASES = ("launch", "load", "judge", "startup", "compile")
 
 
 def phase_record(run: dict[str, Any], own: dict[str, Any], n_workloads: int) -> dict[str, Any]:
@@ -245,6 +304,16 @@ def phase_record(run: dict[str, Any], own: dict[str, Any], n_workloads: int) -> 
     shared = {k: round(float(run[k]), 4) for k in RUN_PHASES if run.get(k) is not None}
     overhead = sum(shared.values()) / max(n_workloads, 1) + sum(v for k, v in own.items() if k != "timing")
     return {**own, "run": shared, "overhead_per_workload": round(overhead, 4)}
+
+
+def _timeline(marks: dict[str, float], started_at: float | None) -> dict[str, float]:
+    """When each process started and was ready, in seconds from the start of the evaluation (negative: during the
+    command's own start-up), and ``judged``, the end of the last verdict: the evaluation's critical path."""
+    marks = {k: v for k, v in marks.items() if v is not None}
+    zero = started_at if started_at is not None else min(marks.values(), default=time.time())
+    out = {k: round(v - zero, 4) for k, v in sorted(marks.items(), key=lambda kv: kv[1])}
+    out["judged"] = round(time.time() - zero, 4)
+    return out
 
 
 def _uses_triton(problem: Problem, solution: Solution) -> bool:

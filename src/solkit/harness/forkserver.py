@@ -10,20 +10,124 @@ log, events to a named pipe. Requests and replies are JSON lines on stdin/stdout
 
 Children are reaped automatically (SIGCHLD ignored); the runner detects a dead worker by polling
 its pid. Every child is a separate process: a crash or hang of one candidate affects nothing else.
+
+:class:`ForkServer` is the judge's side: ``solkit eval`` spawns the server before it imports torch itself
+(:func:`prestart`), so the two imports run at the same time, and waits for it only when the first reference
+process is needed. Modules named after ``python -m solkit.harness.forkserver`` are imported once too (the
+CUDA profiler's first use imports ``torch._dynamo``, seconds of work every forked worker would repeat).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
+
+from solkit.harness import sandbox
+
+#: Imported ahead in the server where a GPU may be used: the profiler's first use (the reference's kernel timing)
+#: imports these, and they never touch CUDA.
+GPU_PRELOAD = ("torch._dynamo", "torch.profiler")
 
 
-def serve() -> None:
+def child_env() -> dict[str, str]:
+    """The environment of the judge's trusted children: the caller's, with solkit's import path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = sandbox.import_path()
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def preload_for(device: str | None) -> tuple[str, ...]:
+    """The modules worth importing ahead for ``--device`` (auto: when this machine has an NVIDIA driver)."""
+    if device == "cpu":
+        return ()
+    if device in (None, "", "auto") and not Path("/dev/nvidiactl").exists():
+        return ()
+    return GPU_PRELOAD
+
+
+class ForkServer:
+    """The shared fork server process, as the judge sees it: spawned once, ready when its first line arrives."""
+
+    _instance: ForkServer | None = None
+    _broken = False
+
+    def __init__(self, preload: tuple[str, ...] = ()) -> None:
+        self.spawned_at, self.ready_at = time.time(), None
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "solkit.harness.forkserver", *preload],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=child_env(),
+            text=True,
+            bufsize=1,
+        )
+        atexit.register(self.close)
+
+    def wait_ready(self) -> bool:
+        if self.ready_at is None:
+            line = self.proc.stdout.readline()
+            if not line or not json.loads(line).get("ready"):
+                return False
+            self.ready_at = time.time()
+        return True
+
+    @classmethod
+    def prestart(cls, device: str | None = None) -> None:
+        """Spawn the server now, without waiting for it (``solkit eval``, before its own imports)."""
+        if cls._instance is None or cls._instance.proc.poll() is not None:
+            cls._instance = ForkServer(preload_for(device))
+
+    @classmethod
+    def get(cls) -> ForkServer | None:
+        """The ready server (spawned now if none is running), or None when it cannot serve (spawn workers then)."""
+        if cls._broken:
+            return None
+        try:
+            if cls._instance is None or (cls._instance.ready_at and cls._instance.proc.poll() is not None):
+                cls._instance = ForkServer()
+            if cls._instance.wait_ready():
+                return cls._instance
+        except (OSError, ValueError):
+            pass
+        if cls._instance is not None:
+            cls._instance.close()
+        cls._instance, cls._broken = None, True  # it cannot serve here (CUDA initialised, no fork): spawn from now on
+        return None
+
+    @classmethod
+    def current(cls) -> ForkServer | None:
+        return cls._instance
+
+    def start(self, job: Path, fifo: Path, log: Path) -> int:
+        self.proc.stdin.write(json.dumps({"job": str(job), "fifo": str(fifo), "log": str(log)}) + "\n")
+        self.proc.stdin.flush()
+        return int(json.loads(self.proc.stdout.readline())["pid"])
+
+    def close(self) -> None:
+        """End of input: the server leaves by itself; nobody waits for its interpreter to tear torch down."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            self.proc.kill()
+
+
+def serve(preload: list[str] | None = None) -> None:
+    import importlib
+
     import torch  # the point of the server: import once
 
     import solkit.harness.worker as worker
+
+    for name in preload or ():
+        importlib.import_module(name)
 
     # Triton is not imported here: a forked child must find CUDA untouched, and importing it is cheap
     # next to torch. A CUDA context in this process would make every child fail, so refuse to serve.
@@ -35,8 +139,9 @@ def serve() -> None:
     out.flush()
     while True:
         line = sys.stdin.readline()
-        if not line:
-            return
+        if not line:  # the judge is gone; leave without the seconds of torch's teardown (its children live on)
+            sys.stdout.flush()
+            os._exit(0)
         try:
             req = json.loads(line)
         except json.JSONDecodeError:
@@ -76,4 +181,4 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1:])

@@ -21,11 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import select
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +36,7 @@ from solkit.harness import buffers, sandbox
 from solkit.harness import correctness as cc
 from solkit.harness.candidate import Failure
 from solkit.harness.inputs import poison_
+from solkit.harness.spawn import Spawned, spawn_candidate
 
 #: Statuses a candidate process may report about itself (never PASSED).
 CANDIDATE_STATUSES = {"RUNTIME_ERROR", "COMPILE_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "REWARD_HACK",
@@ -63,22 +62,12 @@ class ProcessFailure(Exception):
 class CandidateProcess:
     """The sandboxed ``solkit.harness.serve`` process and its two pipes."""
 
-    def __init__(self, job: dict, scratch: Path, plan: dict, startup_timeout: float) -> None:
+    def __init__(self, job: dict, scratch: Path, plan: dict, startup_timeout: float, spawned: Spawned | None = None):
+        """``spawned``: the process already started for this very job (:func:`.spawn.adoptable`), else start it."""
         self.scratch, self.plan = scratch, plan
-        self.marker = secrets.token_hex(8)
-        self.log_path = scratch / "candidate.log"
-        job_path = scratch / "job.json"
-        job_path.write_text(json.dumps(job))
-        read_fd, write_fd = os.pipe()
-        env = sandbox.child_env(scratch, self.marker, sandbox.import_path())
-        cmd = [*sandbox.command_prefix(plan), sys.executable, "-m", "solkit.harness.serve", str(job_path)]
-        with open(self.log_path, "wb") as log:
-            self.popen = subprocess.Popen([*cmd, str(write_fd)], stdin=subprocess.PIPE, stdout=log,
-                                          stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=env, cwd=scratch,
-                                          start_new_session=True)  # fmt: skip
-        os.close(write_fd)
-        os.set_blocking(read_fd, False)
-        self.fd, self.buf, self.next_id = read_fd, b"", 1
+        spawned = spawned or spawn_candidate(job, scratch, plan)
+        self.marker, self.log_path, self.popen = spawned.marker, spawned.log_path, spawned.popen
+        self.fd, self.buf, self.next_id = spawned.fd, b"", 1
         self.frozen: set[int] = set()
         self.hello = self._read(0, time.monotonic() + startup_timeout)
 

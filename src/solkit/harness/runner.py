@@ -20,7 +20,6 @@ a second failure of the candidate process       RUNTIME_ERROR (every remaining w
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
@@ -38,9 +37,10 @@ from typing import Any
 
 import torch
 
-from solkit.harness import languages, sandbox
 from solkit.harness.candidate import Failure
+from solkit.harness.forkserver import ForkServer, child_env
 from solkit.harness.judge import CandidateProcess, ProcessFailure, WorkloadJudge, containment_record
+from solkit.harness.spawn import Spawned, adoptable, candidate_job
 from solkit.problems.loader import load_problem
 
 
@@ -62,33 +62,48 @@ def _tail(path: Path, n: int) -> str:
     return text[-n:]
 
 
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = sandbox.import_path()
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def run_solution(job: dict[str, Any], options: RunnerOptions | None = None) -> tuple[dict, dict[str, dict]]:
-    """Evaluate ``job['workloads']``; returns (environment, {uuid: result})."""
+def run_solution(
+    job: dict[str, Any], options: RunnerOptions | None = None, spawned: Spawned | None = None
+) -> tuple[dict, dict[str, dict]]:
+    """Evaluate ``job['workloads']``; returns (environment, {uuid: result}). ``environment["timeline"]`` holds
+    when each process started and was ready (epoch seconds): the overlap of the reference and the candidate.
+    ``spawned``: the first candidate process, started ahead by :func:`.spawn.spawn_candidate`."""
     options = options or RunnerOptions()
     base = Path(job.get("work_dir") or tempfile.mkdtemp(prefix="solkit_eval_"))
     ref_dir = base / "judge"
     ref_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marks: dict[str, float] = {}
     # The candidate process starts (imports torch, sets up its sandbox) while the reference runs; the solution's
     # code is imported only by its "load" request, after the ground truth files are gone.
     with ThreadPoolExecutor(1) as starter:
-        early = starter.submit(_new_candidate, job, base, 1, options)
+        early = starter.submit(_first_candidate, job, base, options, marks, spawned)
         try:
-            environment, results = _run_after_reference(job, options, base, ref_dir, early)
+            environment, results = _run_after_reference(job, options, base, ref_dir, early, marks)
         finally:
             if not early.cancel() and early.exception() is None and early.result().popen.poll() is None:
                 early.result().close()  # the reference left no workload to judge, or an error ended the run
+            elif spawned is not None:
+                spawned.discard()  # never adopted (an adopted one is closed with its CandidateProcess)
+    environment["timeline"] = marks
     return environment, results
 
 
-def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path, early: Future):
+def _first_candidate(job, base: Path, options: RunnerOptions, marks: dict, spawned: Spawned | None):
+    start = time.time()
+    proc = _new_candidate(job, base, 1, options, spawned)
+    adopted = spawned is not None and proc.popen is spawned.popen
+    marks["candidate.spawn"] = spawned.spawned_at if adopted else start
+    marks["candidate.ready"] = time.time()
+    return proc
+
+
+def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path, early: Future, marks: dict):
+    marks["reference.start"] = time.time()
     environment, ref_results = _reference(job, options, base, ref_dir)
+    marks["reference.done"] = time.time()
+    server = ForkServer.current() if options.use_fork_server else None
+    if server is not None:
+        marks["forkserver.spawn"], marks["forkserver.ready"] = server.spawned_at, server.ready_at
     prepared: dict[str, dict] = {}
     results: dict[str, dict] = {}
     ref_s: dict[str, float] = {}
@@ -102,22 +117,24 @@ def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path,
     shutil.rmtree(ref_dir, ignore_errors=True)  # the ground truth now lives in this process only
     phases = environment.setdefault("phases", {})
     results.update(run_candidate(job, prepared, options, base, phases, early))
+    marks["candidate.done"] = time.time()
     for uuid, res in results.items():
         res.setdefault("phases", {})["reference"] = ref_s.get(uuid)
     return environment, results
 
 
-def _new_candidate(job: dict[str, Any], base: Path, n: int, options: RunnerOptions) -> CandidateProcess:
-    """The ``n``-th candidate process of this run, started and ready (its solution not yet loaded)."""
-    plan = job.get("sandbox_plan") or {}
-    settings = ({"landlock_abi": plan.get("landlock_abi", 0), "nofile": 4096, "file_size": 32 << 30,
-                 "address_space": plan.get("address_space")} if plan.get("enabled") else None)  # fmt: skip
-    scratch = base / f"candidate{n}"
-    scratch.mkdir(parents=True, exist_ok=True)
-    cjob = {"solution": job["solution"], "device": job["device"], "scratch": str(scratch), "sandbox": settings,
-            "cpu_threads": job.get("cpu_threads"), "method": job.get("method"),
-            "include_dirs": languages.cutlass_include_dirs()}  # fmt: skip
-    return CandidateProcess(cjob, scratch, plan, options.startup_timeout)
+def _new_candidate(
+    job: dict[str, Any], base: Path, n: int, options: RunnerOptions, spawned: Spawned | None = None
+) -> CandidateProcess:
+    """The ``n``-th candidate process of this run, started and ready (its solution not yet loaded); ``spawned``, one
+    started ahead (:mod:`.spawn`), is adopted only if it started from this very job, else discarded."""
+    cjob, scratch = candidate_job(job, base, n)
+    if spawned is not None and not adoptable(spawned, cjob, scratch):
+        spawned.discard()
+        spawned = None
+    if spawned is not None:
+        spawned.adopted = True
+    return CandidateProcess(cjob, scratch, job.get("sandbox_plan") or {}, options.startup_timeout, spawned)
 
 
 def _reference(job: dict[str, Any], options: RunnerOptions, base: Path, ref_dir: Path):
@@ -181,53 +198,9 @@ class _Proc:
             self.kill()
 
 
-class _ForkServer:
-    """The shared :mod:`solkit.harness.forkserver` process (started on first use)."""
-
-    _instance: _ForkServer | None = None
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "solkit.harness.forkserver"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=_child_env(),
-            text=True,
-            bufsize=1,
-        )
-        ready = self.proc.stdout.readline()
-        if not ready or not json.loads(ready).get("ready"):
-            raise RuntimeError("fork server did not start")
-        atexit.register(self.close)
-
-    @classmethod
-    def get(cls) -> _ForkServer | None:
-        if cls._instance is not None and cls._instance.proc.poll() is not None:
-            cls._instance = None
-        if cls._instance is None:
-            try:
-                cls._instance = _ForkServer()
-            except Exception:  # noqa: BLE001 - fall back to plain spawning
-                return None
-        return cls._instance
-
-    def start(self, job: Path, fifo: Path, log: Path) -> int:
-        self.proc.stdin.write(json.dumps({"job": str(job), "fifo": str(fifo), "log": str(log)}) + "\n")
-        self.proc.stdin.flush()
-        return int(json.loads(self.proc.stdout.readline())["pid"])
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=5)
-        except Exception:  # noqa: BLE001
-            self.proc.kill()
-
-
 def _start(job_path: Path, log_path: Path, use_fork_server: bool) -> tuple[_Proc, int]:
     """Start a worker; returns it and the fd we read its events from."""
-    server = _ForkServer.get() if use_fork_server else None
+    server = ForkServer.get() if use_fork_server else None
     if server is not None:
         fifo = job_path.parent / "events.fifo"
         os.mkfifo(fifo)
@@ -244,7 +217,7 @@ def _start(job_path: Path, log_path: Path, use_fork_server: bool) -> tuple[_Proc
             stdout=log,
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
-            env=_child_env(),
+            env=child_env(),
             start_new_session=True,  # its own process group: a kill takes the candidate's children too
         )
     os.close(write_fd)

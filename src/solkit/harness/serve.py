@@ -45,6 +45,14 @@ class Server:
         self.fn = None
         self.guard = None
         self._maps: dict[str, torch.Tensor] = {}
+        if self.device.type == "cuda" and self.job.get("method") in ("auto", "kernel"):
+            # torch.profiler imports torch._dynamo, which wraps torch.manual_seed on import: do it before the
+            # identity snapshot, so the harness's own timer is not reported as the candidate's monkey-patch; at
+            # start-up, so its seconds pass while the reference runs.
+            import importlib
+
+            importlib.import_module("torch._dynamo")
+            importlib.import_module("torch.profiler")
 
     def send(self, cid: int, **data: Any) -> None:
         self.reply.write(json.dumps(jsonable({"id": cid, **data}), default=str, allow_nan=False) + "\n")
@@ -85,13 +93,6 @@ class Server:
 
     # ------------------------------------------------------------------ commands
     def load(self, cmd: dict) -> dict:
-        if self.device.type == "cuda" and self.job.get("method") in ("auto", "kernel"):
-            # torch.profiler imports torch._dynamo, which wraps torch.manual_seed on import: do it before the
-            # identity snapshot, so the harness's own timer is not reported as the candidate's monkey-patch.
-            import importlib
-
-            importlib.import_module("torch._dynamo")
-            importlib.import_module("torch.profiler")
         self.guard = ac.IdentityGuard(extra_modules=(timing, cc, ac, timed, buffers, sys.modules[__name__]))
         self.fn = load_candidate(self.solution, self.scratch, self.device, self.job.get("include_dirs") or [])
         if why := ac.monkey_patch_reason(self.guard, "when the solution was imported"):

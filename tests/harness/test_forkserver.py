@@ -1,0 +1,65 @@
+"""The judge's processes start at the same time: the fork server during the command's own start-up, the candidate
+while the reference runs; and the command leaves as soon as its output is written (docs/sol-execbench.md)."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from solkit.harness.forkserver import GPU_PRELOAD, preload_for
+
+EXAMPLE = Path(__file__).parent / "examples" / "gelu_add"
+FAST = ["--cpu-threads", "1", "--cpu-timing-budget", "0.2", "--timing-trials", "1", "--reps", "3", "--warmup", "1"]
+
+
+@pytest.mark.parametrize(("device", "preload"), [("cpu", ()), ("cuda", GPU_PRELOAD), ("cuda:1", GPU_PRELOAD)])
+def test_preload_follows_the_device(device, preload):
+    assert preload_for(device) == preload
+
+
+def _busy(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of the intervals."""
+    total, end = 0.0, -float("inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def test_eval_start_ups_overlap_and_the_command_leaves_at_once(tmp_path):
+    out = tmp_path / "traces.jsonl"
+    argv = [sys.executable, "-m", "solkit", "eval", str(EXAMPLE), "--solution", str(EXAMPLE / "solution_pytorch.json"),
+            "-o", str(out), "--json", "--device", "cpu", *FAST]  # fmt: skip
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    wall = time.perf_counter() - t0
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    traces = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(traces) == 2  # a 2-workload problem
+    phases = traces[0]["evaluation"]["solkit"]["phases_s"]
+    line, launch = phases["timeline"], phases["run"]["launch"]
+    # the fork server was spawned during the command's own start-up, before the evaluation started; the candidate
+    # process right after the problem was read, before the judge imported torch and asked for the reference
+    assert -launch < line["forkserver.spawn"] < 0 < line["forkserver.ready"] + launch
+    assert line["candidate.spawn"] < phases["run"]["load"] + 0.5 < line["judge.ready"] <= line["reference.start"]
+    assert line["candidate.spawn"] < line["reference.done"]
+    spans = [(-launch, 0.0), (line["forkserver.spawn"], line["forkserver.ready"]), (0.0, line["judge.ready"]),
+             (line["reference.start"], line["reference.done"]), (line["candidate.spawn"], line["candidate.ready"]),
+             (line["candidate.ready"], line["judged"])]  # fmt: skip
+    busy = sum(b - a for a, b in spans)
+    assert busy > _busy(spans) + 0.5  # they overlap: the sum of the phases exceeds the time they cover
+    # the one-off phases and every workload's own add up to the critical path (nothing left uncounted; a workload
+    # the judge failed midway records only its reference phase) ...
+    own = ("reference", "correctness", "timing", "checks")
+    per = [t["evaluation"]["solkit"]["phases_s"] for t in traces]
+    counted = sum(phases["run"].values()) + sum(p.get(k) or 0.0 for p in per for k in own)
+    critical = launch + line["judged"]
+    assert counted < critical + 0.2
+    if all(t["evaluation"]["status"] == "PASSED" for t in traces):
+        assert counted == pytest.approx(critical, rel=0.2)
+    # ... and nothing but writing the traces comes after the last verdict: no interpreter teardown of torch
+    assert wall - critical < 1.0, (wall, critical)
