@@ -123,6 +123,16 @@ def test_bad_devices_are_one_line(argv, words, capsys):
     assert words in err and err.count("\n") == 1
 
 
+def test_bad_input_after_the_workers_started_leaves_none_behind(capsys):
+    import multiprocessing as mp
+
+    # bench starts its workers first (they start up while it imports and selects); an error after that closes them.
+    assert main(["bench", "--devices", "cpu,cpu", "--backends", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown backend 'nope'" in err and err.count("\n") == 1
+    assert not [p for p in mp.active_children() if p.name.startswith("solkit-cpu#")]
+
+
 def test_missing_ray_is_one_line(monkeypatch, capsys):
     import builtins
 

@@ -157,6 +157,17 @@ def _pool(args: argparse.Namespace):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    pool = _pool(args)
+    if pool is None:
+        return _bench(args, None)
+    pool.start(wait_ready=False)  # the workers start up while this process imports and selects the work
+    try:
+        return _bench(args, pool)
+    finally:
+        pool.close()
+
+
+def _bench(args: argparse.Namespace, pool) -> int:
     # Long on purpose: one linear command (select, calibrate, run, write the report), read top to bottom.
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -167,7 +178,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from solkit.report.render import write_report
 
     started = time.perf_counter()
-    pool = _pool(args)
     device = pool.device_kind if pool else _device(args.device)
     if args.list_backends:
         return cmd_list_backends(device, args.json)

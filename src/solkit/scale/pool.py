@@ -142,6 +142,9 @@ class LocalPool:
         for w in self.workers:
             if w.proc is None:
                 continue
+            if not w.ready:  # still in its setup (a calibration can take a minute): nothing of it is needed now
+                w.proc.kill()
+                continue
             with contextlib.suppress(OSError, ValueError):
                 w.conn.send(None)
         for w in self.workers:

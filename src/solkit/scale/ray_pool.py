@@ -92,6 +92,7 @@ class RayPool:
             raise SolkitError(f"--ray {address}: the cluster has {have} {what}; cannot place {count} workers")
         self.kind_, self.setup, self.count, self.setup_timeout = kind, setup, count, setup_timeout
         self.actors: list[Any] = []
+        self.hellos: list[Any] = []  # the actors' hello calls, until read
         self.labels = [f"ray#{i}" for i in range(count)]
         self.info: list[dict[str, Any]] = [{} for _ in range(count)]
         self.failures = [0] * count
@@ -105,13 +106,16 @@ class RayPool:
         return self.kind_
 
     def start(self, wait_ready: bool = True) -> None:
-        """Start the actors (once, else on first use); each runs the setup and says hello (or why it could not)."""
-        if self.actors:
+        """Start the actors (once, else on first use); each runs the setup and says hello (or why it could not).
+        Without ``wait_ready`` the actors start up in the background; the hellos are read on first use."""
+        if not self.actors:
+            opts = {"num_gpus": 1, "num_cpus": 1} if self.kind_ == "cuda" else {"num_cpus": 1}
+            actor = self.ray.remote(RayWorker).options(max_restarts=1, max_task_retries=0, **opts)
+            self.actors = [actor.remote(self.kind_, self.setup) for _ in range(self.count)]
+            self.hellos = [a.hello.remote() for a in self.actors]
+        if not wait_ready or not self.hellos:
             return
-        opts = {"num_gpus": 1, "num_cpus": 1} if self.kind_ == "cuda" else {"num_cpus": 1}
-        actor = self.ray.remote(RayWorker).options(max_restarts=1, max_task_retries=0, **opts)
-        self.actors = [actor.remote(self.kind_, self.setup) for _ in range(self.count)]
-        hellos = [a.hello.remote() for a in self.actors]
+        hellos, self.hellos = self.hellos, []
         for i, ref in enumerate(hellos):
             try:
                 label, identity, value, error = self.ray.get(ref, timeout=self.setup_timeout)
@@ -143,7 +147,7 @@ class RayPool:
         for a in self.actors:
             with contextlib.suppress(Exception):  # already gone
                 self.ray.kill(a)
-        self.actors = []
+        self.actors, self.hellos = [], []
 
     def __enter__(self) -> RayPool:
         return self
