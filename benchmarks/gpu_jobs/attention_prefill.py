@@ -2,7 +2,9 @@
 """Prefill attention on the GPU: a small sweep of solkit's launch settings, then solkit against SDPA (enable_gqa,
 each backend) timed in the same run, forward and forward+backward, causal, batch 1 x 8192 tokens at Llama-3-8B
 (32 q / 8 kv heads) and 70B (64 / 8) heads, head_dim 128; TFLOP/s and SOL fraction on the calibrated ceilings
-(the spec ones beside them). Every timed output is checked against an fp32 reference first.
+(the spec ones beside them). solkit runs its tuned defaults on both paths, and with the backward's 5-GEMM
+structure (dQ added by the dK/dV kernel with atomics: ``solkit_dq_atomic``). Every timed output is checked against
+an fp32 reference first.
 
     python3 benchmarks/gpu_jobs/attention_prefill.py --out $OUT/prefill.json [--quick]
 
@@ -169,7 +171,8 @@ def compare(doc, ceil):
     for shape, (hq, hkv) in SHAPES.items():
         q, k, v, do = inputs(hq, hkv, seed=1)
         want = reference(q, k, v, do)
-        impls = {"solkit": solkit_fn(), "solkit_portable": solkit_fn(path="portable")}
+        impls = {"solkit": solkit_fn(), "solkit_portable": solkit_fn(path="portable"),
+                 "solkit_dq_atomic": solkit_fn(options={"bwd": {"dq": {"atomic": True}}})}  # fmt: skip
         impls.update({name: sdpa(b) for name, b in BACKENDS.items()})
         errs = {}
         for name, fn in impls.items():

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# budget: 100
+# Issue 23's last prefill-attention measurements, in one short call. (1) The lab's Gluon forward
+# (lab/kernels/attention_gluon.py: two consumer warpgroups fed by a TMA loader warp; plain, FlashAttention-3's
+# intra-warpgroup overlap, ping-pong turns) at Llama-3-8B and 70B heads, causal, 8192 tokens, checked against fp32,
+# capped at 40 s so that a hang cannot eat the rest (-> $OUT/attention_gluon.json). (2) benchmarks/gpu_jobs/
+# attention_prefill.py without its sweep: solkit's tuned forward (configs.yaml sm_90: 128x64, 4 warps, 2 stages)
+# and forward+backward (7-GEMM default and the 5-GEMM atomic-dQ backward) on both paths against SDPA flash / cuDNN
+# / efficient, same shapes, all in this run (-> $OUT/prefill.json). Copy both to benchmarks/results/attention/.
+#   bash benchmarks/gpu_jobs/run_round.sh attention_final
+set -u
+export TRITON_CACHE_DIR=/tmp/triton_attn_final PYTHONUNBUFFERED=1
+{
+  echo "# attention_final: $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv,noheader || true
+} 2>&1 | tee "$OUT/env.txt"
+timeout 40 python3 lab/benchmarks/attention_sweep.py --part gluon --deadline 33 --out "$OUT/attention_gluon.json" \
+  2>&1 | grep -v -e UserWarning -e "^  " | tee "$OUT/gluon.txt" | grep -e "^\[.*\] gluon" | cut -c1-260
+echo "gluon rc=${PIPESTATUS[0]}"
+timeout 52 python3 benchmarks/gpu_jobs/attention_prefill.py --skip-sweep --out "$OUT/prefill.json" 2>&1 \
+  | tee "$OUT/prefill.txt" | grep -v "^row"
+echo "prefill rc=${PIPESTATUS[0]}"
