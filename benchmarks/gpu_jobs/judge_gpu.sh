@@ -12,7 +12,7 @@ set -u
 START=$(date +%s)
 left() { echo $(( START + 170 - $(date +%s) )); }
 {
-  echo "# judge_gpu: $(date -u +%FT%TZ)"
+  echo "# judge_gpu: $(date -u +%FT%TZ) tree $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.version.cuda, torch.cuda.get_device_name())"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv,noheader || true
   python3 -c "from solkit.harness import sandbox; print('sandbox', sandbox.probe())" || true

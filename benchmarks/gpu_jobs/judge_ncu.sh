@@ -17,7 +17,7 @@ START=$(date +%s)
 left() { echo $(( START + 170 - $(date +%s) )); }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1 || true)
 {
-  echo "# judge_ncu: $(date -u +%FT%TZ)"
+  echo "# judge_ncu: $(date -u +%FT%TZ) tree $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.version.cuda, torch.cuda.get_device_name())"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv,noheader || true
   echo "ncu: ${NCU:-none}"; [ -n "$NCU" ] && "$NCU" --version | tail -n 1
