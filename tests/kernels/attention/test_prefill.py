@@ -111,23 +111,26 @@ def test_unknown_structure_value_is_one_line():
 
 
 def test_h200_settings_are_the_swept_ones_per_path(monkeypatch):
-    """On an H200 (simulated) the forward takes configs.yaml's sm_90 entry: the TMA path its measured tile, the
-    pointer-load path its own override; a caller's options still win."""
+    """On an H200 (simulated) attention() takes configs.yaml's sm_90 entries: the forward's TMA path its measured
+    tile, the pointer-load path its own override, the backward its one-warpgroup kernels; a caller's options still
+    win."""
     import json
 
     from solkit.kernels.attention import ops
     from solkit.kernels.common.capability import caps_for_product, simulate
 
     seen = []
-    monkeypatch.setattr(ops, "ATTENTION", lambda *a: seen.append(json.loads(a[7])) or (a[0], None))
+    monkeypatch.setattr(ops, "ATTENTION", lambda *a: seen.append((json.loads(a[7]), json.loads(a[8]))) or (a[0], None))
     q = torch.zeros(1, 2, 32, 128)
     with simulate(caps_for_product("h200-sxm")):
         attention(q, q, q, causal=True)
         attention(q, q, q, causal=True, path="portable")
         attention(q, q, q, causal=True, path="portable", options={"fwd": {"num_warps": 8}})
     tile = lambda c: (c["block_m"], c["block_n"], c["num_warps"], c["num_stages"], c["tma"])  # noqa: E731
-    assert [tile(c) for c in seen] == [(128, 64, 4, 2, True), (64, 64, 4, 3, False), (64, 64, 8, 3, False)]
-    assert all("portable" not in c for c in seen)
+    assert [tile(f) for f, _ in seen] == [(128, 64, 4, 2, True), (64, 64, 4, 3, False), (64, 64, 8, 3, False)]
+    assert all("portable" not in f for f, _ in seen)
+    assert [(b["dkdv"]["num_warps"], b["dq"]["num_warps"], b["dkdv"]["tma"]) for _, b in seen[:2]] == [
+        (4, 4, True), (4, 4, False)]  # fmt: skip
 
 
 def test_non_causal_with_more_keys_than_queries():
