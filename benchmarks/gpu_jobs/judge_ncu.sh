@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# budget: 180
+# budget: 110
 # Issue 20 on the GPU: does the judge (candidate in its own sandboxed process, inputs rescaled and persisting L2
 # reset between timed calls) report the same latency as before, and does it still agree with Nsight Compute?
 #  1. for the bf16 RMSNorm 12288x4096 (Triton example solution) and the bf16 GEMM 7168^3 (torch.matmul):
@@ -8,13 +8,13 @@
 #     pool of 3, 0.25 s prewarm) and with the judge's between-call guard in-process (solkit.harness.timed.time_pool);
 #     criterion |judge / before - 1| <= 3 %;
 #  2. Nsight Compute on the same kernels: `ncu --clock-control none --cache-control all --metrics
-#     gpu__time_duration.sum`, 10 profiled launches each after 50 ms idle ("cold": ncu serialises and isolates
-#     launches; --cache-control all flushes the caches before each, as the harness's read flush does) and 10 right
-#     after 49 unprofiled launches ("hot"); criterion |judge / ncu cold - 1| <= 3 %.
+#     gpu__time_duration.sum`, 8 profiled launches each after 50 ms idle ("cold": ncu serialises and isolates
+#     launches; --cache-control all flushes the caches before each, as the harness's read flush does);
+#     criterion |judge / ncu cold - 1| <= 3 %.
 # Results: $OUT/judge_ncu.json (device, date, versions, commands, numbers, ratios), raw files beside it.
 set -u
 START=$(date +%s)
-left() { echo $(( START + 170 - $(date +%s) )); }
+left() { echo $(( START + 105 - $(date +%s) )); }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1 || true)
 {
   echo "# judge_ncu: $(date -u +%FT%TZ) tree $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -95,7 +95,7 @@ for name, (prob, sol, wl) in CASES.items():
         row["in_process_error"] = repr(exc)
     keep()
     try:
-        tr = evaluate(prob, prob / sol, EvalOptions(device="cuda:0", workloads=[wl], benchmark_reference=False))[0]
+        tr = evaluate(prob, prob / sol, EvalOptions(device="cuda:0", workloads=[wl], benchmark_reference=False, precision_check=False))[0]
         e = tr.evaluation
         row["judge"] = {"status": e.status.value, "log": e.log[:300],
                         "median_ms": e.performance.latency_ms if e.performance else None,
@@ -136,13 +136,6 @@ for name in sys.argv[2:]:
         fn(*args)
         torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
-    for _ in range(n):  # hot: right after 49 back-to-back launches
-        for _ in range(49):
-            fn(*args)
-        torch.cuda.nvtx.range_push("profile")
-        fn(*args)
-        torch.cuda.nvtx.range_pop()
-    torch.cuda.synchronize()
     del fn, pool, args
     torch.cuda.empty_cache()
     print(name, "done", file=sys.stderr, flush=True)
@@ -167,32 +160,24 @@ if len(rows) >= 3:
 print(json.dumps(res))
 PY
 
-# 0. does ncu work here at all (a tiny profiled launch)?
-NCU_OK=0
-if [ -n "$NCU" ]; then
-  timeout 60 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw --print-units base \
-    python3 -c "import torch; x = torch.ones(1024, device='cuda'); (x + 1).sum().item()" >"$OUT/ncu_probe.txt" 2>&1
-  rc=$?; echo "ncu probe rc=$rc"; tail -n 4 "$OUT/ncu_probe.txt"
-  grep -q "gpu__time_duration" "$OUT/ncu_probe.txt" && NCU_OK=1
-fi
 # 1. judge vs before (most important first)
-timeout $(( $(left) > 100 ? 100 : $(left) )) python3 /tmp/judge_ncu_side.py 2>&1 | tee "$OUT/judge_side.txt"
-# 2. ncu on the same kernels
-if [ "$NCU_OK" = 1 ] && [ "$(left)" -gt 20 ]; then
-  timeout $(( $(left) - 5 )) "$NCU" --clock-control none --cache-control all --nvtx --nvtx-include "profile/" \
+timeout 62 python3 /tmp/judge_ncu_side.py 2>&1 | tee "$OUT/judge_side.txt"
+# 2. ncu on the same kernels, with what is left (its own failure is logged, never fatal)
+if [ -n "$NCU" ] && [ "$(left)" -gt 15 ]; then
+  timeout $(( $(left) - 3 )) "$NCU" --clock-control none --cache-control all --nvtx --nvtx-include "profile/" \
     --metrics gpu__time_duration.sum --csv --page raw --print-units base --log-file "$OUT/ncu.csv" \
-    python3 /tmp/judge_ncu_target.py 10 rmsnorm gemm >"$OUT/ncu.out" 2>"$OUT/ncu.err"
+    python3 /tmp/judge_ncu_target.py 8 rmsnorm gemm >"$OUT/ncu.out" 2>"$OUT/ncu.err"
   echo "ncu rc=$?"; tail -n 3 "$OUT/ncu.err"
-  python3 /tmp/judge_ncu_parse.py "$OUT/ncu.csv" 10 >"$OUT/ncu.json" || echo "ncu parse failed"
+  python3 /tmp/judge_ncu_parse.py "$OUT/ncu.csv" 8 >"$OUT/ncu.json" || echo "ncu parse failed"
 fi
 python3 - "$OUT" "$NCU" <<'PY'
 import datetime, json, os, platform, sys
 out, ncu = sys.argv[1], sys.argv[2]
 load = lambda f: json.load(open(os.path.join(out, f))) if os.path.exists(os.path.join(out, f)) else None
 res = {"job": "benchmarks/gpu_jobs/judge_ncu.sh", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-       "commands": {"judge": "evaluate(tests/harness/examples/{rmsnorm,gemm}, solution_{triton,pytorch}.json, EvalOptions(device='cuda:0', workloads=[bench workload], benchmark_reference=False))",
+       "commands": {"judge": "evaluate(tests/harness/examples/{rmsnorm,gemm}, solution_{triton,pytorch}.json, EvalOptions(device='cuda:0', workloads=[bench workload], benchmark_reference=False, precision_check=False))",
                     "before": "solkit.timing.benchmark(fn, pool of 3, method='kernel', reps=50, trials=3, warmup=5, l2_flush_mode='read') after 0.25 s prewarm",
-                    "ncu": f"{ncu} --clock-control none --cache-control all --nvtx --nvtx-include profile/ --metrics gpu__time_duration.sum --csv --page raw --print-units base python3 judge_ncu_target.py 10 rmsnorm gemm"},
+                    "ncu": f"{ncu} --clock-control none --cache-control all --nvtx --nvtx-include profile/ --metrics gpu__time_duration.sum --csv --page raw --print-units base python3 judge_ncu_target.py 8 rmsnorm gemm"},
        "criteria": "|judge/before - 1| <= 3 %; |judge/ncu cold - 1| <= 3 %"}
 try:
     import torch, triton
@@ -211,8 +196,7 @@ if nc:
         if j and ks:
             k = max(ks, key=lambda k: nc["kernels"][k].get("cold", {}).get("median_ns", 0))
             cold = nc["kernels"][k]["cold"]["median_ns"] / 1e6
-            hot = nc["kernels"][k].get("hot", {}).get("median_ns", 0) / 1e6
-            cmp[name] = {"kernel": k, "judge_ms": j, "ncu_cold_ms": cold, "ncu_hot_ms": hot,
+            cmp[name] = {"kernel": k, "judge_ms": j, "ncu_cold_ms": cold,
                          "vs_cold_pct": round((j / cold - 1) * 100, 2), "within_3pct_vs_cold": abs(j / cold - 1) <= 0.03,
                          "kernels_seen": len(ks)}
 res["judge_vs_ncu"] = cmp

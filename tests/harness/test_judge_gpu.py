@@ -32,8 +32,7 @@ WORKLOAD = "cheat-gpu-l2-rows2048-h1024"
 NO_GAIN = 0.85
 #: Timing attacks, which may end PASSED if contained. The ones a status alone settles (gpu_event_fake_join,
 #: side_stream, ...) run in test_cheats.py, which runs the whole corpus on the GPU when there is one.
-HOSTILE = ["gpu_l2_persist", "gpu_memo_sampled", "gpu_memo_version", "gpu_thread_ahead", "memo_sampled_content",
-           "address_cache"]  # fmt: skip
+HOSTILE = ["gpu_l2_persist", "gpu_memo_sampled", "gpu_memo_version", "gpu_thread_ahead", "address_cache"]
 HONEST = ["gpu_side_stream_joined", "correct_triton"]
 ROWS: dict[str, dict] = {}
 
