@@ -365,11 +365,14 @@ class WorkloadJudge:
         clock; the faster round counts, so one scheduling hiccup of a loaded machine is not a verdict."""
         first = self._fresh_round(slots, common, self.trials + self.pool)
         median = self._claim(res)
-        if not self._fresh_suspect(first["fresh_call_ms"], median):
+        # On a GPU the staging copies subtracted are a separate measurement of a large transfer: half of them per
+        # call is allowed as noise (timed calls there see new values every call, so caching is settled earlier).
+        noise = 0.0 if self.job["device"] == "cpu" else 0.5 * first["staging_ms"] / max(first["sets"], 1)
+        if not self._fresh_suspect(first["fresh_call_ms"] - noise, median):
             return first
         second = self._fresh_round(slots, common, self.trials + 2 * self.pool)
         fresh_ms = min(first["fresh_call_ms"], second["fresh_call_ms"])
-        if self._fresh_suspect(fresh_ms, median):
+        if self._fresh_suspect(fresh_ms - noise, median):
             raise Failure("REWARD_HACK", f"the timed calls claim {median:.4g} ms, but a call on fresh inputs takes "
                           f"{fresh_ms:.4g} ms by the judge's clock (twice): results cached between timed calls, "
                           "or a forged timer")  # fmt: skip
