@@ -6,7 +6,8 @@
 # capped at 40 s so that a hang cannot eat the rest (-> $OUT/attention_gluon.json). (2) benchmarks/gpu_jobs/
 # attention_prefill.py without its sweep: solkit's tuned forward (configs.yaml sm_90: 128x64, 4 warps, 2 stages)
 # and forward+backward (7-GEMM default and the 5-GEMM atomic-dQ backward) on both paths against SDPA flash / cuDNN
-# / efficient, same shapes, all in this run (-> $OUT/prefill.json). Copy both to benchmarks/results/attention/.
+# / efficient, same shapes, all in this run, and the Gluon forward with solkit's backward when a Gluon variant was
+# correct at both shapes (-> $OUT/prefill.json). Copy both to benchmarks/results/attention/.
 #   bash benchmarks/gpu_jobs/run_round.sh attention_final
 set -u
 export TRITON_CACHE_DIR=/tmp/triton_attn_final PYTHONUNBUFFERED=1
@@ -17,6 +18,16 @@ export TRITON_CACHE_DIR=/tmp/triton_attn_final PYTHONUNBUFFERED=1
 timeout 40 python3 lab/benchmarks/attention_sweep.py --part gluon --deadline 33 --out "$OUT/attention_gluon.json" \
   2>&1 | grep -v -e UserWarning -e "^  " | tee "$OUT/gluon.txt" | grep -e "^\[.*\] gluon" | cut -c1-260
 echo "gluon rc=${PIPESTATUS[0]}"
-timeout 52 python3 benchmarks/gpu_jobs/attention_prefill.py --skip-sweep --out "$OUT/prefill.json" 2>&1 \
-  | tee "$OUT/prefill.txt" | grep -v "^row"
+# the fastest Gluon variant that was correct at both shapes, if any, joins the comparison with solkit's backward
+GLUON=$(python3 - "$OUT/attention_gluon.json" <<'PY' 2>/dev/null
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r.get("correct") and "ms" in r]
+ok = [r for r in rows if r["shape"] == "llama3-8b"
+      and any(o["shape"] == "llama3-70b" and o["fwd"] == r["fwd"] for o in rows)]
+print(json.dumps(min(ok, key=lambda r: r["ms"])["fwd"]) if ok else "")
+PY
+)
+echo "gluon variant for fwd+bwd: ${GLUON:-none}"
+timeout 52 python3 benchmarks/gpu_jobs/attention_prefill.py --skip-sweep --out "$OUT/prefill.json" \
+  ${GLUON:+--gluon "$GLUON"} 2>&1 | tee "$OUT/prefill.txt" | grep -v "^row"
 echo "prefill rc=${PIPESTATUS[0]}"

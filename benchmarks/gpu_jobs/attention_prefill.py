@@ -3,8 +3,9 @@
 each backend) timed in the same run, forward and forward+backward, causal, batch 1 x 8192 tokens at Llama-3-8B
 (32 q / 8 kv heads) and 70B (64 / 8) heads, head_dim 128; TFLOP/s and SOL fraction on the calibrated ceilings
 (the spec ones beside them). solkit runs its tuned defaults on both paths, and with the backward's 5-GEMM
-structure (dQ added by the dK/dV kernel with atomics: ``solkit_dq_atomic``). Every timed output is checked against
-an fp32 reference first.
+structure (dQ added by the dK/dV kernel with atomics: ``solkit_dq_atomic``); with ``--gluon OPTIONS`` also the lab's
+Gluon forward with solkit's backward (``lab_gluon_fwd``). Every timed output is checked against an fp32 reference
+first.
 
     python3 benchmarks/gpu_jobs/attention_prefill.py --out $OUT/prefill.json [--quick]
 
@@ -88,6 +89,38 @@ def solkit_fn(path=None, options=None):
     return lambda q, k, v: attention(q, k, v, causal=True, path=path, options=options)
 
 
+def gluon_fn(variant: dict):
+    """The lab's Gluon forward (lab/kernels/attention_gluon.py, ``variant`` its options) with solkit's backward op on
+    the logsumexp it saves (the same base-2 unit as the Triton forward's): the forward+backward floor with it."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for lab.kernels
+    from lab.kernels.attention_gluon import attention_fwd_gluon
+
+    from solkit.kernels.attention.paths import settings
+    from solkit.kernels.common.capability import device_caps
+    from solkit.kernels.common.ops import options_json
+
+    bwd = settings("bwd", device_caps(DEVICE), HEAD_DIM, 2)
+    bwd["dkdv"]["tma"] = True
+    bwd_json, scale = options_json(bwd), HEAD_DIM**-0.5
+
+    class GluonAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            out, lse = attention_fwd_gluon(q, k, v, causal=True, scale=scale, **variant)
+            ctx.save_for_backward(q, k, v, out, lse)
+            return out
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v, out, lse = ctx.saved_tensors
+            return torch.ops.solkit.attention_bwd(do.contiguous(), q, k, v, out, lse, None, q.shape[2], True, scale,
+                                                  bwd_json)  # fmt: skip
+
+    return lambda q, k, v: GluonAttention.apply(q, k, v)
+
+
 def fwd_bwd(fn):
     def run(q, k, v, do):
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
@@ -166,7 +199,7 @@ def sweep(doc, quick):
         save(doc)
 
 
-def compare(doc, ceil):
+def compare(doc, ceil, gluon=None):
     peak = {b: c.get("bf16_tensor") for b, c in ceil.items()}
     for shape, (hq, hkv) in SHAPES.items():
         q, k, v, do = inputs(hq, hkv, seed=1)
@@ -174,6 +207,8 @@ def compare(doc, ceil):
         impls = {"solkit": solkit_fn(), "solkit_portable": solkit_fn(path="portable"),
                  "solkit_dq_atomic": solkit_fn(options={"bwd": {"dq": {"atomic": True}}})}  # fmt: skip
         impls.update({name: sdpa(b) for name, b in BACKENDS.items()})
+        if gluon is not None:  # last: a kernel that hangs would cost the rows after it
+            impls["lab_gluon_fwd"] = gluon_fn(gluon)
         errs = {}
         for name, fn in impls.items():
             row = {"shape": shape, "heads_q": hq, "heads_kv": hkv, "seq": SEQ, "head_dim": HEAD_DIM, "impl": name}
@@ -219,6 +254,7 @@ def main(argv):
     p.add_argument("--out", required=True)
     p.add_argument("--quick", action="store_true", help="the first five sweep settings only")
     p.add_argument("--skip-sweep", action="store_true")
+    p.add_argument("--gluon", default=None, help="JSON options of the lab Gluon forward to time with solkit's backward")
     args = p.parse_args(argv)
     global OUT
     OUT = args.out
@@ -236,7 +272,7 @@ def main(argv):
             elif name == "sweep" and not args.skip_sweep:
                 sweep(doc, args.quick)
             elif name == "compare":
-                compare(doc, doc.get("ceilings", {}))
+                compare(doc, doc.get("ceilings", {}), json.loads(args.gluon) if args.gluon else None)
         except Exception:  # noqa: BLE001 - one part failing must not lose the others
             doc.setdefault("errors", {})[name] = traceback.format_exc()[-2000:]
             log(f"{name} failed:\n{doc['errors'][name]}")
