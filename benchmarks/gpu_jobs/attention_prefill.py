@@ -145,7 +145,7 @@ def max_err(got, want):
 
 
 def time_ms(fn, args):
-    r = benchmark(fn, [args], reps=30, trials=3, warmup=3)
+    r = benchmark(fn, [args], reps=20, trials=3, warmup=3)
     return r.median_ms, r.method
 
 
