@@ -18,7 +18,7 @@ from solkit.kernels.cross_entropy import (
     fused_linear_cross_entropy,
 )
 from solkit.kernels.embedding import Embedding, embedding
-from solkit.kernels.gates import GeGLU, SwiGLU, geglu, swiglu
+from solkit.kernels.gates import GeGLU, SwiGLU, geglu, glu_grads, swiglu
 from solkit.kernels.gemm import FusedLinearResidual, fused_linear, gemm
 from solkit.kernels.norms import AddRMSNorm, LayerNorm, RMSNorm, add_rmsnorm, layernorm, rmsnorm
 from solkit.kernels.paths import all_paths
@@ -46,6 +46,7 @@ __all__ = [
     "RoPE",
     "swiglu",
     "geglu",
+    "glu_grads",
     "SwiGLU",
     "GeGLU",
     "embedding",

@@ -23,6 +23,7 @@ from torch.nn.attention import sdpa_kernel
 
 from solkit.kernels import apply_rope, fused_linear, fused_linear_cross_entropy, geglu, rmsnorm, swiglu
 from solkit.swap.families import Family
+from solkit.swap.gated import gated_linear
 from solkit.swap.settings import loss_chunk_tokens
 
 PLAN = "_solkit_plan"
@@ -49,6 +50,9 @@ class AttentionPlan:
 @dataclass(frozen=True)
 class MLPPlan:
     gate: str | None  # "silu" (SwiGLU kernel), "gelu_tanh" (GeGLU kernel) or None (act_fn(gate) * up)
+    # with a gate kernel and a plain nn.Linear down_proj: gate + down_proj as one op that keeps only gate and up
+    # for the backward (solkit.swap.gated)
+    fused_down: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,8 @@ def mlp_forward(self: nn.Module, x: torch.Tensor, residual: torch.Tensor | None 
     """Gated MLP; the gate through solkit's SwiGLU/GeGLU kernel, down_proj + residual fused when given."""
     plan: MLPPlan = getattr(self, PLAN)
     gate, up = self.gate_proj(x), self.up_proj(x)
+    if plan.gate is not None and plan.fused_down:
+        return gated_linear(gate, up, self.down_proj.weight, self.down_proj.bias, residual, plan.gate)
     if plan.gate == "silu":
         h = swiglu(gate, up)
     elif plan.gate == "gelu_tanh":

@@ -31,7 +31,8 @@ KINDS: dict[str, str] = {
     "rmsnorm": "RMSNorm forward and backward in one kernel each (Gemma: (1 + w) in fp32)",
     "rope": "RoPE on q and k in one launch",
     "attention": "SDPA's fastest backend for this device first (measured order, solkit/swap/configs.yaml)",
-    "glu": "the MLP gate: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU)",
+    "glu": "the MLP gate: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU); with down_proj in one op keeping "
+    "only gate and up for the backward",
     "linear_residual": "o_proj and down_proj with the residual add in the GEMM epilogue",
     "fused_linear_ce": "LM head + cross-entropy without materialised logits",
 }
@@ -318,12 +319,13 @@ def _swap_glu(p: _Patcher) -> SwapResult:
         if act is None:
             raise SolkitError(f"act_fn {type(mlp.act_fn).__name__}: the gate kernels compute silu and gelu_tanh")
         x = p.hidden(mlp.gate_proj.in_features)
-        err = _probe(p, [(mlp, fw.mlp_forward, fw.MLPPlan(act))], mlp, [x], {}, list(mlp.parameters()))
+        plan = fw.MLPPlan(act, fused_down=type(mlp.down_proj) is nn.Linear)  # not an adapter or quantised layer
+        err = _probe(p, [(mlp, fw.mlp_forward, plan)], mlp, [x], {}, list(mlp.parameters()))
         for m in group:
-            p.bind(m, fw.mlp_forward, fw.MLPPlan(act))
+            p.bind(m, fw.mlp_forward, plan)
         return err
 
-    key = lambda m: (type(m.act_fn).__name__, m.gate_proj.in_features, m.gate_proj.out_features)  # noqa: E731
+    key = lambda m: (type(m.act_fn).__name__, type(m.down_proj), m.gate_proj.in_features, m.gate_proj.out_features)  # noqa: E731
     return _apply_groups(p, "glu", _groups(p.modules("mlp"), key), try_group)
 
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from solkit.errors import SolkitError
-from solkit.kernels.gates import GeGLU, SwiGLU, geglu, swiglu
+from solkit.kernels.gates import GeGLU, SwiGLU, geglu, glu_grads, swiglu
 from solkit.kernels.gates.glu import gated_backward, gated_bytes, gated_forward
 
 ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
@@ -78,10 +78,25 @@ def test_launchers_match_autograd(device):
     g, u = torch.randn(3, 29, device=device), torch.randn(3, 29, device=device)
     y = gated_forward(g, u, "silu")
     dy = torch.randn_like(y)
-    dg, du = gated_backward(dy, g, u, "silu")
+    dg, du, none = gated_backward(dy, g, u, "silu")
+    assert none is None
     torch.testing.assert_close(du, dy * F.silu(g), atol=1e-5, rtol=1e-5)
     s = torch.sigmoid(g)
     torch.testing.assert_close(dg, dy * u * s * (1 + g * (1 - s)), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
+@pytest.mark.parametrize(("shape", "dtype"), [((3, 29), torch.float32), ((2, 5, 40), torch.float16)])
+def test_the_backward_gives_the_forward_output_again(device, activation, shape, dtype):
+    """``glu_grads(..., with_output=True)``: the gradients as without it, and the forward's output bit for bit (the
+    same fp32 arithmetic and rounding), for callers that keep only gate and up."""
+    g, u = torch.randn(shape, device=device, dtype=dtype), torch.randn(shape, device=device, dtype=dtype)
+    dy = torch.randn(shape, device=device, dtype=dtype)
+    dg, du, out = glu_grads(dy, g, u, activation, with_output=True)
+    dg0, du0, none = glu_grads(dy, g, u, activation)
+    assert none is None and out.shape == g.shape and out.dtype == dtype
+    assert torch.equal(dg, dg0) and torch.equal(du, du0)
+    assert torch.equal(out, gated_forward(g, u, activation))
 
 
 def test_bad_inputs_raise(device):

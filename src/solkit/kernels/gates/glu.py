@@ -69,9 +69,9 @@ def _gated_fwd_kernel(
 
 @triton.jit
 def _gated_bwd_kernel(
-    dy_ptr, gate_ptr, up_ptr, dgate_ptr, dup_ptr, n_cols, blocks_per_row,
-    dy_row_stride, gate_row_stride, up_row_stride, dgate_row_stride, dup_row_stride,
-    ACTIVATION: tl.constexpr, BLOCK: tl.constexpr, FAST_TANH: tl.constexpr = False,
+    dy_ptr, gate_ptr, up_ptr, dgate_ptr, dup_ptr, out_ptr, n_cols, blocks_per_row,
+    dy_row_stride, gate_row_stride, up_row_stride, dgate_row_stride, dup_row_stride, out_row_stride,
+    ACTIVATION: tl.constexpr, BLOCK: tl.constexpr, FAST_TANH: tl.constexpr = False, WRITE_OUT: tl.constexpr = False,
 ):  # fmt: skip
     pid = tl.program_id(0)
     row = (pid // blocks_per_row).to(tl.int64)
@@ -90,6 +90,8 @@ def _gated_bwd_kernel(
         dact = 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * g * g)
     tl.store(dgate_ptr + row * dgate_row_stride + cols, (dy * u * dact).to(dgate_ptr.dtype.element_ty), mask=mask)
     tl.store(dup_ptr + row * dup_row_stride + cols, (dy * act).to(dup_ptr.dtype.element_ty), mask=mask)
+    if WRITE_OUT:  # the forward's output again, rounded as the forward rounds it (act * u in fp32)
+        tl.store(out_ptr + row * out_row_stride + cols, (act * u).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def _as_rows(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -152,24 +154,29 @@ def gated_forward(gate: torch.Tensor, up: torch.Tensor, activation: str = "silu"
 
 
 def gated_backward(
-    grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, activation: str = "silu"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gradients ``(d gate, d up)`` of ``act(gate) * up``, recomputing the activation."""
+    grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, activation: str = "silu", with_output: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Gradients ``(d gate, d up)`` of ``act(gate) * up``, recomputing the activation; with ``with_output`` also the
+    forward's output ``act(gate) * up`` (same rounding), so a caller that did not keep it gets it for one more
+    write instead of a second pass over gate and up. The third entry is None without ``with_output``."""
     _check(gate, up, activation)
     g2, u2 = _as_rows(gate, "gate"), _as_rows(up, "up")
     dy = _as_rows(grad_out.to(gate.dtype), "grad_out")
     dgate = torch.empty(g2.shape, dtype=gate.dtype, device=gate.device)
     dup = torch.empty(g2.shape, dtype=gate.dtype, device=gate.device)
+    out = torch.empty(g2.shape, dtype=gate.dtype, device=gate.device) if with_output else None
     rows, n = g2.shape
     if rows and n:
         block, warps = _launch_config(n)
         nblk = triton.cdiv(n, block)
+        o = out if out is not None else dgate  # never written without WRITE_OUT
         _gated_bwd_kernel[(rows * nblk,)](
-            dy, g2, u2, dgate, dup, n, nblk,
-            dy.stride(0), g2.stride(0), u2.stride(0), dgate.stride(0), dup.stride(0),
-            ACTIVATION=activation, BLOCK=block, FAST_TANH=_fast_tanh(gate, activation, "bwd"), num_warps=warps,
+            dy, g2, u2, dgate, dup, o, n, nblk,
+            dy.stride(0), g2.stride(0), u2.stride(0), dgate.stride(0), dup.stride(0), o.stride(0),
+            ACTIVATION=activation, BLOCK=block, FAST_TANH=_fast_tanh(gate, activation, "bwd"), WRITE_OUT=with_output,
+            num_warps=warps,
         )  # fmt: skip
-    return dgate.view(gate.shape), dup.view(up.shape)
+    return dgate.view(gate.shape), dup.view(up.shape), None if out is None else out.view(gate.shape)
 
 
 def gated_bytes(rows: int, cols: int, dtype: torch.dtype, backward: bool = False) -> int:

@@ -6,18 +6,20 @@ from __future__ import annotations
 import torch
 
 from solkit.errors import SolkitError
-from solkit.kernels.common.ops import KernelOp
+from solkit.kernels.common.ops import KernelOp, empty_or
 from solkit.kernels.gates.glu import gated_backward, gated_forward
 
 
 def _glu_bwd(
-    grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, activation: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    return gated_backward(grad_out, gate, up, activation)
+    grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, activation: str, with_output: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dgate, dup, out = gated_backward(grad_out, gate, up, activation, with_output)
+    return dgate, dup, empty_or(out, gate)
 
 
-def _glu_bwd_fake(grad_out, gate, up, activation):
-    return gate.new_empty(gate.shape), up.new_empty(up.shape, dtype=gate.dtype)
+def _glu_bwd_fake(grad_out, gate, up, activation, with_output):
+    out = gate.new_empty(gate.shape) if with_output else gate.new_empty(0, dtype=torch.float32)
+    return gate.new_empty(gate.shape), up.new_empty(up.shape, dtype=gate.dtype), out
 
 
 GLU_BWD = KernelOp("glu_bwd", _glu_bwd, _glu_bwd_fake)
@@ -39,11 +41,22 @@ def _glu_setup(ctx, inputs, output) -> None:
 
 def _glu_backward(ctx, grad_out):
     gate, up = ctx.saved_tensors
-    dgate, dup = GLU_BWD(grad_out, gate, up, ctx.activation)
+    dgate, dup, _ = GLU_BWD(grad_out, gate, up, ctx.activation, False)
     return dgate, dup, None
 
 
 GLU = KernelOp("glu", _glu, _glu_fake, backward=_glu_backward, setup_context=_glu_setup)
+
+
+def glu_grads(
+    grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, activation: str = "silu", with_output: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The gated activation's backward as a function (the op ``solkit::glu_bwd``): ``(d gate, d up, out)``, where
+    ``out`` is ``act(gate) * up`` again, rounded as the forward rounds it, when ``with_output`` (else None). For a
+    caller that keeps only gate and up for its backward and needs the product there too (a down projection's
+    weight gradient): one more write instead of a second pass over gate and up."""
+    dgate, dup, out = GLU_BWD(grad_out, gate, up, activation, bool(with_output))
+    return dgate, dup, out if with_output else None
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
