@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from solkit.bench.model_check import Timer, compare, layout_problem
+from solkit.bench.model_check import Timer, compare, layout_problem, per_clock
 from solkit.cli import main
 from solkit.model import analyze
 from solkit.model.gemms import GEMM_OPS
@@ -122,3 +122,12 @@ def test_a_bf16_step_on_the_gpu_agrees_on_t_sol(tmp_path, capsys):
     rows = json.loads(capsys.readouterr().out)["runs"][0]["rows"]
     assert rows and all(r["t_sol_agrees"] and r["layout_run"]["status"] == "ok" for r in rows)
     assert all(r["layout_ratio"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("model_mhz,bench_mhz,ok", [(1980, 1650, True), (1980, 1980, False), (None, 1650, None)])
+def test_the_ratio_at_equal_clocks(model_mhz, bench_mhz, ok):
+    # the model's GEMM ran at 1980 MHz and looked 1.2x the bench's SOL; the bench's ran at 1650 MHz
+    r, within = per_clock(1.2, model_mhz, {"clock": {"sm_clock_mhz": bench_mhz}}, 0.05)
+    assert within is ok
+    if ok is not None:
+        assert r == pytest.approx(1.2 * bench_mhz / model_mhz)

@@ -20,10 +20,12 @@ and writes the comparison into each ``results.json`` as ``bench_check`` (rebuild
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,9 +176,12 @@ class Timer:
 
         cfg = BenchConfig(device=self.device, backends=(backend,), reps=self.reps)
         basis = self.ceilings.basis
-        row = run_workload(problem, workload, cfg, {basis: self.ceilings})[0]
+        with self._sampler() as tel:
+            row = run_workload(problem, workload, cfg, {basis: self.ceilings})[0]
+        end = time.monotonic()
         t_sol_ms = getattr(row, f"t_sol_ms_{basis}")
         return {
+            "clock": _timed_clock(tel, end, row.timing),
             "backend": backend,
             "status": row.status,
             "error": row.error,
@@ -189,6 +194,15 @@ class Timer:
                 for k in ("median_ms", "min_ms", "cv", "method", "reps", "trials", "l2_flushed", "rotating_buffers")
             },  # fmt: skip
         }
+
+    def _sampler(self):
+        """NVML samples while a row runs (a GPU only): the clock its timed calls ran at."""
+        if not self.device.startswith("cuda"):
+            return contextlib.nullcontext()
+        from solkit.hardware.telemetry import TelemetrySampler
+        from solkit.model.clocks import INTERVAL_S
+
+        return TelemetrySampler(int(self.device.partition(":")[2] or 0), interval_s=INTERVAL_S)
 
     def bench(self, g: dict[str, Any]) -> dict[str, Any] | None:
         """The suite's gemm_bf16 (vendor) at the call's M, K, N; None for a batched call (gemm_bf16 is 2-D)."""
@@ -220,6 +234,18 @@ class Timer:
         return self.done[key]
 
 
+def _timed_clock(sampler, end: float, timing: dict | None) -> dict[str, Any] | None:
+    """The SM clock and power over the samples of a row's timed calls: they run last, for about (reps x trials +
+    the warm-up and the method's probe) calls of the median time before the row returns."""
+    from solkit.model.clocks import StepClocks
+
+    if sampler is None or not timing or not timing.get("median_ms"):
+        return None
+    span_s = (timing["reps"] * timing["trials"] + 8) * timing["median_ms"] / 1e3
+    laid = StepClocks([(s["t"] * 1e6, s) for s in sampler.samples if "t" in s])
+    return laid.during([((end - span_s) * 1e6, end * 1e6)])
+
+
 def _ratio(model: float | None, other: dict[str, Any] | None, tol: float) -> tuple[float | None, bool | None]:
     if not model or not other or not other.get("sol_raw"):
         return None, None
@@ -239,6 +265,9 @@ def compare(gemms: list[dict[str, Any]], timer: Timer, tolerance: float = TOLERA
         # the call's own work is the layout row's; the bench row's only where the call is x @ w.T itself
         same = lay or (b if _is_bench_layout(g) and g["bias_shape"] is None else None)
         t_ref = (same or {}).get("t_sol_ms")
+        mhz = (g.get("clock") or {}).get("sm_clock_mhz")
+        pc_b, pc_ok_b = per_clock(r_b, mhz, b, tolerance)
+        pc_l, pc_ok_l = per_clock(r_l, mhz, lay, tolerance)
         rows.append({
             **{k: g[k] for k in ("name", "op", "backward", "batch", "m", "k", "n", "layout", "a_transposed",
                                  "b_transposed", "a_stride", "b_stride", "bias_shape", "dtype", "category", "calls")},
@@ -251,10 +280,26 @@ def compare(gemms: list[dict[str, Any]], timer: Timer, tolerance: float = TOLERA
             "layout_run": lay,
             "layout_ratio": r_l,
             "layout_within": ok_l,
+            "model_clock": g.get("clock"),
+            "ratio_per_clock": pc_b,
+            "within_per_clock": pc_ok_b,
+            "layout_ratio_per_clock": pc_l,
+            "layout_within_per_clock": pc_ok_l,
             "t_sol_agrees": (abs(t_ref - g["t_sol_ms_per_call"]) <= T_SOL_AGREE * g["t_sol_ms_per_call"]
                              if t_ref and g["t_sol_ms_per_call"] else None),
         })  # fmt: skip
     return {"tolerance": tolerance, "rows": rows, "summary": _summary(rows)}
+
+
+def per_clock(ratio: float | None, model_mhz: float | None, other: dict[str, Any] | None,
+               tol: float) -> tuple[float | None, bool | None]:  # fmt: skip
+    """The ratio at equal clocks: a compute-bound kernel's time scales as 1 / SM clock, so the model's SOL over the
+    bench's, times the bench's clock over the model's."""
+    other_mhz = ((other or {}).get("clock") or {}).get("sm_clock_mhz")
+    if ratio is None or not model_mhz or not other_mhz:
+        return None, None
+    r = ratio * other_mhz / model_mhz
+    return r, abs(r - 1.0) <= tol
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -268,6 +313,8 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     time_ms = sum(r["model_ms_per_call"] * r["calls"] for r in rows)
     return {"gemms": len(rows), "model_gemm_ms": time_ms, "bench": share("within", "ratio"),
             "layout": share("layout_within", "layout_ratio"),
+            "bench_per_clock": share("within_per_clock", "ratio_per_clock"),
+            "layout_per_clock": share("layout_within_per_clock", "layout_ratio_per_clock"),
             "t_sol_agrees": all(r["t_sol_agrees"] is not False for r in rows)}  # fmt: skip
 
 
@@ -349,9 +396,15 @@ def _print(run: dict[str, Any]) -> None:
     cols, rows = bench_check_rows(run)
     s = run["summary"]
     mode = "torch.compile" if run.get("compile") else "eager"
+    pc = (
+        f"; at equal clocks {s['bench_per_clock']['within']}/{s['bench_per_clock']['compared']} and "
+        f"{s['layout_per_clock']['within']}/{s['layout_per_clock']['compared']}"
+        if "bench_per_clock" in s
+        else ""
+    )
     caption = (f"ratio = model SOL / bench SOL, within {run['tolerance']:.0%}: bench (gemm_bf16, vendor) "
                f"{s['bench']['within']}/{s['bench']['compared']}, the model's layout {s['layout']['within']}/"
-               f"{s['layout']['compared']}; ms per call")  # fmt: skip
+               f"{s['layout']['compared']}{pc}; ms per call")  # fmt: skip
     console.print(table(f"GEMMs of {run['model']} ({mode}) against solkit bench", cols, rows, caption=caption))
     if not s["t_sol_agrees"]:
         err_console.print("[yellow]warning:[/yellow] some bench rows have another T_SOL than the model's call "

@@ -23,6 +23,8 @@ import torch
 
 from solkit.errors import SolkitError
 from solkit.model.attribute import attribute
+from solkit.model.clocks import INTERVAL_S as CLOCK_INTERVAL_S
+from solkit.model.clocks import StepClocks
 from solkit.model.report import ModelReport, build_report
 from solkit.model.scope import module_scopes
 from solkit.model.step import OptimizerArg, check_mode, describe, make_optimizer, real_step
@@ -150,7 +152,7 @@ def analyze(
         work = step_work(built, mode, precision, opt)
         trace_s = time.perf_counter() - t_trace
         say("profiling one step")
-        events, wall = _profile(step, built.model, device, scopes=not compile)
+        events, wall, clocks = _profile(step, built.model, device, scopes=not compile)
     say("attributing kernels to operators")
     t_attr = time.perf_counter()
     device_stats: dict[str, Any] = {}
@@ -171,8 +173,10 @@ def analyze(
         "time_source": "GPU kernel time (torch.profiler / CUPTI)" if on_gpu else "CPU op time (torch.profiler)",
         "traced_ops": len(work.ops),
         **({"device_events": device_stats} if device_stats else {}),
+        **({"telemetry": clocks.summary} if clocks is not None else {}),
     }
     rep = build_report(rows, measured, ceil, meta)
+    rep.clocks = clocks
     if what_if:
         from solkit.report.crossarch import product_ids
 
@@ -185,17 +189,27 @@ def analyze(
     return rep
 
 
-def _profile(step: Callable[[], Any], model: torch.nn.Module, device: torch.device, scopes: bool) -> tuple[list, float]:
+def _profile(
+    step: Callable[[], Any], model: torch.nn.Module, device: torch.device, scopes: bool
+) -> tuple[list, float, StepClocks | None]:
+    """The profiled step's events and wall time, and on a GPU the SM clock and power sampled while it ran."""
     from torch.profiler import ProfilerActivity, profile
+
+    from solkit.hardware.telemetry import TelemetrySampler
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     ctx = module_scopes(model) if scopes else contextlib.nullcontext()
-    with profile(activities=acts, record_shapes=True) as prof, ctx:
+    on_gpu = device.type == "cuda"
+    index = device.index if device.index is not None else (torch.cuda.current_device() if on_gpu else 0)
+    sampler = TelemetrySampler(index, interval_s=CLOCK_INTERVAL_S) if on_gpu else contextlib.nullcontext()
+    with profile(activities=acts, record_shapes=True) as prof, ctx, sampler:
+        start = time.monotonic()
         t = time.perf_counter()
         _run_checked(step, "profiled step")
         _sync(device)
         wall = time.perf_counter() - t
-    return list(prof.events()), wall
+    events = list(prof.events())
+    return events, wall, StepClocks.of(sampler, start, events) if on_gpu else None
 
 
 def _device_meta(device: torch.device) -> dict[str, Any]:

@@ -43,6 +43,7 @@ class OpEvent:
     layer: str = ""
     backward: bool = False
     kernels: list[str] = field(default_factory=list)
+    spans: list[tuple[float, float]] = field(default_factory=list, repr=False)  # its device intervals (profiler us)
     note: str = ""
 
 
@@ -131,12 +132,12 @@ def attribute(
     total = 0.0
     dw = device_work(events, wall_s) if on_gpu else None
     for e in events:
-        kernels: list[tuple[str, float]] = []
+        kernels: list[tuple[str, float, tuple | None]] = []
         if dw is not None:
             if is_device(e):
                 continue
             kernels = dw.by_cpu.get(id(e), [])
-            dt = sum(us for _, us in kernels) * 1e-6
+            dt = sum(k[1] for k in kernels) * 1e-6
             if dt <= 0:
                 continue
         else:
@@ -154,15 +155,16 @@ def attribute(
             name = canonical(e.name)
             u = unattributed[name]
             u.op, u.time_s = name, u.time_s + dt
-            u.kernels = sorted(set(u.kernels) | {name for name, _ in kernels})[:4]
+            u.kernels = sorted(set(u.kernels) | {k[0] for k in kernels})[:4]
             u.note = "no traced op or Inductor kernel above this kernel"
             continue
         slot = per_target.get(id(tgt))
         if slot is None:
-            slot = per_target[id(tgt)] = {"evt": tgt, "time": 0.0, "kernels": []}
+            slot = per_target[id(tgt)] = {"evt": tgt, "time": 0.0, "kernels": [], "spans": []}
             order.append(tgt)
         slot["time"] += dt
-        slot["kernels"] += [name for name, _ in kernels]
+        slot["kernels"] += [k[0] for k in kernels]
+        slot["spans"] += [k[2] for k in kernels if k[2] is not None]
     rows = [_row(per_target[id(t)], work, scopes) for t in order]
     if dw is not None:
         # kernels with no CPU launch in the profile (another process's, a communication library's)
@@ -226,6 +228,7 @@ def _row(slot: dict, work: StepWork, scopes: _Scopes) -> OpEvent:
         layer=layer_of(sc),
         backward=backward,
         kernels=sorted(set(slot["kernels"]))[:4],
+        spans=slot.get("spans", []),
         note=note,
     )
 

@@ -32,9 +32,10 @@ WINDOW_SLACK = 0.02
 
 @dataclass
 class DeviceWork:
-    """The step's device work: per CPU event (by ``id()``) its kernels as (name, microseconds), and the totals."""
+    """The step's device work: per CPU event (by ``id()``) its kernels as (name, microseconds, (start, end) on the
+    profiler's clock or None), and the totals."""
 
-    by_cpu: dict[int, list[tuple[str, float]]] = field(default_factory=lambda: defaultdict(list))
+    by_cpu: dict[int, list[tuple[str, float, tuple | None]]] = field(default_factory=lambda: defaultdict(list))
     total_us: float = 0.0  # every counted device event, linked or not
     unlinked_us: float = 0.0  # counted device events no CPU event launched (or none that could have)
     mislinked_us: float = 0.0  # of which: linked only to CPU events that started after the kernel did
@@ -93,7 +94,7 @@ def device_work(events: list, wall_s: float | None = None) -> DeviceWork:
     dw = DeviceWork()
     window = _window(events, wall_s)
     seen: set[tuple] = set()
-    work: list[tuple[object, float, float | None]] = []  # (event, counted us, start)
+    work: list[tuple[object, float, float | None, tuple | None]] = []  # (event, counted us, start, counted span)
     streams: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for d in events:
         if not is_device(d):
@@ -107,20 +108,21 @@ def device_work(events: list, wall_s: float | None = None) -> DeviceWork:
             dw.dropped_us["the same device event twice"] += dur
             continue
         seen.add(key)
-        if window is not None and start is not None and end is not None:
+        span = (start, end) if start is not None and end is not None else None
+        if window is not None and span is not None:
             s, e = max(start, window[0]), min(end, window[1])
             counted = max(e - s, 0.0)
             dw.dropped_us["outside the step's window"] += dur - counted
-            if counted > 0:
-                streams[str(getattr(d, "device_resource_id", 0))].append((s, e))
-            dur = counted
+            span, dur = (s, e), counted
+        if span is not None and dur > 0:
+            streams[str(getattr(d, "device_resource_id", 0))].append(span)
         if dur > 0:
-            work.append((d, dur, start))
-    dw.total_us = sum(us for _, us, _ in work)
+            work.append((d, dur, start, span))
+    dw.total_us = sum(w[1] for w in work)
     dw.stream_busy_us = {s: _union(v) for s, v in streams.items()}
     dw.busy_us = _union([iv for v in streams.values() for iv in v])
     # a torch that keeps no linked ids on its events leaves the attribute at 0 (or lacks it): use the kernel lists
-    if any(getattr(d, "linked_correlation_id", 0) for d, _, _ in work):
+    if any(getattr(w[0], "linked_correlation_id", 0) for w in work):
         _link_by_id(events, work, dw)
     else:
         _link_by_lists(events, work, dw)
@@ -152,7 +154,7 @@ def _link_by_id(events: list, work: list, dw: DeviceWork) -> None:
             launches[e.id] = e
         else:
             cpu_by_id[e.id].append(e)
-    for d, us, start in work:
+    for d, us, start, span in work:
         cands = cpu_by_id.get(getattr(d, "linked_correlation_id", 0) or -1, [])
         launch = launches.get(getattr(d, "id", 0) or -1)
         at = launch.time_range.start if launch is not None and len(cands) > 1 else None
@@ -164,14 +166,14 @@ def _link_by_id(events: list, work: list, dw: DeviceWork) -> None:
                 dw.mislinked_us += us if cands else 0.0
                 continue
             owner = max(before, key=lambda c: c.time_range.start)
-        dw.by_cpu[id(owner)].append((d.name, us))
+        dw.by_cpu[id(owner)].append((d.name, us, span))
 
 
 def _link_by_lists(events: list, work: list, dw: DeviceWork) -> None:
     dw.linking = "kernel lists"
-    pool: dict[tuple[str, float], list[tuple[float, float | None]]] = defaultdict(list)
-    for d, us, start in work:
-        pool[(d.name, float(d.time_range.elapsed_us()))].append((us, start))
+    pool: dict[tuple[str, float], list[tuple[float, float | None, tuple | None]]] = defaultdict(list)
+    for d, us, start, span in work:
+        pool[(d.name, float(d.time_range.elapsed_us()))].append((us, start, span))
     claimed = 0.0
     for e in events:
         if is_device(e) or is_runtime(e):  # a runtime call's id is a CUPTI correlation: its kernel list is a clash
@@ -180,10 +182,10 @@ def _link_by_lists(events: list, work: list, dw: DeviceWork) -> None:
         for k in getattr(e, "kernels", ()):
             left = pool.get((k.name, float(k.duration)))
             # a device event of this name and duration that started after this CPU event did (it launched it)
-            after = (i for i, (_, st) in enumerate(left or ()) if st is None or launched is None or st >= launched)
+            after = (i for i, (_, st, _) in enumerate(left or ()) if st is None or launched is None or st >= launched)
             i = next(after, None)
             if i is not None:
-                us, _ = left.pop(i)
-                dw.by_cpu[id(e)].append((k.name, us))
+                us, _, span = left.pop(i)
+                dw.by_cpu[id(e)].append((k.name, us, span))
                 claimed += us
     dw.unlinked_us = max(dw.total_us - claimed, 0.0)

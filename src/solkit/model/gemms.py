@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from solkit.model.attribute import OpEvent
+from solkit.model.clocks import StepClocks
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 
 #: The aten ops a GEMM entry covers.
@@ -46,9 +47,9 @@ def layout_text(a_t: bool, b_t: bool) -> str:
     return f"{'A^T' if a_t else 'A'} @ {'B^T' if b_t else 'B'}"
 
 
-def gemm_entries(rows: list[OpEvent], ceilings: Ceilings) -> list[dict[str, Any]]:
+def gemm_entries(rows: list[OpEvent], ceilings: Ceilings, clocks: StepClocks | None = None) -> list[dict[str, Any]]:
     """The distinct GEMM calls of a step's rows (those with a T_SOL), by time, each with its measured time, T_SOL
-    and SOL fraction per call."""
+    and SOL fraction per call, and (``clocks``) the SM clock and power its kernels ran at."""
     groups: dict[tuple, dict[str, Any]] = {}
     for r in rows:
         if r.kind != "aten" or r.op not in GEMM_OPS or not r.match or len(r.shapes) < (3 if r.op == "addmm" else 2):
@@ -78,13 +79,16 @@ def gemm_entries(rows: list[OpEvent], ceilings: Ceilings) -> list[dict[str, Any]
                 "t_sol_s": 0.0,
                 "flops_per_call": float(sum(r.flops.values())),
                 "bytes_per_call": float(r.bytes),
+                "spans": [],
             }
         g["calls"] += 1
         g["time_s"] += r.time_s
         g["t_sol_s"] += t_sol(r.flops, r.bytes, ceilings).t_sol_s
+        g["spans"] += r.spans
     out = []
     for g in sorted(groups.values(), key=lambda g: g["time_s"], reverse=True):
-        time_s, ts, n = g.pop("time_s"), g.pop("t_sol_s"), g["calls"]
+        time_s, ts, n, spans = g.pop("time_s"), g.pop("t_sol_s"), g["calls"], g.pop("spans")
+        g["clock"] = clocks.during(spans) if clocks is not None else None
         a = "x".join(str(d) for d in g["a_shape"])
         b = "x".join(str(d) for d in g["b_shape"])
         g["name"] = f"{g['op']}{' (bwd)' if g['backward'] else ''} [{a}] @ [{b}] {g['layout']}"

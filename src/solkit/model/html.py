@@ -63,26 +63,39 @@ def _bench_check_lines(d: dict[str, Any]) -> list[str]:
     if not c:
         return []
     b, lay = c["summary"]["bench"], c["summary"]["layout"]
-    return [f"GEMMs against solkit bench (solkit model-check): SOL within {c['tolerance']:.0%} of the bench's for "
-            f"{b['within']}/{b['compared']} (gemm_bf16, vendor) and {lay['within']}/{lay['compared']} (the model's "
-            f"own layouts); worst ratio {fmt(b['worst_ratio'])} ({b['worst']})"]  # fmt: skip
+    lines = [f"GEMMs against solkit bench (solkit model-check): SOL within {c['tolerance']:.0%} of the bench's for "
+             f"{b['within']}/{b['compared']} (gemm_bf16, vendor) and {lay['within']}/{lay['compared']} (the model's "
+             f"own layouts); worst ratio {fmt(b['worst_ratio'])} ({b['worst']})"]  # fmt: skip
+    pb, pl = c["summary"].get("bench_per_clock"), c["summary"].get("layout_per_clock")
+    if pb and pl and (pb["compared"] or pl["compared"]):
+        lines.append(f"at equal SM clocks: within {c['tolerance']:.0%} for {pb['within']}/{pb['compared']} (gemm_bf16) "
+                     f"and {pl['within']}/{pl['compared']} (the model's layouts)")  # fmt: skip
+    return lines
 
 
 def bench_check_rows(c: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-    """Columns and rows of the GEMM check table (``solkit model-check``): per call, model SOL, bench SOL, ratio."""
+    """Columns and rows of the GEMM check table (``solkit model-check``): per call, model SOL, bench SOL, ratio, and
+    the SM clocks each ran at with the ratio at equal clocks."""
 
     def cell(ratio, ok):
         return "-" if ratio is None else f"{fmt(ratio)} {'yes' if ok else 'NO'}"
 
+    def mhz(clock):
+        return fmt((clock or {}).get("sm_clock_mhz"), 4)
+
     cols = ["GEMM (model's call)", "calls", "model ms", "T_SOL ms", "model SOL", "bench ms", "bench SOL",
-            "ratio, within?", "layout ms", "layout SOL", "ratio, within?"]  # fmt: skip
+            "ratio, within?", "layout ms", "layout SOL", "ratio, within?", "MHz model / bench / layout",
+            "at equal clocks: bench, layout"]  # fmt: skip
     rows = []
     for r in c["rows"]:
         b, lay = r["bench"] or {}, r["layout_run"] or {}
+        clocks = f"{mhz(r.get('model_clock'))} / {mhz(b.get('clock'))} / {mhz(lay.get('clock'))}"
+        per_clock = (f"{cell(r.get('ratio_per_clock'), r.get('within_per_clock'))}, "
+                     f"{cell(r.get('layout_ratio_per_clock'), r.get('layout_within_per_clock'))}")  # fmt: skip
         rows.append([r["name"], r["calls"], r["model_ms_per_call"], r["model_t_sol_ms"], r["model_sol"],
                      b.get("ms") or b.get("status"), b.get("sol_raw"), cell(r["ratio"], r["within"]),
                      lay.get("ms") or lay.get("status"), lay.get("sol_raw"),
-                     cell(r["layout_ratio"], r["layout_within"])])  # fmt: skip
+                     cell(r["layout_ratio"], r["layout_within"]), clocks, per_clock])  # fmt: skip
     return cols, rows
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from solkit.model.advice import kernel_advice
 from solkit.model.attribute import OpEvent
+from solkit.model.clocks import StepClocks
 from solkit.model.gemms import gemm_entries
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.sol.tiers import tier_for
@@ -92,6 +93,7 @@ class ModelReport:
     t_sol_s: float = 0.0
     attributed_s: float = 0.0
     what_if: dict[str, Any] | None = None  # the step on other products (solkit.model.whatif.add_what_if)
+    clocks: StepClocks | None = None  # the SM clock and power while the step's kernels ran (a GPU only)
 
     @property
     def attributed_share(self) -> float:
@@ -131,7 +133,7 @@ class ModelReport:
             "categories": [g.to_dict() for g in self.categories],
             "module_types": [g.to_dict() for g in self.module_types],
             "layers": [g.to_dict() for g in self.layers],
-            "gemms": gemm_entries(self.rows, self.ceilings),  # what `solkit model-check` times with the bench
+            "gemms": gemm_entries(self.rows, self.ceilings, self.clocks),  # what `solkit model-check` times
             "ceilings": self.ceilings.to_dict(),
             **({"what_if": self.what_if} if self.what_if else {}),
         }
