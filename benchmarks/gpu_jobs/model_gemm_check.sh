@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# budget: 150
+# budget: 100
 # Issue 21's last goal on the H200: do the per-GEMM SOL fractions of `solkit model` agree within 5 % with `solkit
 # bench` at the same shapes? HF LlamaForCausalLM at Llama-3-8B shapes, 4 layers, 1 x 8192 tokens, bf16, train_step,
 # eager then torch.compile (`solkit model --html`), then `solkit model-check` on both runs in one process: every
 # distinct GEMM call (shapes, operand layouts, dtype) is timed once through the bench's per-workload protocol on the
 # model runs' ceilings, as the suite's gemm_bf16 on the vendor backend and as the model's own call (its layouts,
 # eager). The comparison lands in each run's results.json (`bench_check`) and report.html, the check's JSON (device,
-# date, versions, command) in $OUT/check.json, the per-GEMM table in the log and $OUT/summary.json. One failing part
-# does not stop the others; a check cut short keeps the runs it finished (written into their results.json).
+# date, versions, command) in $OUT/check.json, the per-GEMM table in the log and $OUT/summary.json. The SM clock and
+# power are sampled (NVML) in the step and in each bench row, for the ratio at equal clocks. One failing part does
+# not stop the others; a check cut short keeps the runs it finished (written into their results.json).
 #   bash benchmarks/gpu_jobs/run_round.sh model_gemm_check
 set -u
 OUT=${OUT:?OUT must be set}
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor_model_llama}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # run NAME SECONDS ARGS...
 LLAMA=(--hf llama --preset llama3-8b --layers 4 --seq 8192 --batch 1 --dtype bf16 --mode train_step --top 10)
-run llama_eager 40 "${LLAMA[@]}"
-run llama_compile 58 "${LLAMA[@]}" --compile
+run llama_eager 26 "${LLAMA[@]}"
+run llama_compile 40 "${LLAMA[@]}" --compile
 checked=()
 for r in llama_eager llama_compile; do [ -f "$OUT/$r/results.json" ] && checked+=("$OUT/$r"); done
 if [ ${#checked[@]} -gt 0 ]; then
   start=$(date +%s)
-  timeout --kill-after=5 45 python3 -m solkit.cli model-check "${checked[@]}" --json >"$OUT/check.json" 2>"$OUT/check_stderr.txt"
+  timeout --kill-after=3 28 python3 -m solkit.cli model-check "${checked[@]}" --json >"$OUT/check.json" 2>"$OUT/check_stderr.txt"
   echo "model-check rc=$? wall=$(( $(date +%s) - start ))s" | tee -a "$OUT/runs.txt"
   grep -v '^USDT' "$OUT/check_stderr.txt" | tail -n 3
 fi
@@ -46,6 +47,12 @@ for run in ("llama_eager", "llama_compile"):
         print(f"== {run}: {m['model']} on {m['device'].get('name')} ({m['date']})")
         print(f"   measured {s['measured_ms']:.2f} ms (wall {s['wall_ms']:.2f}, measured <= wall: {s.get('measured_le_wall')}); "
               f"step SOL {s['step_sol']:.3f}; attributed {s['attributed_share']:.2%}")
+        print(f"   device events: {m.get('device_events')}")
+        tel = m.get("telemetry") or {}
+        print(f"   step telemetry: SM clock {tel.get('sm_clock_mhz')}, power {tel.get('power_w')}, "
+              f"reasons {tel.get('throttle_reasons')}, samples {tel.get('n_samples')}")
+        top5 = [o["name"][:50] for o in d["ops"][:5]]
+        print(f"   top-5 by time lost: {top5}")
         if not c:
             print(f"   no bench_check ({len(d.get('gemms', []))} GEMMs recorded)")
             continue
@@ -53,12 +60,18 @@ for run in ("llama_eager", "llama_compile"):
         print(f"   GEMMs within {c['tolerance']:.0%} of solkit bench: gemm_bf16 vendor {cs['bench']['within']}/"
               f"{cs['bench']['compared']} (worst {cs['bench']['worst_ratio']}), model's layout {cs['layout']['within']}/"
               f"{cs['layout']['compared']} (worst {cs['layout']['worst_ratio']}); T_SOL agrees: {cs['t_sol_agrees']}")
+        pb, pl = cs.get("bench_per_clock") or {}, cs.get("layout_per_clock") or {}
+        print(f"   at equal SM clocks: gemm_bf16 {pb.get('within')}/{pb.get('compared')} (worst {pb.get('worst_ratio')}), "
+              f"layout {pl.get('within')}/{pl.get('compared')} (worst {pl.get('worst_ratio')})")
         for x in c["rows"]:
             b, lay = x["bench"] or {}, x["layout_run"] or {}
             f3 = lambda v: "-" if v is None else f"{v:.3f}"
             print(f"   {x['name'][:60]:60s} x{x['calls']:<2} model {x['model_ms_per_call']:.3f} ms SOL {f3(x['model_sol'])} | "
                   f"bench {f3(b.get('ms'))} ms SOL {f3(b.get('sol_raw'))} ratio {f3(x['ratio'])} {x['within']} | "
-                  f"layout {f3(lay.get('ms'))} ms SOL {f3(lay.get('sol_raw'))} ratio {f3(x['layout_ratio'])} {x['layout_within']}"
+                  f"layout {f3(lay.get('ms'))} ms SOL {f3(lay.get('sol_raw'))} ratio {f3(x['layout_ratio'])} {x['layout_within']} | "
+                  f"MHz {(x.get('model_clock') or {}).get('sm_clock_mhz')}/{(b.get('clock') or {}).get('sm_clock_mhz')}/"
+                  f"{(lay.get('clock') or {}).get('sm_clock_mhz')} per-clock {f3(x.get('ratio_per_clock'))} "
+                  f"{f3(x.get('layout_ratio_per_clock'))}"
                   + ("" if b.get("status", "ok") == "ok" else f" bench {b.get('status')}: {b.get('error')}"))
     except Exception as exc:  # one bad file does not stop the summary
         print(f"{run}: summary failed: {type(exc).__name__}: {exc}")
