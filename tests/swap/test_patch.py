@@ -177,6 +177,7 @@ def test_an_unknown_model_gets_one_message_listing_the_supported_ones():
 
 def test_a_failing_probe_skips_the_swap_and_says_why(monkeypatch):
     only_glu = {"rmsnorm": False, "rope": False, "attention": False, "linear_residual": False, "fused_linear_ce": False}
+
     def wrong_gate(gate, up, weight, bias, residual, activation):  # sigmoid for silu
         y = torch.nn.functional.linear(torch.sigmoid(gate) * up, weight, bias)
         return y if residual is None else y + residual

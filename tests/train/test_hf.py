@@ -128,3 +128,39 @@ def test_compile_leaves_a_bound_fused_loss_alone(monkeypatch):
     assert compile_hf(plain)[-2:] == ["lm_head", "loss_function"]
     assert compile_hf(bound) == ["model.layers.0", "model.layers.1", "model.norm"]
     assert set(HF_VARIANTS) == {"eager", "compile", "patch", "compile+patch", "liger", "compile+liger"}
+
+
+def test_compile_plus_patch_traces_every_swap_into_the_layer_graph():
+    """compile+patch as train-bench runs it (compile_hf after solkit.patch): no graph break, each decoder layer's graph
+    holds solkit's ops (the gate with down_proj, the o_proj GEMM with the residual, RoPE, both norms) and no plain
+    down_proj or o_proj linear, and the fused loss runs outside the graphs (the logits are never built)."""
+    import collections
+
+    import transformers
+    from torch._dynamo.utils import counters
+
+    import solkit
+
+    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=48, num_attention_heads=2, num_key_value_heads=1,
+                                   head_dim=16, num_hidden_layers=1, vocab_size=64)  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg)
+    assert solkit.patch(model, options={"attention": False}).complete
+    seen: collections.Counter = collections.Counter()
+
+    def record(gm, example_inputs):
+        seen.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    torch._dynamo.reset()
+    counters.clear()
+    compile_hf(model, backend=record)
+    x = torch.randint(64, (1, 8), generator=torch.Generator().manual_seed(0))
+    out = model(input_ids=x, labels=x)
+    out.loss.backward()
+    assert dict(counters["graph_break"]) == {} and out.logits is None
+    layers = seen["solkit.gated_linear.default"]
+    assert layers >= 1 and seen["solkit.gemm.default"] == seen["solkit.rope.default"] == layers
+    assert seen["solkit.rmsnorm.default"] >= 2 * layers
+    assert seen["<built-in function linear>"] == 5 * layers  # q, k, v, gate, up: cuBLAS as in compile
+    assert "solkit.fused_linear_cross_entropy.default" not in seen
