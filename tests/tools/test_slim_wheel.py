@@ -69,6 +69,9 @@ def test_drops_keeps_and_records(tmp_path, compression, capsys):
         assert z.getinfo("toy/core/bin/server").external_attr >> 16 == 0o755
         want = zipfile.ZIP_LZMA if compression == "lzma" else zipfile.ZIP_DEFLATED
         assert all(i.compress_type == want for i in z.infolist())
+    argv[1] = str(tmp_path / "again")
+    assert slim_wheel.main(argv) == 0  # the same input and options give the same bytes
+    assert (tmp_path / "again" / src.name).read_bytes() == (tmp_path / "out" / src.name).read_bytes()
 
 
 @pytest.mark.skipif(shutil.which("strip") is None, reason="needs binutils' strip")
