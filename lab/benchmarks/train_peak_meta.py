@@ -130,8 +130,10 @@ def apply(variant: str, model) -> None:
         import liger_kernel.ops.fused_linear_cross_entropy as flce
 
         src = inspect.getsource(flce.fused_linear_cross_entropy_forward)
-        cuda = ('grad_weight.device.type == "cuda"\n'
-                "                and torch.cuda.get_device_capability(grad_weight.device)[0] >= 8")
+        cuda = (
+            'grad_weight.device.type == "cuda"\n'
+            "                and torch.cuda.get_device_capability(grad_weight.device)[0] >= 8"
+        )
         if src.count(cuda) != 2:
             raise SystemExit("liger-kernel: its fused linear CE's CUDA test is not where this script expects it")
         exec(src.replace(cuda, "True"), flce.__dict__)  # noqa: S102 - the sm_80+ CUDA branch, as on an H200
