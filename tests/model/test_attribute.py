@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from solkit.model.attribute import attribute
+from solkit.model.device_events import is_runtime
 from solkit.model.work import StepWork, TracedOp
 from solkit.sol.counting import OpCount
 from solkit.sol.trace import OpRecord, TensorMeta
@@ -188,8 +189,15 @@ def test_a_launch_calls_cupti_id_equal_to_an_ops_id_takes_none_of_its_kernels(li
     mm, _, addcdiv = cpu
     launch = _evt("cudaLaunchKernel", addcdiv)
     launch.id = mm.id
-    events = _profile([*cpu, launch], linking=linking)
+    gemm = mm.launches[0]  # the GPU runs behind: the mm's kernel starts after the optimizer's launch call
+    gemm.time_range.start, gemm.time_range.end = launch.time_range.start + 1, launch.time_range.start + 251
+    events = list(reversed(_profile([*cpu, launch], linking=linking)))  # the launch call comes first
     assert [k.name for k in launch.kernels] == ["sm90_gemm_b"]  # what torch's lists say
     rows, total = attribute(events, work, on_gpu=True)
     assert {r.op: r.time_s for r in rows} == {"mm": pytest.approx(250e-6), "_foreach_addcdiv": pytest.approx(3e-6)}
     assert total == pytest.approx(253e-6)
+
+
+def test_runtime_calls_are_told_from_ops():
+    assert all(is_runtime(NS(name=n)) for n in ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync"))
+    assert not any(is_runtime(NS(name=n)) for n in ("aten::mm", "cudnn_convolution", "solkit.optimizer", "custom"))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 #: Activity types of device events that are not work (torch's names for kineto's types), where torch gives them.
 NOT_WORK = ("gpu_user_annotation", "cuda_sync", "cuda_profiler_range")
-_RUNTIME = re.compile(r"^cu[A-Z]\w*$")  # cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync, ...
+_RUNTIME = re.compile(r"^(cuda|cu)[A-Z]\w*$")  # cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync, ...
 #: Slack on the window's end: the wall clock's own start-up, the profiler's last flush.
 WINDOW_SLACK = 0.02
 
