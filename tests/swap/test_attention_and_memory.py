@@ -147,23 +147,28 @@ def _saved_bytes(model: torch.nn.Module, x: torch.Tensor) -> int:
     return sum(n for ptr, n in seen.items() if ptr not in params)
 
 
-def test_a_patched_layer_saves_no_more_than_the_minimal_set():
-    """Per layer (two layers minus one): the two norms' inputs and outputs, q, k, v, the attention output, gate and up,
-    plus row statistics; not the gate's output (the gate and down_proj op gets it again in its backward), nothing
-    saved twice, no fp32 copy of a half tensor."""
-    shape = dict(hidden=64, inter=128, heads=4, kv=2)
-    batch, seq = 2, 16
+@pytest.mark.parametrize(
+    ("hidden", "inter", "heads", "kv", "batch", "seq", "dtype"),
+    [(64, 128, 4, 2, 2, 16, torch.float32), (48, 72, 3, 1, 1, 13, torch.float16)],
+)  # fmt: skip
+def test_a_patched_layer_saves_exactly_the_minimal_set(hidden, inter, heads, kv, batch, seq, dtype):
+    """Per layer (two layers minus one), exactly: the two norms' inputs and outputs, q, k, v, the attention output, gate
+    and up in the model's dtype, plus each norm's rstd and SDPA's log-sum-exp (fp32, one per row); not the gate's
+    output (the gate and down_proj op gets it again in its backward), nothing saved twice, no fp32 copy of a half
+    tensor. Liger-Kernel's layer keeps the same set and the gate's output too (its SwiGLU saves gate and up, and
+    down_proj, an nn.Linear, saves its input): one ``[tokens, intermediate]`` tensor more."""
     per_layer = {}
     for name, patched in (("hf", False), ("patched", True)):
         sizes = []
         for layers in (1, 2):
-            model = tiny(layers=layers, **shape)
+            model = tiny(layers=layers, hidden=hidden, inter=inter, heads=heads, kv=kv).to(dtype)
             if patched:
                 assert patch(model).complete
             sizes.append(_saved_bytes(model, ids(batch, seq)))
         per_layer[name] = sizes[1] - sizes[0]
-    t, f = batch * seq, 4  # tokens, fp32 bytes
-    minimal = f * t * (6 * 64 + 2 * 2 * 16 + 2 * 128)  # x, h (x2 norms), q, attn out; k, v; gate, up
-    stats = 4 * 1024  # rstd rows, SDPA's log-sum-exp, RoPE tables: small next to one [tokens, hidden] tensor
-    assert per_layer["patched"] <= minimal + stats, per_layer
-    assert per_layer["patched"] < per_layer["hf"], per_layer
+    t, b, head_dim = batch * seq, dtype.itemsize, 16  # tokens, bytes per element
+    tensors = b * t * (6 * hidden + 2 * kv * head_dim + 2 * inter)  # x, h (x2 norms), q, attn out; k, v; gate, up
+    stats = 4 * t * (2 + heads)  # fp32: two norms' rstd, SDPA's log-sum-exp per head
+    assert per_layer["patched"] == tensors + stats, per_layer
+    liger = tensors + stats + b * t * inter  # the same, and the gate's output
+    assert per_layer["patched"] < liger < per_layer["hf"], per_layer  # transformers' own layer keeps more still
