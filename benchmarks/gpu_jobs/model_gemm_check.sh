@@ -15,13 +15,14 @@ OUT=${OUT:?OUT must be set}
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor_model_llama}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # run NAME SECONDS ARGS...
 LLAMA=(--hf llama --preset llama3-8b --layers 4 --seq 8192 --batch 1 --dtype bf16 --mode train_step --top 10)
-run llama_eager 26 "${LLAMA[@]}"
-run llama_compile 40 "${LLAMA[@]}" --compile
+DEADLINE=$(( $(date +%s) + ${BUDGET:-100} ))  # BUDGET: run_round.sh's cap, when it gives one
+RESERVE=30 run_left llama_eager 26 "${LLAMA[@]}"  # the check of the eager run must still fit after each run
+RESERVE=30 run_left llama_compile 40 "${LLAMA[@]}" --compile
 checked=()
 for r in llama_eager llama_compile; do [ -f "$OUT/$r/results.json" ] && checked+=("$OUT/$r"); done
 if [ ${#checked[@]} -gt 0 ]; then
   start=$(date +%s)
-  timeout --kill-after=3 28 python3 -m solkit.cli model-check "${checked[@]}" --json >"$OUT/check.json" 2>"$OUT/check_stderr.txt"
+  timeout --kill-after=3 "$(left_within 40)" python3 -m solkit.cli model-check "${checked[@]}" --json >"$OUT/check.json" 2>"$OUT/check_stderr.txt"
   echo "model-check rc=$? wall=$(( $(date +%s) - start ))s" | tee -a "$OUT/runs.txt"
   grep -v '^USDT' "$OUT/check_stderr.txt" | tail -n 3
 fi

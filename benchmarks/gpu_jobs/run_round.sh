@@ -33,7 +33,7 @@ for spec in "$@"; do
   rm -rf "$work"; mkdir -p "$work"
   start=$(date +%s)
   echo "=== $job (budget ${budget}s) ==="
-  OUT=$work timeout --kill-after=10 "$budget" bash "$script" >"$work/log.txt" 2>&1
+  OUT=$work BUDGET=$budget timeout --kill-after=10 "$budget" bash "$script" >"$work/log.txt" 2>&1
   rc=$?
   echo "rc=$rc wall=$(( $(date +%s) - start ))s" | tee -a "$work/log.txt"
   tail -n 15 "$work/log.txt"
