@@ -1,9 +1,10 @@
 """The MLP's gate and down projection as one custom op that keeps only gate and up for the backward.
 
 ``solkit::gated_linear(gate, up, W, b, residual, activation)`` is ``(act(gate) * up) @ W.T (+ b) (+ residual)``:
-solkit's gate kernel, then solkit's GEMM with the residual in its epilogue. Run as two ops, the GEMM saves its input
-``act(gate) * up`` ([tokens, intermediate], the widest tensor of the layer) while the gate saves gate and up: three
-``[tokens, intermediate]`` tensors per layer wait for the backward. This op saves gate and up only; its backward gets
+solkit's gate kernel, then solkit's GEMM with the residual in its epilogue (without a residual, ``F.linear``, as
+``nn.Linear`` runs it). Run as two ops, the GEMM saves its input ``act(gate) * up`` ([tokens, intermediate], the
+widest tensor of the layer) while the gate saves gate and up: three ``[tokens, intermediate]`` tensors per layer wait
+for the backward. This op saves gate and up only; its backward gets
 the product again from the gate's backward kernel (one more write, no extra read: ``glu_grads(with_output=True)``)
 right before the weight gradient needs it, and frees it after. At Llama-3-8B shapes (16,384 tokens, intermediate
 14,336, bf16) that is 448 MiB less per layer held through the forward.
@@ -21,6 +22,7 @@ lives here, at the floor that uses both (docs/patch.md).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from solkit.kernels import fused_linear, geglu, glu_grads, swiglu
 
@@ -35,6 +37,8 @@ def _gated_linear(
 ) -> torch.Tensor:  # fmt: skip
     with torch.no_grad():  # the kernels' own autograd stays out: this op's backward is below
         h = GATES[activation](gate, up)
+        if residual is None:  # what nn.Linear runs (cuBLAS): the down projection as it was before this op
+            return F.linear(h, weight, bias)
         return fused_linear(h, weight, bias, residual)
 
 
