@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.suite:
             rec = run_suite(ROOT / "tests" / "harness" / "examples", args.device, args.fast, args.suite_timeout, work)
             results.append(rec)
-            print(_line(rec, "PASSED") + f" | {rec.get('problems', 0)} evaluations, {rec.get('workloads', 0)} "
+            print(_line(rec, "PASSED") + f" | {rec.get('problems', 0)} problems, {rec.get('workloads', 0)} "
                   f"workloads", flush=True)  # fmt: skip
             _write(args.out, {"device": args.device, "partial": True}, results)
         for case in cases(mirror, work):

@@ -46,7 +46,7 @@ def test_eval_start_ups_overlap_and_the_command_leaves_at_once(tmp_path):
     # process right after the problem was read, before the judge imported torch and asked for the reference
     assert -launch < line["forkserver.spawn"] < 0 < line["forkserver.ready"] + launch
     assert line["candidate.spawn"] < phases["run"]["load"] + 0.5 < line["judge.ready"] <= line["reference.start"]
-    assert line["candidate.spawn"] < line["reference.done"]
+    assert line["candidate.spawn"] < line["reference.done"] <= line["judge.between"] < line["candidate.done"]
     spans = [(-launch, 0.0), (line["forkserver.spawn"], line["forkserver.ready"]), (0.0, line["judge.ready"]),
              (line["reference.start"], line["reference.done"]), (line["candidate.spawn"], line["candidate.ready"]),
              (line["candidate.ready"], line["judged"])]  # fmt: skip

@@ -273,8 +273,17 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, 
         use_fork_server=options.use_fork_server,
     )
     judge_s, judge_ready = time.perf_counter() - judge_t0, time.time()
+    sols: dict[str, tuple[dict | None, str | None]] = {}
+
+    def between(env: dict) -> None:  # the reference is done, the candidate may still be starting: the judge is idle
+        nonlocal judge_s
+        t = time.perf_counter()
+        for w in workloads:
+            sols[w.uuid] = sol_for(problem, w, env, options.sol_basis)
+        judge_s += time.perf_counter() - t
+
     try:
-        env, results = run_solution(job, runner, ahead.spawned if ahead is not None else None)
+        env, results = run_solution(job, runner, ahead.spawned if ahead is not None else None, between)
     finally:
         if not options.work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
@@ -285,7 +294,8 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, 
         res["seed_salt"] = salt
         phases = phase_record(run_phases, res.get("phases") or {}, len(workloads))
         res["notes"] = {**notes, "phases_s": {**phases, "timeline": timeline}}
-    return [build_trace(problem, solution, w, results[w.uuid], env, options, device) for w in workloads]
+    return [build_trace(problem, solution, w, results[w.uuid], env, options, device, sols.get(w.uuid))
+            for w in workloads]  # fmt: skip
 
 
 TRITON_CPU_NOTE = (
@@ -344,7 +354,9 @@ def sandbox_plan(options: EvalOptions, device: str) -> dict[str, Any]:
     return plan
 
 
-def build_trace(problem, solution, workload, res: dict, env: dict, options: EvalOptions, device: str) -> Trace:
+def build_trace(problem, solution, workload, res: dict, env: dict, options: EvalOptions, device: str,
+                sol: tuple[dict | None, str | None] | None = None) -> Trace:  # fmt: skip
+    """One workload's trace; ``sol``: its :func:`sol_for`, when the judge worked it out already."""
     status = res.get("status", "RUNTIME_ERROR")
     perf = dict(res.get("performance") or {})
     timing = perf.get("timing") or {}
@@ -374,7 +386,7 @@ def build_trace(problem, solution, workload, res: dict, env: dict, options: Eval
         )
     if status == "PASSED":
         performance = Performance(**perf)
-        sol, note = sol_for(problem, workload, env, options.sol_basis)
+        sol, note = sol if sol is not None else sol_for(problem, workload, env, options.sol_basis)
         if sol is not None:
             _attach_sol(performance, sol)
         elif note:

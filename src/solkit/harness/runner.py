@@ -63,11 +63,13 @@ def _tail(path: Path, n: int) -> str:
 
 
 def run_solution(
-    job: dict[str, Any], options: RunnerOptions | None = None, spawned: Spawned | None = None
+    job: dict[str, Any], options: RunnerOptions | None = None, spawned: Spawned | None = None, between=None
 ) -> tuple[dict, dict[str, dict]]:
     """Evaluate ``job['workloads']``; returns (environment, {uuid: result}). ``environment["timeline"]`` holds
     when each process started and was ready (epoch seconds): the overlap of the reference and the candidate.
-    ``spawned``: the first candidate process, started ahead by :func:`.spawn.spawn_candidate`."""
+    ``spawned``: the first candidate process, started ahead by :func:`.spawn.spawn_candidate`; ``between(env)``:
+    the judge's own work, done after the reference and before the candidate runs anything (while it may still be
+    starting), never beside the candidate's calls."""
     options = options or RunnerOptions()
     base = Path(job.get("work_dir") or tempfile.mkdtemp(prefix="solkit_eval_"))
     ref_dir = base / "judge"
@@ -78,7 +80,7 @@ def run_solution(
     with ThreadPoolExecutor(1) as starter:
         early = starter.submit(_first_candidate, job, base, options, marks, spawned)
         try:
-            environment, results = _run_after_reference(job, options, base, ref_dir, early, marks)
+            environment, results = _run_after_reference(job, options, base, ref_dir, early, marks, between)
         finally:
             if not early.cancel() and early.exception() is None and early.result().popen.poll() is None:
                 early.result().close()  # the reference left no workload to judge, or an error ended the run
@@ -97,7 +99,7 @@ def _first_candidate(job, base: Path, options: RunnerOptions, marks: dict, spawn
     return proc
 
 
-def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path, early: Future, marks: dict):
+def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path, early: Future, marks: dict, between):
     marks["reference.start"] = time.time()
     environment, ref_results = _reference(job, options, base, ref_dir)
     marks["reference.done"] = time.time()
@@ -116,6 +118,9 @@ def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path,
             results[uuid] = res
     shutil.rmtree(ref_dir, ignore_errors=True)  # the ground truth now lives in this process only
     phases = environment.setdefault("phases", {})
+    if between is not None:
+        between(environment)
+        marks["judge.between"] = time.time()
     results.update(run_candidate(job, prepared, options, base, phases, early))
     marks["candidate.done"] = time.time()
     for uuid, res in results.items():
