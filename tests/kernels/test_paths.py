@@ -43,6 +43,7 @@ PUBLIC = {
     "softmax": ["softmax_fwd", "softmax_bwd"], "cross_entropy": ["cross_entropy"],
     "fused_linear_cross_entropy": ["fused_linear_cross_entropy"], "apply_rope": ["rope_fwd", "rope_bwd"],
     "swiglu": ["swiglu_fwd", "swiglu_bwd"], "geglu": ["geglu_fwd", "geglu_bwd"],
+    "glu_grads": ["swiglu_bwd", "geglu_bwd"],
     "embedding": ["embedding_fwd", "embedding_bwd"], "attention": ["attention_fwd", "attention_bwd"],
     "decode_attention": ["decode_attention"],
 }  # fmt: skip
