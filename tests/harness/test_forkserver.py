@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from solkit.harness.forkserver import GPU_PRELOAD, preload_for
+from solkit.harness.evaluate import device_guess
 
 EXAMPLE = Path(__file__).parent / "examples" / "gelu_add"
 FAST = ["--cpu-threads", "1", "--cpu-timing-budget", "0.2", "--timing-trials", "1", "--reps", "3", "--warmup", "1"]
 
 
-@pytest.mark.parametrize(("device", "preload"), [("cpu", ()), ("cuda", GPU_PRELOAD), ("cuda:1", GPU_PRELOAD)])
-def test_preload_follows_the_device(device, preload):
-    assert preload_for(device) == preload
+@pytest.mark.parametrize(("device", "guess"), [("cpu", "cpu"), ("cuda", "cuda:0"), ("cuda:1", "cuda:1")])
+def test_the_candidates_device_before_torch(device, guess):
+    assert device_guess(device) == guess
+    assert device_guess("auto") in ("cpu", "cuda:0")
 
 
 def _busy(intervals: list[tuple[float, float]]) -> float:

@@ -208,7 +208,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         logging.getLogger("solkit").setLevel(logging.INFO)
     spec = compat.resolve(args)
     _check_output_file("-o/--output", args.output)
-    ForkServer.prestart(args.device)  # the reference's process starts while this one imports torch
+    ForkServer.prestart()  # the reference's process starts while this one imports torch
     from solkit.harness.evaluate import evaluate, summarize, traces_to_jsonl
 
     args.workload = spec.uuids
@@ -293,7 +293,7 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     if not problems:
         raise SolkitError(f"{root}: no problem directories (none contains definition.json)")
     if not (args.devices or args.ray):
-        ForkServer.prestart(args.device)  # one fork server for every problem's reference process
+        ForkServer.prestart()  # one fork server for every problem's reference process
     from solkit.harness.suite_shards import evaluate_problem, run_pooled
 
     options = _options(args)

@@ -12,9 +12,11 @@ Children are reaped automatically (SIGCHLD ignored); the runner detects a dead w
 its pid. Every child is a separate process: a crash or hang of one candidate affects nothing else.
 
 :class:`ForkServer` is the judge's side: ``solkit eval`` spawns the server before it imports torch itself
-(:func:`prestart`), so the two imports run at the same time, and waits for it only when the first reference
-process is needed. Modules named after ``python -m solkit.harness.forkserver`` are imported once too (the
-CUDA profiler's first use imports ``torch._dynamo``, seconds of work every forked worker would repeat).
+(:meth:`ForkServer.prestart`), so the two imports run at the same time, and waits for it only when the first
+reference process is needed. Nothing beyond torch and the worker is imported here: ``torch._dynamo`` (the CUDA
+profiler's first use imports it) would be seconds saved per reference process, but whether importing it leaves
+the CUDA driver untouched is not this server's to assume, and the candidate's start-up, not the reference's, is
+what an evaluation waits for.
 """
 
 from __future__ import annotations
@@ -30,10 +32,6 @@ from pathlib import Path
 
 from solkit.harness import sandbox
 
-#: Imported ahead in the server where a GPU may be used: the profiler's first use (the reference's kernel timing)
-#: imports these, and they never touch CUDA.
-GPU_PRELOAD = ("torch._dynamo", "torch.profiler")
-
 
 def child_env() -> dict[str, str]:
     """The environment of the judge's trusted children: the caller's, with solkit's import path."""
@@ -43,25 +41,16 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def preload_for(device: str | None) -> tuple[str, ...]:
-    """The modules worth importing ahead for ``--device`` (auto: when this machine has an NVIDIA driver)."""
-    if device == "cpu":
-        return ()
-    if device in (None, "", "auto") and not Path("/dev/nvidiactl").exists():
-        return ()
-    return GPU_PRELOAD
-
-
 class ForkServer:
     """The shared fork server process, as the judge sees it: spawned once, ready when its first line arrives."""
 
     _instance: ForkServer | None = None
     _broken = False
 
-    def __init__(self, preload: tuple[str, ...] = ()) -> None:
+    def __init__(self) -> None:
         self.spawned_at, self.ready_at = time.time(), None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "solkit.harness.forkserver", *preload],
+            [sys.executable, "-m", "solkit.harness.forkserver"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -80,10 +69,10 @@ class ForkServer:
         return True
 
     @classmethod
-    def prestart(cls, device: str | None = None) -> None:
+    def prestart(cls) -> None:
         """Spawn the server now, without waiting for it (``solkit eval``, before its own imports)."""
         if cls._instance is None or cls._instance.proc.poll() is not None:
-            cls._instance = ForkServer(preload_for(device))
+            cls._instance = ForkServer()
 
     @classmethod
     def get(cls) -> ForkServer | None:
@@ -119,15 +108,10 @@ class ForkServer:
             self.proc.kill()
 
 
-def serve(preload: list[str] | None = None) -> None:
-    import importlib
-
+def serve() -> None:
     import torch  # the point of the server: import once
 
     import solkit.harness.worker as worker
-
-    for name in preload or ():
-        importlib.import_module(name)
 
     # Triton is not imported here: a forked child must find CUDA untouched, and importing it is cheap
     # next to torch. A CUDA context in this process would make every child fail, so refuse to serve.
@@ -181,4 +165,4 @@ def serve(preload: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1:])
+    serve()
