@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,8 @@ EVIL_DEFINITION = {
 EVIL_WORKLOADS = [{"uuid": "evil-wkl-0001", "axes": {}}, {"uuid": "evil-wkl-0002", "axes": {}}]
 # Workloads of solkit's samples built to fail, and how (the rest of each sample must pass).
 EXPECT_OVERRIDES = {"paged_gather": {"paged-bad-indptr": "INVALID_REFERENCE"}}
+#: Languages whose solutions are compiled with nvcc before they run.
+BUILT = {"cuda_cpp", "cutlass", "cudnn", "cublas"}
 GPU_LANGUAGES = {"cuda_cpp", "cutlass", "cudnn", "cublas", "cute_dsl", "cutile", "cudnn_frontend"}
 FAST = ["--cpu-threads", "1", "--cpu-timing-budget", "0.3", "--timing-trials", "1", "--max-workloads", "2"]
 
@@ -93,18 +96,20 @@ def _importable(module: str) -> bool:
 
 
 def cases(mirror: Path | None, work: Path) -> list[dict]:
-    out = []
+    """SOL-ExecBench's own samples and examples first (with ``mirror``), then solkit's samples."""
+    own = []
     for d in sorted((ROOT / "tests" / "harness" / "compat_samples").iterdir()):
         sols = sorted(d.glob("solution*.json"))
-        out += [{"source": "solkit", "name": d.name, "problem": d, "solution": s, "expect": "PASSED"} for s in sols]
+        own += [{"source": "solkit", "name": d.name, "problem": d, "solution": s, "expect": "PASSED"} for s in sols]
         if (d / "config.json").is_file():  # SOL-ExecBench's explicit form too: --definition --workload --config
-            out.append({"source": "solkit", "name": d.name, "problem": d, "solution": d / "solution.json",
+            own.append({"source": "solkit", "name": d.name, "problem": d, "solution": d / "solution.json",
                         "expect": "PASSED", "explicit": True})  # fmt: skip
     for d in sorted((ROOT / "tests" / "harness" / "examples").iterdir()):
         for s in sorted(d.glob("solution*.json")):
-            out.append({"source": "solkit", "name": d.name, "problem": d, "solution": s, "expect": "PASSED"})
+            own.append({"source": "solkit", "name": d.name, "problem": d, "solution": s, "expect": "PASSED"})
     if mirror is None:
-        return out
+        return own
+    out = []
     _git_tree(mirror, ["examples", "tests/sol_execbench/samples"], work)
     samples = work / "tests" / "sol_execbench" / "samples"
     for d in sorted(p for p in samples.iterdir() if p.is_dir()):
@@ -119,10 +124,10 @@ def cases(mirror: Path | None, work: Path) -> list[dict]:
         for s in sorted(d.glob("solution*.json")):
             out.append({"source": "sol-execbench examples", "name": f"{d.parent.name}/{d.name}", "problem": d,
                         "solution": s, "expect": "PASSED"})  # fmt: skip
-    return out
+    return out + own
 
 
-def run_case(case: dict, device: str, fast: bool, timeout: float, work: Path) -> dict:
+def run_case(case: dict, device: str, fast: bool, timeout: float, work: Path, max_workloads: int | None = None) -> dict:
     traces_file = work / f"{case['name'].replace('/', '__')}__{case['solution'].stem}.jsonl"
     where = [str(case["problem"])]
     if case.get("explicit"):
@@ -131,6 +136,7 @@ def run_case(case: dict, device: str, fast: bool, timeout: float, work: Path) ->
                  "--config", str(p / "config.json")]  # fmt: skip
         traces_file = traces_file.with_name(traces_file.stem + "__explicit.jsonl")
     speed = FAST if fast and device == "cpu" else []
+    speed += ["--max-workloads", str(max_workloads)] if max_workloads and "--max-workloads" not in speed else []
     argv = ["solkit", "eval", *where, "--solution", str(case["solution"]), "-o", str(traces_file),
             "--json", "--device", device, *speed, *case.get("extra", [])]  # fmt: skip
     rec = {k: str(v) if isinstance(v, Path) else v for k, v in case.items()}
@@ -179,12 +185,13 @@ def overhead(wall_s: float, phases: list[dict | None]) -> dict:
     return out
 
 
-def run_suite(root: Path, device: str, fast: bool, timeout: float, work: Path) -> dict:
+def run_suite(root: Path, device: str, fast: bool, timeout: float, work: Path, glob: str = "solution*.json") -> dict:
     """``solkit eval-suite ROOT`` in one process: the one-off costs (start-up, the fork server) shared by every
     problem, as a suite of many problems runs."""
     out_dir = work / "suite"
     speed = FAST if fast and device == "cpu" else []
-    argv = ["solkit", "eval-suite", str(root), "-o", str(out_dir), "--json", "--device", device, "--rerun", *speed]
+    argv = ["solkit", "eval-suite", str(root), "-o", str(out_dir), "--json", "--device", device, "--rerun",
+            "--solution-glob", glob, *speed]  # fmt: skip
     rec = {"source": "solkit", "name": f"eval-suite {root.name}", "argv": argv, "suite": True}
     t0 = time.perf_counter()
     try:
@@ -243,58 +250,101 @@ def _write(out: str, meta: dict, results: list[dict]) -> None:
     Path(out).write_text(json.dumps({"meta": meta, "cases": results}, indent=1))
 
 
+def _one(case: dict, args: argparse.Namespace, work: Path, start: float) -> dict | None:
+    """One case's record (None when the deadline passed before it started); never raises."""
+    if args.deadline and time.perf_counter() - start > args.deadline:
+        return None
+    timeout = args.timeout * (2 if _languages(case["solution"]) & BUILT else 1)  # nvcc builds take their time
+    try:
+        rec = run_case(case, args.device, args.fast, timeout, work, args.max_workloads)
+        if _interpreter_rounding(rec, args.device):  # see RATIO_NOTE
+            again = run_case({**case, "extra": ["--matched-ratio", "0.99"]}, args.device, args.fast, args.timeout,
+                             work, args.max_workloads)  # fmt: skip
+            rec["at_sol_execbench_ratio"] = {k: again.get(k) for k in ("argv", "statuses", "as_expected")}
+            rec["note"] = RATIO_NOTE
+    except Exception as exc:  # noqa: BLE001 - one broken case never stops the others
+        rec = {"name": case["name"], "error": f"{type(exc).__name__}: {exc}", "as_expected": False}
+    return rec
+
+
+def _report(rec: dict, expect: str) -> None:
+    print(_line(rec, expect), flush=True)
+    tail = (rec.get("stderr_tail") or rec.get("error") or "")[-200:]
+    for log in rec.get("logs") or ([tail] if not rec.get("statuses") else []):
+        print(f"  why: {log.strip().splitlines()[-1][:200] if log.strip() else '(empty)'}", flush=True)
+    if rec.get("at_sol_execbench_ratio"):
+        print(f"  at --matched-ratio 0.99: {','.join(sorted(set(rec['at_sol_execbench_ratio']['statuses'])))}")
+
+
+def _run_cases(todo: list[dict], args: argparse.Namespace, work: Path, start: float, results: list[dict]) -> None:
+    """Every case, ``--jobs`` at a time; with more than one at a time the statuses count and the times do not (the
+    cases share the device and the CPU), so a case that differs is run again alone while ``--rerun-deadline``
+    allows."""
+    recs: list[dict | None] = [None] * len(todo)
+    first = sorted(range(len(todo)), key=lambda i: not _languages(todo[i]["solution"]) & BUILT)  # builds start early
+    with ThreadPoolExecutor(max(args.jobs, 1)) as pool:
+        futures = {pool.submit(_one, todo[i], args, work, start): i for i in first}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            rec = fut.result()
+            if rec is None:
+                print(f"deadline: {todo[i]['name']} {todo[i]['solution'].name} not started", flush=True)
+                continue
+            rec["concurrent"] = max(args.jobs, 1)
+            recs[i] = rec
+            _report(rec, todo[i]["expect"])
+            _write(args.out, {"device": args.device, "partial": True}, results + [r for r in recs if r])
+    if args.jobs > 1:
+        for i, rec in enumerate(recs):
+            late = args.rerun_deadline and time.perf_counter() - start > args.rerun_deadline
+            if rec is None or rec["as_expected"] or rec.get("needs") or late:
+                continue
+            alone = _one(todo[i], argparse.Namespace(**{**vars(args), "deadline": None}), work, start)
+            alone["concurrent"], alone["concurrent_run"] = 1, {k: rec.get(k) for k in ("statuses", "logs", "wall_s")}
+            recs[i] = alone
+            print("again, alone:", end=" ")
+            _report(alone, todo[i]["expect"])
+    results += [r for r in recs if r]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--mirror", default=None, help="bare git dir of NVIDIA/SOL-ExecBench (skipped when absent)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--fast", action="store_true", help="CPU: short timing, 2 workloads (statuses)")
+    ap.add_argument("--max-workloads", type=int, default=None, help="the first N workloads of each case")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
     ap.add_argument("--only", default=None, help="substring of the case names to run")
     ap.add_argument("--deadline", type=float, default=None, help="start no case after this many seconds")
+    ap.add_argument("--jobs", type=int, default=1, help="cases at a time (more than 1: statuses only, not times)")
+    ap.add_argument("--rerun-deadline", type=float, default=None, help="with --jobs: rerun differing cases alone "
+                    "until this many seconds")  # fmt: skip
     ap.add_argument("--suite", action="store_true", help="first, eval-suite over tests/harness/examples in one process")
+    ap.add_argument("--suite-glob", default="solution*.json", help="the suite's --solution-glob")
     ap.add_argument("--suite-timeout", type=float, default=300.0, help="seconds for the eval-suite")
     args = ap.parse_args(argv)
     mirror = Path(args.mirror) if args.mirror and Path(args.mirror).is_dir() else None
     work = Path(tempfile.mkdtemp(prefix="solkit_sxb_"))
-    results = []
+    results: list[dict] = []
     try:
         start = time.perf_counter()
-        if args.suite:
-            rec = run_suite(ROOT / "tests" / "harness" / "examples", args.device, args.fast, args.suite_timeout, work)
+        if args.suite:  # alone on the machine: its times are the overhead measurement
+            rec = run_suite(ROOT / "tests" / "harness" / "examples", args.device, args.fast, args.suite_timeout, work,
+                            args.suite_glob)  # fmt: skip
             results.append(rec)
             print(_line(rec, "PASSED") + f" | {rec.get('problems', 0)} problems, {rec.get('workloads', 0)} "
                   f"workloads", flush=True)  # fmt: skip
             _write(args.out, {"device": args.device, "partial": True}, results)
-        for case in cases(mirror, work):
-            if args.only and args.only not in case["name"]:
-                continue
-            if args.deadline and time.perf_counter() - start > args.deadline:
-                print(f"deadline: {case['name']} {case['solution'].name} not started", flush=True)
-                continue
-            try:
-                rec = run_case(case, args.device, args.fast, args.timeout, work)
-                if _interpreter_rounding(rec, args.device):  # see RATIO_NOTE
-                    again = run_case({**case, "extra": ["--matched-ratio", "0.99"]}, args.device, args.fast,
-                                     args.timeout, work)  # fmt: skip
-                    rec["at_sol_execbench_ratio"] = {k: again.get(k) for k in ("argv", "statuses", "as_expected")}
-                    rec["note"] = RATIO_NOTE
-            except Exception as exc:  # noqa: BLE001 - one broken case never stops the others
-                rec = {"name": case["name"], "error": f"{type(exc).__name__}: {exc}", "as_expected": False}
-            results.append(rec)
-            print(_line(rec, case["expect"]), flush=True)
-            tail = (rec.get("stderr_tail") or rec.get("error") or "")[-200:]
-            for log in rec.get("logs") or ([tail] if not rec.get("statuses") else []):
-                print(f"  why: {log.strip().splitlines()[-1][:200] if log.strip() else '(empty)'}", flush=True)
-            _write(args.out, {"device": args.device, "partial": True}, results)  # a cut run keeps what it did
-            if rec.get("at_sol_execbench_ratio"):
-                print(f"  at --matched-ratio 0.99: {','.join(sorted(set(rec['at_sol_execbench_ratio']['statuses'])))}")
+        todo = [c for c in cases(mirror, work) if not args.only or args.only in c["name"]]
+        _run_cases(todo, args, work, start, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(), "device": args.device, "command": sys.argv,
             "script": "benchmarks/sol_execbench_compat.py", "commit": commit.stdout.strip() or "unknown",
-            "python": platform.python_version(), "mirror": str(mirror) if mirror else None}  # fmt: skip
+            "python": platform.python_version(), "mirror": str(mirror) if mirror else None, "jobs": args.jobs,
+            "times": "per case only where concurrent is 1; the suite ran alone"}  # fmt: skip
     try:
         from solkit.harness.languages import status
 
