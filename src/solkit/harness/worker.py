@@ -255,4 +255,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv))
+    # A spawned worker (no fork server) leaves as the forked ones do, without torch's teardown: the runner waits
+    # for it to be gone before the candidate runs, and its events are all sent (each line flushed).
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
