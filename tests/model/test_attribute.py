@@ -201,3 +201,38 @@ def test_a_launch_calls_cupti_id_equal_to_an_ops_id_takes_none_of_its_kernels(li
 def test_runtime_calls_are_told_from_ops():
     assert all(is_runtime(NS(name=n)) for n in ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync"))
     assert not any(is_runtime(NS(name=n)) for n in ("aten::mm", "cudnn_convolution", "solkit.optimizer", "custom"))
+
+
+def test_a_shared_id_goes_to_the_op_whose_span_holds_the_launch_call():
+    # The GPU runs far behind: the mm's kernel starts after a later op began. Of the CPU events sharing its id (a
+    # module range around the mm, the mm, a later op), the launch call (its CUPTI id is the kernel's own id) decides.
+    cpu, work = _optimizer_tail()
+    mm, _, addcdiv = cpu
+    scope = _evt("solkit.module::model.lm_head::Linear")
+    scope.time_range.start, scope.time_range.end = mm.time_range.start - 2, mm.time_range.end + 2
+    launch = _evt("cudaLaunchKernel", mm)
+    launch.time_range.start, launch.time_range.end = mm.time_range.start + 1, mm.time_range.start + 2
+    gemm = mm.launches[0]
+    gemm.id = launch.id
+    gemm.time_range.start, gemm.time_range.end = addcdiv.time_range.start + 2, addcdiv.time_range.start + 252
+    scope.id = addcdiv.id = mm.id
+    addcdiv.launches[0].linked_correlation_id = mm.id
+    rows, total = attribute(_profile([scope, *cpu, launch]), work, on_gpu=True)
+    assert {r.op: r.time_s for r in rows} == {"mm": pytest.approx(250e-6), "_foreach_addcdiv": pytest.approx(3e-6)}
+
+
+@pytest.mark.parametrize("linking", LINKING)
+def test_an_annotation_span_handed_to_an_op_by_a_shared_id_is_not_counted(linking):
+    # A module range's span on the GPU timeline carries the range's id; an op with the same id gets it in its kernel
+    # list too. Leaving one copy of each span out (by name and duration) still counted the other on the op.
+    cpu, work = _optimizer_tail()
+    mm, _, addcdiv = cpu
+    scope = _evt("solkit.module::model.layers.0::LlamaDecoderLayer")
+    span = _device(scope.name, 40_000.0, scope, annotation=True)
+    addcdiv.id = scope.id
+    addcdiv.launches[0].linked_correlation_id = scope.id
+    events = _profile([scope, *cpu], [span], linking)
+    assert scope.name in [k.name for k in addcdiv.kernels]  # what torch's lists say
+    rows, total = attribute(events, work, on_gpu=True)
+    assert total == pytest.approx(253e-6)
+    assert {r.op: r.time_s for r in rows}["_foreach_addcdiv"] == pytest.approx(3e-6)

@@ -158,7 +158,8 @@ def _link_by_id(events: list, work: list, dw: DeviceWork) -> None:
         cands = cpu_by_id.get(getattr(d, "linked_correlation_id", 0) or -1, [])
         launch = launches.get(getattr(d, "id", 0) or -1)
         at = launch.time_range.start if launch is not None and len(cands) > 1 else None
-        owner = next((c for c in cands if at is not None and _contains(c, at)), None)
+        holding = [c for c in cands if at is not None and _contains(c, at)]
+        owner = max(holding, key=lambda c: c.time_range.start) if holding else None  # the innermost
         if owner is None:
             before = [c for c in cands if start is None or c.time_range.start <= start]
             if not before:  # no launcher, or only ones that started after it: real device time, of no op
