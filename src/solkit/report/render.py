@@ -13,7 +13,6 @@ from typing import Any
 from solkit.errors import SolkitError
 from solkit.report.crossarch import what_if_markdown, what_if_rows
 from solkit.report.devices import devices_markdown, same_card
-from solkit.report.figures import all_figures
 from solkit.report.verdict import LEGEND, NOISY_CV, basis_line, compare_verdict, device_label, verdict
 
 COLUMNS = [
@@ -258,9 +257,14 @@ def _what_if_html(section: dict[str, Any]) -> str:
 def write_report(results: dict[str, Any], out: str | Path) -> dict[str, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    try:  # the figures need matplotlib; without it (a minimal install) the tables, JSON and CSV are still written
+        from solkit.report.figures import all_figures
+    except ImportError as exc:
+        all_figures = None
+        results.setdefault("meta", {}).setdefault("notes", []).append(f"no figures: {exc}")
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str, allow_nan=True))
     write_csv(results, out / "results.csv")
-    figures = all_figures(results, out)
+    figures = all_figures(results, out) if all_figures else {}
     (out / "report.md").write_text(markdown(results, figures))
     (out / "report.html").write_text(html_report(results, figures))
     return {
