@@ -265,12 +265,14 @@ def compare(gemms: list[dict[str, Any]], timer: Timer, tolerance: float = TOLERA
         # the call's own work is the layout row's; the bench row's only where the call is x @ w.T itself
         same = lay or (b if _is_bench_layout(g) and g["bias_shape"] is None else None)
         t_ref = (same or {}).get("t_sol_ms")
-        mhz = (g.get("clock") or {}).get("sm_clock_mhz")
+        # only a compute-bound call's time scales with the SM clock (a memory-bound one's with the memory clock)
+        mhz = (g.get("clock") or {}).get("sm_clock_mhz") if g.get("bound", "compute") == "compute" else None
         pc_b, pc_ok_b = per_clock(r_b, mhz, b, tolerance)
         pc_l, pc_ok_l = per_clock(r_l, mhz, lay, tolerance)
         rows.append({
             **{k: g[k] for k in ("name", "op", "backward", "batch", "m", "k", "n", "layout", "a_transposed",
                                  "b_transposed", "a_stride", "b_stride", "bias_shape", "dtype", "category", "calls")},
+            "bound": g.get("bound"),
             "model_ms_per_call": g["time_ms_per_call"],
             "model_t_sol_ms": g["t_sol_ms_per_call"],
             "model_sol": g["sol_raw"],

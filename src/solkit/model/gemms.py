@@ -83,7 +83,9 @@ def gemm_entries(rows: list[OpEvent], ceilings: Ceilings, clocks: StepClocks | N
             }
         g["calls"] += 1
         g["time_s"] += r.time_s
-        g["t_sol_s"] += t_sol(r.flops, r.bytes, ceilings).t_sol_s
+        res = t_sol(r.flops, r.bytes, ceilings)
+        g["t_sol_s"] += res.t_sol_s
+        g["bound"] = res.bound
         g["spans"] += r.spans
     out = []
     for g in sorted(groups.values(), key=lambda g: g["time_s"], reverse=True):
