@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# budget: 250
+# budget: 140
 # The Ray path against the local paths on one H200 (issue 25: "the Ray path runs `solkit bench --size m` with the
 # same results as the local path, at <= 5 % extra wall time"). Needs .whl_ray (ray 2.60, slimmed by
-# tools/slim_wheel.py --preset ray) carried. A one-node Ray cluster is started first (`ray start --head`, one GPU,
-# loopback only, no dashboard, no usage stats, no auth token), as a user of a cluster would have it running; then
-# `solkit bench --size m --backends eager,vendor --calibration quick` three times: with `--ray auto` (one actor,
-# num_gpus=1), with `--devices 0` (the local pool: one pinned worker process) and serially (in this process), in
-# that order, so that warm file caches favour the local runs. SCALE_RAY_PLAN replaces the plan. The quick
-# calibration is measured once beforehand and cached per GPU UUID, so no run measures it. Compares rows,
-# statuses, order, errors and per-row times of each pooled run with the serial one, and the wall times; writes
-# $OUT/scale_ray.json (device, date, versions, commit, commands, walls, overheads, row comparisons, errors) even
-# when Ray does not start. A run cut by its time cap is compared on its checkpoint's rows.
+# tools/slim_wheel.py --preset ray) carried; matplotlib need not be (the reports then have no figures, in every
+# run alike). A one-node Ray cluster is started first (`ray start --head`, one GPU, loopback, no dashboard, no
+# usage stats, no auth token) and warmed with one task, as a user's running cluster would be; then `solkit bench
+# --size m --backends eager,vendor --calibration quick` with `--ray auto` (one actor, num_gpus=1), serially (in
+# this process) and, if the time is left, with `--devices 0` (the local pool), in that order: warm file caches
+# favour the later, local runs. SCALE_RAY_PLAN replaces the plan. The quick calibration is measured once
+# beforehand and cached per GPU UUID, so no run measures it. Compares each pooled run's rows, statuses, order,
+# errors and per-row times with the serial run's, and the wall times; writes $OUT/scale_ray.json (device, date,
+# versions, commit, commands, walls, overheads, row comparisons, errors) even when Ray does not start. Every cap
+# stays inside the budget (SCALE_RAY_SECONDS, default 140); a run cut by its cap is compared on its checkpoint.
 #   bash benchmarks/gpu_jobs/run_round.sh scale_ray
 set -u
 OUT=${OUT:?OUT must be set}
@@ -22,7 +23,7 @@ PLAN+=(--json)
 RAY_GPUS=${SCALE_RAY_GPUS:-1}
 RAYCLI=(python3 -c 'import sys; from ray.scripts.scripts import main; sys.argv[0] = "ray"; sys.exit(main())')
 now() { date +%s.%N; }
-END=$(( $(date +%s) + 230 ))  # the budget less the summary's time: every cap below stays inside it
+END=$(( $(date +%s) + ${SCALE_RAY_SECONDS:-140} - 8 ))  # the budget less the summary's time
 cap() {  # cap SECONDS RESERVE: SECONDS, or less when only that much is left before END after RESERVE more seconds
   local left=$(( END - $(date +%s) - $2 ))
   if [ "$left" -lt "$1" ]; then echo $(( left > 5 ? left : 5 )); else echo "$1"; fi
@@ -31,18 +32,18 @@ since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1
 
 python3 -c "import ray; print('ray', ray.__version__, ray.__file__)" 2>&1 | tail -1 | tee "$OUT/ray_version.txt"
 t=$(now)
-timeout 30 python3 -m solkit.cli calibrate --quick --json >"$OUT/calibration.json" 2>"$OUT/calibrate_log.txt"
+timeout 20 python3 -m solkit.cli calibrate --quick --json >"$OUT/calibration.json" 2>"$OUT/calibrate_log.txt"
 echo "calibrate rc=$? $(since "$t")s"
 
 t=$(now)
-timeout 40 "${RAYCLI[@]}" start --head --node-ip-address=127.0.0.1 --port=6399 --num-gpus="$RAY_GPUS" --num-cpus=2 \
+timeout 30 "${RAYCLI[@]}" start --head --node-ip-address=127.0.0.1 --port=6399 --num-gpus="$RAY_GPUS" --num-cpus=2 \
   --object-store-memory=2000000000 --include-dashboard=false --disable-usage-stats >"$OUT/ray_start.txt" 2>&1
 echo "ray start rc=$? $(since "$t")s" | tee -a "$OUT/runs.txt" "$OUT/ray_start.rc"
 tail -n 3 "$OUT/ray_start.txt"
 # A cluster in use is warm: its first connection (which waits for the head's own start-up) is made here, with one
 # task, not in the timed run.
 t=$(now)
-timeout 30 python3 - >"$OUT/ray_warm.txt" 2>&1 <<'PY'
+timeout 15 python3 - >"$OUT/ray_warm.txt" 2>&1 <<'PY'
 import ray
 
 ray.init(address="auto", log_to_driver=False)
@@ -60,22 +61,26 @@ run() {  # run NAME SECONDS ARGS...
   echo "$name rc=$rc wall=$(cat "$OUT/$name.wall")s" | tee -a "$OUT/runs.txt"
   tail -n 3 "$OUT/$name.stderr.txt"
 }
-run ray "$(cap 55 110)" --ray auto
+run ray "$(cap 45 48)" --ray auto
 # Ray's own logs, for a run that failed inside Ray (small: the job's session only); then the cluster stops, so
 # that its idle processes do not run beside the local runs.
 tar -czf "$OUT/ray_logs.tgz" -C /tmp/ray session_latest/logs 2>/dev/null || true
 t=$(now)
-timeout 10 "${RAYCLI[@]}" stop --force >"$OUT/ray_stop.txt" 2>&1
+timeout 8 "${RAYCLI[@]}" stop --force >"$OUT/ray_stop.txt" 2>&1
 echo "ray stop rc=$? $(since "$t")s"
-run devices0 "$(cap 45 50)" --devices 0
 run serial "$(cap 45 0)"
+if [ $(( END - $(date +%s) )) -ge 25 ]; then
+  run devices0 "$(cap 45 0)" --devices 0
+else
+  echo "devices0 skipped: $(( END - $(date +%s) )) s left" | tee -a "$OUT/runs.txt"
+fi
 
 python3 - "$OUT" "${PLAN[*]}" <<'PY'
 import datetime as dt, json, statistics, subprocess, sys
 from pathlib import Path
 
 out, plan = Path(sys.argv[1]), sys.argv[2]
-RUNS = {"ray": "--ray auto", "devices0": "--devices 0", "serial": ""}
+RUNS = {"ray": "--ray auto", "serial": "", "devices0": "--devices 0"}
 
 
 def load(name):
