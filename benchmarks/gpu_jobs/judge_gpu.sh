@@ -4,7 +4,8 @@
 #  1. tests/harness/test_judge_gpu.py in two processes at once, each with its own honest twin to compare with
 #     (an 8 MB RMSNorm): (a) the persisting-L2 window, honest side-stream and Triton candidates, the in-process
 #     checks (persisting L2 reset between timed calls; another thread's GPU work charged to the calls);
-#     (b) memoisation by pointer/version/sampled content, work ahead on another thread;
+#     (b) memoisation by pointer/version/sampled content, work ahead on another thread, and the honest
+#     launch-bound gelu_add example (eager PyTorch);
 #  2. with the time left, GPU-relevant cases of the corpus (tests/harness/test_cheats.py, statuses only).
 # Results: $OUT/judge_gpu.json (per candidate: expected vs measured status, latency, timing flags; per test:
 # outcome and time; device, date, versions, commands), raw pytest output and junit XML beside it.
@@ -18,9 +19,9 @@ left() { echo $(( START + 104 - $(date +%s) )); }
   python3 -c "from solkit.harness import sandbox; print('sandbox', sandbox.probe())" || true
 } 2>&1 | tee "$OUT/env.txt"
 CMD1="python3 -m pytest -rA -v --tb=short -p no:cacheprovider -m gpu tests/harness/test_judge_gpu.py"
-SOLKIT_JUDGE_GPU_RESULTS="$OUT/judge_gpu_rows_a.json" timeout 80 $CMD1 -k "l2 or honest or another_thread" \
+SOLKIT_JUDGE_GPU_RESULTS="$OUT/judge_gpu_rows_a.json" timeout 85 $CMD1 -k "l2 or honest_gpu or another_thread" \
   --junitxml="$OUT/junit_judge_gpu_a.xml" >"$OUT/pytest_judge_gpu_a.txt" 2>&1 &
-SOLKIT_JUDGE_GPU_RESULTS="$OUT/judge_gpu_rows_b.json" timeout 80 $CMD1 -k "memo or thread_ahead or address_cache" \
+SOLKIT_JUDGE_GPU_RESULTS="$OUT/judge_gpu_rows_b.json" timeout 85 $CMD1 -k "memo or thread_ahead or address_cache or launch_bound" \
   --junitxml="$OUT/junit_judge_gpu_b.xml" >"$OUT/pytest_judge_gpu_b.txt" 2>&1 &
 wait
 for s in a b; do echo "test_judge_gpu_$s: $(tail -n 1 "$OUT/pytest_judge_gpu_$s.txt")"; done

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from harness_helpers import CHEAT_PROBLEM, CHEATS, fast_options
+from harness_helpers import CHEAT_PROBLEM, CHEATS, EXAMPLES, fast_options, small_workloads
 
 from solkit import timing
 from solkit.harness import timed
@@ -93,6 +93,26 @@ def test_honest_gpu_candidate_passes(case, twin):
     assert row["status"] == "PASSED", row["log"]
     row["vs_twin"] = row["latency_ms"] / twin["latency_ms"]
     _write_rows()
+
+
+@pytest.mark.parametrize("problem,solution", [("gelu_add", "solution_pytorch.json")])
+def test_honest_launch_bound_example_passes(problem, solution):
+    """An eager PyTorch call of two tiny kernels: its host launch time far exceeds its kernel time, which alone is no
+    sign of a forged timer (it was REWARD_HACK on the H200 before the GPU clock checks allowed for launch time)."""
+    d = EXAMPLES / problem
+    t0 = time.time()
+    traces = evaluate(d, d / solution, fast_options(workloads=small_workloads(d), benchmark_reference=False))
+    rows = []
+    for t in traces:
+        e = t.evaluation
+        perf, extra = e.performance, (e.correctness.extra or {}) if e.correctness else {}
+        rows.append({"uuid": t.workload.uuid, "status": e.status.value, "log": (e.log or "")[:300],
+                     "latency_ms": perf.latency_ms if perf else None,
+                     "host_ms": (perf.timing or {}).get("host_ms") if perf else None,
+                     "judge_clock": extra.get("judge_clock")})  # fmt: skip
+    ROWS[f"example_{problem}_{solution}"] = {"rows": rows, "seconds": round(time.time() - t0, 2)}
+    _write_rows()
+    assert all(r["status"] == "PASSED" for r in rows), rows
 
 
 def _load(case: str):
