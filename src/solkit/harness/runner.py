@@ -134,7 +134,7 @@ def _new_candidate(
     """The ``n``-th candidate process of this run, started and ready (its solution not yet loaded); ``spawned``, one
     started ahead (:mod:`.spawn`), is adopted only if it started from this very job, else discarded."""
     cjob, scratch = candidate_job(job, base, n)
-    if spawned is not None and not adoptable(spawned, cjob, scratch):
+    if spawned is not None and not adoptable(spawned, cjob, scratch, job.get("sandbox_plan") or {}):
         spawned.discard()
         spawned = None
     if spawned is not None:

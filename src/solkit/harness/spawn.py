@@ -46,6 +46,7 @@ class Spawned:
     log_path: Path
     job: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)  # the containment it was started under
     spawned_at: float = field(default_factory=time.time)
     adopted: bool = False  # a CandidateProcess owns it now (and closes it)
     discarded: bool = False
@@ -70,12 +71,14 @@ def _env(scratch: Path, marker: str) -> dict[str, str]:
     return sandbox.child_env(scratch, marker, sandbox.import_path())
 
 
-def adoptable(spawned: Spawned | None, job: dict[str, Any], scratch: Path) -> bool:
-    """Whether ``spawned`` started from exactly this job and the environment the judge would give it now."""
+def adoptable(spawned: Spawned | None, job: dict[str, Any], scratch: Path, plan: dict[str, Any]) -> bool:
+    """Whether ``spawned`` started from exactly this job, under this containment plan, with the environment the
+    judge would give it now."""
     if spawned is None or spawned.popen.poll() is not None:
         return False
     now = {k: v for k, v in _env(scratch, "").items() if k != sandbox.MARKER}
-    return spawned.job == job and spawned.env == now and spawned.log_path.parent == scratch
+    same = spawned.job == job and spawned.plan == plan and spawned.env == now
+    return same and spawned.log_path.parent == scratch
 
 
 def spawn_candidate(job: dict[str, Any], scratch: Path, plan: dict[str, Any]) -> Spawned:
@@ -92,4 +95,5 @@ def spawn_candidate(job: dict[str, Any], scratch: Path, plan: dict[str, Any]) ->
                                  pass_fds=(write_fd,), env=env, cwd=scratch, start_new_session=True)  # fmt: skip
     os.close(write_fd)
     os.set_blocking(read_fd, False)
-    return Spawned(popen, read_fd, marker, log_path, job, {k: v for k, v in env.items() if k != sandbox.MARKER})
+    return Spawned(popen, read_fd, marker, log_path, job, {k: v for k, v in env.items() if k != sandbox.MARKER},
+                   dict(plan))  # fmt: skip
