@@ -8,7 +8,7 @@
 #    process, the per-phase evaluation time (launch, load, judge, startup, compile, reference, correctness, timing,
 #    checks) and each evaluation's timeline; overhead per workload = (wall clock - every timing phase) / workloads,
 #    the "at most 3 s per workload on top of the timed work".
-# 2. Every case, 6 at a time on the one GPU, the first 2 workloads each: statuses only (times of concurrent cases
+# 2. Every case, 8 at a time on the one GPU, the first 2 workloads each: statuses only (times of concurrent cases
 #    say nothing); a case that differs is run again alone while time allows.
 # Results: $OUT/sol_execbench_compat.json.
 #   bash benchmarks/gpu_jobs/run_round.sh sol_execbench_compat
@@ -25,10 +25,10 @@ for m in .sxb_mirror/repo .sxb_mirror .clean/.sxb_mirror/repo; do
   if [ -f "$m/HEAD" ]; then MIRROR=(--mirror "$m"); break; fi
 done
 echo "mirror: ${MIRROR[*]:-none}"
-# Cases start until 85 s (35 s each at most, 70 s for nvcc builds, which start first); one failing case never
-# stops the others.
+# The suite gets 35 s (cut, it counts the problems it finished); cases start until 95 s, 8 at a time (30 s each at
+# most, 60 s for nvcc builds, which start first); one failing case never stops the others.
 python3 benchmarks/sol_execbench_compat.py --device cuda:0 ${MIRROR[@]+"${MIRROR[@]}"} --suite --suite-glob solution_pytorch.json \
-  --suite-timeout 45 --jobs 6 --max-workloads 2 --timeout 35 --deadline 85 --rerun-deadline 90 \
+  --suite-timeout 35 --jobs 8 --max-workloads 2 --timeout 30 --deadline 95 --rerun-deadline 100 \
   --out "$OUT/sol_execbench_compat.json" 2>&1 | tee "$OUT/console.txt"
 rc=${PIPESTATUS[0]}
 echo "sol_execbench_compat rc=$rc wall=$(( $(date +%s) - start ))s" | tee -a "$OUT/console.txt"
