@@ -6,6 +6,7 @@
 #     `solkit eval`'s judge (evaluate(), default options, the bench workload) vs the same kernel timed in-process
 #     with the protocol the harness used before the judge (solkit.timing.benchmark, kernel span, read L2 flush,
 #     pool of 3, 0.25 s prewarm) and with the judge's between-call guard in-process (solkit.harness.timed.time_pool);
+#     the judge runs first for both kernels (the first run's 62 s cut the GEMM's judge row off);
 #     criterion |judge / before - 1| <= 3 %;
 #  2. Nsight Compute on the same kernels: `ncu --clock-control none --cache-control all --metrics
 #     gpu__time_duration.sum`, 8 profiled launches each after 50 ms idle ("cold": ncu serialises and isolates
@@ -76,8 +77,24 @@ def keep():
 
 
 dev = torch.device("cuda:0")
+# The judge first for both kernels (the numbers the criteria are about), then the in-process protocols.
 for name, (prob, sol, wl) in CASES.items():
     row = res.setdefault(name, {})
+    t0 = time.time()
+    try:
+        tr = evaluate(prob, prob / sol, EvalOptions(device="cuda:0", workloads=[wl], benchmark_reference=False, precision_check=False))[0]
+        e = tr.evaluation
+        row["judge"] = {"status": e.status.value, "log": e.log[:300],
+                        "median_ms": e.performance.latency_ms if e.performance else None,
+                        "timing": e.performance.timing if e.performance else None}
+    except Exception as exc:  # noqa: BLE001
+        row["judge_error"] = repr(exc)
+    row["judge_seconds"] = round(time.time() - t0, 1)
+    print(name, "judge", row.get("judge", {}).get("median_ms"), row.get("judge", {}).get("status"),
+          row.get("judge_error", ""), row["judge_seconds"], "s", flush=True)
+    keep()
+for name in CASES:
+    row = res[name]
     t0 = time.time()
     try:
         fn, pool = kernel(name)
@@ -93,23 +110,13 @@ for name, (prob, sol, wl) in CASES.items():
         torch.cuda.empty_cache()
     except Exception as exc:  # noqa: BLE001
         row["in_process_error"] = repr(exc)
-    keep()
-    try:
-        tr = evaluate(prob, prob / sol, EvalOptions(device="cuda:0", workloads=[wl], benchmark_reference=False, precision_check=False))[0]
-        e = tr.evaluation
-        row["judge"] = {"status": e.status.value, "log": e.log[:300],
-                        "median_ms": e.performance.latency_ms if e.performance else None,
-                        "timing": e.performance.timing if e.performance else None}
-    except Exception as exc:  # noqa: BLE001
-        row["judge_error"] = repr(exc)
     if row.get("judge", {}).get("median_ms") and row.get("before"):
         row["judge_vs_before_pct"] = round((row["judge"]["median_ms"] / row["before"]["median_ms"] - 1) * 100, 2)
         row["within_3pct"] = abs(row["judge_vs_before_pct"]) <= 3
-    row["seconds"] = round(time.time() - t0, 1)
-    print(name, {k: v for k, v in row.items() if k in ("judge_vs_before_pct", "within_3pct", "seconds")},
-          "judge", row.get("judge", {}).get("median_ms"), row.get("judge", {}).get("status"),
+    row["in_process_seconds"] = round(time.time() - t0, 1)
+    print(name, {k: v for k, v in row.items() if k in ("judge_vs_before_pct", "within_3pct")},
           "before", row.get("before", {}).get("median_ms"), "guarded", row.get("in_process_guarded", {}).get("median_ms"),
-          row.get("in_process_error", ""), row.get("judge_error", ""), flush=True)
+          row.get("in_process_error", ""), flush=True)
     keep()
 PY
 
@@ -161,7 +168,7 @@ print(json.dumps(res))
 PY
 
 # 1. judge vs before (most important first)
-timeout 62 python3 /tmp/judge_ncu_side.py 2>&1 | tee "$OUT/judge_side.txt"
+timeout 80 python3 /tmp/judge_ncu_side.py 2>&1 | tee "$OUT/judge_side.txt"
 # 2. ncu on the same kernels, with what is left (its own failure is logged, never fatal)
 if [ -n "$NCU" ] && [ "$(left)" -gt 15 ]; then
   timeout $(( $(left) - 3 )) "$NCU" --clock-control none --cache-control all --nvtx --nvtx-include "profile/" \

@@ -143,7 +143,7 @@ def test_l2_persistence_is_reset_between_timed_calls():
                              "limit_after": l2.limit()}  # fmt: skip
     _write_rows()
     assert attack.last_rc.get("window") == 0 and attack.last_rc.get("limit") == 0, attack.last_rc
-    assert l2.error is None and l2.found_set, l2.record()  # the attack set the set-aside; the reset saw it
+    assert l2.error is None and l2.found_set, l2.record()  # the attack set the set-aside; a later reset saw it
     assert reset_ms >= NO_GAIN * twin_ms
 
 

@@ -46,7 +46,8 @@ class PersistingL2:
     def __init__(self) -> None:
         self.lib = _libcuda()
         self.resets = 0
-        self.found_set: list[int] = []  # set-aside sizes found non-zero at a reset (set by the timed code)
+        self.initial: int | None = None  # the set-aside before the first reset (what the process started with)
+        self.found_set: list[int] = []  # set-aside sizes found non-zero at a later reset (set by the timed code)
         self.error: str | None = None if self.lib is not None else "libcuda.so.1 not loadable"
 
     def limit(self) -> int | None:
@@ -59,7 +60,9 @@ class PersistingL2:
         if self.lib is None or self.error:
             return
         now = self.limit()
-        if now:
+        if self.resets == 0:
+            self.initial = now
+        elif now:
             self.found_set.append(now)
         r1 = self.lib.cuCtxResetPersistingL2Cache()
         r2 = self.lib.cuCtxSetLimit(_CU_LIMIT_PERSISTING_L2, ctypes.c_size_t(0))
@@ -68,7 +71,8 @@ class PersistingL2:
         self.resets += 1
 
     def record(self) -> dict[str, Any]:
-        return {"resets": self.resets, "set_by_timed_code": max(self.found_set, default=0), "error": self.error}
+        return {"resets": self.resets, "initial": self.initial, "set_by_timed_code": max(self.found_set, default=0),
+                "error": self.error}  # fmt: skip
 
 
 #: Rescaling factors 2**e * (1 + j/64): exact powers of two change every non-zero value's bytes, the mantissa step
