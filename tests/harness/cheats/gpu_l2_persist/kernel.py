@@ -13,8 +13,13 @@ _lib = ctypes.CDLL("libcuda.so.1")
 
 
 class _Window(ctypes.Structure):
-    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
-                ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int)]
+    _fields_ = [
+        ("base_ptr", ctypes.c_void_p),
+        ("num_bytes", ctypes.c_size_t),
+        ("hitRatio", ctypes.c_float),
+        ("hitProp", ctypes.c_int),
+        ("missProp", ctypes.c_int),
+    ]
 
 
 class _Value(ctypes.Union):
