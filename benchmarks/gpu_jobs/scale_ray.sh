@@ -54,6 +54,7 @@ echo "ray warm-up rc=$? $(since "$t")s: $(tail -n 1 "$OUT/ray_warm.txt")" | tee 
 run() {  # run NAME SECONDS ARGS...
   local name=$1 secs=$2; shift 2
   local start; start=$(now)
+  echo "$start" >"$OUT/$name.start"
   timeout --kill-after=5 "$secs" python3 -m solkit.cli bench "${PLAN[@]}" --out "$OUT/$name" "$@" \
     >"$OUT/$name.stdout.json" 2>"$OUT/$name.stderr.txt"
   local rc=$?
@@ -105,6 +106,24 @@ def last_error(name):
 
 
 key = lambda r: (r["problem"], r["workload"], r["backend"])  # noqa: E731
+
+
+def timeline(name, meta):
+    """Where the run's wall time went: before the bench's clock started (imports; Ray's connection), the workloads'
+    own seconds (in their worker) against the span in which they came back, and what followed (report, exit)."""
+    t = (meta.get("scale") or {}).get("timeline")
+    try:
+        start, wall = float((out / f"{name}.start").read_text()), float((out / f"{name}.wall").read_text())
+    except (OSError, ValueError):
+        return None
+    if not t or not t.get("items"):
+        return None
+    items = t["items"]
+    before = t["started_at"] - start
+    return {"before_clock_s": round(before, 2), "first_item_back_s": items[0]["done_s"],
+            "first_item_seconds": items[0]["seconds"], "last_item_back_s": items[-1]["done_s"],
+            "items_seconds_sum": round(sum(i["seconds"] for i in items), 2),
+            "after_last_item_s": round(wall - before - items[-1]["done_s"], 2)}
 runs = {n: load(n) for n in RUNS}
 walls = {n: float((out / f"{n}.wall").read_text()) for n in RUNS if (out / f"{n}.wall").exists()}
 base_rows, base_meta, base_done = runs["serial"]
@@ -132,7 +151,8 @@ def compare(name, ref_name="serial"):
         "wall_s": wall[0], f"wall_s_{ref_name}": wall[1],
         "wall_overhead": (wall[0] / wall[1] - 1) if done and ref_done and None not in wall else None,
         "elapsed_s_in_results": meta.get("elapsed_s"),
-        "scale_meta": meta.get("scale"),
+        "scale_meta": {k: v for k, v in (meta.get("scale") or {}).items() if k != "timeline"},
+        "timeline": timeline(name, meta),
         "error": None if done else last_error(name),
     }
 
@@ -156,7 +176,7 @@ summary = {
     "ray_start": (out / "ray_start.rc").read_text().strip() if (out / "ray_start.rc").exists() else None,
     "serial": {"complete": base_done, "rows": len(base), "wall_s": walls.get("serial"),
                "elapsed_s_in_results": base_meta.get("elapsed_s"),
-               "error": None if base_done else last_error("serial")},
+               "error": None if base_done else last_error("serial"), "timeline": timeline("serial", base_meta)},
     "ray_vs_serial": compare("ray"),
     "devices0_vs_serial": compare("devices0"),
     "ray_vs_devices0": compare("ray", "devices0"),
@@ -168,7 +188,7 @@ short = {k: summary[k] for k in ("ray_start", "serial", "same_device_uuid")}
 for name in ("ray_vs_serial", "devices0_vs_serial", "ray_vs_devices0"):
     c = summary[name]
     short[name] = {k: c[k] for k in ("complete", "rows", "same_rows_in_order", "same_statuses", "same_max_abs_error",
-                                     "ms_ratio", "wall_s", "wall_overhead", "error")}
+                                     "ms_ratio", "wall_s", "wall_overhead", "error", "timeline")}
     if short[name]["ms_ratio"]:
         short[name]["ms_ratio"] = {k: v for k, v in c["ms_ratio"].items() if k != "over_1.10"}
 print(json.dumps(short, indent=1))

@@ -74,6 +74,10 @@ def _check_bench(serial_rows, serial_meta, rows, meta, mode):
     uuid = serial_meta["devices"][0]["uuid"]
     assert uuid.startswith("CPU-") and all(r["device_uuid"] == uuid and r["device_name"] for r in rows)
     assert all(r["sol_calibrated"] for r in rows if r["status"] == "ok")  # scored against the worker's ceilings
+    for m in (serial_meta, meta):  # where the time went: each workload's own seconds and when it came back
+        items = m["scale"]["timeline"]["items"]
+        assert len(items) == len({(r["problem"], r["workload"]) for r in rows}) and all(i["seconds"] > 0 for i in items)
+        assert [i["done_s"] for i in items] == sorted(i["done_s"] for i in items)
 
 
 def _check_eval(serial_ev, ev):

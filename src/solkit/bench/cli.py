@@ -177,7 +177,7 @@ def _bench(args: argparse.Namespace, pool) -> int:
     from solkit.report.crossarch import product_ids, what_if_section
     from solkit.report.render import write_report
 
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     device = pool.device_kind if pool else _device(args.device)
     if args.list_backends:
         return cmd_list_backends(device, args.json)
@@ -224,10 +224,15 @@ def _bench(args: argparse.Namespace, pool) -> int:
                 notes.append(f"torch.compile warm-up: {len(warm['failed'])} workload(s) compile in the main process "
                              f"instead ({next(iter(warm['failed'].values()))})")  # fmt: skip
 
+    timeline: list[dict[str, Any]] = []
+
     def checkpoint(i, n, new, seconds) -> None:
         # Rows so far, rewritten after every workload: a run that is killed keeps what it measured.
         done.extend(r if isinstance(r, dict) else r.to_dict() for r in new)
         (out / "results.partial.json").write_text(json.dumps(done, default=str))
+        # Where a run's time goes (docs/scale.md): the workload's own seconds (in its worker) and when it came back.
+        item = [done[-1]["problem"], done[-1]["workload"]] if new else None
+        timeline.append({"item": item, "seconds": round(seconds, 3), "done_s": round(time.perf_counter() - started, 3)})
 
     if pool is not None:
         rows, dev_meta = run_with_progress(pool, cfg, chosen, checkpoint, args.json, notes)
@@ -268,7 +273,7 @@ def _bench(args: argparse.Namespace, pool) -> int:
             "calibration": dev_meta["calibration"],
             **_cpu_meta(device),
             "devices": dev_meta["devices"],
-            "scale": dev_meta["scale"],
+            "scale": {**dev_meta["scale"], "timeline": {"started_at": started_at, "items": timeline}},
             "notes": notes,
         },
         "rows": rows,

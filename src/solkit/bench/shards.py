@@ -73,7 +73,7 @@ def setup_call(recalibrate: bool, quick: bool) -> Call:
     return Call(worker_setup, (recalibrate, quick, now))
 
 
-def run_pooled(pool, cfg, chosen: list, on_rows: Callable[[int, int, list[dict]], None] | None = None):
+def run_pooled(pool, cfg, chosen: list, on_rows: Callable[[int, int, list[dict], float], None] | None = None):
     """Every chosen (problem, workload) on ``pool``; returns (rows in the serial order, devices, failed items).
 
     A local pool reads the problem from its directory; a Ray pool gets it as a bundle (one object per problem).
@@ -101,7 +101,7 @@ def run_pooled(pool, cfg, chosen: list, on_rows: Callable[[int, int, list[dict]]
             failed.append({"item": list(out.key), "error": out.error, "attempts": out.attempts})
         results[out.index] = rows
         if on_rows:
-            on_rows(n, len(items), rows)
+            on_rows(n, len(items), rows, out.seconds)
     return [r for rows in results for r in rows or []], pool.devices(), failed
 
 
@@ -137,8 +137,8 @@ def run_with_progress(pool, cfg, chosen, checkpoint, as_json: bool, notes: list[
                    TimeElapsedColumn(), console=console, transient=True, disable=as_json)  # fmt: skip
     with pool, bar:
         task = bar.add_task(f"bench on {pool.kind} pool", total=len(chosen))
-        rows, devices, failed = run_pooled(pool, cfg, chosen, on_rows=lambda n, total, new: (
-            checkpoint(n, total, new, 0.0), bar.update(task, completed=n)))  # fmt: skip
+        rows, devices, failed = run_pooled(pool, cfg, chosen, on_rows=lambda n, total, new, seconds: (
+            checkpoint(n, total, new, seconds), bar.update(task, completed=n)))  # fmt: skip
     if not devices:
         raise SolkitError("no worker of --devices/--ray could start: " + "; ".join(r["error"] for r in failed[:1]))
     meta = pooled_meta(devices)
