@@ -4,12 +4,13 @@ while the reference runs; and the command leaves as soon as its output is writte
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from solkit.harness.evaluate import device_guess
+from solkit.harness.spawn import device_guess
 
 EXAMPLE = Path(__file__).parent / "examples" / "gelu_add"
 FAST = ["--cpu-threads", "1", "--cpu-timing-budget", "0.2", "--timing-trials", "1", "--reps", "3", "--warmup", "1"]
@@ -64,3 +65,24 @@ def test_eval_start_ups_overlap_and_the_command_leaves_at_once(tmp_path):
         assert counted == pytest.approx(critical, rel=0.2)
     # ... and nothing but writing the traces comes after the last verdict: no interpreter teardown of torch
     assert wall - critical < 1.0, (wall, critical)
+
+
+def test_sol_analysis_runs_while_the_reference_does(monkeypatch):
+    from harness_helpers import fast_options
+
+    import solkit.harness.evaluate as ev
+
+    seen = []
+
+    def sol_for(problem, workload, env, basis):  # stands in for the analysis: where and when it ran
+        seen.append((threading.current_thread().name, time.time(), env.get("hardware")))
+        return None, "SOL skipped: test"
+
+    monkeypatch.setattr(ev, "sol_for", sol_for)
+    traces = ev.evaluate(EXAMPLE, EXAMPLE / "solution_pytorch.json", fast_options(max_workloads=2, device="cpu"))
+    # in the thread started when the reference process said what it runs on (beside it, not after the run), with
+    # that process's environment; joined before the candidate's first call
+    assert len(seen) == 2 and {name for name, _, _ in seen} == {"solkit-sol"}
+    assert all(hw for _, _, hw in seen)
+    line = traces[0].evaluation.solkit["phases_s"]["timeline"]
+    assert line["reference.start"] < line["judge.between"] < line["candidate.done"]

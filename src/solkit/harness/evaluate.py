@@ -22,13 +22,14 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
-from solkit.harness.spawn import Spawned, candidate_job, spawn_candidate
+from solkit.harness.spawn import Ahead, candidate_job, device_guess, spawn_candidate
 from solkit.problems.expr import evaluate as eval_expr
 from solkit.problems.loader import Problem, load_problem, load_solution, solution_from_python
 from solkit.problems.schema import (
@@ -156,25 +157,6 @@ def evaluate(
                 shutil.rmtree(ahead.work_dir, ignore_errors=True)
 
 
-@dataclass
-class Ahead:
-    """The candidate process started before this process imports torch, for the device guessed without it."""
-
-    device: str
-    plan: dict[str, Any]
-    work_dir: str
-    spawned: Spawned
-
-
-def device_guess(device: str | None) -> str:
-    """``--device`` without torch: auto is cuda:0 where an NVIDIA driver and a visible device are (the judge checks
-    with torch later, and a candidate started for the wrong device is discarded)."""
-    if device in ("auto", "", None):
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        return "cuda:0" if Path("/dev/nvidiactl").exists() and visible not in ("", "-1") else "cpu"
-    return "cuda:0" if device == "cuda" else str(device)
-
-
 def _spawn_ahead(problem: Problem, solution: Solution, options: EvalOptions) -> Ahead | None:
     """Start the candidate process for the job the judge will run, as far as it is known without torch."""
     device = device_guess(options.device)
@@ -274,16 +256,28 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, 
     )
     judge_s, judge_ready = time.perf_counter() - judge_t0, time.time()
     sols: dict[str, tuple[dict | None, str | None]] = {}
+    threads: list[threading.Thread] = []
 
-    def between(env: dict) -> None:  # the reference is done, the candidate may still be starting: the judge is idle
-        nonlocal judge_s
-        t = time.perf_counter()
+    def analyse(env: dict) -> None:
         for w in workloads:
             sols[w.uuid] = sol_for(problem, w, env, options.sol_basis)
+
+    def on_env(env: dict) -> None:  # the reference process runs: the judge, otherwise idle, works out SOL meanwhile
+        threads.append(threading.Thread(target=analyse, args=(env,), name="solkit-sol", daemon=True))
+        threads[0].start()
+
+    def between(env: dict) -> None:  # before the candidate runs anything: the analysis is done
+        nonlocal judge_s
+        t = time.perf_counter()
+        if threads:
+            threads[0].join()
+        else:
+            analyse(env)
         judge_s += time.perf_counter() - t
 
     try:
-        env, results = run_solution(job, runner, ahead.spawned if ahead is not None else None, between)
+        spawned = ahead.spawned if ahead is not None else None
+        env, results = run_solution(job, runner, spawned, between, on_env)
     finally:
         if not options.work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)

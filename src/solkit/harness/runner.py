@@ -63,13 +63,18 @@ def _tail(path: Path, n: int) -> str:
 
 
 def run_solution(
-    job: dict[str, Any], options: RunnerOptions | None = None, spawned: Spawned | None = None, between=None
+    job: dict[str, Any],
+    options: RunnerOptions | None = None,
+    spawned: Spawned | None = None,
+    between=None,
+    on_env=None,
 ) -> tuple[dict, dict[str, dict]]:
     """Evaluate ``job['workloads']``; returns (environment, {uuid: result}). ``environment["timeline"]`` holds
     when each process started and was ready (epoch seconds): the overlap of the reference and the candidate.
     ``spawned``: the first candidate process, started ahead by :func:`.spawn.spawn_candidate`; ``between(env)``:
     the judge's own work, done after the reference and before the candidate runs anything (while it may still be
-    starting), never beside the candidate's calls."""
+    starting), never beside the candidate's calls; ``on_env(env)``: called once the reference process has said
+    what it runs on, while it computes the ground truth (work that ``between`` then waits for)."""
     options = options or RunnerOptions()
     base = Path(job.get("work_dir") or tempfile.mkdtemp(prefix="solkit_eval_"))
     ref_dir = base / "judge"
@@ -80,7 +85,8 @@ def run_solution(
     with ThreadPoolExecutor(1) as starter:
         early = starter.submit(_first_candidate, job, base, options, marks, spawned)
         try:
-            environment, results = _run_after_reference(job, options, base, ref_dir, early, marks, between)
+            hooks = (between, on_env)
+            environment, results = _run_after_reference(job, options, base, ref_dir, early, marks, hooks)
         finally:
             if not early.cancel() and early.exception() is None and early.result().popen.poll() is None:
                 early.result().close()  # the reference left no workload to judge, or an error ended the run
@@ -99,9 +105,10 @@ def _first_candidate(job, base: Path, options: RunnerOptions, marks: dict, spawn
     return proc
 
 
-def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path, early: Future, marks: dict, between):
+def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path, early: Future, marks: dict, hooks):
+    between, on_env = hooks
     marks["reference.start"] = time.time()
-    environment, ref_results = _reference(job, options, base, ref_dir)
+    environment, ref_results = _reference(job, options, base, ref_dir, on_env)
     marks["reference.done"] = time.time()
     server = ForkServer.current() if options.use_fork_server else None
     if server is not None:
@@ -142,7 +149,7 @@ def _new_candidate(
     return CandidateProcess(cjob, scratch, job.get("sandbox_plan") or {}, options.startup_timeout, spawned)
 
 
-def _reference(job: dict[str, Any], options: RunnerOptions, base: Path, ref_dir: Path):
+def _reference(job: dict[str, Any], options: RunnerOptions, base: Path, ref_dir: Path, on_env=None):
     remaining = list(job["workloads"])
     results: dict[str, dict] = {}
     environment: dict[str, Any] = {}
@@ -155,7 +162,7 @@ def _reference(job: dict[str, Any], options: RunnerOptions, base: Path, ref_dir:
         job_path.write_text(json.dumps({**job, "workloads": remaining, "work_dir": str(work), "ref_dir": str(ref_dir)}))
         job_path.chmod(0o600)
         log_path = work / "worker.log"
-        env_out, settled = _attempt(job_path, log_path, remaining, options)
+        env_out, settled = _attempt(job_path, log_path, remaining, options, on_env if attempt == 1 else None)
         environment = environment or env_out
         for uuid, res in settled.items():
             results[uuid] = res
@@ -230,7 +237,7 @@ def _start(job_path: Path, log_path: Path, use_fork_server: bool) -> tuple[_Proc
     return _Proc(popen=popen), read_fd
 
 
-def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: RunnerOptions):
+def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: RunnerOptions, on_env=None):
     # Long on purpose: one event loop over the worker's pipe whose phases share the deadline and partial results.
     started = time.perf_counter()
     proc, read_fd = _start(job_path, log_path, options.use_fork_server)
@@ -274,6 +281,8 @@ def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: Runn
                     environment = msg.get("environment") or {}
                     environment["phases"] = {"startup": time.perf_counter() - started}
                     phase = "reference"
+                    if on_env is not None:
+                        on_env(dict(environment))
                     deadline = time.monotonic() + options.run_timeout
                 elif ev == "phase":
                     phase, current = msg.get("phase"), msg.get("uuid")

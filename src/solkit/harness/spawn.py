@@ -97,3 +97,22 @@ def spawn_candidate(job: dict[str, Any], scratch: Path, plan: dict[str, Any]) ->
     os.set_blocking(read_fd, False)
     return Spawned(popen, read_fd, marker, log_path, job, {k: v for k, v in env.items() if k != sandbox.MARKER},
                    dict(plan))  # fmt: skip
+
+
+def device_guess(device: str | None) -> str:
+    """``--device`` without torch: auto is cuda:0 where an NVIDIA driver and a visible device are (the judge checks
+    with torch later, and a candidate started for the wrong device is discarded)."""
+    if device in ("auto", "", None):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return "cuda:0" if Path("/dev/nvidiactl").exists() and visible not in ("", "-1") else "cpu"
+    return "cuda:0" if device == "cuda" else str(device)
+
+
+@dataclass
+class Ahead:
+    """The candidate process started before this process imports torch, for the device guessed without it."""
+
+    device: str
+    plan: dict[str, Any]
+    work_dir: str
+    spawned: Spawned
