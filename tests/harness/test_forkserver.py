@@ -2,6 +2,7 @@
 while the reference runs; and the command leaves as soon as its output is written (docs/sol-execbench.md)."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -86,3 +87,35 @@ def test_sol_analysis_runs_while_the_reference_does(monkeypatch):
     assert all(hw for _, _, hw in seen)
     line = traces[0].evaluation.solkit["phases_s"]["timeline"]
     assert line["reference.start"] < line["judge.between"] < line["candidate.done"]
+
+
+@pytest.fixture
+def fresh_server(monkeypatch):
+    """ForkServer's process-wide state, set aside for the test and given back after it."""
+    from solkit.harness.forkserver import ForkServer
+
+    monkeypatch.setattr(ForkServer, "_instance", None)
+    monkeypatch.setattr(ForkServer, "_broken", False)
+    yield ForkServer
+    if ForkServer.current() is not None:
+        ForkServer.current().close()
+
+
+def test_gpu_preload_serves_unless_it_loaded_the_driver(fresh_server, tmp_path, monkeypatch):
+    from solkit.harness.forkserver import GPU_PRELOAD
+
+    fresh_server.prestart("cuda:0")  # torch._dynamo imported ahead: the driver stays unloaded, so it serves
+    first = fresh_server.current()
+    assert first.preload == GPU_PRELOAD and fresh_server.get("cuda:0") is first
+    first.close()
+    # a preload that loads a library named like the driver: refused, and a server without the preload serves
+    lib = next(
+        p for p in ("/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1") if Path(p).exists()
+    )
+    (tmp_path / "libcuda.so.1").write_bytes(Path(lib).read_bytes())
+    (tmp_path / "loads_driver.py").write_text(f"import ctypes\nctypes.CDLL({str(tmp_path / 'libcuda.so.1')!r})\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setattr("solkit.harness.forkserver.GPU_PRELOAD", ("loads_driver",))
+    monkeypatch.setattr(fresh_server, "_instance", None)
+    server = fresh_server.get("cuda:0")
+    assert server is not None and server.preload == () and server is fresh_server.current()

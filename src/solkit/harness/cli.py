@@ -28,6 +28,7 @@ from typing import Any
 from solkit.errors import SolkitError
 from solkit.harness import compat
 from solkit.harness.forkserver import ForkServer
+from solkit.harness.spawn import device_guess
 from solkit.output import console, print_json, table, warn
 
 # The evaluation modules (torch) are imported inside the commands, after the fork server has been spawned:
@@ -208,7 +209,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         logging.getLogger("solkit").setLevel(logging.INFO)
     spec = compat.resolve(args)
     _check_output_file("-o/--output", args.output)
-    ForkServer.prestart()  # the reference's process starts while this one imports torch
+    ForkServer.prestart(device_guess(args.device))  # the reference's process starts while this one imports torch
     from solkit.harness.evaluate import evaluate, summarize, traces_to_jsonl
 
     args.workload = spec.uuids
@@ -293,7 +294,7 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     if not problems:
         raise SolkitError(f"{root}: no problem directories (none contains definition.json)")
     if not (args.devices or args.ray):
-        ForkServer.prestart()  # one fork server for every problem's reference process
+        ForkServer.prestart(device_guess(args.device))  # one fork server for every problem's reference process
     from solkit.harness.suite_shards import evaluate_problem, run_pooled
 
     options = _options(args)

@@ -13,10 +13,11 @@ its pid. Every child is a separate process: a crash or hang of one candidate aff
 
 :class:`ForkServer` is the judge's side: ``solkit eval`` spawns the server before it imports torch itself
 (:meth:`ForkServer.prestart`), so the two imports run at the same time, and waits for it only when the first
-reference process is needed. Nothing beyond torch and the worker is imported here: ``torch._dynamo`` (the CUDA
-profiler's first use imports it) would be seconds saved per reference process, but whether importing it leaves
-the CUDA driver untouched is not this server's to assume, and the candidate's start-up, not the reference's, is
-what an evaluation waits for.
+reference process is needed. Where the evaluation runs on a GPU, the server also imports ``torch._dynamo``,
+which the CUDA profiler's first use imports (the reference's kernel timing: seconds in every reference process
+otherwise). It then checks that the import did not load the CUDA driver into its own process (``libcuda``
+mapped), so that its forked children can use CUDA; if it did, it refuses to serve and the judge starts a server
+without the import.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ import time
 from pathlib import Path
 
 from solkit.harness import sandbox
+
+#: Imported ahead where the evaluation runs on a GPU (see the module docstring).
+GPU_PRELOAD = ("torch._dynamo",)
 
 
 def child_env() -> dict[str, str]:
@@ -47,10 +51,10 @@ class ForkServer:
     _instance: ForkServer | None = None
     _broken = False
 
-    def __init__(self) -> None:
-        self.spawned_at, self.ready_at = time.time(), None
+    def __init__(self, preload: tuple[str, ...] = ()) -> None:
+        self.spawned_at, self.ready_at, self.preload = time.time(), None, preload
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "solkit.harness.forkserver"],
+            [sys.executable, "-m", "solkit.harness.forkserver", *preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -69,21 +73,27 @@ class ForkServer:
         return True
 
     @classmethod
-    def prestart(cls) -> None:
-        """Spawn the server now, without waiting for it (``solkit eval``, before its own imports)."""
+    def prestart(cls, device: str) -> None:
+        """Spawn the server now, without waiting for it (``solkit eval``, before its own imports); ``device``: the
+        device the evaluation will run on, as far as it is known without torch."""
         if cls._instance is None or cls._instance.proc.poll() is not None:
-            cls._instance = ForkServer()
+            cls._instance = ForkServer(GPU_PRELOAD if device.startswith("cuda") else ())
 
     @classmethod
-    def get(cls) -> ForkServer | None:
+    def get(cls, device: str = "cpu") -> ForkServer | None:
         """The ready server (spawned now if none is running), or None when it cannot serve (spawn workers then)."""
         if cls._broken:
             return None
         try:
             if cls._instance is None or (cls._instance.ready_at and cls._instance.proc.poll() is not None):
-                cls._instance = ForkServer()
+                cls._instance = ForkServer(GPU_PRELOAD if device.startswith("cuda") else ())
             if cls._instance.wait_ready():
                 return cls._instance
+            if cls._instance.preload:  # the preload touched CUDA here: a server without it
+                cls._instance.close()
+                cls._instance = ForkServer()
+                if cls._instance.wait_ready():
+                    return cls._instance
         except (OSError, ValueError):
             pass
         if cls._instance is not None:
@@ -108,14 +118,31 @@ class ForkServer:
             self.proc.kill()
 
 
-def serve() -> None:
+def cuda_driver_loaded() -> bool:
+    """Whether this process has loaded the CUDA driver (``libcuda`` mapped): after that, forked children cannot use
+    CUDA. Importing torch does not load it; its first CUDA call does."""
+    try:
+        return "libcuda.so" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+
+
+def serve(preload: list[str] | None = None) -> None:
+    import importlib
+
     import torch  # the point of the server: import once
 
     import solkit.harness.worker as worker
 
+    driver = cuda_driver_loaded()
+    for name in preload or ():
+        importlib.import_module(name)
     # Triton is not imported here: a forked child must find CUDA untouched, and importing it is cheap
-    # next to torch. A CUDA context in this process would make every child fail, so refuse to serve.
-    if torch.cuda.is_initialized():
+    # next to torch. A CUDA context in this process, or a driver the preload loaded, would make every child
+    # fail: refuse to serve.
+    if torch.cuda.is_initialized() or (cuda_driver_loaded() and not driver):
+        sys.stdout.write(json.dumps({"ready": False, "why": "CUDA driver loaded in the fork server"}) + "\n")
+        sys.stdout.flush()
         raise SystemExit("fork server: CUDA already initialised; use spawned workers")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     out = sys.stdout
@@ -165,4 +192,4 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1:])

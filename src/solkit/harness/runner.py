@@ -210,9 +210,9 @@ class _Proc:
             self.kill()
 
 
-def _start(job_path: Path, log_path: Path, use_fork_server: bool) -> tuple[_Proc, int]:
+def _start(job_path: Path, log_path: Path, use_fork_server: bool, device: str) -> tuple[_Proc, int]:
     """Start a worker; returns it and the fd we read its events from."""
-    server = ForkServer.get() if use_fork_server else None
+    server = ForkServer.get(device) if use_fork_server else None
     if server is not None:
         fifo = job_path.parent / "events.fifo"
         os.mkfifo(fifo)
@@ -240,7 +240,7 @@ def _start(job_path: Path, log_path: Path, use_fork_server: bool) -> tuple[_Proc
 def _attempt(job_path: Path, log_path: Path, remaining: list[str], options: RunnerOptions, on_env=None):
     # Long on purpose: one event loop over the worker's pipe whose phases share the deadline and partial results.
     started = time.perf_counter()
-    proc, read_fd = _start(job_path, log_path, options.use_fork_server)
+    proc, read_fd = _start(job_path, log_path, options.use_fork_server, json.loads(job_path.read_text())["device"])
     environment: dict[str, Any] = {}
     since = started
     settled: dict[str, dict] = {}
