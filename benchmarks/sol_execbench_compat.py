@@ -261,7 +261,7 @@ def _one(case: dict, args: argparse.Namespace, work: Path, start: float) -> dict
     """One case's record (None when the deadline passed before it started); never raises."""
     if args.deadline and time.perf_counter() - start > args.deadline:
         return None
-    timeout = args.timeout * (2 if _languages(case["solution"]) & BUILT else 1)  # nvcc builds take their time
+    timeout = args.build_timeout if _languages(case["solution"]) & BUILT else args.timeout  # nvcc builds take time
     try:
         rec = run_case(case, args.device, args.fast, timeout, work, args.max_workloads)
         if _interpreter_rounding(rec, args.device):  # see RATIO_NOTE
@@ -322,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fast", action="store_true", help="CPU: short timing, 2 workloads (statuses)")
     ap.add_argument("--max-workloads", type=int, default=None, help="the first N workloads of each case")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
+    ap.add_argument("--build-timeout", type=float, default=600.0, help="seconds per case whose solution nvcc builds")
+    ap.add_argument("--skip-built", action="store_true", help="leave out the cases whose solution nvcc builds")
     ap.add_argument("--only", default=None, help="substring of the case names to run")
     ap.add_argument("--deadline", type=float, default=None, help="start no case after this many seconds")
     ap.add_argument("--jobs", type=int, default=1, help="cases at a time (more than 1: statuses only, not times)")
@@ -344,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"workloads", flush=True)  # fmt: skip
             _write(args.out, {"device": args.device, "partial": True}, results)
         todo = [c for c in cases(mirror, work) if not args.only or args.only in c["name"]]
+        todo = [c for c in todo if not (args.skip_built and _languages(c["solution"]) & BUILT)]
         _run_cases(todo, args, work, start, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
