@@ -24,7 +24,6 @@ import math
 import os
 import select
 import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +36,7 @@ from solkit.harness import buffers, sandbox
 from solkit.harness import correctness as cc
 from solkit.harness.candidate import Failure
 from solkit.harness.inputs import poison_
-from solkit.harness.spawn import Spawned, spawn_candidate
+from solkit.harness.spawn import Spawned, spawn_candidate, terminate
 
 #: Statuses a candidate process may report about itself (never PASSED).
 CANDIDATE_STATUSES = {"RUNTIME_ERROR", "COMPILE_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "REWARD_HACK",
@@ -168,16 +167,7 @@ class CandidateProcess:
 
     def close(self) -> int:
         """Kill the process and every descendant; returns how many stragglers the /proc scan found."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        stragglers = sandbox.kill_tree(self.popen.pid, self.marker)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-        with contextlib.suppress(OSError):
-            self.popen.stdin.close()
-        return stragglers
+        return terminate(self.popen, self.fd, self.marker)
 
 
 @dataclass

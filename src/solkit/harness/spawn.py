@@ -56,15 +56,22 @@ class Spawned:
         if self.adopted or self.discarded:
             return
         self.discarded = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        sandbox.kill_tree(self.popen.pid, self.marker)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-        with contextlib.suppress(OSError):
-            self.popen.stdin.close()
+        terminate(self.popen, self.fd, self.marker)
+
+
+def terminate(popen: subprocess.Popen, fd: int, marker: str) -> int:
+    """Kill a candidate process, its process group and every descendant, and close its pipes; returns how many
+    stragglers the /proc scan found."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(popen.pid, signal.SIGKILL)
+    stragglers = sandbox.kill_tree(popen.pid, marker)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        popen.wait(timeout=10)
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        popen.stdin.close()
+    return stragglers
 
 
 def _env(scratch: Path, marker: str) -> dict[str, str]:
