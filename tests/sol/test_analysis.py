@@ -296,3 +296,19 @@ def test_analyze_workload_and_empty_problem(tmp_path):
     (empty / "workload.jsonl").write_text("")
     with pytest.raises(SolkitError, match="no workloads"):
         analyze_problem(empty)
+
+
+@pytest.mark.parametrize("dtype, size", [(torch.float32, 4), (torch.float16, 2), (torch.bfloat16, 2)])
+@pytest.mark.parametrize("declared", [False, True])
+def test_analyze_workload_in_another_dtype_counts_that_dtype(tmp_path, dtype, size, declared):
+    """A run that casts the inputs (``bench --dtype``) is charged the bytes of the dtype it runs in; counts declared
+    for the definition's dtypes are not applied to it."""
+    from solkit.problems.loader import load_problem
+    from solkit.sol.analysis import analyze_workload
+
+    hints = {"bytes": "4*batch_size*hidden_size + 2*hidden_size"} if declared else None
+    problem = load_problem(rmsnorm_problem(tmp_path / "p", hints))
+    m, n = 8192, 4096
+    a = analyze_workload(problem, problem.workloads[1], dtype=dtype).analysis
+    assert a.fused_bytes == size * (2 * m * n + n)
+    assert bool(a.declared) == (declared and dtype == torch.bfloat16)

@@ -195,12 +195,15 @@ def check(outs, exp: Expected) -> tuple[bool, float, float, str | None]:
     return True, worst, worst_eager, None
 
 
-def workload_work(problem: Problem, workload) -> tuple[dict[str, float], float, str]:
-    """FLOPs by unit and fused bytes of one workload (SOL analysis of the reference)."""
+def workload_work(problem: Problem, workload, dtype: str | None = None) -> tuple[dict[str, float], float, str]:
+    """FLOPs by unit and fused bytes of one workload (SOL analysis of the reference), with its floating inputs in
+    ``dtype`` when the run casts them (``--dtype``), so the bytes and the math unit are those the run executes."""
     from solkit.sol.analysis import analyze_workload
 
-    a = analyze_workload(problem, workload).analysis
+    a = analyze_workload(problem, workload, dtype=getattr(torch, dtype) if dtype else None).analysis
     source = "declared in definition" if a.declared else f"SOL analysis of the reference (precision {a.precision})"
+    if dtype:
+        source += f", inputs as {dtype}"
     if a.uncounted:
         source += f" (uncounted ops: {', '.join(a.uncounted)})"
     return {u: float(v) for u, v in a.flops.items()}, float(a.fused_bytes), source
@@ -244,7 +247,7 @@ def run_workload(
     names = cfg.backends or tuple(BACKENDS)
     rows: list[Row] = []
     try:
-        flops, nbytes, source = workload_work(problem, workload)
+        flops, nbytes, source = workload_work(problem, workload, cfg.dtype)
     except Exception as exc:  # noqa: BLE001 - analysis gaps must not stop the bench
         flops, nbytes, source = {}, 0.0, f"analysis failed: {type(exc).__name__}: {exc}"
     dev = torch.device(cfg.device)

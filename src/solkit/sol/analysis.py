@@ -473,21 +473,30 @@ def analyze_workload(
     allow_tf32: bool | None = None,
     ceilings: Ceilings | None = None,
     precision: str = "fastest",
+    dtype: torch.dtype | None = None,
 ) -> WorkloadAnalysis:
     """Analyse one workload of a loaded :class:`~solkit.problems.loader.Problem`.
 
     Declared ``"solkit"`` counts of the definition win over traced ones. T_SOL (``.analysis.sol``)
     is computed on ``ceilings`` if given, else on ``arch``/``basis``; with neither, only the counts.
     ``precision`` is the basis of matrix work; narrowing a computed operand must fit the workload's
-    ``max_rtol``.
+    ``max_rtol``. ``dtype`` analyses the floating inputs in that dtype instead of the definition's (as a
+    run that casts them executes); counts declared for the definition's dtypes are then not used.
     """
     axes = problem.resolve_axes(workload)
     rtol = workload.tolerance.max_rtol
     ins = workload_inputs(problem, workload)
+    recast = dtype is not None and any(
+        isinstance(x, ShapeSpec) and x.dtype.is_floating_point and x.dtype != dtype for x in ins
+    )
+    if recast:
+        ins = [ShapeSpec(x.shape, dtype, x.requires_grad) if isinstance(x, ShapeSpec) and x.dtype.is_floating_point
+               else x for x in ins]  # fmt: skip
     a = analyze(problem.reference_fn(), *ins, allow_tf32=allow_tf32, precision=precision, rtol=rtol)
-    _check_outputs(problem, workload, a)
-    flops, nbytes = _declared_counts(problem, workload, {**axes, **problem.scalar_values(workload)})
-    apply_declared(a, flops, nbytes)
+    if not recast:
+        _check_outputs(problem, workload, a)
+        flops, nbytes = _declared_counts(problem, workload, {**axes, **problem.scalar_values(workload)})
+        apply_declared(a, flops, nbytes)
     if ceilings is not None:
         a.sol = a.t_sol(ceilings)
     elif arch is not None:
