@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +105,11 @@ def _bench_check_html(d: dict[str, Any]) -> str:
     if not c:
         return ""
     cols, rows = bench_check_rows(c)
-    head = "".join(f"<th>{html.escape(x)}</th>" for x in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(x))}</td>" for x in r) + "</tr>" for r in rows)
     return (f"<h2>GEMMs against solkit bench (solkit model-check)</h2><p>ratio = the model's SOL fraction / the "
             f"bench's at the same call (ms per call); within {c['tolerance']:.0%} or not. bench: the suite's "
             "gemm_bf16 (x @ w.T) on the vendor backend; layout: the call with the model's operand layouts, eager. "
             f"{html.escape(c['meta']['protocol'])}.</p>"
-            f"<table id='bench-check'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
+            f"{_grid('bench-check', cols, rows, fmt)}")  # fmt: skip
 
 
 def _what_if_lines(d: dict[str, Any]) -> list[str]:
@@ -148,12 +147,10 @@ def _what_if_html(d: dict[str, Any]) -> str:
     if not d.get("what_if"):
         return ""
     cols, rows = what_if_rows(d)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     return (f"<h2>What-if on {html.escape(', '.join(d['what_if']['products']))} (analysis, precision "
             f"{html.escape(str(d['what_if']['precision']))})</h2>"
             f"<p>{html.escape(d['what_if']['note'])}</p>"
-            f"<table id='what-if'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
+            f"{_grid('what-if', cols, rows, str)}")  # fmt: skip
 
 
 def _bench_shaped(d: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +203,13 @@ def figures(d: dict[str, Any], out: Path, top: int = 25) -> dict[str, Path]:
         "roofline": roofline(shaped, out / "roofline.png"),
         "sol_histogram": sol_histogram(shaped, out / "sol_histogram.png"),
     }
+
+
+def _grid(table_id: str, cols: list[str], rows: list[list[Any]], cell: Callable[[Any], str]) -> str:
+    """A plain table: a header row and one row per list, each value written by ``cell``."""
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(x))}</td>" for x in r) + "</tr>" for r in rows)
+    return f"<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _table(table_id: str, columns: list[tuple[str, str]], rows: list[dict]) -> str:

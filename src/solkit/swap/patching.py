@@ -265,17 +265,23 @@ def _attention_key(attn: nn.Module) -> Any:
     return (getattr(attn, "layer_type", None) or "attention", getattr(attn, "sliding_window", None))
 
 
-def _swap_rope(p: _Patcher) -> SwapResult:
+def _attention_trial(p: _Patcher, **plan: Any) -> Callable[[list[nn.Module]], float]:
+    """Probe the attention forward with ``plan`` on a group's first module, then bind it on the whole group."""
+
     def try_group(group: list[nn.Module]) -> float:
         attn = group[0]
         kwargs = {"position_embeddings": p.position_embeddings(attn), "attention_mask": None}
-        bindings = [(attn, fw.attention_forward, p.attention_plan(attn, rope=True))]
+        bindings = [(attn, fw.attention_forward, p.attention_plan(attn, **plan))]
         err = _probe(p, bindings, attn, [p.hidden(p.model.config.hidden_size)], kwargs, list(attn.parameters()))
         for a in group:
-            p.bind(a, fw.attention_forward, p.attention_plan(a, rope=True))
+            p.bind(a, fw.attention_forward, p.attention_plan(a, **plan))
         return err
 
-    return _apply_groups(p, "rope", _groups(p.modules("attention"), _attention_key), try_group)
+    return try_group
+
+
+def _swap_rope(p: _Patcher) -> SwapResult:
+    return _apply_groups(p, "rope", _groups(p.modules("attention"), _attention_key), _attention_trial(p, rope=True))
 
 
 def _settle_sdpa_priority(device: torch.device) -> None:
@@ -299,17 +305,8 @@ def _swap_attention(p: _Patcher) -> SwapResult:
         _settle_sdpa_priority(p.device)
     except Exception as exc:  # noqa: BLE001 - the swap is skipped with its reason
         return SwapResult("attention", "skipped", expected=len(attns), reason=_reason(exc))
-
-    def try_group(group: list[nn.Module]) -> float:
-        attn = group[0]
-        kwargs = {"position_embeddings": p.position_embeddings(attn), "attention_mask": None}
-        bindings = [(attn, fw.attention_forward, p.attention_plan(attn, sdpa_backends=backends))]
-        err = _probe(p, bindings, attn, [p.hidden(p.model.config.hidden_size)], kwargs, list(attn.parameters()))
-        for a in group:
-            p.bind(a, fw.attention_forward, p.attention_plan(a, sdpa_backends=backends))
-        return err
-
-    return _apply_groups(p, "attention", _groups(attns, _attention_key), try_group)
+    trial = _attention_trial(p, sdpa_backends=backends)
+    return _apply_groups(p, "attention", _groups(attns, _attention_key), trial)
 
 
 def _swap_glu(p: _Patcher) -> SwapResult:
