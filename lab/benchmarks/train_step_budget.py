@@ -20,6 +20,7 @@ from solkit.hardware.specs import get_spec
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = "benchmarks/results/train/2026-12-02_h200_hf_llama8b_L8/train_hf_llama_llama3-8b.json"
 ATTENTION = "benchmarks/results/attention/2026-12-02_h200_prefill.json"
+CALIBRATION = "benchmarks/results/calibration/2026-11-30_h200_1348.json"
 
 
 def gemm_flops(c: dict) -> float:
@@ -52,6 +53,16 @@ def patched_elementwise_bytes(c: dict, loss_chunk: int = 4096, itemsize: int = 2
     return out
 
 
+def optimizer_floor_bytes(params: int, itemsize: int = 2) -> dict[str, float]:
+    """Minimum HBM bytes of clip_grad_norm_ + AdamW over bf16 parameters whose moments are bf16 too (torch keeps
+    AdamW's state in the parameter's dtype): the norm reads every gradient once; a fused update with the clip's
+    scale folded in reads p, g, m, v and writes p, m, v once."""
+    return {
+        "clip_grad_norm_ (read g)": params * itemsize,
+        "AdamW (read p, g, m, v; write p, m, v)": params * 7 * itemsize,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
@@ -73,8 +84,22 @@ def main() -> None:
     floor_ms = sum(elementwise.values()) / bandwidth * 1e3
     shared = gemm_ms + attention_ms + optimizer["compile"]
     best = shared + floor_ms
+    params = run["variants"]["compile"]["params"]
+    opt_bytes = optimizer_floor_bytes(params)
+    opt_floor_ms = sum(opt_bytes.values()) / bandwidth * 1e3
+    # Every part but the GEMMs at its floor, attention as fast as cuDNN: the most any swap set could give without a
+    # GEMM faster than cuBLAS or attention faster than cuDNN.
+    best_all = gemm_ms + attention_ms + opt_floor_ms + floor_ms
+    # The same on the calibrated basis: the card's measured copy bandwidth instead of the datasheet's.
+    copy = json.loads((ROOT / CALIBRATION).read_text())["bandwidth"]["copy"]["value"]
+    best_all_calibrated = gemm_ms + attention_ms + (opt_floor_ms + floor_ms) * bandwidth / copy
     result = {
-        "sources": {"train": TRAIN, "attention": ATTENTION, "bandwidth": "solkit.hardware h200-sxm (datasheet)"},
+        "sources": {
+            "train": TRAIN,
+            "attention": ATTENTION,
+            "bandwidth": "solkit.hardware h200-sxm (datasheet)",
+            "calibrated_bandwidth": CALIBRATION,
+        },
         "config": c,
         "step_ms": step,
         "gemm": {"tflop": gemm_flops(c) / 1e12, "calibrated_tflops": calibrated / 1e12, "ms": gemm_ms},
@@ -86,6 +111,14 @@ def main() -> None:
         "patched_elementwise_floor_ms": floor_ms,
         "best_compile+patch_ms": best,
         "best_ratio_over_compile": step["compile"] / best,
+        "params": params,
+        "optimizer_floor_bytes": opt_bytes,
+        "optimizer_floor_ms": opt_floor_ms,
+        "best_with_optimizer_at_floor_ms": best_all,
+        "best_with_optimizer_at_floor_ratio": step["compile"] / best_all,
+        "calibrated_copy_bandwidth_tbs": copy / 1e12,
+        "best_with_optimizer_at_floor_calibrated_ms": best_all_calibrated,
+        "best_with_optimizer_at_floor_calibrated_ratio": step["compile"] / best_all_calibrated,
         "goal_ratio": 1.05,
         "step_ms_for_goal": step["compile"] / 1.05,
         "shares_of_compile_step": {
