@@ -8,8 +8,9 @@ import json
 import pytest
 import torch
 
-from solkit.bench.model_check import Timer, compare, layout_problem, per_clock
+from solkit.bench.model_check import Timer, burst_gap_ms, compare, layout_problem, per_clock, step_duty
 from solkit.cli import main
+from solkit.errors import SolkitError
 from solkit.model import analyze
 from solkit.model.gemms import GEMM_OPS
 from solkit.model.html import write_model_report
@@ -131,3 +132,79 @@ def test_the_ratio_at_equal_clocks(model_mhz, bench_mhz, ok):
     assert within is ok
     if ok is not None:
         assert r == pytest.approx(1.2 * bench_mhz / model_mhz)
+
+
+@pytest.mark.parametrize("call_ms,duty,gap", [(1.0, 0.5, 1.0), (2.0, 0.25, 6.0), (3.0, 1.0, 0.0), (0.09, 0.6, 0.06)])
+def test_the_burst_gap_gives_the_steps_duty_cycle(call_ms, duty, gap):
+    g = burst_gap_ms(call_ms, duty)
+    assert g == pytest.approx(gap)
+    assert call_ms / (call_ms + g) == pytest.approx(duty) if call_ms else g == 0
+
+
+@pytest.mark.parametrize("duty", [0.0, -0.2, 1.5])
+def test_a_duty_out_of_range_is_one_line(duty, tmp_path, capsys):
+    with pytest.raises(SolkitError):
+        burst_gap_ms(1.0, duty)
+    (tmp_path / "results.json").write_text("{}")
+    assert main(["model-check", str(tmp_path), "--duty", str(duty)]) == 2
+    assert "--duty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gemm_ms,wall_ms,duty", [([30.0, 20.0], 100.0, 0.5), ([5.0], 4.0, 1.0), ([], 10.0, None)])
+def test_the_steps_gemm_duty(gemm_ms, wall_ms, duty):
+    d = {"summary": {"wall_ms": wall_ms}, "gemms": [{"time_ms": t} for t in gemm_ms]}
+    assert step_duty(d) == (pytest.approx(duty) if duty is not None else None)
+
+
+class _Recorder:
+    """A timer that records the idle gap each row was asked for, and answers an SOL that depends on it."""
+
+    def __init__(self):
+        self.gaps: list[tuple[str, float]] = []
+
+    def bench(self, g, gap_ms=0.0):
+        self.gaps.append(("bench", gap_ms))
+        return {"sol_raw": 0.8 if gap_ms else 0.7, "t_sol_ms": g["t_sol_ms_per_call"]}
+
+    def layout(self, g, gap_ms=0.0):
+        self.gaps.append(("layout", gap_ms))
+        return {"sol_raw": 0.8 if gap_ms else 0.7, "t_sol_ms": g["t_sol_ms_per_call"]}
+
+
+@pytest.mark.parametrize("timings", [("sustained",), ("burst",), ("sustained", "burst")])
+def test_sustained_and_burst_rows_are_labelled_and_the_goal_is_judged_on_burst(timings):
+    g = {"op": "mm", "m": 4, "k": 8, "n": 6, "batch": 1, "a_transposed": False, "b_transposed": False,
+         "layout": "A @ B", "dtype": "float32", "bias_shape": None, "name": "mm", "backward": True,
+         "a_stride": [8, 1], "b_stride": [6, 1], "category": "mlp", "calls": 2, "time_ms_per_call": 3.0,
+         "t_sol_ms_per_call": 2.4, "sol_raw": 0.8}  # fmt: skip
+    timer = _Recorder()
+    out = compare([g], timer, 0.05, True, timings, duty=0.6)
+    (row,) = out["rows"]
+    want = [("bench", 0.0), ("layout", 0.0)] if "sustained" in timings else []
+    want += [("bench", 2.0), ("layout", 2.0)] if "burst" in timings else []  # 3 ms x (1 - 0.6) / 0.6
+    assert [(w, pytest.approx(x)) for w, x in timer.gaps] == want
+    s = out["summary"]
+    assert s["judged_on"] == ("burst" if "burst" in timings else "sustained")
+    if "burst" in timings:
+        assert row["burst_gap_ms"] == pytest.approx(2.0) and row["within_burst"] is True
+        assert s["bench_burst"]["within"] == s["layout_burst"]["within"] == 1
+    if "sustained" in timings:
+        assert row["ratio"] == pytest.approx(0.8 / 0.7) and row["within"] is False
+    else:
+        assert row["bench"] is None and s["bench"]["compared"] == 0
+
+
+def test_the_gap_reaches_the_timing_protocol(monkeypatch):
+    import solkit.bench.runner as runner
+
+    seen = []
+    real = runner.benchmark
+
+    def spy(*a, **kw):
+        seen.append(kw.get("cooldown_ms"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(runner, "benchmark", spy)
+    g = {"op": "mm", "m": 3, "k": 5, "n": 4, "batch": 1, "dtype": "float32"}
+    Timer("cpu", get_ceilings("h200-sxm"), reps=1).bench(g, 1.25)
+    assert seen == [1.25]

@@ -91,6 +91,7 @@ class BenchConfig:
     models: tuple[str, ...] | None = None  # only workloads taken from these models
     reps: int | None = None
     trials: int = 3
+    cooldown_ms: float = 0.0  # GPU idle before every timed call (solkit.timing.benchmark's cooldown_ms)
     suite_root: Path = SUITE_ROOT
 
 
@@ -305,7 +306,8 @@ def run_workload(
                 torch.cuda.synchronize()
                 row.peak_memory_mb = (torch.cuda.max_memory_allocated() - base_mem) / 2**20
             reps = cfg.reps or (50 if dev.type == "cuda" else 5)
-            r = benchmark(fn, args, reps=reps, trials=cfg.trials, device=dev, warmup=3 if dev.type == "cuda" else 1)
+            r = benchmark(fn, args, reps=reps, trials=cfg.trials, device=dev, warmup=3 if dev.type == "cuda" else 1,
+                          cooldown_ms=cfg.cooldown_ms)  # fmt: skip
             row.ms, row.timing = r.median_ms, r.to_dict()
             if not mutates and _restore(pool[0], pristine):
                 row.error = "note: wrote into its input buffers while being timed (inputs restored)"

@@ -3,11 +3,13 @@
 1. The real step runs ``warmup`` times (compiling it first under ``compile=True``).
 2. The step is traced on meta tensors (no memory, milliseconds): every op's FLOPs by math unit and
    bytes, with parameters, buffers and the optimizer's state (as the warm-up left it) as inputs
-   (:mod:`solkit.model.work`). Then it runs once more under torch.profiler with each module's forward
-   in a named range (:mod:`solkit.model.scope`).
+   (:mod:`solkit.model.work`). Then it runs ``steps`` more times, each under its own torch.profiler
+   session with each module's forward in a named range (:mod:`solkit.model.scope`).
 3. Each kernel's time (CPU op time on a CPU) goes to the op or Inductor region that launched it
    (:mod:`solkit.model.attribute`), and each is scored: T_SOL, SOL fraction, tier, the time lost to
-   SOL, grouped per operator, module type and layer (:mod:`solkit.model.report`).
+   SOL, grouped per operator, module type and layer (:mod:`solkit.model.report`). The report is the
+   median step's (by measured time); operators are ranked by their median time lost over all the
+   profiled steps, with its spread and ties (:mod:`solkit.model.ranking`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from solkit.errors import SolkitError
 from solkit.model.attribute import attribute
 from solkit.model.clocks import INTERVAL_S as CLOCK_INTERVAL_S
 from solkit.model.clocks import StepClocks
-from solkit.model.report import ModelReport, build_report
+from solkit.model.ranking import STEPS
+from solkit.model.report import ModelReport, add_steps, build_report
 from solkit.model.scope import module_scopes
 from solkit.model.step import OptimizerArg, check_mode, describe, make_optimizer, real_step
 from solkit.model.whatif import add_what_if
@@ -104,6 +107,7 @@ def analyze(
     mode: str = "fwd_bwd",
     compile: bool = False,
     warmup: int = 2,
+    steps: int = STEPS,
     arch: str | None = None,
     basis: str = "spec",
     precision: str | None = None,
@@ -118,8 +122,10 @@ def analyze(
     :class:`solkit.zoo.Built`. ``labels`` are passed as ``labels=`` (Hugging Face models then return
     their loss); without them the backward starts from the sum of the first output. ``mode``: ``fwd``
     (under no_grad), ``fwd_bwd`` or ``train_step`` (plus an AdamW step). ``compile``: run the step
-    through ``torch.compile``. T_SOL is on ``ceilings``, else on ``arch``/``basis`` (default: the present
-    device's datasheet); ``precision``: ``fastest`` or ``as_written`` (the analysis' policy).
+    through ``torch.compile``. ``steps``: profiled steps (each operator's time lost is ranked by its median over
+    them, with its min-max spread; the report's totals are the median step's). T_SOL is on ``ceilings``, else on
+    ``arch``/``basis`` (default: the present device's datasheet); ``precision``: ``fastest`` or ``as_written``
+    (the analysis' policy).
     ``optimizer`` (``train_step``): a ``torch.optim.Optimizer`` on the model's parameters, a function of the
     parameters returning one, or an AdamW implementation by name (``default``: AdamW as PyTorch makes it,
     multi-tensor on CUDA; ``foreach``, ``fused``, ``for-loop``). Its ops count under the module type
@@ -129,6 +135,8 @@ def analyze(
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     check_mode(mode)
+    if steps < 1:
+        raise SolkitError(f"steps={steps}: profile at least one step")
     built = as_built(model, example_inputs, labels)
     device = _device_of(built.model)
     on_gpu = device.type == "cuda"
@@ -148,15 +156,21 @@ def analyze(
             plain = time.perf_counter() - t_step  # the last warm-up step: the step's own time
         # traced after the warm-up: the optimizer's state exists, as in the profiled step
         say("tracing the step on meta tensors")
-        t_trace = time.perf_counter()
+        t_after_warmup = time.perf_counter()
         work = step_work(built, mode, precision, opt)
-        trace_s = time.perf_counter() - t_trace
-        say("profiling one step")
-        events, wall, clocks = _profile(step, built.model, device, scopes=not compile)
+        profiled = []
+        for i in range(steps):
+            say(f"profiling step {i + 1} of {steps}")
+            profiled.append(_profile(step, built.model, device, scopes=not compile))
     say("attributing kernels to operators")
-    t_attr = time.perf_counter()
-    device_stats: dict[str, Any] = {}
-    rows, measured = attribute(events, work, on_gpu, wall_s=wall, stats=device_stats)
+    attributed = []
+    for events, wall, clocks in profiled:
+        stats: dict[str, Any] = {}
+        rows, measured = attribute(events, work, on_gpu, wall_s=wall, stats=stats)
+        attributed.append((measured, rows, wall, clocks, stats))
+    del profiled
+    # the report is the median step's (by measured time); every step's rows give each operator's spread
+    measured, rows, wall, clocks, device_stats = sorted(attributed, key=lambda a: a[0])[(len(attributed) - 1) // 2]
     meta = {
         "model": built.description,
         "family": built.family,
@@ -172,18 +186,22 @@ def analyze(
         "versions": _versions(),
         "time_source": "GPU kernel time (torch.profiler / CUPTI)" if on_gpu else "CPU op time (torch.profiler)",
         "traced_ops": len(work.ops),
+        "steps_measured_ms": [a[0] * 1e3 for a in attributed],
+        "steps_wall_ms": [a[2] * 1e3 for a in attributed],
         **({"device_events": device_stats} if device_stats else {}),
         **({"telemetry": clocks.summary} if clocks is not None else {}),
     }
     rep = build_report(rows, measured, ceil, meta)
+    add_steps(rep, [a[1] for a in attributed])
     rep.clocks = clocks
     if what_if:
         from solkit.report.crossarch import product_ids
 
         add_what_if(rep, product_ids(what_if, "what_if"))
     rep.wall_s = wall
-    # what the analysis adds to running the step: the trace, the profiler's slow-down, the attribution
-    rep.overhead_s = trace_s + max(wall - plain, 0.0) + (time.perf_counter() - t_attr)
+    # what the analysis adds to running the step once: the trace, every profiled step and its profiler's slow-down
+    # and post-processing, the attribution
+    rep.overhead_s = max(time.perf_counter() - t_after_warmup - plain, 0.0)
     rep.meta["step_s"] = plain
     rep.meta["total_s"] = time.perf_counter() - t0
     return rep

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
+from solkit.model.ranking import STEPS
 from solkit.output import console, err_console, fmt, print_json, table
 
 HELP = "the SOL of every operator of a model's training step (Hugging Face config or module:function), measured"
@@ -45,7 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", metavar="all|0,1,3|cpu,cpu|cpu:N",
                    help="the step on each of these devices at once, one worker process each: the first device's "
                    "report, every run's step and the card-to-card spread (docs/scale.md)")  # fmt: skip
-    p.add_argument("--warmup", type=int, default=2, help="warm-up steps before the profiled one (default 2)")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up steps before the profiled ones (default 2)")
+    p.add_argument("--steps", type=int, default=STEPS,
+                   help=f"profiled steps (default {STEPS}): operators are ranked by their median time lost over "
+                   "them, with its min-max range; overlapping ranges are ties (2=)")  # fmt: skip
     p.add_argument("--arch", help="score on this product's datasheet instead of the present device's")
     p.add_argument("--basis", choices=["spec", "calibrated"], default="spec", help="ceilings of T_SOL")
     p.add_argument("--precision", default="fastest", help="fastest (default) or as-written: how matrix work is charged")
@@ -103,7 +107,7 @@ def _load(args: argparse.Namespace, device):
 def _check(args: argparse.Namespace) -> None:
     from solkit.sol.precision import parse_precision
 
-    for name in ("seq", "batch", "top"):
+    for name in ("seq", "batch", "top", "steps"):
         if getattr(args, name) < 1:
             raise SolkitError(f"--{name} {getattr(args, name)}: must be at least 1")
     if args.warmup < 0:
@@ -127,7 +131,8 @@ def _analyse(args: argparse.Namespace, device, progress=None):
     from solkit.model.analyze import analyze
 
     built = _load(args, device)
-    return analyze(built.model, built, mode=args.mode, compile=args.compile, warmup=args.warmup, arch=args.arch,
+    return analyze(built.model, built, mode=args.mode, compile=args.compile, warmup=args.warmup, steps=args.steps,
+                   arch=args.arch,
                    basis=args.basis, precision=args.precision, what_if=args.what_if, optimizer=args.optimizer,
                    progress=progress)  # fmt: skip
 
@@ -178,10 +183,15 @@ def _cmd(args: argparse.Namespace) -> int:
 def _print(d: dict[str, Any], top: int) -> None:
     from solkit.model.html import summary_lines
 
-    cols = ["operator", "module type", "calls", "ms", "T_SOL ms", "SOL", "lost ms", "bound", "tier", "solkit kernel"]
-    rows = [[o["name"], o["category"], o["calls"], o["time_ms"], o["t_sol_ms"], o["sol_fraction"], o["lost_ms"],
-             o["bound"], o["tier"], o["solkit_kernel"]] for o in d["ops"][:top]]  # fmt: skip
-    console.print(table(f"Top {len(rows)} operators by time lost to SOL", cols, rows))
+    n = d["summary"].get("steps_profiled", 1)
+    cols = ["rank", "operator", "module type", "calls", "ms", "T_SOL ms", "SOL", "lost ms (median)", "lost range",
+            "bound", "tier", "solkit kernel"]  # fmt: skip
+    rows = [[o["rank_label"], o["name"], o["category"], o["calls"], o["time_ms"], o["t_sol_ms"], o["sol_fraction"],
+             o["lost_ms_median"], f"{fmt(o['lost_ms_min'])}-{fmt(o['lost_ms_max'])}", o["bound"], o["tier"],
+             o["solkit_kernel"]] for o in d["ops"][:top]]  # fmt: skip
+    note = (f"ranked by median time lost over {n} profiled steps; range: min-max over them; 2= marks ties "
+            "(overlapping ranges); ms, T_SOL, SOL: the median step")  # fmt: skip
+    console.print(table(f"Top {len(rows)} operators by time lost to SOL", cols, rows, caption=note))
     gcols = ["module type", "calls", "ms", "T_SOL ms", "SOL", "lost ms", "tier"]
     grows = [[g["name"], g["calls"], g["time_ms"], g["t_sol_ms"], g["sol_fraction"], g["lost_ms"], g["tier"]]
              for g in d["categories"]]  # fmt: skip

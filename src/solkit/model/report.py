@@ -10,6 +10,7 @@ from solkit.model.advice import kernel_advice
 from solkit.model.attribute import OpEvent
 from solkit.model.clocks import StepClocks
 from solkit.model.gemms import gemm_entries
+from solkit.model.ranking import Spread, rank
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.sol.tiers import tier_for
 
@@ -39,10 +40,16 @@ class Group:
     out_shape: tuple = ()
     members: list[int] = field(default_factory=list, repr=False)  # indices of its rows in ModelReport.rows
     what_if: dict[str, dict[str, Any]] | None = None  # per product id: T_SOL, bound, tier (solkit.model.whatif)
+    lost_steps_s: list[float] = field(default_factory=list)  # its time lost in each profiled step (add_steps)
 
     @property
     def lost_s(self) -> float:
         return max(self.timed_with_sol_s - self.t_sol_s, 0.0)
+
+    @property
+    def spread(self) -> Spread:
+        """Time lost (ms) over the profiled steps: median, min, max (this step's alone before :func:`add_steps`)."""
+        return Spread.of([x * 1e3 for x in (self.lost_steps_s or [self.lost_s])])
 
     @property
     def sol_fraction(self) -> float | None:
@@ -107,11 +114,25 @@ class ModelReport:
     def violation(self) -> bool:
         return self.t_sol_s > self.measured_s
 
+    def ranking(self) -> list[dict[str, Any]]:
+        """Every operator by median time lost over the profiled steps, with spread and ties (solkit.model.ranking);
+        ``index`` is the operator's place in ``ops``, ``name`` its name (with its module type where two share one)."""
+        names = [g.name for g in self.ops]
+        seen = {n: names.count(n) for n in names}
+        keys = [f"{g.name} [{g.category}, {g.kind}]" if seen[g.name] > 1 else g.name for g in self.ops]
+        where = {k: i for i, k in enumerate(keys)}
+        out = rank([(k, g.spread) for k, g in zip(keys, self.ops)])
+        for r in out:
+            r["index"] = where[r["name"]]
+        return out
+
     def top(self, k: int = 5) -> list[Group]:
-        return sorted(self.ops, key=lambda g: g.lost_s, reverse=True)[:k]
+        return [self.ops[r["index"]] for r in self.ranking()[:k]]
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
-        ops = sorted(self.ops, key=lambda g: g.lost_s, reverse=True)
+        ranking = self.ranking()
+        fields = ("place", "rank_label", "tie_group", "lost_ms_median", "lost_ms_min", "lost_ms_max")
+        shown = ranking[:top] if top else ranking
         return {
             "meta": self.meta,
             "summary": {
@@ -127,9 +148,12 @@ class ModelReport:
                 "attributed_share": self.attributed_share,
                 "attributed_goal": ATTRIBUTED_GOAL,
                 "analysis_overhead_s": self.overhead_s,
-                "top5_by_time_lost": [g.name for g in ops[:5]],
+                "top5_by_time_lost": [r["name"] for r in ranking[:5]],
+                "steps_profiled": self.meta.get("steps_profiled", 1),
+                # every operator's place, tie group and spread: what `top_stability` compares between two runs
+                "ranking": [{k: r[k] for k in ("name", *fields)} for r in ranking],
             },
-            "ops": [g.to_dict() for g in (ops[:top] if top else ops)],
+            "ops": [{**self.ops[r["index"]].to_dict(), **{k: r[k] for k in fields}} for r in shown],
             "categories": [g.to_dict() for g in self.categories],
             "module_types": [g.to_dict() for g in self.module_types],
             "layers": [g.to_dict() for g in self.layers],
@@ -176,7 +200,7 @@ def build_report(rows: list[OpEvent], measured_s: float, ceilings: Ceilings, met
             rep.t_sol_s += ts
             rep.attributed_s += r.time_s
         direction = " (bwd)" if r.backward else ""
-        key = (r.op, r.shapes, r.category, r.backward, r.kind)
+        key = op_key(r)
         g = ops.get(key)
         if g is None:
             g = ops[key] = Group(f"{r.op}{direction} {_shape_text(r)}".strip(), category=r.category, kind=r.kind,
@@ -197,6 +221,31 @@ def build_report(rows: list[OpEvent], measured_s: float, ceilings: Ceilings, met
         g.advice = kernel_advice("", g.name, "")
     rep.layers = sorted(layers.values(), key=lambda g: _layer_order(g.name))
     return rep
+
+
+def op_key(r: OpEvent) -> tuple:
+    """The operator a row adds up into (one entry of the per-operator table)."""
+    return (r.op, r.shapes, r.category, r.backward, r.kind)
+
+
+def add_steps(rep: ModelReport, steps: list[list[OpEvent]]) -> None:
+    """Each operator's time lost in every profiled step (``steps``: each step's attributed rows, ``rep``'s own
+    among them); an operator with no row in a step lost nothing there."""
+    by_key = {op_key(rep.rows[g.members[0]]): g for g in rep.ops if g.members}
+    for g in rep.ops:
+        g.lost_steps_s = []
+    for rows in steps:
+        timed: dict[tuple, list[float]] = {}
+        for r in rows:
+            ts, _ = _row_sol(r, rep.ceilings)
+            if ts is not None:
+                acc = timed.setdefault(op_key(r), [0.0, 0.0])
+                acc[0] += r.time_s
+                acc[1] += ts
+        for key, g in by_key.items():
+            t, ts = timed.get(key, (0.0, 0.0))
+            g.lost_steps_s.append(max(t - ts, 0.0))
+    rep.meta["steps_profiled"] = len(steps)
 
 
 def _layer_order(name: str) -> tuple:
