@@ -9,6 +9,8 @@
 # date, versions, command) in $OUT/check.json, the per-GEMM table in the log and $OUT/summary.json. The SM clock and
 # power are sampled (NVML) in the step and in each bench row, for the ratio at equal clocks. One failing part does
 # not stop the others; a check cut short keeps the runs it finished (written into their results.json).
+# model-check times every GEMM sustained (back to back) and burst (idle gaps at the step's GEMM duty, the goal's
+# comparison); model_llama.sh runs the same check on its first eager run, so this job is only needed on its own.
 #   bash benchmarks/gpu_jobs/run_round.sh model_gemm_check
 set -u
 OUT=${OUT:?OUT must be set}

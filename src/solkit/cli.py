@@ -53,6 +53,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "solkit.model.cli",
         "the SOL of every operator of a model's training step (Hugging Face config or module:function), measured",
     ),
+    "model-compare": (
+        "solkit.model.cli",
+        "is the top-k by time lost of two `solkit model` runs the same, up to ties measured within each run?",
+    ),
     "model-check": (
         "solkit.bench.model_check",
         "time the GEMMs of a `solkit model` run with solkit bench's protocol and compare the SOL fractions",

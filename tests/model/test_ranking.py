@@ -91,3 +91,22 @@ def test_each_operator_is_ranked_by_its_median_over_the_steps(times):
     mul = next(o for o in d["ops"] if o["name"].startswith("mul"))
     assert mul["lost_ms_min"] == pytest.approx(mul["lost_ms_max"])
     assert (add["tie_group"] == mul["tie_group"]) == (lost[0] <= mul["lost_ms_median"] <= lost[-1])
+
+
+@pytest.mark.parametrize("b,stable", [(BASE, True), ({**BASE, "mlp": (1.5, 1.45, 1.55)}, False)])
+def test_model_compare_reads_two_results_and_says_whether_stable(tmp_path, capsys, b, stable):
+    import json
+
+    from solkit.cli import main
+
+    for name, spreads in (("a", BASE), ("b", b)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps({"summary": {"ranking": _ranking(spreads)}}))
+    assert main(["model-compare", str(tmp_path / "a"), str(tmp_path / "b"), "--top", "3", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["stable"] is stable and got["k"] == 3
+    assert main(["model-compare", str(tmp_path / "a"), str(tmp_path / "b"), "--top", "3"]) == 0
+    assert ("NOT STABLE" in capsys.readouterr().out) is not stable
+    (tmp_path / "b" / "results.json").write_text(json.dumps({"summary": {}}))
+    assert main(["model-compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert "summary.ranking" in capsys.readouterr().err

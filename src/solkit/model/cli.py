@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
-from solkit.model.ranking import STEPS
+from solkit.model.ranking import STEPS, TOP_K
 from solkit.output import console, err_console, fmt, print_json, table
 
 HELP = "the SOL of every operator of a model's training step (Hugging Face config or module:function), measured"
+COMPARE_HELP = "is the top-k by time lost of two `solkit model` runs the same, up to ties measured within each run?"
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
@@ -60,6 +61,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--html", metavar="PATH", help="write report.html, results.json and figures to this folder")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd)
+    c = subparsers.add_parser(
+        "model-compare",
+        help=COMPARE_HELP,
+        description="Compare the operators ranked by median time lost (over each run's profiled steps) of two "
+        "`solkit model` runs of the same step. The top-k lists are stable when they are equal up to ties: an operator "
+        "in one and not the other must be tied at the cut in both runs (its min-max range over the steps overlaps "
+        "one across the cut), and a pair the runs order differently must be tied in both runs.",
+    )
+    c.add_argument("results", nargs=2, metavar="RESULTS", help="results.json of `solkit model --html DIR` (or DIR)")
+    c.add_argument("--top", type=int, default=TOP_K, help=f"length of the lists compared (default {TOP_K})")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    c.set_defaults(func=_compare_cmd)
 
 
 def _device(name: str):
@@ -232,3 +245,45 @@ def _print_what_if(d: dict[str, Any], top: int) -> None:
     console.print(table(f"What-if on {', '.join(w['products'])} (analysis; measured on {w['measured_on']}; "
                         f"precision {w['precision']})", cols,
                         rows, caption=f"{w['note']}; {len(w['bound_changes'])} operators change bound"))  # fmt: skip
+
+
+def _ranking_of(arg: str) -> list[dict[str, Any]]:
+    import json
+
+    p = Path(arg) / "results.json" if Path(arg).is_dir() else Path(arg)
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise SolkitError(f"{arg}: no readable results.json of `solkit model` ({type(exc).__name__})") from None
+    ranking = (d.get("summary") or {}).get("ranking") if isinstance(d, dict) else None
+    if not ranking:
+        raise SolkitError(f"{p}: no `summary.ranking` (written before solkit model ranked over steps; run it again)")
+    return ranking
+
+
+def _compare_cmd(args: argparse.Namespace) -> int:
+    from solkit.model.ranking import top_stability
+
+    if args.top < 1:
+        raise SolkitError(f"--top {args.top}: must be at least 1")
+    a, b = (_ranking_of(x) for x in args.results)
+    res = top_stability(a, b, args.top)
+    if args.json:
+        print_json({"a": args.results[0], "b": args.results[1], **res})
+        return 0
+    by = [{r["name"]: r for r in x} for x in (a, b)]
+    rows = []
+    for i in range(args.top):
+        row: list[Any] = [i + 1]
+        for top, ranked in ((res["top_a"], by[0]), (res["top_b"], by[1])):
+            r = ranked.get(top[i]) if i < len(top) else None
+            row += [r["name"], r["rank_label"], f"{fmt(r['lost_ms_median'])} ({fmt(r['lost_ms_min'])}-"
+                    f"{fmt(r['lost_ms_max'])})"] if r else ["", "", ""]  # fmt: skip
+        rows.append(row)
+    cols = ["place", "A: operator", "rank", "lost ms (range)", "B: operator", "rank", "lost ms (range)"]
+    console.print(table(f"Top {args.top} by median time lost: A {args.results[0]}, B {args.results[1]}", cols, rows))
+    verdict = "STABLE" if res["stable"] else "NOT STABLE"
+    console.print(f"{verdict}: same order {res['same_order']}, same set {res['same_set']}; swapped {res['swapped']} "
+                  f"(not tied: {res['swapped_not_tied']}); reordered, not tied: {res['reordered_not_tied']}. "
+                  f"Rule: {res['rule']}.", highlight=False)  # fmt: skip
+    return 0
