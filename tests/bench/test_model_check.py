@@ -123,6 +123,11 @@ def test_a_bf16_step_on_the_gpu_agrees_on_t_sol(tmp_path, capsys):
     rows = json.loads(capsys.readouterr().out)["runs"][0]["rows"]
     assert rows and all(r["t_sol_agrees"] and r["layout_run"]["status"] == "ok" for r in rows)
     assert all(r["layout_ratio"] > 0 for r in rows)
+    # the burst rows idled the GPU before every call for the gap asked, timed as CUPTI kernel spans
+    for r in rows:
+        t = r["layout_burst"]["timing"]
+        assert t["method"] == "cupti_kernel_span" and t["cooldown_ms"] == pytest.approx(r["burst_gap_ms"])
+        assert r["burst_gap_ms"] > 0 and r["layout_ratio_burst"] > 0
 
 
 @pytest.mark.parametrize("model_mhz,bench_mhz,ok", [(1980, 1650, True), (1980, 1980, False), (None, 1650, None)])
