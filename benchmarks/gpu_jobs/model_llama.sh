@@ -26,7 +26,7 @@ DEADLINE=$(( $(date +%s) + ${BUDGET:-220} ))
 run_left llama_eager_1 40 "${LLAMA[@]}"
 run_left llama_eager_2 40 "${LLAMA[@]}"
 if [ -f "$OUT/llama_eager_1/results.json" ]; then
-  secs=$(left_within 60)
+  secs=$(left_within 80)
   if [ "$secs" -ge 15 ]; then
     start=$(date +%s)
     timeout --kill-after=3 "$secs" python3 -m solkit.cli model-check "$OUT/llama_eager_1" --reps 30 --timing both \
