@@ -2,7 +2,7 @@
 # budget: 220
 # solkit model on the H200 (issue 21), one job: Hugging Face LlamaForCausalLM at Llama-3-8B shapes, 4 layers, 8192
 # tokens (batch 1 x 8192), bf16, train_step (AdamW):
-#  1. eager twice, in separate processes, each profiling STEPS steps (operators ranked by median time lost over them,
+#  1. eager twice, in separate processes, each profiling STEPS (5) steps (operators ranked by median time lost over them,
 #     with min-max spread and ties);
 #  2. `solkit model-check` on the first eager run: every distinct GEMM timed by the bench's protocol sustained (back
 #     to back, as `solkit bench`) and burst (idle gaps at the step's GEMM duty: the goal's comparison), with the SM
@@ -18,7 +18,7 @@
 set -u
 OUT=${OUT:?OUT must be set}
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor_model_llama}
-STEPS=${STEPS:-3}
+STEPS=${STEPS:-5}  # profiled steps per run: about 0.2 s of GPU and 0.5-1 s of profiler work each
 LLAMA=(--hf llama --preset llama3-8b --layers 4 --seq 8192 --batch 1 --dtype bf16 --mode train_step --top 15
        --steps "$STEPS")
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # run NAME SECONDS ARGS...
