@@ -262,6 +262,8 @@ def _one(case: dict, args: argparse.Namespace, work: Path, start: float) -> dict
     if args.deadline and time.perf_counter() - start > args.deadline:
         return None
     timeout = args.build_timeout if _languages(case["solution"]) & BUILT else args.timeout  # nvcc builds take time
+    if args.end and time.perf_counter() - start + timeout > args.end:
+        return None  # it could run past the job's end
     try:
         rec = run_case(case, args.device, args.fast, timeout, work, args.max_workloads)
         if _interpreter_rounding(rec, args.device):  # see RATIO_NOTE
@@ -326,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-built", action="store_true", help="leave out the cases whose solution nvcc builds")
     ap.add_argument("--only", default=None, help="substring of the case names to run")
     ap.add_argument("--deadline", type=float, default=None, help="start no case after this many seconds")
+    ap.add_argument("--end", type=float, default=None, help="start no case that could run past this many seconds "
+                    "(its own timeout counted)")  # fmt: skip
     ap.add_argument("--jobs", type=int, default=1, help="cases at a time (more than 1: statuses only, not times)")
     ap.add_argument("--rerun-deadline", type=float, default=None, help="with --jobs: rerun differing cases alone "
                     "until this many seconds")  # fmt: skip

@@ -96,6 +96,14 @@ def test_eval_suite_resumable_and_keeps_going(tmp_path, capsys):
     assert probs["L1/gather_rows"]["all_passed"] and probs["L1/gelu_add"]["by_status"] == {"PASSED": 1}
     assert "invalid JSON" in probs["L2/broken"]["errors"][0]
     assert (out / "L1__gather_rows.traces.jsonl").is_file() and (out / "summary.json").is_file()
+    # the second evaluation's candidate was started ahead, during the first (--lookahead, auto here), and adopted
+    line = json.loads((out / "L1__gelu_add.traces.jsonl").read_text())["evaluation"]["solkit"]["phases_s"]
+    assert line["timeline"]["candidate.spawn"] < 0 and "lookahead" in line["run"]
+    # the suite's time: every phase summed, and (wall - timing) per workload
+    time_s = summary["time_s"]
+    assert time_s["workloads"] == 2 and time_s["evaluations"] == 2
+    assert set(time_s["phases_s"]) >= {"startup", "lookahead", "reference", "correctness", "timing", "checks"}
+    assert 0 < time_s["overhead_per_workload_wall_s"] < time_s["wall_s"] / 2
     shutil.rmtree(broken)
     rc = main(["eval-suite", str(root), "-o", str(out), "--json", *FAST])
     assert rc == 0

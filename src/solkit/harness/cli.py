@@ -101,6 +101,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--rerun", action="store_true", help="re-evaluate problems that already have traces")
     s.add_argument("--devices", default=None, metavar="all|0,1,3|cpu,cpu|cpu:N",
                    help="spread the (problem, solution) evaluations over these devices, one worker each")  # fmt: skip
+    s.add_argument("--lookahead", type=int, default=None, metavar="N",
+                   help="serial suite: start the candidate processes of the next N evaluations ahead, never beside a "
+                        "call (default: about one per two cores, 2 to 4; 0: off; docs/sol-execbench.md)")  # fmt: skip
     s.add_argument(
         "--ray",
         default=None,
@@ -295,7 +298,7 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
         raise SolkitError(f"{root}: no problem directories (none contains definition.json)")
     if not (args.devices or args.ray):
         ForkServer.prestart(device_guess(args.device))  # one fork server for every problem's reference process
-    from solkit.harness.suite_shards import evaluate_problem, run_pooled
+    from solkit.harness.suite_shards import run_pooled
 
     options = _options(args)
     _check_glob(args.solution_glob)
@@ -308,13 +311,12 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     bar_console = type(console)(stderr=True) if args.json else None  # keep stdout pure JSON
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     pool = _pool(args)
-    order, todo = [], []
+    order, todo, serial = [], [], []
     with Progress(*columns, console=bar_console) as progress:
         task = progress.add_task("problems", total=len(problems))
         for problem in problems:
             key = problem.relative_to(root).as_posix() if problem != root else problem.name
             order.append(key)
-            progress.update(task, description=key[-50:])
             dest = _trace_file(out_dir, root, problem)
             solutions = [] if args.reference else _solutions(problem, args.solution_glob)
             entry: dict[str, Any] = {
@@ -328,22 +330,24 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
                 earlier = (previous.get(key) or {}).get("errors")
                 if earlier:  # the first run's errors are not in the traces file: keep them, and the failure
                     entry["errors"], entry["all_passed"] = earlier, False
+                progress.advance(task)
             else:
                 names = [s.relative_to(problem).as_posix() for s in solutions]
-                if pool is not None:
-                    todo.append((key, problem, names))
-                    continue
-                traces, errors = evaluate_problem(problem, names, options)
-                _record(entry, dest, traces, errors)
-            (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-            progress.advance(task)
+                (todo if pool is not None else serial).append((key, problem, names))
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        ran = _run_serial(serial, options, summary, out_dir, progress, task, args)
         if todo:
             progress.update(task, description=f"{len(todo)} problems on the {pool.kind} pool")
             with pool:
                 for key, traces, errors in run_pooled(pool, todo, options):
                     _record(summary["problems"][key], Path(summary["problems"][key]["traces_file"]), traces, errors)
+                    ran += traces
                     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
                     progress.advance(task)
+    if ran:
+        from solkit.harness.phases import suite_time
+
+        summary["time_s"] = suite_time(ran, compat.process_age_s())
     all_passed = all(bool(summary["problems"][k].get("all_passed")) for k in order)
     summary["all_passed"] = all_passed
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -353,9 +357,44 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
         rows = [[k, v.get("traces", 0), json.dumps(v.get("by_status", {})), "yes" if v.get("resumed") else "",
                  "; ".join(v.get("errors", []))[:120]] for k, v in summary["problems"].items()]  # fmt: skip
         console.print(table(f"eval-suite {root}", ["problem", "traces", "statuses", "resumed", "errors"], rows))
+        if summary.get("time_s"):
+            console.print(_time_line(summary["time_s"]))
         console.print(f"traces and summary.json in {out_dir}")
     args.exit_now = True  # as eval
     return 0 if all_passed else 1
+
+
+def _run_serial(serial: list, options, summary: dict, out_dir: Path, progress, task, args) -> list:
+    """The serial suite, in order, the candidates of the next evaluations started ahead (:mod:`.lookahead`); returns
+    every trace it made."""
+    from solkit.harness.lookahead import Lookahead, auto_depth
+    from solkit.harness.suite_shards import evaluate_problem
+
+    depth = auto_depth(args.device) if args.lookahead is None else args.lookahead
+    items = [(problem, problem / n if n else None) for _, problem, names in serial for n in (names or [None])]
+    lookahead = Lookahead(items, options, 0 if options.work_dir else depth)
+    ran = []
+    try:
+        for key, problem, names in serial:
+            progress.update(task, description=key[-50:])
+            entry = summary["problems"][key]
+            traces, errors = evaluate_problem(problem, names, options, lookahead)
+            _record(entry, Path(entry["traces_file"]), traces, errors)
+            ran += traces
+            (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+            progress.advance(task)
+    finally:
+        lookahead.close()
+    return ran
+
+
+def _time_line(t: dict[str, Any]) -> str:
+    phases = ", ".join(f"{k} {v:.2f}" for k, v in t["phases_s"].items() if v)
+    over = t.get("overhead_per_workload_wall_s")
+    return (
+        f"{t['workloads']} workloads in {t.get('wall_s', 0):.1f} s; seconds per phase: {phases}; "
+        f"(wall - timing) per workload {over if over is not None else '-'}"
+    )
 
 
 def _pool(args: argparse.Namespace):

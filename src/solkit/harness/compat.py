@@ -177,7 +177,7 @@ def apply_config(args: argparse.Namespace, config: dict[str, Any]) -> None:
 
 def phase_summary(traces) -> str:
     """One line for people: the run's one-off phases and the per-workload phases summed over the traces."""
-    from solkit.harness.evaluate import RUN_PHASES, WORKLOAD_PHASES
+    from solkit.harness.phases import RUN_PHASES, WORKLOAD_PHASES
 
     records = [(t.evaluation.solkit or {}).get("phases_s") or {} for t in traces]
     if not records:

@@ -15,6 +15,8 @@ in a subprocess (:mod:`.runner` / :mod:`.worker`); this module adds what needs n
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import datetime as _dt
 import hashlib
 import logging
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from solkit.errors import SolkitError
+from solkit.harness.phases import phase_record, timeline
 from solkit.harness.spawn import Ahead, candidate_job, device_guess, spawn_candidate
 from solkit.problems.expr import evaluate as eval_expr
 from solkit.problems.loader import Problem, load_problem, load_solution, solution_from_python
@@ -132,10 +135,13 @@ def evaluate(
     solution_path: str | Path | None = None,
     options: EvalOptions | None = None,
     workload_path: str | Path | None = None,
+    lookahead=None,
 ):
     """Evaluate and return one Trace per workload (see module docstring). ``problem_dir`` is a problem directory
-    or a definition.json (``workload_path`` then names the workloads when they are not beside it)."""
-    options = options or EvalOptions()
+    or a definition.json (``workload_path`` then names the workloads when they are not beside it). ``lookahead``: a
+    serial suite's :class:`solkit.harness.lookahead.Lookahead` (candidate processes started for the next
+    evaluations while this one does no timed work)."""
+    options = dataclasses.replace(options or EvalOptions(), extra=dict((options.extra if options else None) or {}))
     t0 = time.perf_counter()
     options.extra["started_at"] = time.time()  # the timeline's zero (docs/sol-execbench.md)
     problem = load_problem(problem_dir, workload_path)
@@ -143,13 +149,18 @@ def evaluate(
         raise SolkitError(f"{problem_dir}: no workloads (workload.jsonl missing or empty)")
     solution, note = solution_for(problem, solution_path)
     if note:
-        options.extra.setdefault("notes", {})["definition"] = note
+        options.extra["notes"] = {**(options.extra.get("notes") or {}), "definition": note}
         log.warning("%s", note)
     options.extra["load_s"] = time.perf_counter() - t0
     options.extra["judge_t0"] = time.perf_counter()
-    ahead = _spawn_ahead(problem, solution, options)
+    ahead = lookahead.take(problem_dir, solution_path) if lookahead is not None else None
+    fill_between = ahead is not None  # this one is ready: the next batch starts after its reference
+    if ahead is None:
+        ahead = spawn_ahead(problem, solution, options)
+        if lookahead is not None:
+            lookahead.fill()  # beside this evaluation's own candidate's start-up
     try:
-        return evaluate_loaded(problem, solution, options, ahead)
+        return evaluate_loaded(problem, solution, options, ahead, lookahead, fill_between)
     finally:
         if ahead is not None and not ahead.spawned.adopted:  # the evaluation stopped before it started
             ahead.spawned.discard()
@@ -157,27 +168,25 @@ def evaluate(
                 shutil.rmtree(ahead.work_dir, ignore_errors=True)
 
 
-def _spawn_ahead(problem: Problem, solution: Solution, options: EvalOptions) -> Ahead | None:
+def spawn_ahead(problem: Problem, solution: Solution, options: EvalOptions) -> Ahead | None:
     """Start the candidate process for the job the judge will run, as far as it is known without torch."""
     device = device_guess(options.device)
     try:
         plan = sandbox_plan(options, device)
     except SolkitError:
         return None  # the evaluation says why
-    _interpret_triton(problem, solution, device, options)
     work_dir = options.work_dir or tempfile.mkdtemp(prefix="solkit_eval_")
     job = {"solution": solution.model_dump(mode="json"), "device": device, "sandbox_plan": plan,
-           "cpu_threads": options.cpu_threads, "method": options.method}  # fmt: skip
+           "cpu_threads": options.cpu_threads, "method": options.method,
+           "interpret_triton": interpret_triton(problem, solution, device)}  # fmt: skip
     cjob, scratch = candidate_job(job, Path(work_dir), 1)
     return Ahead(device, plan, work_dir, spawn_candidate(cjob, scratch, plan))
 
 
-def _interpret_triton(problem: Problem, solution: Solution, device: str, options: EvalOptions) -> None:
-    """On a CPU, Triton runs through its interpreter: TRITON_INTERPRET=1 for the reference and candidate processes."""
-    if device == "cpu" and _uses_triton(problem, solution) and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
-        os.environ["TRITON_INTERPRET"] = "1"  # the reference and candidate processes inherit it
-        options.extra["triton_set"] = True
-        log.warning("%s", TRITON_CPU_NOTE)
+def interpret_triton(problem: Problem, solution: Solution, device: str) -> bool:
+    """On a CPU, Triton runs through its interpreter: whether solkit sets TRITON_INTERPRET=1 for this evaluation's
+    reference and candidate processes (the user did not set it, and the reference or the solution uses Triton)."""
+    return device == "cpu" and _uses_triton(problem, solution) and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
 
 
 def solution_for(problem: Problem, solution_path: str | Path | None) -> tuple[Solution, str | None]:
@@ -201,8 +210,10 @@ def solution_for(problem: Problem, solution_path: str | Path | None) -> tuple[So
                       "against its own directory's problem, as SOL-ExecBench does")  # fmt: skip
 
 
-def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, ahead: Ahead | None = None):
-    """The traces of ``solution`` on ``problem``; ``ahead``: its candidate process, started already."""
+def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, ahead: Ahead | None = None,
+                    lookahead=None, fill_between: bool = False):  # fmt: skip
+    """The traces of ``solution`` on ``problem``; ``ahead``: its candidate process, started already; ``lookahead``
+    (see :func:`evaluate`) is filled after the reference when ``fill_between``, and is ready before the first call."""
     judge_t0 = options.extra.pop("judge_t0", None) or time.perf_counter()
     from solkit.harness.runner import RunnerOptions, run_solution
 
@@ -217,11 +228,10 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, 
         seed = int.from_bytes(hashlib.sha256(f"{options.seed}|{salt}".encode()).digest()[:8], "little") >> 1
     work_dir = options.work_dir or (ahead.work_dir if ahead is not None else tempfile.mkdtemp(prefix="solkit_eval_"))
     notes = dict(options.extra.get("notes") or {})
-    if ahead is not None and ahead.device != device and options.extra.pop("triton_set", False):
-        os.environ.pop("TRITON_INTERPRET", None)  # set for the guessed device only
-    _interpret_triton(problem, solution, device, options)
-    if device == "cpu" and options.extra.get("triton_set") and _uses_triton(problem, solution):
+    interpret = interpret_triton(problem, solution, device)
+    if interpret:
         notes["triton"] = TRITON_CPU_NOTE
+        log.warning("%s", TRITON_CPU_NOTE)
     job = {
         "problem": str(problem.definition_path),
         "workload_file": str(problem.workload_path) if problem.workload_path else None,
@@ -248,6 +258,7 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, 
         "l2_flush": options.l2_flush,
         "prewarm_s": options.prewarm_s,
         "cooldown_ms": options.cooldown_ms,
+        "interpret_triton": interpret,
     }
     runner = RunnerOptions(
         compile_timeout=options.compile_timeout,
@@ -260,7 +271,7 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, 
 
     def analyse(env: dict) -> None:
         for w in workloads:
-            sols[w.uuid] = sol_for(problem, w, env, options.sol_basis)
+            sols[w.uuid] = _sol_cached(problem, w, env, options.sol_basis)
 
     def on_env(env: dict) -> None:  # the reference process runs: the judge, otherwise idle, works out SOL meanwhile
         threads.append(threading.Thread(target=analyse, args=(env,), name="solkit-sol", daemon=True))
@@ -274,20 +285,23 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, 
         else:
             analyse(env)
         judge_s += time.perf_counter() - t
+        if lookahead is not None and fill_between:
+            lookahead.fill()  # after the reference's own timing; ready before this candidate's first call
 
     try:
         spawned = ahead.spawned if ahead is not None else None
-        env, results = run_solution(job, runner, spawned, between, on_env)
+        ready = lookahead.settle if lookahead is not None else None
+        env, results = run_solution(job, runner, spawned, between, on_env, ready)
     finally:
         if not options.work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
     run_phases = {"launch": options.extra.get("launch_s"), "load": options.extra.get("load_s"), "judge": judge_s,
                   **(env.get("phases") or {})}  # fmt: skip
-    timeline = _timeline({**(env.get("timeline") or {}), "judge.ready": judge_ready}, options.extra.get("started_at"))
+    line = timeline({**(env.get("timeline") or {}), "judge.ready": judge_ready}, options.extra.get("started_at"))
     for res in results.values():
         res["seed_salt"] = salt
         phases = phase_record(run_phases, res.get("phases") or {}, len(workloads))
-        res["notes"] = {**notes, "phases_s": {**phases, "timeline": timeline}}
+        res["notes"] = {**notes, "phases_s": {**phases, "timeline": line}}
     return [build_trace(problem, solution, w, results[w.uuid], env, options, device, sols.get(w.uuid))
             for w in workloads]  # fmt: skip
 
@@ -296,28 +310,6 @@ TRITON_CPU_NOTE = (
     "Triton ran through its interpreter on the CPU (TRITON_INTERPRET=1 set by solkit): results are checked, "
     "times are the interpreter's"
 )
-#: The phases of one workload's evaluation, in the order they run (docs/sol-execbench.md).
-WORKLOAD_PHASES = ("reference", "correctness", "timing", "checks")
-#: The one-off phases of an evaluation, shared by its workloads.
-RUN_PHASES = ("launch", "load", "judge", "startup", "compile")
-
-
-def phase_record(run: dict[str, Any], own: dict[str, Any], n_workloads: int) -> dict[str, Any]:
-    """Seconds per phase for one workload: its own phases, the run's one-off phases, and its share of them."""
-    own = {k: round(float(own[k]), 4) for k in WORKLOAD_PHASES if own.get(k) is not None}
-    shared = {k: round(float(run[k]), 4) for k in RUN_PHASES if run.get(k) is not None}
-    overhead = sum(shared.values()) / max(n_workloads, 1) + sum(v for k, v in own.items() if k != "timing")
-    return {**own, "run": shared, "overhead_per_workload": round(overhead, 4)}
-
-
-def _timeline(marks: dict[str, float], started_at: float | None) -> dict[str, float]:
-    """When each process started and was ready, in seconds from the start of the evaluation (negative: during the
-    command's own start-up), and ``judged``, the end of the last verdict: the evaluation's critical path."""
-    marks = {k: v for k, v in marks.items() if v is not None}
-    zero = started_at if started_at is not None else min(marks.values(), default=time.time())
-    out = {k: round(v - zero, 4) for k, v in sorted(marks.items(), key=lambda kv: kv[1])}
-    out["judged"] = round(time.time() - zero, 4)
-    return out
 
 
 def _uses_triton(problem: Problem, solution: Solution) -> bool:
@@ -418,6 +410,26 @@ def _attach_sol(perf: Performance, sol: dict[str, Any]) -> None:
             perf.anchored_score = s if s == s else None
             sol["anchored_baseline"] = "reference, as measured in this run"
     perf.sol = sol
+
+
+#: SOL per (definition file and content, workload, device, basis) in this process: shared by the solutions of a
+#: problem in a suite.
+_SOL_CACHE: dict[str, tuple[dict | None, str | None]] = {}
+
+
+def _sol_cached(problem: Problem, workload: Workload, env: dict, basis: str) -> tuple[dict | None, str | None]:
+    """:func:`sol_for`, computed once per definition, workload, device record and basis (a copy each time: the trace
+    adds to it)."""
+    arch = (env.get("device") or {}).get("arch_id")
+    parts = (str(problem.definition_path), problem.definition.model_dump_json(), workload.model_dump_json(), str(arch),
+             basis)  # fmt: skip
+    key = hashlib.sha256("|".join(parts).encode()).hexdigest()
+    if not arch:  # nothing to compute (no datasheet record): sol_for says so at once
+        return sol_for(problem, workload, env, basis)
+    if key not in _SOL_CACHE:
+        _SOL_CACHE[key] = sol_for(problem, workload, env, basis)
+    sol, why = _SOL_CACHE[key]
+    return copy.deepcopy(sol), why
 
 
 def sol_for(problem: Problem, workload: Workload, env: dict, basis: str) -> tuple[dict | None, str | None]:

@@ -68,13 +68,16 @@ def run_solution(
     spawned: Spawned | None = None,
     between=None,
     on_env=None,
+    ready=None,
 ) -> tuple[dict, dict[str, dict]]:
     """Evaluate ``job['workloads']``; returns (environment, {uuid: result}). ``environment["timeline"]`` holds
     when each process started and was ready (epoch seconds): the overlap of the reference and the candidate.
     ``spawned``: the first candidate process, started ahead by :func:`.spawn.spawn_candidate`; ``between(env)``:
     the judge's own work, done after the reference and before the candidate runs anything (while it may still be
     starting), never beside the candidate's calls; ``on_env(env)``: called once the reference process has said
-    what it runs on, while it computes the ground truth (work that ``between`` then waits for)."""
+    what it runs on, while it computes the ground truth (work that ``between`` then waits for); ``ready()``: called
+    before the candidate's first call, returns the seconds it waited (a suite's candidate processes started ahead,
+    none of which may still be starting beside a call)."""
     options = options or RunnerOptions()
     base = Path(job.get("work_dir") or tempfile.mkdtemp(prefix="solkit_eval_"))
     ref_dir = base / "judge"
@@ -85,7 +88,7 @@ def run_solution(
     with ThreadPoolExecutor(1) as starter:
         early = starter.submit(_first_candidate, job, base, options, marks, spawned)
         try:
-            hooks = (between, on_env)
+            hooks = (between, on_env, ready)
             environment, results = _run_after_reference(job, options, base, ref_dir, early, marks, hooks)
         finally:
             if not early.cancel() and early.exception() is None and early.result().popen.poll() is None:
@@ -106,7 +109,7 @@ def _first_candidate(job, base: Path, options: RunnerOptions, marks: dict, spawn
 
 
 def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path, early: Future, marks: dict, hooks):
-    between, on_env = hooks
+    between, on_env, ready = hooks
     marks["reference.start"] = time.time()
     environment, ref_results = _reference(job, options, base, ref_dir, on_env)
     marks["reference.done"] = time.time()
@@ -128,7 +131,7 @@ def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path,
     if between is not None:
         between(environment)
         marks["judge.between"] = time.time()
-    results.update(run_candidate(job, prepared, options, base, phases, early))
+    results.update(run_candidate(job, prepared, options, base, phases, early, ready))
     marks["candidate.done"] = time.time()
     for uuid, res in results.items():
         res.setdefault("phases", {})["reference"] = ref_s.get(uuid)
@@ -362,6 +365,7 @@ def run_candidate(
     base: Path,
     phases: dict | None = None,
     early: Future | None = None,
+    ready=None,
 ) -> dict:
     # Long on purpose: the candidate process's life (start, load, workloads, one restart) in the order it runs.
     order = [u for u in job["workloads"] if u in prepared]
@@ -405,6 +409,9 @@ def run_candidate(
                     results[u] = _fail(u, status, str(reply.get("log", ""))[:20000])
                 break
             frozen += proc.freeze_leftovers()
+        if ready is not None:  # once, before the first call: nothing is still starting beside the calls
+            phases["lookahead"] = phases.get("lookahead", 0.0) + ready()
+            ready = None
         try:
             results[uuid] = WorkloadJudge(proc, prepared[uuid], ctx["workloads"][uuid], job, ctx).run()
         except Failure as f:

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -32,7 +33,8 @@ def candidate_job(job: dict[str, Any], base: Path, n: int) -> tuple[dict[str, An
     scratch.mkdir(parents=True, exist_ok=True)
     cjob = {"solution": job["solution"], "device": job["device"], "scratch": str(scratch), "sandbox": settings,
             "cpu_threads": job.get("cpu_threads"), "method": job.get("method"),
-            "include_dirs": languages.cutlass_include_dirs()}  # fmt: skip
+            "include_dirs": languages.cutlass_include_dirs(),
+            "interpret_triton": bool(job.get("interpret_triton"))}  # fmt: skip
     return cjob, scratch
 
 
@@ -74,8 +76,11 @@ def terminate(popen: subprocess.Popen, fd: int, marker: str) -> int:
     return stragglers
 
 
-def _env(scratch: Path, marker: str) -> dict[str, str]:
-    return sandbox.child_env(scratch, marker, sandbox.import_path())
+def _env(scratch: Path, marker: str, interpret_triton: bool = False) -> dict[str, str]:
+    env = sandbox.child_env(scratch, marker, sandbox.import_path())
+    if interpret_triton:  # decided per evaluation (a CPU run of Triton code), never through this process's own env
+        env["TRITON_INTERPRET"] = "1"
+    return env
 
 
 def adoptable(spawned: Spawned | None, job: dict[str, Any], scratch: Path, plan: dict[str, Any]) -> bool:
@@ -83,7 +88,7 @@ def adoptable(spawned: Spawned | None, job: dict[str, Any], scratch: Path, plan:
     judge would give it now."""
     if spawned is None or spawned.popen.poll() is not None:
         return False
-    now = {k: v for k, v in _env(scratch, "").items() if k != sandbox.MARKER}
+    now = {k: v for k, v in _env(scratch, "", job.get("interpret_triton")).items() if k != sandbox.MARKER}
     same = spawned.job == job and spawned.plan == plan and spawned.env == now
     return same and spawned.log_path.parent == scratch
 
@@ -95,7 +100,7 @@ def spawn_candidate(job: dict[str, Any], scratch: Path, plan: dict[str, Any]) ->
     job_path = scratch / "job.json"
     job_path.write_text(json.dumps(job))
     read_fd, write_fd = os.pipe()
-    env = _env(scratch, marker)
+    env = _env(scratch, marker, job.get("interpret_triton"))
     cmd = [*sandbox.command_prefix(plan), sys.executable, "-m", "solkit.harness.serve", str(job_path)]
     with open(log_path, "wb") as log:
         popen = subprocess.Popen([*cmd, str(write_fd)], stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
@@ -123,3 +128,12 @@ class Ahead:
     plan: dict[str, Any]
     work_dir: str
     spawned: Spawned
+
+
+def ready(spawned: Spawned) -> bool:
+    """Whether a started candidate process has finished starting: its hello is on the reply pipe (left there for
+    the judge that adopts it), or it has exited."""
+    if spawned.adopted or spawned.discarded or spawned.popen.poll() is not None:
+        return True
+    readable, _, _ = select.select([spawned.fd], [], [], 0)
+    return bool(readable)

@@ -37,13 +37,15 @@ def stamp_device(traces: list[Trace]) -> list[Trace]:
     return traces
 
 
-def evaluate_problem(problem: Path, solutions: list[str], options: EvalOptions) -> tuple[list[Trace], list[str]]:
-    """Every solution (file names in ``problem``; none: the reference) evaluated in turn: (traces, errors)."""
+def evaluate_problem(problem: Path, solutions: list[str], options: EvalOptions, lookahead=None
+                     ) -> tuple[list[Trace], list[str]]:  # fmt: skip
+    """Every solution (file names in ``problem``; none: the reference) evaluated in turn: (traces, errors);
+    ``lookahead``: a serial suite's :class:`solkit.harness.lookahead.Lookahead`."""
     traces: list[Trace] = []
     errors: list[str] = []
     for name in solutions or [None]:
         try:
-            traces += evaluate(problem, problem / name if name else None, options)
+            traces += evaluate(problem, problem / name if name else None, options, lookahead=lookahead)
         except SolkitError as exc:
             errors.append(str(exc))
         except Exception as exc:  # noqa: BLE001 - one broken problem never stops the suite
