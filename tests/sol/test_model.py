@@ -27,6 +27,17 @@ def test_units_overlap_so_compute_term_is_the_slowest_unit():
     assert r.t_compute_s == pytest.approx(max(1e12 / 1e15, 2.5e10 / 5e13))
 
 
+@pytest.mark.parametrize(
+    "units, expected", [({"fp32_vector": 2e12}, 2e12), ({"fp32_vector": 2e12, "tf32_tensor": 8e12}, 8e12)]
+)
+def test_tf32_falls_back_to_the_fp32_vector_unit(units, expected):
+    # a CPU has no TF32 tensor cores: fp32 work that TF32 is allowed for is charged to its vector units
+    c = Ceilings("cpu-derived", "calibrated", units, 1e11)
+    assert c.peak("tf32_tensor") == expected
+    with pytest.raises(SolkitError, match="bf16_tensor"):
+        c.peak("bf16_tensor")
+
+
 def test_unknown_unit_is_an_error():
     with pytest.raises(SolkitError, match="fp8_tensor"):
         t_sol({"fp8_tensor": 1.0}, 0, C)

@@ -28,6 +28,7 @@ from solkit.errors import SolkitError, choices_hint
 
 Basis = Literal["spec", "calibrated"]
 BASES = ("spec", "calibrated")
+UNIT_FALLBACK = {"tf32_tensor": "fp32_vector"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class Ceilings:
 
     def peak(self, unit: str) -> float:
         value = self.flops.get(unit)
+        if not value and unit in UNIT_FALLBACK:
+            # TF32 is a permission, not a unit every device has: without TF32 tensor cores (a CPU) the same fp32
+            # work runs on the fp32 vector units, so it is charged there (the ceilings' notes say so).
+            value = self.flops.get(UNIT_FALLBACK[unit])
         if not value:
             raise SolkitError(choices_hint(unit, [u for u, v in self.flops.items() if v], f"math unit on {self.arch}"))
         return float(value)
