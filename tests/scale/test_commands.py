@@ -1,7 +1,7 @@
 """bench and eval-suite serially, on --devices cpu,cpu (one worker killed mid-run) and on a Ray local cluster:
 the same rows and traces with the same statuses, in the same order and form, each carrying its device.
 
-One Ray start for the whole module (it is the slow part); tiny work everywhere else.
+One Ray start for every Ray test (tests/scale/conftest.py); tiny work everywhere else.
 """
 
 import json
@@ -16,14 +16,6 @@ BENCH = ["bench", "--ops", "rmsnorm", "--size", "s", "--reps", "2", "--backends"
          "--calibration", "quick", "--json"]  # fmt: skip
 EVAL = ["--json", "--max-workloads", "1", "--reps", "3", "--warmup", "1", "--cpu-threads", "1",
         "--cpu-timing-budget", "0.2", "--no-precision-check"]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 def _bench(tmp, name, *extra):
@@ -109,6 +101,8 @@ def test_ray_local_cluster_matches_serial(ray_cluster, serial, suite, tmp_path):
     rows, meta = _bench(tmp_path, "bench", "--ray", "auto")
     _check_bench(rows0, meta0, rows, meta, "ray")
     assert len(meta["devices"]) == 2 and all(d["worker"].startswith("ray:") for d in meta["devices"])
+    phases = meta["scale"]["pool"]  # where a Ray run's own time went: connection, actors, first item, idle gaps
+    assert phases["connected"] <= phases["actors_asked"] <= phases["first_item_asked"] and len(phases["actors"]) == 2
     _check_eval(ev0, _eval_suite(suite, tmp_path / "traces", "--ray", "auto"))
 
 

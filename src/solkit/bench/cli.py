@@ -157,6 +157,9 @@ def _pool(args: argparse.Namespace):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    # Everything is written when _bench returns: the command line leaves without the interpreter's teardown (torch's,
+    # and a joined Ray cluster's disconnect, which the cluster sees as this driver's end).
+    args.exit_now = True
     pool = _pool(args)
     if pool is None:
         return _bench(args, None)

@@ -47,6 +47,8 @@ def worker_setup(recalibrate: bool, quick: bool, not_before: str) -> dict[str, A
     happens once: ``not_before``) and keep its ceilings for the items."""
     import torch
 
+    import solkit.bench.runner  # noqa: F401 - the items' own imports, here while the caller still prepares
+
     notes: list[str] = []
     state = worker_state()
     info, cal, ceilings = device_ceilings(state.device, recalibrate, notes, quick=quick, not_before=not_before)
@@ -146,4 +148,6 @@ def run_with_progress(pool, cfg, chosen, checkpoint, as_json: bool, notes: list[
         notes.extend(n for n in d["setup"]["notes"] if n not in notes)
     meta["torch_threads"] = devices[0]["setup"].get("torch_threads")
     meta["scale"] = {"mode": pool.kind, "workers": len(devices), "failed_items": failed}
+    if hasattr(pool, "phases"):  # when the pool's steps happened (Ray: connection, actors, first item, idle gaps)
+        meta["scale"]["pool"] = pool.phases()
     return rows, meta

@@ -44,6 +44,12 @@ class Dispatch:
         self.attempts[idx] -= 1
         self.waiting.appendleft(idx)
 
+    def reclaim(self, idx: int) -> None:
+        """``idx`` came back from a copy that was taken back from its worker: it no longer waits to be run."""
+        if idx in self.waiting:
+            self.waiting.remove(idx)
+            self.attempts[idx] += 1
+
     def settle(self, outcome: Outcome) -> Outcome:
         outcome.attempts = self.attempts[outcome.index]
         self.settled.add(outcome.index)
