@@ -17,7 +17,7 @@
 set -u
 start=$(date +%s)
 B=${BUDGET:-230}
-DEV=${SXB_DEVICE:-cuda:0}  # SXB_DEVICE=cpu SXB_ONLY=evil SXB_MIRROR=GIT_DIR: a dry run of this script on a CPU
+DEV=${SXB_DEVICE:-cuda:0}  # SXB_DEVICE=cpu SXB_ONLY=evil SXB_MIRROR=GIT_DIR/repo: a dry run on a CPU
 left() { echo $((B - ($(date +%s) - start))); }
 {
   echo "# sol_execbench_compat: $(date -u +%FT%TZ) budget ${B}s"
@@ -30,8 +30,10 @@ suite() {  # $1: output folder, $2: seconds, then extra flags
   shift 2
   local t0
   t0=$(date +%s.%N)
+  local fast=()  # a CPU dry run: short timing, 2 workloads each
+  [ "$DEV" = cpu ] && fast=(--cpu-threads 1 --cpu-timing-budget 0.3 --timing-trials 1 --max-workloads 2)
   timeout --kill-after=5 "$cap" python3 -m solkit eval-suite tests/harness/examples -o "$dir" --json --device "$DEV" \
-    --rerun --solution-glob solution_pytorch.json "$@" >"$dir.stdout.json" 2>"$dir.stderr.txt"
+    --rerun --solution-glob solution_pytorch.json ${fast[@]+"${fast[@]}"} "$@" >"$dir.stdout.json" 2>"$dir.stderr.txt"
   echo "eval-suite $* rc=$? (cap ${cap}s)"
   python3 - "$dir" "$t0" <<'EOF' || true
 import json, sys, time
@@ -49,7 +51,7 @@ if not t:  # cut by its cap: the wall clock up to the last problem written
 t["command_wall_s"] = round(time.time() - t0, 2)
 n = max(t.get("workloads", 0), 1)
 over = t.get("overhead_per_workload_wall_s")
-print(f"OVERHEAD (wall - timing) per workload: {over} s (goal <= 3 s: {'met' if over is not None and over <= 3 else 'NOT met'})"
+print(f"OVERHEAD (wall - timing) per workload: {over} s, lookahead {summary.get('lookahead')} (goal <= 3 s: {'met' if over is not None and over <= 3 else 'NOT met'})"
       f" over {t.get('workloads')} workloads, {t.get('evaluations')} evaluations, wall {t.get('wall_s')} s"
       + (" (cut: up to the last problem written)" if t.get("cut") else ""))
 ph = t.get("phases_s", {})

@@ -89,14 +89,14 @@ def test_eval_suite_resumable_and_keeps_going(tmp_path, capsys):
     broken.mkdir(parents=True)
     (broken / "definition.json").write_text("{not json")
     out = tmp_path / "traces"
-    rc = main(["eval-suite", str(root), "-o", str(out), "--json", "--max-workloads", "1", *FAST])
+    rc = main(["eval-suite", str(root), "-o", str(out), "--json", "--max-workloads", "1", "--lookahead", "2", *FAST])
     assert rc == 1  # the broken problem
     summary = json.loads(capsys.readouterr().out)
     probs = summary["problems"]
     assert probs["L1/gather_rows"]["all_passed"] and probs["L1/gelu_add"]["by_status"] == {"PASSED": 1}
     assert "invalid JSON" in probs["L2/broken"]["errors"][0]
     assert (out / "L1__gather_rows.traces.jsonl").is_file() and (out / "summary.json").is_file()
-    # the second evaluation's candidate was started ahead, during the first (--lookahead, auto here), and adopted
+    # the second evaluation's candidate was started ahead, during the first (--lookahead), and adopted
     line = json.loads((out / "L1__gelu_add.traces.jsonl").read_text())["evaluation"]["solkit"]["phases_s"]
     assert line["timeline"]["candidate.spawn"] < 0 and "lookahead" in line["run"]
     # the suite's time: every phase summed, and (wall - timing) per workload

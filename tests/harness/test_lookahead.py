@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from harness_helpers import EXAMPLES, fast_options
 
-from solkit.harness.lookahead import Lookahead
+from solkit.harness.lookahead import Lookahead, auto_depth
 from solkit.harness.spawn import ready
 
 
@@ -55,3 +55,9 @@ def test_depth_bounds_the_batch(depth):
         assert sorted(la.started) == list(range(1, 1 + depth))
     finally:
         la.close()
+
+
+@pytest.mark.parametrize(("cores", "depth"), [(2, 0), (6, 0), (8, 2), (11, 3), (16, 4), (128, 4)])
+def test_default_depth_takes_the_cores_left(monkeypatch, cores, depth):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert auto_depth() == depth

@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="spread the (problem, solution) evaluations over these devices, one worker each")  # fmt: skip
     s.add_argument("--lookahead", type=int, default=None, metavar="N",
                    help="serial suite: start the candidate processes of the next N evaluations ahead, never beside a "
-                        "call (default: about one per two cores, 2 to 4; 0: off; docs/sol-execbench.md)")  # fmt: skip
+                        "call (default: 2 to 4 on 8 or more cores, else 0: off; docs/sol-execbench.md)")  # fmt: skip
     s.add_argument(
         "--ray",
         default=None,
@@ -370,9 +370,10 @@ def _run_serial(serial: list, options, summary: dict, out_dir: Path, progress, t
     from solkit.harness.lookahead import Lookahead, auto_depth
     from solkit.harness.suite_shards import evaluate_problem
 
-    depth = auto_depth(args.device) if args.lookahead is None else args.lookahead
+    depth = auto_depth() if args.lookahead is None else args.lookahead
     items = [(problem, problem / n if n else None) for _, problem, names in serial for n in (names or [None])]
     lookahead = Lookahead(items, options, 0 if options.work_dir else depth)
+    summary["lookahead"] = lookahead.depth
     ran = []
     try:
         for key, problem, names in serial:

@@ -28,7 +28,6 @@ import shutil
 import time
 from pathlib import Path
 
-from solkit.errors import SolkitError
 from solkit.harness.evaluate import EvalOptions, solution_for, spawn_ahead
 from solkit.harness.spawn import Ahead, ready
 from solkit.problems.loader import load_problem
@@ -38,11 +37,14 @@ log = logging.getLogger(__name__)
 MAX_DEPTH = 4
 
 
-def auto_depth(device: str) -> int:
-    """How many evaluations ahead a serial suite starts candidates: about one per two cores (start-ups are mostly one
-    core's imports), at least 2, at most :data:`MAX_DEPTH`."""
-    del device  # the same rule on a GPU host: its start-ups are CPU-bound too
-    return max(2, min(MAX_DEPTH, (os.cpu_count() or 2) // 2))
+def auto_depth() -> int:
+    """How many evaluations ahead a serial suite starts candidates by default. A start-up is mostly one core's imports,
+    and the current evaluation keeps about four busy (the judge, the reference, its candidate, the fork server): the
+    batch takes the cores left, two per start-up; below two start-ups it does not pay (one candidate ahead waits as
+    long as its own start-up), so on fewer than 8 cores it is off."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    depth = min(MAX_DEPTH, (cores - 4) // 2)
+    return depth if depth >= 2 else 0
 
 
 class Lookahead:
@@ -82,7 +84,7 @@ class Lookahead:
             problem = load_problem(problem_dir)
             solution, _ = solution_for(problem, solution_path)
             return spawn_ahead(problem, solution, self.options)
-        except SolkitError as exc:  # its own evaluation reports it
+        except Exception as exc:  # noqa: BLE001 - its own evaluation reports it; the current one goes on
             log.info("no candidate started ahead for %s: %s", problem_dir, exc)
             return None
 
