@@ -285,8 +285,11 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, 
         else:
             analyse(env)
         judge_s += time.perf_counter() - t
-        if lookahead is not None and fill_between:
-            lookahead.fill()  # after the reference's own timing; ready before this candidate's first call
+        if lookahead is not None and fill_between:  # after the reference's own timing; ready before the first call
+            t = time.perf_counter()
+            lookahead.fill()
+            phases = env.setdefault("phases", {})
+            phases["lookahead"] = phases.get("lookahead", 0.0) + time.perf_counter() - t
 
     try:
         spawned = ahead.spawned if ahead is not None else None
