@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# budget: 140
+# budget: 190
 # The Ray path against the local paths on one H200 (issue 25: "the Ray path runs `solkit bench --size m` with the
 # same results as the local path, at <= 5 % extra wall time"). Needs .whl_ray (ray 2.60, slimmed by
 # tools/slim_wheel.py --preset ray) carried; matplotlib need not be (the reports then have no figures, in every
 # run alike). A one-node Ray cluster is started first (`ray start --head`, one GPU, loopback, no dashboard, no
 # usage stats, no auth token) and warmed with one task, as a user's running cluster would be; then `solkit bench
 # --size m --backends eager,vendor --calibration quick` with `--ray auto` (one actor, num_gpus=1), serially (in
-# this process) and, if the time is left, with `--devices 0` (the local pool), in that order: warm file caches
-# favour the later, local runs. SCALE_RAY_PLAN replaces the plan. The quick calibration is measured once
+# this process) and with `--devices 0` (the local pool), in that order: warm file caches favour the later, local
+# runs. The cluster offers every core of the host (`--num-cpus=$(nproc)`): the actor asks for its GPU's share of the
+# node's cores and runs torch with that many threads, as the local worker and the serial run use the host's cores. SCALE_RAY_PLAN replaces the plan. The quick calibration is measured once
 # beforehand and cached per GPU UUID, so no run measures it. Compares each pooled run's rows, statuses, order,
 # errors and per-row times with the serial run's, and the wall times; writes $OUT/scale_ray.json (device, date,
 # versions, commit, commands, walls, overheads, row comparisons, errors) even when Ray does not start. Every cap
-# stays inside the budget (SCALE_RAY_SECONDS, default 140); a run cut by its cap is compared on its checkpoint.
+# stays inside the budget (SCALE_RAY_SECONDS, default 190); a run cut by its cap is compared on its checkpoint. The
+# summary prints the three walls and the ratios Ray / serial and Ray / local pool (the issue's goal: <= 1.05 against
+# the local path), and each run's phases (before the bench's clock, first item, items, after the last item; for Ray
+# also when it connected, asked for the actor, the actor was born and ready, and its idle time between items).
 #   bash benchmarks/gpu_jobs/run_round.sh scale_ray
 set -u
 OUT=${OUT:?OUT must be set}
@@ -23,7 +27,7 @@ PLAN+=(--json)
 RAY_GPUS=${SCALE_RAY_GPUS:-1}
 RAYCLI=(python3 -c 'import sys; from ray.scripts.scripts import main; sys.argv[0] = "ray"; sys.exit(main())')
 now() { date +%s.%N; }
-END=$(( $(date +%s) + ${SCALE_RAY_SECONDS:-140} - 8 ))  # the budget less the summary's time
+END=$(( $(date +%s) + ${SCALE_RAY_SECONDS:-190} - 8 ))  # the budget less the summary's time
 cap() {  # cap SECONDS RESERVE: SECONDS, or less when only that much is left before END after RESERVE more seconds
   local left=$(( END - $(date +%s) - $2 ))
   if [ "$left" -lt "$1" ]; then echo $(( left > 5 ? left : 5 )); else echo "$1"; fi
@@ -36,7 +40,7 @@ timeout 20 python3 -m solkit.cli calibrate --quick --json >"$OUT/calibration.jso
 echo "calibrate rc=$? $(since "$t")s"
 
 t=$(now)
-timeout 30 "${RAYCLI[@]}" start --head --node-ip-address=127.0.0.1 --port=6399 --num-gpus="$RAY_GPUS" --num-cpus=2 \
+timeout 30 "${RAYCLI[@]}" start --head --node-ip-address=127.0.0.1 --port=6399 --num-gpus="$RAY_GPUS" --num-cpus="$(nproc)" \
   --object-store-memory=2000000000 --include-dashboard=false --disable-usage-stats >"$OUT/ray_start.txt" 2>&1
 echo "ray start rc=$? $(since "$t")s" | tee -a "$OUT/runs.txt" "$OUT/ray_start.rc"
 tail -n 3 "$OUT/ray_start.txt"
@@ -62,16 +66,16 @@ run() {  # run NAME SECONDS ARGS...
   echo "$name rc=$rc wall=$(cat "$OUT/$name.wall")s" | tee -a "$OUT/runs.txt"
   tail -n 3 "$OUT/$name.stderr.txt"
 }
-run ray "$(cap 45 48)" --ray auto
+run ray "$(cap 50 80)" --ray auto
 # Ray's own logs, for a run that failed inside Ray (small: the job's session only); then the cluster stops, so
 # that its idle processes do not run beside the local runs.
 tar -czf "$OUT/ray_logs.tgz" -C /tmp/ray session_latest/logs 2>/dev/null || true
 t=$(now)
 timeout 8 "${RAYCLI[@]}" stop --force >"$OUT/ray_stop.txt" 2>&1
 echo "ray stop rc=$? $(since "$t")s"
-run serial "$(cap 45 0)"
-if [ $(( END - $(date +%s) )) -ge 25 ]; then
-  run devices0 "$(cap 45 0)" --devices 0
+run serial "$(cap 45 35)"
+if [ $(( END - $(date +%s) )) -ge 20 ]; then
+  run devices0 "$(cap 50 0)" --devices 0
 else
   echo "devices0 skipped: $(( END - $(date +%s) )) s left" | tee -a "$OUT/runs.txt"
 fi
@@ -123,7 +127,19 @@ def timeline(name, meta):
     return {"before_clock_s": round(before, 2), "first_item_back_s": items[0]["done_s"],
             "first_item_seconds": items[0]["seconds"], "last_item_back_s": items[-1]["done_s"],
             "items_seconds_sum": round(sum(i["seconds"] for i in items), 2),
-            "after_last_item_s": round(wall - before - items[-1]["done_s"], 2)}
+            "after_last_item_s": round(wall - before - items[-1]["done_s"], 2), **pool_phases(meta, start)}
+
+
+def pool_phases(meta, start):
+    """A Ray run's own steps (meta.scale.pool), in seconds from the process's start; the actor's idle time between
+    items (the gap between one item's end and the next one's start, in the actor)."""
+    p = (meta.get("scale") or {}).get("pool")
+    if not p:
+        return {}
+    rel = {k: round(p[k] - start, 2) for k in ("connect", "connected", "actors_asked", "first_item_asked") if k in p}
+    for name, a in (p.get("actors") or {}).items():
+        rel.update({f"{name}_{k}": round(v - start, 2) for k, v in a.items()})
+    return {"pool_s_from_start": rel, "idle_between_items": p.get("idle_between_items")}
 runs = {n: load(n) for n in RUNS}
 walls = {n: float((out / f"{n}.wall").read_text()) for n in RUNS if (out / f"{n}.wall").exists()}
 base_rows, base_meta, base_done = runs["serial"]
@@ -167,7 +183,7 @@ summary = {
     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
     "commands": {**{n: f"solkit bench {plan} {flag}".strip() for n, flag in RUNS.items()},
-                 "cluster": "ray start --head --node-ip-address=127.0.0.1 --num-gpus=1 --num-cpus=2 "
+                 "cluster": "ray start --head --node-ip-address=127.0.0.1 --num-gpus=1 --num-cpus=$(nproc) "
                             "--object-store-memory=2000000000 --include-dashboard=false --disable-usage-stats "
                             "(RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0)"},
     "order": list(RUNS),
@@ -192,4 +208,7 @@ for name in ("ray_vs_serial", "devices0_vs_serial", "ray_vs_devices0"):
     if short[name]["ms_ratio"]:
         short[name]["ms_ratio"] = {k: v for k, v in c["ms_ratio"].items() if k != "over_1.10"}
 print(json.dumps(short, indent=1))
+w, r = walls.get, lambda a, b: f"{w(a) / w(b):.3f}" if w(a) and w(b) else "n/a"  # noqa: E731
+print(f"walls: ray {w('ray')} s, serial {w('serial')} s, devices0 {w('devices0')} s; "
+      f"ray/serial {r('ray', 'serial')}, ray/devices0 {r('ray', 'devices0')}, devices0/serial {r('devices0', 'serial')}")
 PY
