@@ -182,7 +182,8 @@ class RayPool:
                                                        **opts)  # fmt: skip
             hooks = [injected_kill(key, 0) for key in self.keys]
             marker = os.path.join(tempfile.gettempdir(), f"solkit_ray_kill_{os.getpid()}_{time.time_ns()}")
-            self.actors = [actor.remote(self.kind_, self.setup, self.threads, (n, f"{marker}_{i}") if n else None)
+            self.markers = [f"{marker}_{i}" for i in range(self.count)]
+            self.actors = [actor.remote(self.kind_, self.setup, self.threads, (n, self.markers[i]) if n else None)
                            for i, n in enumerate(hooks)]  # fmt: skip
             self.hellos = {a.hello.remote(): i for i, a in enumerate(self.actors)}
             self.marks["actors_asked"] = time.time()
@@ -232,6 +233,9 @@ class RayPool:
                 self.ray.kill(a, no_restart=True)
         self.actors, self.hellos = [], {}
         self.flight.clear()
+        for path in getattr(self, "markers", []):
+            with contextlib.suppress(OSError):
+                os.remove(path)
         if self.owns_cluster and self.ray.is_initialized():
             self.ray.shutdown()  # a cluster this process started ends with it; one it joined is left running
             self.owns_cluster = False
@@ -349,6 +353,12 @@ class RayPool:
         ray = self.ray
         self.start(wait_ready=False)
         d, cache = Dispatch(items), {}
+        # Copies still queued from an earlier call (items taken back that ran elsewhere first) are not this call's.
+        self.flight.clear()
+        self.stolen.clear()
+        for q in self.queues:
+            q.clear()
+        self.last_end = [0.0] * self.count
         while not d.finished():
             live = self._live()
             if not live:
