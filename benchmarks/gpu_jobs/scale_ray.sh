@@ -208,7 +208,8 @@ for name in ("ray_vs_serial", "devices0_vs_serial", "ray_vs_devices0"):
     if short[name]["ms_ratio"]:
         short[name]["ms_ratio"] = {k: v for k, v in c["ms_ratio"].items() if k != "over_1.10"}
 print(json.dumps(short, indent=1))
-w, r = walls.get, lambda a, b: f"{w(a) / w(b):.3f}" if w(a) and w(b) else "n/a"  # noqa: E731
+w = walls.get
+r = lambda a, b: f"{w(a) / w(b):.3f}" if runs[a][2] and runs[b][2] and w(a) and w(b) else "n/a (a run incomplete)"  # noqa: E731
 print(f"walls: ray {w('ray')} s, serial {w('serial')} s, devices0 {w('devices0')} s; "
       f"ray/serial {r('ray', 'serial')}, ray/devices0 {r('ray', 'devices0')}, devices0/serial {r('devices0', 'serial')}")
 PY
