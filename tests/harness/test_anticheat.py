@@ -176,3 +176,31 @@ def test_back_to_back_verdict_sets_the_wall_clock_aside_only_on_a_loaded_cpu(rou
     ok, record = ac.back_to_back_verdict(rounds, limit_ms=0.1)
     assert ok is plausible
     assert ("loaded_machine" in record) is (plausible and rounds[0]["per_call_ms"] > 0.1)
+
+
+def _fresh(call_ms: float, sets: int = 3, rtt: float = 0.2, staging: float = 0.0) -> dict:
+    return {"fresh_call_ms": call_ms, "sets": sets, "round_trip_ms": rtt, "staging_ms": staging}
+
+
+@pytest.mark.parametrize(
+    "fresh,claimed,low,high",
+    [
+        # a large GEMM on a GPU whose staging copies ran slower than the subtracted floor (fresh calls inflated by
+        # 41 ms): the round still holds enough real calls that the unsubtracted staging is a small part of each
+        (_fresh(13.76, staging=185.0), 0.88, 15, 25),
+        # a launch-bound 21 us kernel: hundreds of calls, so one delay of the request is spread thin
+        (_fresh(0.3), 0.021, 150, 2000),
+        # a claim far below the real time (a forged timer): the round's cost stays bounded by the fresh calls
+        (_fresh(100.0, sets=1), 0.001, 1, 3),
+    ],
+)
+def test_repeat_count_covers_what_is_subtracted_and_bounds_a_forged_claim(fresh, claimed, low, high):
+    from solkit.harness.judge import REPEAT_MAX_ROUND_MS, repeat_count
+
+    n = repeat_count(fresh, claimed)
+    assert low <= n <= high
+    real_round_ms = n * fresh["sets"] * fresh["fresh_call_ms"]
+    if fresh["staging_ms"]:  # the round's own work outweighs the staging subtracted from it
+        assert n * fresh["sets"] * claimed > 0.2 * fresh["staging_ms"]
+    if claimed * 100 < fresh["fresh_call_ms"]:
+        assert real_round_ms <= max(REPEAT_MAX_ROUND_MS, fresh["fresh_call_ms"] * fresh["sets"]) * 2

@@ -339,12 +339,13 @@ def back_to_back_verdict(rounds: list[dict[str, Any]], limit_ms: float) -> tuple
     """Can back-to-back calls measured by the judge's clock be as fast as the reported median allows (``limit_ms``
     per call)? Returns (plausible, record).
 
-    Each round has ``per_call_ms`` (wall clock, round trip subtracted) and ``calls``; on a CPU also ``wall_ms``,
+    Each round has ``per_call_ms`` (wall clock, round trip subtracted) and ``calls``, and may have ``wall_ms``,
     ``wait_ms`` (time the candidate's calling thread waited runnable), ``unwaited_per_call_ms`` (the wall clock
     less that wait) and ``cpu_per_call_ms`` (CPU time of all the candidate's processes). The fastest round by wall
-    clock decides on a quiet machine. On an oversubscribed CPU, where every round's wall clock is stretched by
-    other processes, a round passes if both its time without the waits and the candidate's CPU time fit: a
-    forged timer still fails there, since the work it hides is the candidate's own CPU time.
+    clock decides on a quiet machine. On an oversubscribed host (a CPU device, or the host of a GPU busy with
+    builds and other evaluations), where every round's wall clock is stretched by other processes, a round passes
+    if both its time without the waits and the candidate's CPU time fit: a forged timer still fails there, since
+    the work it hides is the candidate's own CPU time or GPU time, and neither is a runnable wait.
     """
     best = min(rounds, key=lambda r: r["per_call_ms"])
     record: dict[str, Any] = {"back_to_back_calls": best["calls"], "back_to_back_ms": best["per_call_ms"]}

@@ -55,6 +55,21 @@ STAGE_FLOOR_BPS = 5e9
 SETTLE_S = 0.02
 
 
+#: A back-to-back round holds enough calls to cover what is subtracted from its wall clock (the round trip, and on a
+#: GPU the staging copies, which are only subtracted up to STAGE_FLOOR_BPS) several times over, and enough of the
+#: claimed work that one scheduler delay of the request is spread over many calls; REPEAT_MAX_ROUND_MS (by the
+#: judge's own fresh calls) bounds what a claim far below the real time can make a round cost.
+REPEAT_STAGE_FACTOR, REPEAT_MAX_ROUND_MS, REPEAT_MAX_CALLS = 4.0, 250.0, 2000
+
+
+def repeat_count(fresh: dict[str, float], claimed_ms: float) -> int:
+    """How many times each fresh set is called in one back-to-back round."""
+    per_set = max(fresh["fresh_call_ms"], 0.001) * fresh["sets"]
+    span = max(REPEAT_MS, 20 * fresh["round_trip_ms"], REPEAT_STAGE_FACTOR * fresh["staging_ms"])
+    by_claim = min(span / (max(claimed_ms, 0.001) * fresh["sets"]), REPEAT_MAX_ROUND_MS / per_set)
+    return int(min(max(span / per_set, by_claim, 1), REPEAT_MAX_CALLS))
+
+
 class ProcessFailure(Exception):
     def __init__(self, kind: str, detail: str = "") -> None:  # kind: died | timeout | protocol
         super().__init__(f"{kind}: {detail}")
@@ -411,26 +426,26 @@ class WorkloadJudge:
     def _repeat(self, common: dict, res: dict, fresh: dict) -> dict[str, Any]:
         """The last fresh sets called back to back for about REPEAT_MS by the judge's clock: the reported
         median cannot be far below that (a timer scaled or replaced inside the candidate process)."""
-        per_call = max(fresh["fresh_call_ms"], 0.001)
-        repeat = int(min(max(REPEAT_MS / (per_call * fresh["sets"]), 1), 2000))
+        median = self._claim(res)
+        repeat = repeat_count(fresh, median)
         pool = [{"args": self._args_of(k), "outs": s.out_specs} for k, s in enumerate(self._last_slots)]
         rounds: list[dict[str, Any]] = []
         cpu = self.job["device"] == "cpu"
         # A round lasts at least REPEAT_MS and 20 round trips, so the round trip subtracted stays a small part of it.
         target = max(REPEAT_MS, 20 * (fresh["round_trip_ms"] + fresh["staging_ms"]))
         for _ in range(REPEAT_ROUNDS):  # the fastest round: a loaded machine only ever slows a round down
-            before = self.proc.sched() if cpu else None
+            # The candidate's scheduler statistics on a GPU too: a host oversubscribed by other work (builds, other
+            # evaluations) stretches the calls' launch path; time spent runnable without a CPU is not the candidate's.
+            before = self.proc.sched()
             self._req("batch", **common, pool=pool, repeat=repeat)
             wall = self.last_ms
             calls = repeat * len(pool)
             rnd = {"calls": calls, "wall_ms": wall,
                    "per_call_ms": max(wall - fresh["round_trip_ms"] - fresh["staging_ms"], 0.0) / calls}  # fmt: skip
-            if before is not None:
-                rnd.update(self.proc.sched_delta(before, wall - fresh["round_trip_ms"], calls))
+            rnd.update(self.proc.sched_delta(before, wall - fresh["round_trip_ms"], calls))
             rounds.append(rnd)
             if wall > 4 * target and repeat > 1:  # calls cost more than the fresh ones said: shorter rounds
                 repeat = max(1, int(repeat * target / wall))
-        median = self._claim(res)
         slack = REPEAT_SLACK_MS if cpu else GPU_REPEAT_SLACK_MS
         plausible, record = ac.back_to_back_verdict(rounds, REPEAT_FACTOR * median + slack)
         if not plausible:
