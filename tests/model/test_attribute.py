@@ -236,3 +236,53 @@ def test_an_annotation_span_handed_to_an_op_by_a_shared_id_is_not_counted(linkin
     rows, total = attribute(events, work, on_gpu=True)
     assert total == pytest.approx(253e-6)
     assert {r.op: r.time_s for r in rows}["_foreach_addcdiv"] == pytest.approx(3e-6)
+
+
+# The multi-tensor AdamW program: the measured (non-capturable) step on a GPU, and the traced twin (capturable:
+# its bias corrections are _foreach ops over 0-dim tensors, plus a second division by the step size). "s": a call
+# over the 0-dim step counters or bias corrections, "P": over parameters, gradients or state.
+_MEASURED = ["add:s", "mul:P", "lerp:P", "mul:P", "addcmul:P", "sqrt:P", "div:P", "add:P", "addcdiv:P"]
+_TWIN = ["add:s", "mul:P", "lerp:P", "mul:P", "addcmul:P", "pow:s", "pow:s", "sub:s", "sub:s", "neg:s", "div:s",
+         "reciprocal:s", "sqrt:s", "sqrt:P", "div:P", "add:P", "div:P", "addcdiv:P"]  # fmt: skip
+
+
+def _twin(program, params=((64, 32), (7,))):
+    out = []
+    for i, call in enumerate(program):
+        name, what = call.split(":")
+        shapes = list(params) if what == "P" else [()] * len(params)
+        out.append(_traced(f"_foreach_{name}", shapes, 1000 + i if what == "P" else 2, 5000 + i if what == "P" else 8))
+    return out
+
+
+def _optimizer_step(program, counters_on_gpu=False):
+    """One step's events: each call an aten::_foreach_* with no shapes (tensor lists); the counters' update launches
+    no kernel where the counters live on the CPU (AdamW's non-capturable multi-tensor path)."""
+    opt = _evt("solkit.optimizer")
+    mta = "multi_tensor_apply_kernel"
+    cpu = [opt]
+    for i, call in enumerate(program):
+        name, what = call.split(":")
+        kernels = [(mta, 2.0 if what == "s" else 100.0 + i)] if what == "P" or counters_on_gpu else []
+        cpu.append(_evt(f"aten::_foreach_{name}_", opt, kernels=kernels, shapes=[[]]))
+    return cpu
+
+
+@pytest.mark.parametrize("measured", ["non-capturable", "capturable"])
+def test_multi_tensor_calls_meet_their_traced_calls_in_program_order_in_every_step(measured):
+    """Without shapes, a profiled _foreach call meets the traced call of the same place in the program: never the
+    twin's 0-dim bias correction of the same name (_foreach_sqrt, _foreach_div), and the same one in every step."""
+    program = _MEASURED if measured == "non-capturable" else _TWIN
+    work = StepWork(_twin(_TWIN))
+    steps = []
+    for _ in range(3):  # the same StepWork for every profiled step, as analyze() uses it
+        rows, total = attribute(_profile(_optimizer_step(program, measured == "capturable")), work, on_gpu=True)
+        steps.append([(r.op, r.bytes, r.match, r.time_s) for r in rows])
+    assert steps[0] == steps[1] == steps[2]
+    want = [(f"_foreach_{c.split(':')[0]}", 5000 + j) for j, c in enumerate(_TWIN) if c.endswith("P")]
+    if measured == "non-capturable":  # the twin's second division (by the step size) has no measured call
+        want = [w for w in want if w != ("_foreach_div", 5016)]
+    got = [(op, b) for op, b, _, t in steps[0] if b > 8]
+    assert got == want
+    # every kernel over parameters carries parameter-sized work; only the 0-dim calls carry 0-dim work
+    assert all((b > 8) == (t > 50e-6) for _, b, _, t in steps[0])

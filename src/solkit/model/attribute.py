@@ -17,7 +17,7 @@ from typing import Any
 from solkit.model.device_events import device_work, is_device
 from solkit.model.scope import Scope, category, layer_of, param_scopes
 from solkit.model.step import OPTIMIZER_SCOPE
-from solkit.model.work import StepWork, TracedOp, canonical
+from solkit.model.work import LIST_OPS, StepMatcher, StepWork, TracedOp, canonical
 
 _BACKWARD_MARK = "autograd::engine::evaluate_function"
 
@@ -99,7 +99,21 @@ class _Scopes:
         return scopes, backward, in_opt
 
 
-def _work(evt, target_op: str, work: StepWork) -> tuple[TracedOp | None, str, dict, float, str]:
+def _list_calls(events: list) -> list[tuple[Any, str, list]]:
+    """The step's multi-tensor calls in program order (each outermost one, whether it launched a kernel or not: the
+    step counters' update runs on the CPU), as :meth:`StepWork.matcher` aligns them with the traced ones."""
+    out = []
+    for i, e in enumerate(events):
+        if is_device(e) or not e.name.startswith("aten::") or not canonical(e.name).startswith(LIST_OPS):
+            continue
+        if any(p.name.startswith("aten::") and canonical(p.name).startswith(LIST_OPS) for p in _chain(e)[1:]):
+            continue
+        tr = getattr(e, "time_range", None)
+        out.append((tr.start if tr is not None else float(i), i, e))
+    return [(e, canonical(e.name), list(e.input_shapes or [])) for _, _, e in sorted(out, key=lambda t: t[:2])]
+
+
+def _work(evt, target_op: str, work: StepMatcher) -> tuple[TracedOp | None, str, dict, float, str]:
     if _is_region(evt):
         kw = evt.kwinputs or {}
         gb = kw.get("kernel_num_gb")
@@ -109,7 +123,7 @@ def _work(evt, target_op: str, work: StepWork) -> tuple[TracedOp | None, str, di
         flops = {"fp32_vector": float(flop)} if flop else {}
         note = "" if flop else "bytes from Inductor's kernel_num_gb; its vector FLOPs are not counted"
         return None, "inductor", flops, float(gb) * 1e9, note
-    traced, how = work.match(target_op, list(evt.input_shapes or []))
+    traced, how = work.match(target_op, list(evt.input_shapes or []), evt)
     if traced is None:
         return None, "", {}, 0.0, "no traced op matches"
     c = traced.count
@@ -165,7 +179,8 @@ def attribute(
         slot["time"] += dt
         slot["kernels"] += [k[0] for k in kernels]
         slot["spans"] += [k[2] for k in kernels if k[2] is not None]
-    rows = [_row(per_target[id(t)], work, scopes) for t in order]
+    matcher = work.matcher(_list_calls(events))  # afresh for each step: every step gets the same attribution
+    rows = [_row(per_target[id(t)], work, matcher, scopes) for t in order]
     if dw is not None:
         # kernels with no CPU launch in the profile (another process's, a communication library's)
         if dw.unlinked_us > 0:
@@ -200,11 +215,11 @@ def _charge_inner_cpu(top, work: StepWork, per_target: dict, order: list, unattr
         u.note = "dispatch overhead of a composite op around counted ops" if inner else "no traced op matches"
 
 
-def _row(slot: dict, work: StepWork, scopes: _Scopes) -> OpEvent:
+def _row(slot: dict, work: StepWork, matcher: StepMatcher, scopes: _Scopes) -> OpEvent:
     evt = slot["evt"]
     region = _is_region(evt)
     op = evt.name if region else canonical(evt.name)
-    traced, how, flops, nbytes, note = _work(evt, op, work)
+    traced, how, flops, nbytes, note = _work(evt, op, matcher)
     chain = _chain(evt)
     sc, backward, in_opt = scopes.of(chain)
     if not sc and traced is not None and traced.module:

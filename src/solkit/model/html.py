@@ -35,7 +35,12 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
             f"step SOL: sum of T_SOL {fmt(s['t_sol_ms'])} ms / measured = {fmt(s['step_sol'])}; "
             f"sum of T_SOL <= measured: {check}",
             f"attributed to operators with a T_SOL: {s['attributed_share']:.1%} of measured time "
-            f"(goal {s['attributed_goal']:.0%})",
+            f"(goal {s['attributed_goal']:.0%})"
+            + (
+                f"; of it on operators with a T_SOL of ~0: {s['t_sol_near_zero_share']:.1%}"
+                if s.get("t_sol_near_zero_share")
+                else ""
+            ),  # fmt: skip
             f"analysis overhead: {fmt(s['analysis_overhead_s'])} s",
         ]
         + _device_lines(d)

@@ -11,11 +11,15 @@ from solkit.model.attribute import OpEvent
 from solkit.model.clocks import StepClocks
 from solkit.model.gemms import gemm_entries
 from solkit.model.ranking import Spread, rank
+from solkit.model.work import LIST_OPS
 from solkit.sol.model import Ceilings, sol_fraction, t_sol
 from solkit.sol.tiers import tier_for
 
 #: The goal for the share of measured time attributed to operators with a T_SOL.
 ATTRIBUTED_GOAL = 0.95
+#: A row whose T_SOL is below this share of its measured time has a T_SOL of ~0: its counted work explains none of
+#: its time (a kernel charged to the wrong call's work, or time that is all launch and dispatch).
+NEAR_ZERO_SOL = 1e-3
 
 
 @dataclass
@@ -50,6 +54,11 @@ class Group:
     def spread(self) -> Spread:
         """Time lost (ms) over the profiled steps: median, min, max (this step's alone before :func:`add_steps`)."""
         return Spread.of([x * 1e3 for x in (self.lost_steps_s or [self.lost_s])])
+
+    @property
+    def near_zero(self) -> bool:
+        """Measured time with a T_SOL of ~0 (see NEAR_ZERO_SOL)."""
+        return self.timed_with_sol_s > 0 and self.t_sol_s < NEAR_ZERO_SOL * self.timed_with_sol_s
 
     @property
     def sol_fraction(self) -> float | None:
@@ -99,12 +108,17 @@ class ModelReport:
     layers: list[Group] = field(default_factory=list)
     t_sol_s: float = 0.0
     attributed_s: float = 0.0
+    near_zero_s: float = 0.0  # of attributed_s: on rows whose T_SOL is ~0 (NEAR_ZERO_SOL)
     what_if: dict[str, Any] | None = None  # the step on other products (solkit.model.whatif.add_what_if)
     clocks: StepClocks | None = None  # the SM clock and power while the step's kernels ran (a GPU only)
 
     @property
     def attributed_share(self) -> float:
         return self.attributed_s / self.measured_s if self.measured_s else 0.0
+
+    @property
+    def near_zero_share(self) -> float:
+        return self.near_zero_s / self.measured_s if self.measured_s else 0.0
 
     @property
     def step_sol(self) -> float:
@@ -147,6 +161,11 @@ class ModelReport:
                 "measured_le_wall": self.measured_s <= 1.05 * self.wall_s if self.wall_s else None,
                 "attributed_share": self.attributed_share,
                 "attributed_goal": ATTRIBUTED_GOAL,
+                # of the attributed share: time on operators whose T_SOL is ~0 (below NEAR_ZERO_SOL of their time)
+                "t_sol_near_zero_share": self.near_zero_share,
+                "t_sol_near_zero_ops": [
+                    g.name for g in sorted(self.ops, key=lambda g: -g.timed_with_sol_s) if g.near_zero
+                ][:10],
                 "analysis_overhead_s": self.overhead_s,
                 "top5_by_time_lost": [r["name"] for r in ranking[:5]],
                 "steps_profiled": self.meta.get("steps_profiled", 1),
@@ -171,6 +190,8 @@ def _row_sol(r: OpEvent, ceilings: Ceilings) -> tuple[float | None, str]:
 
 
 def _shape_text(r: OpEvent) -> str:
+    if not r.shapes and r.op.startswith(LIST_OPS) and r.dtypes:  # a list of 0-dim tensors (step counters)
+        return f"[{len(r.dtypes)} x 0-dim]"
     return " x ".join("[" + ",".join(str(d) for d in s) + "]" for s in r.shapes[:3])
 
 
@@ -199,6 +220,8 @@ def build_report(rows: list[OpEvent], measured_s: float, ceilings: Ceilings, met
         if ts is not None:
             rep.t_sol_s += ts
             rep.attributed_s += r.time_s
+            if ts < NEAR_ZERO_SOL * r.time_s:
+                rep.near_zero_s += r.time_s
         direction = " (bwd)" if r.backward else ""
         key = op_key(r)
         g = ops.get(key)

@@ -4,7 +4,9 @@ A profiled aten op and a traced one are the same op when their canonical names (
 dropped, every scaled-dot-product-attention entry point folded into one forward and one backward
 name) and the shapes of their tensor arguments agree. Ops of the same name whose shapes the
 profiler reports differently (attention's backward takes other arguments than its forward's
-inputs) are matched in order of appearance instead.
+inputs) are matched in order of appearance instead, and the multi-tensor ops (whose tensor lists the
+profiler records no shapes for) in program order (:func:`align_list_calls`). Each profiled step is
+matched afresh, so every step gets the same attribution.
 """
 
 from __future__ import annotations
@@ -86,44 +88,96 @@ class TracedOp:
 
 
 class StepWork:
-    """Every traced op of a step, looked up by (name, shapes) and, failing that, by name in order."""
+    """Every traced op of a step; :meth:`matcher` gives one profiled step's lookup of them."""
 
     def __init__(self, ops: list[TracedOp], module_types: dict[str, str] | None = None):
         self.ops = ops
         self.module_types = module_types or {}  # qualified name -> class name, for scopes from parameters
         self.names = {o.name for o in ops}
-        self._by_key: dict[tuple, list[TracedOp]] = defaultdict(list)
-        self._by_name: dict[str, list[TracedOp]] = defaultdict(list)
+        self.by_key: dict[tuple, list[TracedOp]] = defaultdict(list)
+        self.by_name: dict[str, list[TracedOp]] = defaultdict(list)
         for o in ops:
-            self._by_key[(o.name, o.key)].append(o)
-            self._by_name[o.name].append(o)
+            self.by_key[(o.name, o.key)].append(o)
+            self.by_name[o.name].append(o)
+
+    def matcher(self, list_calls: list[tuple[Any, str, list[Any]]] = ()) -> StepMatcher:
+        """A fresh lookup for one profiled step (every step starts from the first call of each name), with the
+        step's multi-tensor calls ``(event, name, input_shapes)`` in program order aligned to the traced ones."""
+        return StepMatcher(self, list_calls)
+
+
+def _list_fits(shapes_key: tuple, traced: TracedOp) -> bool:
+    return not shapes_key or traced.key in (shapes_key, shapes_key[:-1])
+
+
+def align_list_calls(profiled: list[tuple], traced: list[TracedOp]) -> list[int | None]:
+    """For the profiled calls of one multi-tensor op (their shape keys, program order), the index of the traced call
+    each one is (program order too), or None.
+
+    The profiler records no shapes for tensor lists, so order is the key: the k-th profiled call is the k-th traced
+    call, except that the trace may hold calls the measured step did not launch. The traced optimizer is built
+    ``capturable`` (:func:`solkit.model.step.trace_twin`): its bias corrections are multi-tensor ops over 0-dim
+    tensors that the measured (non-capturable) step computes as Python floats. The alignment keeps program order on
+    both sides and, among the orders that match the most profiled calls, skips 0-dim traced calls rather than calls
+    over parameters and state (e.g. the measured ``_foreach_sqrt`` of exp_avg_sq is the traced one over exp_avg_sq,
+    not the one over the 0-dim bias corrections before it). It depends only on the two sequences: each profiled step
+    of the same program gets the same answer.
+    """
+    n, m = len(profiled), len(traced)
+    big = m + 1  # a matched call outweighs any number of sized-over-scalar preferences
+    # best[i][j]: the best score aligning profiled[i:] with traced[j:]
+    best = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            take = -1
+            if _list_fits(profiled[i], traced[j]):
+                take = best[i + 1][j + 1] + big + (1 if traced[j].key else 0)
+            best[i][j] = max(take, best[i][j + 1], best[i + 1][j])
+    out: list[int | None] = [None] * n
+    i = j = 0
+    while i < n and j < m:
+        fits = _list_fits(profiled[i], traced[j])
+        if fits and best[i][j] == best[i + 1][j + 1] + big + (1 if traced[j].key else 0):
+            out[i] = j
+            i, j = i + 1, j + 1
+        elif best[i][j] == best[i][j + 1]:
+            j += 1
+        else:
+            i += 1
+    return out
+
+
+class StepMatcher:
+    """One profiled step's lookup: a profiled call meets its traced call by (name, shapes), by order within its
+    name where shapes do not tell, and a multi-tensor call by :func:`align_list_calls`."""
+
+    def __init__(self, work: StepWork, list_calls: list[tuple[Any, str, list[Any]]] = ()):
+        self.work = work
         self._next_key: dict[tuple, int] = defaultdict(int)
         self._next_name: dict[str, int] = defaultdict(int)
-        self._sized: dict[str, list[TracedOp]] = defaultdict(list)  # multi-tensor ops over non-scalar tensors
-        for o in ops:
-            if o.name.startswith(LIST_OPS) and o.key:
-                self._sized[o.name].append(o)
-        self._next_sized: dict[str, int] = defaultdict(int)
+        self._lists: dict[int, TracedOp | None] = {}  # id(event) -> its traced call
+        by_name: dict[str, list[tuple[Any, tuple]]] = defaultdict(list)
+        for evt, name, shapes in list_calls:
+            by_name[name].append((evt, shape_key(shapes)))
+        for name, calls in by_name.items():
+            traced = [o for o in work.by_name.get(name, []) if o.name.startswith(LIST_OPS)]
+            for (evt, _), j in zip(calls, align_list_calls([k for _, k in calls], traced)):
+                self._lists[id(evt)] = traced[j] if j is not None else None
 
-    def match(self, name: str, shapes: list[Any]) -> tuple[TracedOp | None, str]:
-        """The traced op for a profiled call, and how it was found ("shapes", "order" or "")."""
+    def match(self, name: str, shapes: list[Any], evt: Any = None) -> tuple[TracedOp | None, str]:
+        """The traced op for a profiled call (``evt``: its event), and how it was found ("shapes", "order" or "")."""
+        if evt is not None and id(evt) in self._lists:
+            hit = self._lists[id(evt)]
+            return (hit, "order") if hit is not None else (None, "")
         shapes_key = shape_key(shapes)
-        if not shapes_key and self._sized.get(name):
-            # The profiler records no shapes for tensor lists. The calls over parameters, gradients and
-            # optimizer state come first; on a GPU the calls over scalar step counters either run on the
-            # CPU (no kernel, never profiled here) or have no sized twin (a fused step's counter update).
-            i = self._next_sized[name]
-            if i < len(self._sized[name]):
-                self._next_sized[name] = i + 1
-                return self._sized[name][i], "order"
         # an out= variant (Inductor's extern_kernels.mm(a, b, out=buf)) lists its output last
         for key in ((name, shapes_key), (name, shapes_key[:-1])):
-            hits = self._by_key.get(key)
+            hits = self.work.by_key.get(key)
             if hits:
                 i = self._next_key[key]
                 self._next_key[key] = i + 1
                 return hits[i % len(hits)], "shapes"
-        same = self._by_name.get(name)
+        same = self.work.by_name.get(name)
         if same:
             i = self._next_name[name]
             self._next_name[name] = i + 1
