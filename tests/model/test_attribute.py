@@ -286,3 +286,30 @@ def test_multi_tensor_calls_meet_their_traced_calls_in_program_order_in_every_st
     assert got == want
     # every kernel over parameters carries parameter-sized work; only the 0-dim calls carry 0-dim work
     assert all((b > 8) == (t > 50e-6) for _, b, _, t in steps[0])
+
+
+@pytest.mark.parametrize("twin", ["same size", "none"])
+@pytest.mark.parametrize("name,args,itemsize", [("zeros", [[1027, 33], 15, None, None, False], 2),
+                                                ("full", [[5, 3, 7], 0.0, 6, None, None, False], 4),
+                                                ("ones", [[9], None, None, None, False], 4)])  # fmt: skip
+def test_a_fill_meets_the_traced_fill_of_its_size_or_is_charged_its_output(name, args, itemsize, twin):
+    """A fill has no tensor argument (no shapes): under torch.compile Inductor zeroes its own buffers, which the eager
+    trace has no twin of. It meets a traced fill of the size the profiler recorded, never one of another size (a
+    0-element one), else it is charged the output it writes."""
+    size = args[0]
+    evt = _evt(f"aten::{name}", kernels=[("Memset (Device)", 30.0)], shapes=[[]] * len(args))
+    evt.concrete_inputs = args
+    other = _traced(name, [], 0, 0)
+    other.record.outputs = [TensorMeta((0,), torch.float32, (1,))]
+    traced = [other]
+    if twin == "same size":
+        same = _traced(name, [], 0, 12345)
+        same.record.outputs = [TensorMeta(tuple(size), torch.float32, ())]
+        traced.append(same)
+    for _ in range(2):  # every step alike
+        (row,), total = attribute(_profile([evt]), StepWork(traced), on_gpu=True)
+        n = 1
+        for d in size:
+            n *= d
+        assert row.bytes == (12345 if twin == "same size" else n * itemsize) and row.match in ("shapes", "size")
+        assert tuple(row.out_shape) == tuple(size) and total == pytest.approx(30e-6)

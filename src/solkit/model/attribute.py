@@ -36,7 +36,7 @@ class OpEvent:
     flops: dict[str, float] = field(default_factory=dict)
     bytes: float = 0.0
     counted: bool = False
-    match: str = ""  # "shapes", "order", "inductor", or "" when no work is known
+    match: str = ""  # "shapes", "order", "size" (a fill), "inductor", or "" when no work is known
     scope: str = ""
     module_type: str = ""
     category: str = "other"

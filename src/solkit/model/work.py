@@ -16,6 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from solkit.model.step import meta_step
 from solkit.sol.analysis import analyze
 from solkit.sol.counting import OpCount
@@ -28,6 +30,13 @@ _SDPA_BWD = re.compile(rf"^_?({_ATTN})_backward")
 _SDPA_FWD = re.compile(rf"^_?({_ATTN})(_forward)?$")
 #: Ops over tensor lists (canonical names): the optimizer's multi-tensor and fused steps.
 LIST_OPS = ("_foreach_", "_fused_")
+#: Fills sized by an integer list (the profiler's first concrete input), and the place of their dtype argument.
+_FILLS = {"zeros": 1, "ones": 1, "full": 2}
+#: c10's ScalarType numbering, as the profiler records a dtype argument.
+_SCALAR_TYPES = (
+    *(torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32, torch.float64),
+    *(None, torch.complex64, torch.complex128, torch.bool, None, None, None, torch.bfloat16),
+)
 
 
 def canonical(name: str) -> str:
@@ -93,7 +102,7 @@ class StepWork:
     def __init__(self, ops: list[TracedOp], module_types: dict[str, str] | None = None):
         self.ops = ops
         self.module_types = module_types or {}  # qualified name -> class name, for scopes from parameters
-        self.names = {o.name for o in ops}
+        self.names = {o.name for o in ops} | set(_FILLS)  # a fill is charged its output even with no traced twin
         self.by_key: dict[tuple, list[TracedOp]] = defaultdict(list)
         self.by_name: dict[str, list[TracedOp]] = defaultdict(list)
         for o in ops:
@@ -170,6 +179,10 @@ class StepMatcher:
             hit = self._lists[id(evt)]
             return (hit, "order") if hit is not None else (None, "")
         shapes_key = shape_key(shapes)
+        if not shapes_key and name in _FILLS:
+            fill = self._fill(name, evt)
+            if fill is not None:
+                return fill
         # an out= variant (Inductor's extern_kernels.mm(a, b, out=buf)) lists its output last
         for key in ((name, shapes_key), (name, shapes_key[:-1])):
             hits = self.work.by_key.get(key)
@@ -183,6 +196,35 @@ class StepMatcher:
             self._next_name[name] = i + 1
             return same[i % len(same)], "order"
         return None, ""
+
+    def _fill(self, name: str, evt: Any) -> tuple[TracedOp, str] | None:
+        """A fill (``zeros``, ``ones``, ``full``) has no tensor argument: it meets a traced fill of the size the
+        profiler recorded, else (a buffer Inductor zeroes that the eager trace has no twin of) it is charged what it
+        writes, its output."""
+        args = list(getattr(evt, "concrete_inputs", None) or [])
+        size = args[0] if args else None
+        if not isinstance(size, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in size):
+            return None
+        key = (name, ("size", tuple(size)))
+        hits = [
+            o for o in self.work.by_name.get(name, []) if o.record.outputs and o.record.outputs[0].shape == key[1][1]
+        ]
+        if hits:
+            i = self._next_key[key]
+            self._next_key[key] = i + 1
+            return hits[i % len(hits)], "shapes"
+        code = args[_FILLS[name]] if len(args) > _FILLS[name] else None
+        dtype = _SCALAR_TYPES[code] if isinstance(code, int) and 0 <= code < len(_SCALAR_TYPES) else None
+        dtype = dtype or (torch.get_default_dtype() if code is None else None)
+        if dtype is None:
+            return None
+        out = TensorMeta(tuple(size), dtype, ())
+        numel = 1
+        for d in size:
+            numel *= d
+        note = "no traced twin: charged the output it writes, at the size the profiler recorded"
+        count = OpCount(f"aten.{name}", {}, numel * dtype.itemsize, note=note)
+        return TracedOp(OpRecord(name, "aten", "default", [], [out], {}), count, name, ()), "size"
 
 
 def _owner(name: str, params: list[str], buffers: list[str]) -> str:
