@@ -99,6 +99,20 @@ def test_killed_worker_loses_only_its_in_flight_item(monkeypatch):
     assert len(retried) == 1 and retried[0].worker == "cpu#0"  # tried again elsewhere
 
 
+def test_stopped_worker_leaves_at_once_and_phases_are_recorded():
+    # A worker told to stop leaves without the interpreter's teardown, which close() would wait for (torch's and the
+    # CUDA context's: seconds on a GPU; here a teardown step of 2 s, registered by the setup, stands for it).
+    slow_teardown = Call(exec, ("import atexit, time; atexit.register(time.sleep, 2)",))
+    with open_pool(devices="cpu:1", setup=slow_teardown) as p:
+        assert [o.value for o in p.map_unordered([Item(("a",), Call(abs, (-2,)))])] == [2]
+        proc = p.workers[0].proc
+        t0 = time.perf_counter()
+    assert proc.exitcode == 0 and time.perf_counter() - t0 < 1.0
+    ph = p.phases()  # when each step happened, as RayPool.phases says it
+    w = ph["actors"]["cpu#0"]
+    assert ph["actors_asked"] <= w["born"] <= w["ready"] <= w["hello_read"] <= ph["first_item_asked"]
+
+
 def test_setup_failure_fails_the_items_with_its_reason():
     with open_pool(devices="cpu:1", setup=Call(int, ("nope",))) as p:
         outs = list(p.map_unordered([Item(("a",), Call(abs, (1,)))]))

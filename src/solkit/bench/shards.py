@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from solkit.scale import Call, Item, device_identity, pack, unpacked, worker_state
+from solkit.scale import Bundle, Call, Item, device_identity, pack, unpacked, worker_state
 
 _CEILINGS: dict[str, Any] = {}  # this worker's ceilings, by basis (set by worker_setup)
+_PROBLEMS: dict[str, Any] = {}  # this worker's loaded problems, by directory or bundle digest (see problem_once)
 
 
 def device_ceilings(device: str, recalibrate: bool, notes: list[str], quick: bool = False,
@@ -45,29 +47,50 @@ def device_ceilings(device: str, recalibrate: bool, notes: list[str], quick: boo
 def worker_setup(recalibrate: bool, quick: bool, not_before: str) -> dict[str, Any]:
     """Runs once in each worker: calibrate the worker's device (a recalibration shared by workers of one device
     happens once: ``not_before``) and keep its ceilings for the items."""
+    times = {"setup_entered": time.time()}
     import torch
 
+    times["torch_imported"] = time.time()
     import solkit.bench.runner  # noqa: F401 - the items' own imports, here while the caller still prepares
 
+    times["modules_imported"] = time.time()
     notes: list[str] = []
     state = worker_state()
     info, cal, ceilings = device_ceilings(state.device, recalibrate, notes, quick=quick, not_before=not_before)
+    times["calibration_read"] = time.time()
     _CEILINGS.clear()
     _CEILINGS.update(ceilings)
     return {"info": info.to_dict(), "ceilings": {k: c.to_dict() for k, c in ceilings.items()},
             "calibration": {"timestamp": cal.timestamp, "quick": cal.quick}, "notes": notes,
-            "torch_threads": torch.get_num_threads()}  # fmt: skip
+            "torch_threads": torch.get_num_threads(), "times": times}  # fmt: skip
+
+
+def problem_once(source):
+    """The problem at ``source`` (a directory or a :class:`Bundle`), loaded once per process, as a serial run loads
+    each problem once for all its workloads: a worker's items of one problem share it (its reference module, and
+    whatever is cached on it) instead of loading it again per item."""
+    from solkit.problems.loader import load_problem
+
+    key = f"bundle:{source.digest}" if isinstance(source, Bundle) else f"dir:{Path(source).resolve()}"
+    problem = _PROBLEMS.get(key)
+    if problem is None:
+        problem = _PROBLEMS[key] = load_problem(unpacked(source))
+    return problem
 
 
 def bench_item(problem_src, workload_uuid: str, cfg) -> list[dict[str, Any]]:
     """One workload on this worker's device, every backend; rows as dicts."""
-    from solkit.bench.runner import run_workload
-    from solkit.problems.loader import load_problem
+    import torch
 
-    problem = load_problem(unpacked(problem_src))
+    from solkit.bench.runner import run_workload
+
+    problem = problem_once(problem_src)
     workload = next(w for w in problem.workloads if w.uuid == workload_uuid)
     cfg = dataclasses.replace(cfg, device=worker_state().device)
-    return [r.to_dict() for r in run_workload(problem, workload, cfg, _CEILINGS)]
+    rows = [r.to_dict() for r in run_workload(problem, workload, cfg, _CEILINGS)]
+    if cfg.device.startswith("cuda"):  # as the serial run_suite does after each workload
+        torch.cuda.empty_cache()
+    return rows
 
 
 def setup_call(recalibrate: bool, quick: bool) -> Call:
@@ -148,6 +171,10 @@ def run_with_progress(pool, cfg, chosen, checkpoint, as_json: bool, notes: list[
         notes.extend(n for n in d["setup"]["notes"] if n not in notes)
     meta["torch_threads"] = devices[0]["setup"].get("torch_threads")
     meta["scale"] = {"mode": pool.kind, "workers": len(devices), "failed_items": failed}
-    if hasattr(pool, "phases"):  # when the pool's steps happened (Ray: connection, actors, first item, idle gaps)
-        meta["scale"]["pool"] = pool.phases()
+    if hasattr(pool, "phases"):  # when the pool's steps happened (workers or actors, first item; Ray: idle gaps)
+        phases = pool.phases()
+        for d in devices:  # a local worker's setup, step by step (torch imported, the items' modules, calibration)
+            if d["worker"] in phases.get("actors", {}):
+                phases["actors"][d["worker"]].update(d["setup"].get("times") or {})
+        meta["scale"]["pool"] = phases
     return rows, meta

@@ -10,11 +10,13 @@ model (every CPU worker of one machine shares it: they share the cores and the m
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import os
 import platform
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +44,29 @@ class DeviceSlot:
         return "cuda:0" if self.kind == "cuda" else "cpu"
 
 
+def _driver_count() -> int | None:
+    """CUDA devices visible to this process, from the driver (``cuDeviceGetCount``, honouring
+    ``CUDA_VISIBLE_DEVICES`` as torch does), without importing torch; None when the driver cannot say."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0  # no driver: torch would see no device either
+    count = ctypes.c_int(0)
+    rc = lib.cuInit(0)
+    if rc == 100:  # CUDA_ERROR_NO_DEVICE
+        return 0
+    if rc != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return None
+    return count.value
+
+
 def _cuda_count() -> int:
+    # A local pool's workers start before the command imports torch (seconds on a GPU host), so that their own
+    # start-up overlaps the command's; counting the devices must not import torch first.
+    if "torch" not in sys.modules and sys.platform.startswith("linux"):
+        n = _driver_count()
+        if n is not None:
+            return n
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0

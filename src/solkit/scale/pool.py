@@ -36,8 +36,21 @@ from solkit.scale.work import Call, Item, Outcome, WorkerState, enter_worker, fi
 _ENV_LOCK = threading.Lock()
 
 
+def _leave() -> None:
+    """The worker's end once told to stop. Every reply is sent, so it leaves without the interpreter's teardown:
+    finalising torch and the CUDA context takes seconds, and :meth:`LocalPool.close` waits for the process. Processes
+    its items started by ``subprocess`` (a judge's fork server) see their pipes close, as at the command line's own
+    exit; a worker that still has ``multiprocessing`` children of its own ends the ordinary way, which joins them."""
+    if mp.active_children():
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _serve(slot: DeviceSlot, conn, setup: Call | None, incarnation: int, threads: int | None) -> None:
     """The worker process: setup, hello, then items until told to stop (or the pipe closes)."""
+    born = time.time()
     os.environ.update(slot.env())
     if threads and "torch" in sys.modules:  # else OMP_NUM_THREADS, set before the spawn, does it
         sys.modules["torch"].set_num_threads(threads)
@@ -47,9 +60,9 @@ def _serve(slot: DeviceSlot, conn, setup: Call | None, incarnation: int, threads
         enter_worker(state)
         state.setup = setup() if setup is not None else None
     except BaseException as exc:  # noqa: BLE001 - a device that cannot be set up is reported, not raised
-        conn.send(("hello", None, None, first_line(exc)))
+        conn.send(("hello", None, None, first_line(exc), (born, time.time())))
         return
-    conn.send(("hello", identity, state.setup, None))
+    conn.send(("hello", identity, state.setup, None, (born, time.time())))
     kill_at, n = injected_kill(slot.label, incarnation), 0
     while True:
         try:
@@ -57,6 +70,7 @@ def _serve(slot: DeviceSlot, conn, setup: Call | None, incarnation: int, threads
         except (EOFError, OSError):
             return
         if msg is None:
+            _leave()
             return
         _, idx, call = msg
         n += 1
@@ -84,6 +98,7 @@ class _Worker:
     gone: str | None = None  # why this worker is out for good
     deadline: float = 0.0  # by when it must have said hello
     info: dict[str, Any] = field(default_factory=dict)
+    times: dict[str, float] = field(default_factory=dict)  # when it was asked for, born, ready, heard from (epochs)
 
 
 class LocalPool:
@@ -100,6 +115,7 @@ class LocalPool:
         self.threads = max(1, (os.cpu_count() or 1) // n_cpu) if n_cpu else None
         self.workers = [_Worker(s) for s in slots]
         self.started = False
+        self._times: dict[str, float] = {}
 
     @property
     def kind(self) -> str:
@@ -113,6 +129,13 @@ class LocalPool:
     def devices(self) -> list[dict[str, Any]]:
         """Per worker that said hello: its label, device identity and the setup's value."""
         return [{"worker": w.slot.label, **w.info} for w in self.workers if w.info]
+
+    def phases(self) -> dict[str, Any]:
+        """When the pool's steps happened (epochs, as :meth:`RayPool.phases`): the workers asked for, each worker's
+        process born (its interpreter up, before it imports torch), ready (setup done) and its hello read; the first
+        item handed out. Where a pooled run's start went, beside the command's own timeline."""
+        workers = {w.slot.label: dict(w.times) for w in self.workers if w.times}
+        return {**self._times, "actors": workers}
 
     def _start(self, w: _Worker) -> None:
         parent, child = self.ctx.Pipe()
@@ -130,6 +153,7 @@ class LocalPool:
                     os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         child.close()
         w.proc, w.conn, w.ready, w.busy = proc, parent, False, None
+        self._times.setdefault("actors_asked", time.time())
         w.deadline = time.monotonic() + self.setup_timeout
 
     def __enter__(self) -> LocalPool:
@@ -210,6 +234,7 @@ class LocalPool:
                 d.give_back(idx)  # the worker is dying; its death is handled when its sentinel fires
                 continue
             w.busy = idx
+            self._times.setdefault("first_item_asked", time.time())
 
     def _drain(self, w: _Worker, d: Dispatch) -> Iterator[Outcome]:
         while w.proc is not None:
@@ -220,7 +245,9 @@ class LocalPool:
             except (EOFError, OSError):
                 return
             if msg[0] == "hello":
-                _, identity, value, error = msg
+                _, identity, value, error, (born, ready) = msg
+                if not w.incarnation:
+                    w.times = {"born": born, "ready": ready, "hello_read": time.time()}
                 if error is not None:
                     w.gone = f"setup failed: {error}"
                     continue
