@@ -246,12 +246,12 @@ _TWIN = ["add:s", "mul:P", "lerp:P", "mul:P", "addcmul:P", "pow:s", "pow:s", "su
          "reciprocal:s", "sqrt:s", "sqrt:P", "div:P", "add:P", "div:P", "addcdiv:P"]  # fmt: skip
 
 
-def _twin(program, params=((64, 32), (7,))):
+def _twin(program, params=((64, 32), (7,)), base=5000):
     out = []
     for i, call in enumerate(program):
         name, what = call.split(":")
         shapes = list(params) if what == "P" else [()] * len(params)
-        out.append(_traced(f"_foreach_{name}", shapes, 1000 + i if what == "P" else 2, 5000 + i if what == "P" else 8))
+        out.append(_traced(f"_foreach_{name}", shapes, 1000 + i if what == "P" else 2, base + i if what == "P" else 8))
     return out
 
 
@@ -313,3 +313,12 @@ def test_a_fill_meets_the_traced_fill_of_its_size_or_is_charged_its_output(name,
             n *= d
         assert row.bytes == (12345 if twin == "same size" else n * itemsize) and row.match in ("shapes", "size")
         assert tuple(row.out_shape) == tuple(size) and total == pytest.approx(30e-6)
+
+
+def test_each_parameter_groups_calls_meet_that_groups_traced_calls():
+    """Multi-tensor AdamW runs its whole program once per group of parameters (by device and dtype): the second
+    group's _foreach_div is its own, not the first group's second (twin-only) division by the step size."""
+    work = StepWork(_twin(_TWIN) + _twin(_TWIN, ((5, 3),), base=7000))
+    rows, _ = attribute(_profile(_optimizer_step(_MEASURED + _MEASURED)), work, on_gpu=True)
+    want = [(f"_foreach_{c.split(':')[0]}", j) for j, c in enumerate(_TWIN) if c.endswith("P") and j != 16]
+    assert [(r.op, r.bytes) for r in rows if r.bytes > 8] == [(op, base + j) for base in (5000, 7000) for op, j in want]

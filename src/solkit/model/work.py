@@ -115,38 +115,42 @@ class StepWork:
         return StepMatcher(self, list_calls)
 
 
-def _list_fits(shapes_key: tuple, traced: TracedOp) -> bool:
-    return not shapes_key or traced.key in (shapes_key, shapes_key[:-1])
+def _list_fits(call: tuple[str, tuple], traced: TracedOp) -> bool:
+    name, shapes_key = call
+    return name == traced.name and (not shapes_key or traced.key in (shapes_key, shapes_key[:-1]))
 
 
-def align_list_calls(profiled: list[tuple], traced: list[TracedOp]) -> list[int | None]:
-    """For the profiled calls of one multi-tensor op (their shape keys, program order), the index of the traced call
-    each one is (program order too), or None.
+def align_list_calls(profiled: list[tuple[str, tuple]], traced: list[TracedOp]) -> list[int | None]:
+    """For a step's profiled multi-tensor calls (name and shape key each, in program order), the index of the traced
+    call each one is (``traced``: the traced multi-tensor calls, in program order too), or None.
 
-    The profiler records no shapes for tensor lists, so order is the key: the k-th profiled call is the k-th traced
-    call, except that the trace may hold calls the measured step did not launch. The traced optimizer is built
+    The profiler records no shapes for tensor lists, so program order is the key: the k-th profiled call is the k-th
+    traced call, except that the trace may hold calls the measured step did not launch. The traced optimizer is built
     ``capturable`` (:func:`solkit.model.step.trace_twin`): its bias corrections are multi-tensor ops over 0-dim
-    tensors that the measured (non-capturable) step computes as Python floats. The alignment keeps program order on
-    both sides and, among the orders that match the most profiled calls, skips 0-dim traced calls rather than calls
-    over parameters and state (e.g. the measured ``_foreach_sqrt`` of exp_avg_sq is the traced one over exp_avg_sq,
-    not the one over the 0-dim bias corrections before it). It depends only on the two sequences: each profiled step
-    of the same program gets the same answer.
+    tensors that the measured (non-capturable) step computes as Python floats, and it divides by the step size apart.
+    The alignment keeps program order on both sides (across names, so each parameter group's calls stay with that
+    group's) and, among the orders that match the most profiled calls, skips 0-dim traced calls rather than calls over
+    parameters and state: the measured ``_foreach_sqrt`` of exp_avg_sq is the traced one over exp_avg_sq, not the one
+    over the 0-dim bias corrections before it. It depends only on the two sequences: each profiled step of the same
+    program gets the same answer.
     """
     n, m = len(profiled), len(traced)
     big = m + 1  # a matched call outweighs any number of sized-over-scalar preferences
+
+    def gain(i: int, j: int) -> int:
+        return big + (1 if traced[j].key else 0) if _list_fits(profiled[i], traced[j]) else -1
+
     # best[i][j]: the best score aligning profiled[i:] with traced[j:]
     best = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):
-            take = -1
-            if _list_fits(profiled[i], traced[j]):
-                take = best[i + 1][j + 1] + big + (1 if traced[j].key else 0)
-            best[i][j] = max(take, best[i][j + 1], best[i + 1][j])
+            g = gain(i, j)
+            best[i][j] = max(best[i + 1][j + 1] + g if g > 0 else -1, best[i][j + 1], best[i + 1][j])
     out: list[int | None] = [None] * n
     i = j = 0
     while i < n and j < m:
-        fits = _list_fits(profiled[i], traced[j])
-        if fits and best[i][j] == best[i + 1][j + 1] + big + (1 if traced[j].key else 0):
+        g = gain(i, j)
+        if g > 0 and best[i][j] == best[i + 1][j + 1] + g:
             out[i] = j
             i, j = i + 1, j + 1
         elif best[i][j] == best[i][j + 1]:
@@ -165,13 +169,10 @@ class StepMatcher:
         self._next_key: dict[tuple, int] = defaultdict(int)
         self._next_name: dict[str, int] = defaultdict(int)
         self._lists: dict[int, TracedOp | None] = {}  # id(event) -> its traced call
-        by_name: dict[str, list[tuple[Any, tuple]]] = defaultdict(list)
-        for evt, name, shapes in list_calls:
-            by_name[name].append((evt, shape_key(shapes)))
-        for name, calls in by_name.items():
-            traced = [o for o in work.by_name.get(name, []) if o.name.startswith(LIST_OPS)]
-            for (evt, _), j in zip(calls, align_list_calls([k for _, k in calls], traced)):
-                self._lists[id(evt)] = traced[j] if j is not None else None
+        traced = [o for o in work.ops if o.name.startswith(LIST_OPS)]
+        calls = [(name, shape_key(shapes)) for _, name, shapes in list_calls]
+        for (evt, _, _), j in zip(list_calls, align_list_calls(calls, traced)):
+            self._lists[id(evt)] = traced[j] if j is not None else None
 
     def match(self, name: str, shapes: list[Any], evt: Any = None) -> tuple[TracedOp | None, str]:
         """The traced op for a profiled call (``evt``: its event), and how it was found ("shapes", "order" or "")."""
