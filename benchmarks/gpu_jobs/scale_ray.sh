@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# budget: 190
+# budget: 130
 # The Ray path against the local paths on one H200 (issue 25: "the Ray path runs `solkit bench --size m` with the
 # same results as the local path, at <= 5 % extra wall time"). Needs .whl_ray (ray 2.60, slimmed by
 # tools/slim_wheel.py --preset ray) carried; matplotlib need not be (the reports then have no figures, in every
@@ -12,7 +12,9 @@
 # beforehand and cached per GPU UUID, so no run measures it. Compares each pooled run's rows, statuses, order,
 # errors and per-row times with the serial run's, and the wall times; writes $OUT/scale_ray.json (device, date,
 # versions, commit, commands, walls, overheads, row comparisons, errors) even when Ray does not start. Every cap
-# stays inside the budget (SCALE_RAY_SECONDS, default 190); a run cut by its cap is compared on its checkpoint. The
+# stays inside the budget (SCALE_RAY_SECONDS, else run_round's BUDGET, else 130); a run cut by its cap is compared on
+# its checkpoint. The calibration runs beside the cluster's start, and the serial run starts once the cluster's
+# processes are gone (`ray stop` then only polls). The
 # summary prints the three walls and the ratios Ray / serial and Ray / local pool (the issue's goal: <= 1.05 against
 # the local path), and each run's phases (before the bench's clock, first item, items, after the last item; for Ray
 # also when it connected, asked for the actor, the actor was born and ready, and its idle time between items).
@@ -27,7 +29,8 @@ PLAN+=(--json)
 RAY_GPUS=${SCALE_RAY_GPUS:-1}
 RAYCLI=(python3 -c 'import sys; from ray.scripts.scripts import main; sys.argv[0] = "ray"; sys.exit(main())')
 now() { date +%s.%N; }
-END=$(( $(date +%s) + ${SCALE_RAY_SECONDS:-190} - 8 ))  # the budget less the summary's time
+# The budget: SCALE_RAY_SECONDS, else the cap run_round.sh gives (BUDGET), else 130.
+END=$(( $(date +%s) + ${SCALE_RAY_SECONDS:-${BUDGET:-130}} - 6 ))  # the budget less the summary's time
 cap() {  # cap SECONDS RESERVE: SECONDS, or less when only that much is left before END after RESERVE more seconds
   local left=$(( END - $(date +%s) - $2 ))
   if [ "$left" -lt "$1" ]; then echo $(( left > 5 ? left : 5 )); else echo "$1"; fi
@@ -35,9 +38,11 @@ cap() {  # cap SECONDS RESERVE: SECONDS, or less when only that much is left bef
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$(now)"; }
 
 python3 -c "import ray; print('ray', ray.__version__, ray.__file__)" 2>&1 | tail -1 | tee "$OUT/ray_version.txt"
-t=$(now)
-timeout 20 python3 -m solkit.cli calibrate --quick --json >"$OUT/calibration.json" 2>"$OUT/calibrate_log.txt"
-echo "calibrate rc=$? $(since "$t")s"
+# The calibration (on the GPU) and the cluster's start and warm-up (on the CPU) are independent: side by side.
+( t=$(now)
+  timeout 20 python3 -m solkit.cli calibrate --quick --json >"$OUT/calibration.json" 2>"$OUT/calibrate_log.txt"
+  echo "calibrate rc=$? $(since "$t")s" >"$OUT/calibrate.rc" ) &
+CAL=$!
 
 t=$(now)
 timeout 30 "${RAYCLI[@]}" start --head --node-ip-address=127.0.0.1 --port=6399 --num-gpus="$RAY_GPUS" --num-cpus="$(nproc)" \
@@ -54,6 +59,8 @@ ray.init(address="auto", log_to_driver=False)
 print(ray.get(ray.remote(lambda: "ok").remote()), ray.cluster_resources())
 PY
 echo "ray warm-up rc=$? $(since "$t")s: $(tail -n 1 "$OUT/ray_warm.txt")" | tee -a "$OUT/runs.txt"
+wait "$CAL"
+cat "$OUT/calibrate.rc"
 
 run() {  # run NAME SECONDS ARGS...
   local name=$1 secs=$2; shift 2
@@ -66,14 +73,22 @@ run() {  # run NAME SECONDS ARGS...
   echo "$name rc=$rc wall=$(cat "$OUT/$name.wall")s" | tee -a "$OUT/runs.txt"
   tail -n 3 "$OUT/$name.stderr.txt"
 }
-run ray "$(cap 50 80)" --ray auto
+run ray "$(cap 50 65)" --ray auto
 # Ray's own logs, for a run that failed inside Ray (small: the job's session only); then the cluster stops, so
-# that its idle processes do not run beside the local runs.
+# that its idle processes do not run beside the local runs. `ray stop` kills them at once and then polls for
+# seconds: the serial run starts once the cluster's processes are gone, while the command still polls.
 tar -czf "$OUT/ray_logs.tgz" -C /tmp/ray session_latest/logs 2>/dev/null || true
 t=$(now)
-timeout 8 "${RAYCLI[@]}" stop --force >"$OUT/ray_stop.txt" 2>&1
-echo "ray stop rc=$? $(since "$t")s"
-run serial "$(cap 45 35)"
+( timeout 8 "${RAYCLI[@]}" stop --force >"$OUT/ray_stop.txt" 2>&1; echo "ray stop rc=$? $(since "$t")s" >"$OUT/ray_stop.rc" ) &
+STOP=$!
+for _ in $(seq 1 40); do
+  sleep 0.2
+  pgrep -f 'ray/core/src/ray/(raylet|gcs)' >/dev/null || break
+done
+echo "ray cluster's processes gone after $(since "$t")s"
+run serial "$(cap 35 35)"
+wait "$STOP"
+cat "$OUT/ray_stop.rc" 2>/dev/null
 if [ $(( END - $(date +%s) )) -ge 20 ]; then
   run devices0 "$(cap 50 0)" --devices 0
 else
@@ -169,8 +184,24 @@ def compare(name, ref_name="serial"):
         "elapsed_s_in_results": meta.get("elapsed_s"),
         "scale_meta": {k: v for k, v in (meta.get("scale") or {}).items() if k != "timeline"},
         "timeline": timeline(name, meta),
+        "items_vs_" + ref_name: item_deltas(meta, runs[ref_name][1]),
         "error": None if done else last_error(name),
     }
+
+
+def item_deltas(meta, ref_meta):
+    """Each item's own seconds (in its worker) against the same item's in the reference run: the first item's extra
+    (a worker's first use of the device and of the items' modules), the rest's, and the five largest."""
+    items = {tuple(i["item"]): i["seconds"] for i in ((meta.get("scale") or {}).get("timeline") or {}).get("items", [])
+             if i.get("item")}
+    ref = [(tuple(i["item"]), i["seconds"]) for i in ((ref_meta.get("scale") or {}).get("timeline") or {}).get("items", [])
+           if i.get("item")]
+    d = [(k, items[k] - s) for k, s in ref if k in items]
+    if not d:
+        return None
+    top = sorted(d[1:], key=lambda x: -x[1])[:5]
+    return {"first_extra_s": round(d[0][1], 3), "rest_extra_s": round(sum(x for _, x in d[1:]), 3),
+            "largest": [f"{k[0]}/{k[1][:8]} {x:+.3f}" for k, x in top]}
 
 
 try:
@@ -205,6 +236,7 @@ for name in ("ray_vs_serial", "devices0_vs_serial", "ray_vs_devices0"):
     c = summary[name]
     short[name] = {k: c[k] for k in ("complete", "rows", "same_rows_in_order", "same_statuses", "same_max_abs_error",
                                      "ms_ratio", "wall_s", "wall_overhead", "error", "timeline")}
+    short[name]["items"] = next(v for k, v in c.items() if k.startswith("items_vs_"))
     if short[name]["ms_ratio"]:
         short[name]["ms_ratio"] = {k: v for k, v in c["ms_ratio"].items() if k != "over_1.10"}
 print(json.dumps(short, indent=1))
