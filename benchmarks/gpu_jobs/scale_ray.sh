@@ -37,9 +37,10 @@ cap() {  # cap SECONDS RESERVE: SECONDS, or less when only that much is left bef
 }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$(now)"; }
 
-python3 -c "import ray; print('ray', ray.__version__, ray.__file__)" 2>&1 | tail -1 | tee "$OUT/ray_version.txt"
-# The calibration (on the GPU) and the cluster's start and warm-up (on the CPU) are independent: side by side.
-( t=$(now)
+# The calibration (on the GPU), ray's version and the cluster's start and warm-up (on the CPU) are independent: side
+# by side.
+( python3 -c "import ray; print('ray', ray.__version__, ray.__file__)" 2>&1 | tail -1 >"$OUT/ray_version.txt"
+  t=$(now)
   timeout 20 python3 -m solkit.cli calibrate --quick --json >"$OUT/calibration.json" 2>"$OUT/calibrate_log.txt"
   echo "calibrate rc=$? $(since "$t")s" >"$OUT/calibrate.rc" ) &
 CAL=$!
@@ -60,7 +61,7 @@ print(ray.get(ray.remote(lambda: "ok").remote()), ray.cluster_resources())
 PY
 echo "ray warm-up rc=$? $(since "$t")s: $(tail -n 1 "$OUT/ray_warm.txt")" | tee -a "$OUT/runs.txt"
 wait "$CAL"
-cat "$OUT/calibrate.rc"
+cat "$OUT/ray_version.txt" "$OUT/calibrate.rc"
 
 run() {  # run NAME SECONDS ARGS...
   local name=$1 secs=$2; shift 2
