@@ -157,3 +157,20 @@ def test_ray_actor_lost_mid_run_costs_only_its_item(ray_cluster):
         outs = {o.index: o for o in pool.map_unordered(items)}
     assert len(outs) == 5 and all(outs[i].ok and outs[i].value == i - 1 for i in range(1, 5))
     assert not outs[0].ok and outs[0].attempts == 2 and "its worker died" in outs[0].error
+
+
+def test_model_on_ray_gives_the_serial_report_from_each_actor(ray_cluster, capsys):
+    pytest.importorskip("transformers")
+    tiny = ["model", "--hf", "llama", "--layers", "1", "--seq", "8", "--batch", "2", "--arch", "h200-sxm",
+            "--warmup", "1", "--steps", "1", "--mode", "fwd", "--json", "--top", "100"]  # fmt: skip
+    assert main([*tiny, "--device", "cpu"]) == 0
+    serial = json.loads(capsys.readouterr().out)
+    assert main([*tiny, "--ray", "auto", "--devices", "cpu:2"]) == 0
+    pooled = json.loads(capsys.readouterr().out)
+    work = [sorted((o["name"], o["calls"], o["flops"], o["bytes"]) for o in d["ops"]) for d in (serial, pooled)]
+    assert work[0] == work[1]  # the same operators, calls and work, measured in an actor
+    assert pooled["meta"]["scale"] == {"mode": "ray", "workers": 2, "failed_items": []}
+    runs = pooled["meta"]["runs"]
+    assert len(runs) == 2 and all(r["ok"] and r["worker"].startswith("ray:") for r in runs)
+    assert main([*tiny, "--ray", "auto", "--devices", "0,1"]) == 2  # GPU indices name this host's devices
+    assert "--ray" in capsys.readouterr().err

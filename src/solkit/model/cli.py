@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", metavar="all|0,1,3|cpu,cpu|cpu:N",
                    help="the step on each of these devices at once, one worker process each: the first device's "
                    "report, every run's step and the card-to-card spread (docs/scale.md)")  # fmt: skip
+    p.add_argument("--ray", metavar="auto|local|ADDRESS",
+                   help="the step on every GPU of a Ray cluster at once, one actor each (with --devices cpu:N, N CPU "
+                   "actors): the same report as --devices (needs solkit[ray]; docs/scale.md)")  # fmt: skip
     p.add_argument("--warmup", type=int, default=2, help="warm-up steps before the profiled ones (default 2)")
     p.add_argument("--steps", type=int, default=STEPS,
                    help=f"profiled steps (default {STEPS}): operators are ranked by their median time lost over "
@@ -125,12 +128,13 @@ def _check(args: argparse.Namespace) -> None:
             raise SolkitError(f"--{name} {getattr(args, name)}: must be at least 1")
     if args.warmup < 0:
         raise SolkitError(f"--warmup {args.warmup}: must be 0 or more")
-    if args.devices is not None:
+    if args.devices is not None or args.ray:
         from solkit.scale import parse_devices
 
         if args.device != "auto":
-            raise SolkitError("--device and --devices: give one (--devices names every device to use)")
-        parse_devices(args.devices)  # a bad list is one line before any worker starts
+            raise SolkitError("--device and --devices/--ray: give one (--devices names every device to use)")
+        if args.devices is not None and not args.ray:  # with --ray the pool checks it (all or cpu:N)
+            parse_devices(args.devices)  # a bad list is one line before any worker starts
     if args.html and Path(args.html).is_file():
         raise SolkitError(f"--html {args.html}: is a file; give a folder")
     args.precision = parse_precision(args.precision)
@@ -151,7 +155,7 @@ def _analyse(args: argparse.Namespace, device, progress=None):
 
 
 def _analyse_on_worker(args: argparse.Namespace):
-    """One run of ``--devices``, in its worker process, on the device the worker is pinned to."""
+    """One run of ``--devices`` / ``--ray``, in its worker process, on the device the worker is pinned to."""
     import torch
 
     from solkit.scale import worker_state
@@ -168,9 +172,10 @@ def _cmd(args: argparse.Namespace) -> int:
     _check(args)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=err_console, transient=True, disable=args.json) as bar:
-        if args.devices is not None:
-            task = bar.add_task(f"the step on each of --devices {args.devices}")
-            rep = on_devices(args.devices, Call(_analyse_on_worker, (args,)), args.top,
+        if args.devices is not None or args.ray:
+            where = f"--ray {args.ray}" if args.ray else f"--devices {args.devices}"
+            task = bar.add_task(f"the step on each worker of {where}")
+            rep = on_devices(args.devices, Call(_analyse_on_worker, (args,)), args.top, ray=args.ray,
                              on_outcome=lambda o: bar.update(task, description=f"{o.worker} done"))  # fmt: skip
         else:
             task, t0 = bar.add_task("building the model"), time.perf_counter()

@@ -1,4 +1,4 @@
-"""``solkit model --devices``: the same step measured on each named device at once, and how far they differ.
+"""``solkit model --devices`` / ``--ray``: the same step measured on each device at once, and how far they differ.
 
 A model's step is one unit of work: it runs on one device and is not split. What several devices give a user
 is the step on each card at once, one pinned worker process per device (:mod:`solkit.scale`): the report is
@@ -78,18 +78,25 @@ def serial_report(rep: ModelReport, device: str, seconds: float, top: int) -> Mo
     return add_scale_meta(rep, [out], "serial", top)
 
 
-def on_devices(spec: str, call: Call, top: int, on_outcome: Callable[[Outcome], None] | None = None) -> ModelReport:
-    """``call`` (an analysis returning a :class:`ModelReport`) once on every device of ``spec``; the first
+def on_devices(
+    spec: str | None, call: Call, top: int, on_outcome: Callable[[Outcome], None] | None = None, ray: str | None = None
+) -> ModelReport:
+    """``call`` (an analysis returning a :class:`ModelReport`) once on every device of ``spec``, or on every actor
+    Ray places with ``ray`` (one per GPU of the cluster; ``spec`` ``cpu:N`` asks for N CPU actors); the first
     device's report (the first that succeeded), with every run in its ``meta``."""
-    n = len(parse_devices(spec))
-    pool = open_pool(spec)
+    pool = open_pool(spec, ray)
     try:
         pool.start()  # every worker ready before the items go out: one run per device
     except BaseException:
         pool.close()
         raise
+    n = len(pool.devices()) if ray else len(parse_devices(spec))
+    if not n:
+        pool.close()
+        raise SolkitError(f"--ray {ray}: no actor started on the cluster (docs/scale.md)")
     outs = run_all(pool, [Item((str(i),), call) for i in range(n)], on_outcome=on_outcome)
     ok = [o for o in outs if o.ok]
+    flag = f"--ray {ray}" if ray else f"--devices {spec}"
     if not ok:
-        raise SolkitError(f"--devices {spec}: no run succeeded ({outs[0].worker or 'worker'}: {outs[0].error})")
-    return add_scale_meta(ok[0].value, outs, "local", top)
+        raise SolkitError(f"{flag}: no run succeeded ({outs[0].worker or 'worker'}: {outs[0].error})")
+    return add_scale_meta(ok[0].value, outs, "ray" if ray else "local", top)
