@@ -29,55 +29,52 @@ if [ ${#checked[@]} -gt 0 ]; then
   grep -v '^USDT' "$OUT/check_stderr.txt" | tail -n 3
 fi
 python3 - "$OUT" <<'PY'
-import json, subprocess, sys
+import json, sys
 from pathlib import Path
 
+sys.path.insert(0, "benchmarks/gpu_jobs")
+from model_runs import each_results, job_summary
+
 out = Path(sys.argv[1])
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-summary = {"job": "model_gemm_check", "commit": commit or "unknown", "runs": {}}
-for run in ("llama_eager", "llama_compile"):
-    f = out / run / "results.json"
-    if not f.exists():
-        err = out / run / "stderr.txt"
-        print(f"{run}: no results ({err.read_text()[-300:] if err.exists() else 'not run'})")
-        continue
-    try:
-        d = json.loads(f.read_text())
-        s, m, c = d["summary"], d["meta"], d.get("bench_check")
-        r = {"device": m["device"], "date": m["date"], "versions": m["versions"], "command": m.get("command"),
-             "summary": s, "gemms": len(d.get("gemms", [])), "bench_check": c}
-        summary["runs"][run] = r
-        print(f"== {run}: {m['model']} on {m['device'].get('name')} ({m['date']})")
-        print(f"   measured {s['measured_ms']:.2f} ms (wall {s['wall_ms']:.2f}, measured <= wall: {s.get('measured_le_wall')}); "
-              f"step SOL {s['step_sol']:.3f}; attributed {s['attributed_share']:.2%}")
-        print(f"   device events: {m.get('device_events')}")
-        tel = m.get("telemetry") or {}
-        print(f"   step telemetry: SM clock {tel.get('sm_clock_mhz')}, power {tel.get('power_w')}, "
-              f"reasons {tel.get('throttle_reasons')}, samples {tel.get('n_samples')}")
-        top5 = [o["name"][:50] for o in d["ops"][:5]]
-        print(f"   top-5 by time lost: {top5}")
-        if not c:
-            print(f"   no bench_check ({len(d.get('gemms', []))} GEMMs recorded)")
-            continue
-        cs = c["summary"]
-        print(f"   GEMMs within {c['tolerance']:.0%} of solkit bench: gemm_bf16 vendor {cs['bench']['within']}/"
-              f"{cs['bench']['compared']} (worst {cs['bench']['worst_ratio']}), model's layout {cs['layout']['within']}/"
-              f"{cs['layout']['compared']} (worst {cs['layout']['worst_ratio']}); T_SOL agrees: {cs['t_sol_agrees']}")
-        pb, pl = cs.get("bench_per_clock") or {}, cs.get("layout_per_clock") or {}
-        print(f"   at equal SM clocks: gemm_bf16 {pb.get('within')}/{pb.get('compared')} (worst {pb.get('worst_ratio')}), "
-              f"layout {pl.get('within')}/{pl.get('compared')} (worst {pl.get('worst_ratio')})")
-        for x in c["rows"]:
-            b, lay = x["bench"] or {}, x["layout_run"] or {}
-            f3 = lambda v: "-" if v is None else f"{v:.3f}"
-            print(f"   {x['name'][:60]:60s} x{x['calls']:<2} model {x['model_ms_per_call']:.3f} ms SOL {f3(x['model_sol'])} | "
-                  f"bench {f3(b.get('ms'))} ms SOL {f3(b.get('sol_raw'))} ratio {f3(x['ratio'])} {x['within']} | "
-                  f"layout {f3(lay.get('ms'))} ms SOL {f3(lay.get('sol_raw'))} ratio {f3(x['layout_ratio'])} {x['layout_within']} | "
-                  f"MHz {(x.get('model_clock') or {}).get('sm_clock_mhz')}/{(b.get('clock') or {}).get('sm_clock_mhz')}/"
-                  f"{(lay.get('clock') or {}).get('sm_clock_mhz')} per-clock {f3(x.get('ratio_per_clock'))} "
-                  f"{f3(x.get('layout_ratio_per_clock'))}"
-                  + ("" if b.get("status", "ok") == "ok" else f" bench {b.get('status')}: {b.get('error')}"))
-    except Exception as exc:  # one bad file does not stop the summary
-        print(f"{run}: summary failed: {type(exc).__name__}: {exc}")
+summary = job_summary("model_gemm_check")
+
+def one_run(run, d):
+    s, m, c = d["summary"], d["meta"], d.get("bench_check")
+    r = {"device": m["device"], "date": m["date"], "versions": m["versions"], "command": m.get("command"),
+         "summary": s, "gemms": len(d.get("gemms", [])), "bench_check": c}
+    summary["runs"][run] = r
+    print(f"== {run}: {m['model']} on {m['device'].get('name')} ({m['date']})")
+    print(f"   measured {s['measured_ms']:.2f} ms (wall {s['wall_ms']:.2f}, measured <= wall: {s.get('measured_le_wall')}); "
+          f"step SOL {s['step_sol']:.3f}; attributed {s['attributed_share']:.2%}")
+    print(f"   device events: {m.get('device_events')}")
+    tel = m.get("telemetry") or {}
+    print(f"   step telemetry: SM clock {tel.get('sm_clock_mhz')}, power {tel.get('power_w')}, "
+          f"reasons {tel.get('throttle_reasons')}, samples {tel.get('n_samples')}")
+    top5 = [o["name"][:50] for o in d["ops"][:5]]
+    print(f"   top-5 by time lost: {top5}")
+    if not c:
+        print(f"   no bench_check ({len(d.get('gemms', []))} GEMMs recorded)")
+        return
+    cs = c["summary"]
+    print(f"   GEMMs within {c['tolerance']:.0%} of solkit bench: gemm_bf16 vendor {cs['bench']['within']}/"
+          f"{cs['bench']['compared']} (worst {cs['bench']['worst_ratio']}), model's layout {cs['layout']['within']}/"
+          f"{cs['layout']['compared']} (worst {cs['layout']['worst_ratio']}); T_SOL agrees: {cs['t_sol_agrees']}")
+    pb, pl = cs.get("bench_per_clock") or {}, cs.get("layout_per_clock") or {}
+    print(f"   at equal SM clocks: gemm_bf16 {pb.get('within')}/{pb.get('compared')} (worst {pb.get('worst_ratio')}), "
+          f"layout {pl.get('within')}/{pl.get('compared')} (worst {pl.get('worst_ratio')})")
+    for x in c["rows"]:
+        b, lay = x["bench"] or {}, x["layout_run"] or {}
+        f3 = lambda v: "-" if v is None else f"{v:.3f}"
+        print(f"   {x['name'][:60]:60s} x{x['calls']:<2} model {x['model_ms_per_call']:.3f} ms SOL {f3(x['model_sol'])} | "
+              f"bench {f3(b.get('ms'))} ms SOL {f3(b.get('sol_raw'))} ratio {f3(x['ratio'])} {x['within']} | "
+              f"layout {f3(lay.get('ms'))} ms SOL {f3(lay.get('sol_raw'))} ratio {f3(x['layout_ratio'])} {x['layout_within']} | "
+              f"MHz {(x.get('model_clock') or {}).get('sm_clock_mhz')}/{(b.get('clock') or {}).get('sm_clock_mhz')}/"
+              f"{(lay.get('clock') or {}).get('sm_clock_mhz')} per-clock {f3(x.get('ratio_per_clock'))} "
+              f"{f3(x.get('layout_ratio_per_clock'))}"
+              + ("" if b.get("status", "ok") == "ok" else f" bench {b.get('status')}: {b.get('error')}"))
+
+
+each_results(out, ("llama_eager", "llama_compile"), one_run)
 (out / "summary.json").write_text(json.dumps(summary, indent=1))
 print(f"wrote {out / 'summary.json'}")
 PY

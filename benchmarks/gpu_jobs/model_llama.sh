@@ -41,12 +41,14 @@ run_left llama_compile_1 75 "${LLAMA[@]}" --compile
 run_left llama_compile_2 45 "${LLAMA[@]}" --compile
 run_left resnet50_eager 38 --hf resnet --preset 50 --batch 64 --dtype bf16 --mode train_step --top 10 --steps "$STEPS"
 python3 - "$OUT" <<'PY'
-import json, subprocess, sys
+import json, sys
 from pathlib import Path
 
+sys.path.insert(0, "benchmarks/gpu_jobs")
+from model_runs import each_results, job_summary
+
 out = Path(sys.argv[1])
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-summary = {"job": "model_llama", "commit": commit or "unknown", "runs": {}, "stability": {}}
+summary = job_summary("model_llama", stability={})
 rankings = {}
 f3 = lambda v: "-" if v is None else f"{v:.3f}"
 
@@ -84,16 +86,7 @@ def one_run(run, d):
         r["conv_checks"] = checks
 
 
-for run in ("llama_eager_1", "llama_eager_2", "llama_compile_1", "llama_compile_2", "resnet50_eager"):
-    f = out / run / "results.json"
-    if not f.exists():
-        err = out / run / "stderr.txt"
-        print(f"{run}: no results ({err.read_text()[-300:] if err.exists() else 'not run'})")
-        continue
-    try:
-        one_run(run, json.loads(f.read_text()))
-    except Exception as exc:  # one bad file does not stop the summary
-        print(f"{run}: summary failed: {type(exc).__name__}: {exc}")
+each_results(out, ("llama_eager_1", "llama_eager_2", "llama_compile_1", "llama_compile_2", "resnet50_eager"), one_run)
 try:
     from solkit.model.ranking import top_stability
 
