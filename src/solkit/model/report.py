@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,7 +108,6 @@ class ModelReport:
     layers: list[Group] = field(default_factory=list)
     t_sol_s: float = 0.0
     attributed_s: float = 0.0
-    near_zero_s: float = 0.0  # of attributed_s: on rows whose T_SOL is ~0 (NEAR_ZERO_SOL)
     what_if: dict[str, Any] | None = None  # the step on other products (solkit.model.whatif.add_what_if)
     clocks: StepClocks | None = None  # the SM clock and power while the step's kernels ran (a GPU only)
 
@@ -118,7 +117,9 @@ class ModelReport:
 
     @property
     def near_zero_share(self) -> float:
-        return self.near_zero_s / self.measured_s if self.measured_s else 0.0
+        """Of the measured time: on operators whose T_SOL is ~0 (NEAR_ZERO_SOL)."""
+        near = sum(g.timed_with_sol_s for g in self.ops if g.near_zero)
+        return near / self.measured_s if self.measured_s else 0.0
 
     @property
     def step_sol(self) -> float:
@@ -131,8 +132,7 @@ class ModelReport:
     def ranking(self) -> list[dict[str, Any]]:
         """Every operator by median time lost over the profiled steps, with spread and ties (solkit.model.ranking);
         ``index`` is the operator's place in ``ops``, ``name`` its name (with its module type where two share one)."""
-        names = [g.name for g in self.ops]
-        seen = {n: names.count(n) for n in names}
+        seen = Counter(g.name for g in self.ops)
         keys = [f"{g.name} [{g.category}, {g.kind}]" if seen[g.name] > 1 else g.name for g in self.ops]
         where = {k: i for i, k in enumerate(keys)}
         out = rank([(k, g.spread) for k, g in zip(keys, self.ops)])
@@ -220,8 +220,6 @@ def build_report(rows: list[OpEvent], measured_s: float, ceilings: Ceilings, met
         if ts is not None:
             rep.t_sol_s += ts
             rep.attributed_s += r.time_s
-            if ts < NEAR_ZERO_SOL * r.time_s:
-                rep.near_zero_s += r.time_s
         direction = " (bwd)" if r.backward else ""
         key = op_key(r)
         g = ops.get(key)
