@@ -8,7 +8,15 @@ import json
 import pytest
 import torch
 
-from solkit.bench.model_check import Timer, burst_gap_ms, compare, layout_problem, per_clock, step_duty
+from solkit.bench.model_check import (
+    Timer,
+    burst_gap_ms,
+    compare,
+    layout_problem,
+    per_clock,
+    print_check,
+    step_duty,
+)
 from solkit.cli import main
 from solkit.errors import SolkitError
 from solkit.model import analyze
@@ -213,3 +221,57 @@ def test_the_gap_reaches_the_timing_protocol(monkeypatch):
     g = {"op": "mm", "m": 3, "k": 5, "n": 4, "batch": 1, "dtype": "float32"}
     Timer("cpu", get_ceilings("h200-sxm"), reps=1).bench(g, 1.25)
     assert seen == [1.25]
+
+
+class _Clocked:
+    """A timer whose rows ran at given SM clocks: sustained at the power cap, burst at the boost clock."""
+
+    def __init__(self, sol_sustained, sol_burst, mhz_sustained=1485.0, mhz_burst=1980.0):
+        self.rows = {False: (sol_sustained, mhz_sustained), True: (sol_burst, mhz_burst)}
+
+    def bench(self, g, gap_ms=0.0):
+        sol, mhz = self.rows[gap_ms > 0]
+        return {"sol_raw": sol, "t_sol_ms": g["t_sol_ms_per_call"], "clock": {"sm_clock_mhz": mhz}}
+
+    layout = bench
+
+
+def _gemm(clock, bound="compute", **kw):
+    return {"op": "mm", "m": 8192, "k": 4096, "n": 4096, "batch": 1, "a_transposed": False, "b_transposed": False,
+            "layout": "A @ B", "dtype": "bfloat16", "bias_shape": None, "name": "mm (bwd)", "backward": True,
+            "a_stride": [4096, 1], "b_stride": [4096, 1], "category": "attention", "calls": 8,
+            "time_ms_per_call": 0.364, "t_sol_ms_per_call": 0.278, "sol_raw": 0.764, "clock": clock, "bound": bound,
+            **kw}  # fmt: skip
+
+
+@pytest.mark.parametrize("nearest", [False, True])
+def test_a_burst_row_outside_at_face_value_and_within_at_equal_clocks(nearest, capsys):
+    # the step's GEMM ran at 1830 MHz; the burst bench row at 1980 MHz got SOL 0.808 (ratio 0.946: outside 5 %);
+    # at equal clocks 0.946 x 1980 / 1830 = 1.023: within
+    clock = {"sm_clock_mhz": 1830.0, "samples": 1, "nearest": nearest, **({"nearest_ms": 0.4} if nearest else {})}
+    out = compare([_gemm(clock)], _Clocked(0.72, 0.808), 0.05, True, ("sustained", "burst"), duty=0.5)
+    (row,) = out["rows"]
+    assert row["ratio_burst"] == pytest.approx(0.764 / 0.808) and row["within_burst"] is False
+    assert row["ratio_burst_per_clock"] == pytest.approx(0.764 / 0.808 * 1980 / 1830)
+    assert row["within_burst_per_clock"] is True and row["layout_within_burst_per_clock"] is True
+    # the sustained per-clock ratio uses the sustained row's own clock (1485 MHz), not the burst's
+    assert row["ratio_per_clock"] == pytest.approx(0.764 / 0.72 * 1485 / 1830)
+    s = out["summary"]
+    assert s["judged_on"] == "burst" and s["bench_burst"]["within"] == 0  # the verdict stays at face value
+    assert s["bench_burst_per_clock"] == {"within": 1, "compared": 1, "all_within": True, "worst": "mm (bwd)",
+                                          "worst_ratio": pytest.approx(row["ratio_burst_per_clock"]),
+                                          "clock_estimated": int(nearest)}  # fmt: skip
+    assert s["layout_burst_per_clock"]["within"] == 1
+    print_check({"model": "m", "tolerance": 0.05, **out})
+    text = " ".join(capsys.readouterr().out.split())
+    assert "burst (step-matched, duty 0.50): gemm_bf16 0/1" in text
+    assert "burst at equal SM clocks: gemm_bf16 1/1, the model's layout 1/1" in text
+    assert ("1 step clock(s) from the nearest sample" in text) is nearest
+
+
+@pytest.mark.parametrize("clock,bound", [(None, "compute"), ({"sm_clock_mhz": 1830.0}, "memory")])
+def test_no_burst_ratio_at_equal_clocks_without_a_step_clock_or_for_a_memory_bound_call(clock, bound):
+    out = compare([_gemm(clock, bound)], _Clocked(0.72, 0.808), 0.05, True, ("burst",), duty=0.5)
+    (row,) = out["rows"]
+    assert row["ratio_burst"] is not None and row["ratio_burst_per_clock"] is None
+    assert row["within_burst_per_clock"] is None and out["summary"]["bench_burst_per_clock"]["compared"] == 0
