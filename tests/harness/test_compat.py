@@ -16,6 +16,7 @@ import pytest
 from solkit.cli import main
 from solkit.errors import SolkitError
 from solkit.harness import compat
+from solkit.harness.phases import WORKLOAD_PHASES
 from solkit.problems.loader import load_problem, solution_from_python
 from solkit.problems.schema import Trace
 
@@ -59,7 +60,7 @@ def test_sol_execbench_argv_explicit_files_config_and_jsonl(tmp_path, capsys):
         assert ev.status.value == "PASSED", ev.log
         assert ev.performance.timing["reps"] <= 5  # config.json's iterations
         phases = ev.solkit["phases_s"]
-        assert {"reference", "correctness", "timing", "checks"} <= set(phases) and phases["run"]["startup"] > 0
+        assert set(WORKLOAD_PHASES) <= set(phases) and phases["run"]["startup"] > 0
     bad = traces["paged-bad-indptr"].evaluation
     assert bad.status.value == "INVALID_REFERENCE" and "kv_indptr[-1].item()" in bad.log
 

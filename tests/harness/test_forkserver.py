@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from solkit.harness.phases import WORKLOAD_PHASES
 from solkit.harness.spawn import device_guess
 
 EXAMPLE = Path(__file__).parent / "examples" / "gelu_add"
@@ -57,7 +58,7 @@ def test_eval_start_ups_overlap_and_the_command_leaves_at_once(tmp_path):
     assert busy > _busy(spans) + 0.5  # they overlap: the sum of the phases exceeds the time they cover
     # the one-off phases and every workload's own add up to the critical path (nothing left uncounted; a workload
     # the judge failed midway records only its reference phase) ...
-    own = ("reference", "correctness", "timing", "checks")
+    own = WORKLOAD_PHASES
     per = [t["evaluation"]["solkit"]["phases_s"] for t in traces]
     counted = sum(phases["run"].values()) + sum(p.get(k) or 0.0 for p in per for k in own)
     critical = launch + line["judged"]

@@ -394,7 +394,7 @@ def _time_line(t: dict[str, Any]) -> str:
     over = t.get("overhead_per_workload_wall_s")
     return (
         f"{t['workloads']} workloads in {t.get('wall_s', 0):.1f} s; seconds per phase: {phases}; "
-        f"(wall - timing) per workload {over if over is not None else '-'}"
+        f"(wall - timing - reference_timing) per workload {over if over is not None else '-'}"
     )
 
 

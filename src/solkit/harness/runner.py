@@ -80,8 +80,7 @@ def run_solution(
     none of which may still be starting beside a call)."""
     options = options or RunnerOptions()
     base = Path(job.get("work_dir") or tempfile.mkdtemp(prefix="solkit_eval_"))
-    ref_dir = base / "judge"
-    ref_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ref_dirs = ground_truth_dirs(base)
     marks: dict[str, float] = {}
     # The candidate process starts (imports torch, sets up its sandbox) while the reference runs; the solution's
     # code is imported only by its "load" request, after the ground truth files are gone.
@@ -89,14 +88,42 @@ def run_solution(
         early = starter.submit(_first_candidate, job, base, options, marks, spawned)
         try:
             hooks = (between, on_env, ready)
-            environment, results = _run_after_reference(job, options, base, ref_dir, early, marks, hooks)
+            environment, results = _run_after_reference(job, options, base, ref_dirs, early, marks, hooks)
         finally:
+            for d in ref_dirs:  # the run stopped before the judge loaded them: never left behind (memory, in shm)
+                shutil.rmtree(d, ignore_errors=True)
             if not early.cancel() and early.exception() is None and early.result().popen.poll() is None:
                 early.result().close()  # the reference left no workload to judge, or an error ended the run
             elif spawned is not None:
                 spawned.discard()  # never adopted (an adopted one is closed with its CandidateProcess)
     environment["timeline"] = marks
     return environment, results
+
+
+#: Where the reference process writes the ground truth first: memory, no disk I/O (files of GBs for large workloads).
+SHM = Path("/dev/shm")
+
+
+def ground_truth_dirs(base: Path) -> list[Path]:
+    """The folders the reference process saves the ground truth to, each private (0700), in order of preference: a
+    new one in SHM when it is there and writable (a file it has no room for goes on), then ``base/judge``."""
+    dirs = []
+    if SHM.is_dir() and os.access(SHM, os.W_OK | os.X_OK):
+        _sweep_stale(SHM)
+        with contextlib.suppress(OSError):  # mkdtemp: mode 0700
+            dirs.append(Path(tempfile.mkdtemp(prefix=f"solkit_judge_{os.getpid()}_", dir=SHM)))
+    disk = base / "judge"
+    disk.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return [*dirs, disk]
+
+
+def _sweep_stale(shm: Path) -> None:
+    """Remove the ground-truth folders of judges that were killed before they could (memory until a reboot)."""
+    for d in shm.glob("solkit_judge_*_*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid = int(d.name.split("_")[2])
+            if d.stat().st_uid == os.getuid() and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def _first_candidate(job, base: Path, options: RunnerOptions, marks: dict, spawned: Spawned | None):
@@ -108,25 +135,28 @@ def _first_candidate(job, base: Path, options: RunnerOptions, marks: dict, spawn
     return proc
 
 
-def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path, early: Future, marks: dict, hooks):
+def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dirs: list[Path], early: Future, marks: dict,
+                         hooks):  # fmt: skip
     between, on_env, ready = hooks
     marks["reference.start"] = time.time()
-    environment, ref_results = _reference(job, options, base, ref_dir, on_env)
+    environment, ref_results = _reference(job, options, base, ref_dirs, on_env)
     marks["reference.done"] = time.time()
     server = ForkServer.current() if options.use_fork_server else None
     if server is not None:
         marks["forkserver.spawn"], marks["forkserver.ready"] = server.spawned_at, server.ready_at
     prepared: dict[str, dict] = {}
     results: dict[str, dict] = {}
-    ref_s: dict[str, float] = {}
+    ref_s: dict[str, dict[str, float | None]] = {}
     for uuid, res in ref_results.items():
-        if res.get("elapsed_s") is not None:
-            ref_s[uuid] = float(res["elapsed_s"])
+        if res.get("elapsed_s") is not None:  # the reference's own timing is timed work: a phase of its own
+            timed = float(res["timing_s"]) if isinstance(res.get("timing_s"), (int, float)) else None
+            ref_s[uuid] = {"reference": max(float(res["elapsed_s"]) - (timed or 0.0), 0.0), "reference_timing": timed}
         if res.get("status") == "PREPARED":
             prepared[uuid] = torch.load(res["file"], weights_only=False)
         else:
             results[uuid] = res
-    shutil.rmtree(ref_dir, ignore_errors=True)  # the ground truth now lives in this process only
+    for d in ref_dirs:  # the ground truth now lives in this process only
+        shutil.rmtree(d, ignore_errors=True)
     phases = environment.setdefault("phases", {})
     if between is not None:
         between(environment)
@@ -134,7 +164,7 @@ def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dir: Path,
     results.update(run_candidate(job, prepared, options, base, phases, early, ready))
     marks["candidate.done"] = time.time()
     for uuid, res in results.items():
-        res.setdefault("phases", {})["reference"] = ref_s.get(uuid)
+        res.setdefault("phases", {}).update(ref_s.get(uuid) or {"reference": None})
     return environment, results
 
 
@@ -152,7 +182,7 @@ def _new_candidate(
     return CandidateProcess(cjob, scratch, job.get("sandbox_plan") or {}, options.startup_timeout, spawned)
 
 
-def _reference(job: dict[str, Any], options: RunnerOptions, base: Path, ref_dir: Path, on_env=None):
+def _reference(job: dict[str, Any], options: RunnerOptions, base: Path, ref_dirs: list[Path], on_env=None):
     remaining = list(job["workloads"])
     results: dict[str, dict] = {}
     environment: dict[str, Any] = {}
@@ -162,7 +192,8 @@ def _reference(job: dict[str, Any], options: RunnerOptions, base: Path, ref_dir:
         work = base / f"attempt{attempt}"
         work.mkdir(parents=True, exist_ok=True)
         job_path = work / "job.json"
-        job_path.write_text(json.dumps({**job, "workloads": remaining, "work_dir": str(work), "ref_dir": str(ref_dir)}))
+        job_path.write_text(json.dumps({**job, "workloads": remaining, "work_dir": str(work),
+                                        "ref_dirs": [str(d) for d in ref_dirs]}))  # fmt: skip
         job_path.chmod(0o600)
         log_path = work / "worker.log"
         env_out, settled = _attempt(job_path, log_path, remaining, options, on_env if attempt == 1 else None)

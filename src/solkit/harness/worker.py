@@ -2,9 +2,11 @@
 
 Protocol: ``python -m solkit.harness.worker JOB.json FD`` (or forked by :mod:`.forkserver`) — JSON event
 lines on file descriptor ``FD``: ``env`` → per workload ``phase`` (reference) and ``result`` (status
-``PREPARED`` with the file the ground truth was saved to, or the reason the reference is unusable) →
-``done``. The judge (:mod:`.runner`, :mod:`.judge`) loads each file and deletes it before the candidate
-process starts, so the ground truth then lives only in the judge's memory.
+``PREPARED`` with the file the ground truth was saved to and ``timing_s``, the seconds the reference's own
+timing took, or the reason the reference is unusable) → ``done``. The file goes to the first of the job's
+``ref_dirs`` with room for it (:func:`save_ground_truth`: a private directory in ``/dev/shm`` first, memory and no
+disk I/O, then one beside the evaluation). The judge (:mod:`.runner`, :mod:`.judge`) loads each file and deletes
+it before the candidate process starts, so the ground truth then lives only in the judge's memory.
 
 For every workload, ``trials`` correctness sets, then ``pool`` timing sets, then two rounds of ``pool`` fresh sets
 (all different: each (seed, uuid, index) triple seeds its own generator, and the judge salts the seed
@@ -59,6 +61,7 @@ class Prepared:
     aliases: bool = False
     constant: dict[str, bool] = field(default_factory=dict)
     timing: dict[str, Any] | None = None
+    timing_s: float | None = None  # the reference's own timing: timed work (the speed-up's denominator), not overhead
     call_ms: list[float] = field(default_factory=list)
     pool: int = 1
     error: tuple[str, str] | None = None  # (status, log) when the reference is unusable
@@ -78,6 +81,63 @@ def _poison_all(values: dict[str, Any], keep: dict[str, Any]) -> None:
         if isinstance(v, torch.Tensor) and type(v) is torch.Tensor and not ac.aliases_inputs({"o": v}, keep):
             with contextlib.suppress(RuntimeError):
                 gen.poison_(v)
+
+
+#: Memory left free when the ground truth goes to a tmpfs (``/dev/shm``): its files are memory until the judge has
+#: loaded them (a second copy) and deleted them.
+SHM_SPARE = 1 << 30
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def _mem_available() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def has_room(folder: Path, nbytes: int) -> bool:
+    """Whether a file of ``nbytes`` fits in the tmpfs ``folder`` with SHM_SPARE left both there and in memory, where
+    the judge then holds a second copy while the file still exists."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    mem = _mem_available()
+    fits_fs = st.f_bavail * st.f_frsize >= nbytes + SHM_SPARE
+    return fits_fs and (mem is None or mem >= 2 * nbytes + SHM_SPARE)
+
+
+def save_ground_truth(data: dict[str, Any], folders: list[Path], name: str) -> Path:
+    """Save ``data`` as ``name`` (mode 0600, never over an existing file) in the first of ``folders`` with room for
+    it; the last one (on disk) takes whatever the others have no room for."""
+    nbytes = _nbytes(data)
+    for k, folder in enumerate(folders):
+        last = k == len(folders) - 1
+        if not last and not has_room(folder, nbytes):
+            continue
+        path = folder / name
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            torch.save(data, path)
+            return path
+        except (OSError, RuntimeError):  # full after all (a race with other writers): the next folder
+            if last:
+                raise
+            path.unlink(missing_ok=True)
+    raise OSError("no folder for the ground truth")
 
 
 def _pool_size(prepared: Prepared, device: torch.device, requested: int) -> int:
@@ -162,7 +222,11 @@ class Worker:
         if self.job["benchmark_reference"]:
             try:
                 pool = [tuple(gen.to_device(p.inputs[self.trials + k], self.device).values()) for k in range(p.pool)]
-                res, note, between = timed.time_pool(ref, pool, self.job, self.device, min(p.call_ms))
+                t0 = time.perf_counter()
+                try:
+                    res, note, between = timed.time_pool(ref, pool, self.job, self.device, min(p.call_ms))
+                finally:
+                    p.timing_s = time.perf_counter() - t0
                 del pool
                 p.timing = res.to_dict()
                 if between:
@@ -240,13 +304,13 @@ def main(argv: list[str]) -> int:
         torch.set_num_threads(int(job["cpu_threads"]))
     w = Worker(job, chan)
     chan.send("env", environment=environment(w.device))
-    out_dir = Path(job["ref_dir"])
+    folders = [Path(d) for d in job["ref_dirs"]]
+    attempt = Path(job["work_dir"]).name  # a retry's files never replace the files of an earlier attempt
     for i, uuid in enumerate(w.order):
         chan.send("phase", phase="reference", uuid=uuid)
         p = w.prepare(w.workloads[uuid])
-        path = out_dir / f"w{i}.pt"
-        torch.save({**vars(p), "trials": w.trials}, path)
-        chan.send("result", uuid=uuid, status="PREPARED", file=str(path))
+        path = save_ground_truth({**vars(p), "trials": w.trials}, folders, f"{attempt}_w{i}.pt")
+        chan.send("result", uuid=uuid, status="PREPARED", file=str(path), timing_s=p.timing_s)
         del p
         if w.device.type == "cuda":
             torch.cuda.empty_cache()

@@ -1,0 +1,94 @@
+"""Where the reference process leaves the ground truth for the judge: /dev/shm first (private, removed at once)."""
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+from harness_helpers import EXAMPLES, fast_options
+
+from solkit.harness import runner, worker
+from solkit.harness.evaluate import evaluate
+
+SHM = Path("/dev/shm")
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """The files the judge (this process) loads the ground truth from, with their modes, folders' modes and sizes."""
+    seen = []
+    real = torch.load
+
+    def spy(path, *a, **kw):
+        p = Path(path)
+        seen.append((p, stat.S_IMODE(p.stat().st_mode), stat.S_IMODE(p.parent.stat().st_mode)))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(torch, "load", spy)
+    return seen
+
+
+@pytest.mark.skipif(not (SHM.is_dir() and os.access(SHM, os.W_OK)), reason="no writable /dev/shm")
+def test_ground_truth_goes_to_dev_shm_and_is_gone_after_evaluate(loads):
+    d = EXAMPLES / "gather_rows"
+    traces = evaluate(d, d / "solution_pytorch.json", fast_options(device="cpu", max_workloads=2))
+    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
+    assert len(loads) == 2
+    for path, mode, folder_mode in loads:
+        assert path.parent.parent == SHM and path.parent.name.startswith(f"solkit_judge_{os.getpid()}_")
+        assert (mode, folder_mode) == (0o600, 0o700)
+        assert not path.exists() and not path.parent.exists()
+    assert not list(SHM.glob(f"solkit_judge_{os.getpid()}_*"))
+
+
+def test_a_file_the_first_folder_has_no_room_for_goes_to_the_next(tmp_path, monkeypatch):
+    shm, disk = tmp_path / "shm", tmp_path / "disk"
+    shm.mkdir()
+    disk.mkdir()
+    data = {"outputs": [{"y": torch.ones(1000)}]}
+    assert worker.save_ground_truth(data, [shm, disk], "a.pt").parent == shm
+    monkeypatch.setattr(worker, "SHM_SPARE", 1 << 60)  # no tmpfs has that much room
+    path = worker.save_ground_truth(data, [shm, disk], "b.pt")
+    assert path == disk / "b.pt" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert torch.equal(torch.load(path)["outputs"][0]["y"], data["outputs"][0]["y"])
+    with pytest.raises(OSError):  # never over an existing file
+        worker.save_ground_truth(data, [disk], "b.pt")
+
+
+def test_folders_of_dead_judges_are_swept(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "SHM", tmp_path)
+    dead = tmp_path / "solkit_judge_999999999_abc"  # above any pid_max
+    alive = tmp_path / f"solkit_judge_{os.getpid()}_abc"
+    for d in (dead, alive):
+        d.mkdir()
+        (d / "w0.pt").write_bytes(b"x")
+    dirs = runner.ground_truth_dirs(tmp_path / "base")
+    assert not dead.exists() and alive.exists()
+    assert dirs[0].parent == tmp_path and dirs[-1] == tmp_path / "base" / "judge"
+
+
+def test_a_reference_crash_keeps_the_ground_truth_of_the_workloads_before_it(tmp_path):
+    # the reference process dies on the second workload; the retry prepares the third: its file must not replace
+    # the first workload's (both were the retry's and the first attempt's first file)
+    definition = {
+        "name": "dies_on_16",
+        "axes": {"n": {"type": "var"}},
+        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+        "reference": "import os\n\ndef run(x):\n    if x.shape[0] == 16:\n        os._exit(3)\n    return x * 2\n",
+    }
+    (tmp_path / "definition.json").write_text(json.dumps(definition))
+    (tmp_path / "workload.jsonl").write_text("".join(json.dumps({"uuid": f"n{n}", "axes": {"n": n}}) + "\n"
+                                                     for n in (8, 16, 32)))  # fmt: skip
+    # a solution wrong on n = 32 only: the first workload judged on the third's ground truth would fail
+    code = "def run(x):\n    return x * (3 if x.shape[0] == 32 else 2)\n"
+    spec = {"languages": ["pytorch"], "target_hardware": ["LOCAL"], "entry_point": "kernel.py::run",
+            "destination_passing_style": False}  # fmt: skip
+    solution = {"name": "wrong_on_32", "definition": "dies_on_16", "author": "t", "spec": spec,
+                "sources": [{"path": "kernel.py", "content": code}]}  # fmt: skip
+    (tmp_path / "solution.json").write_text(json.dumps(solution))
+    traces = evaluate(tmp_path, tmp_path / "solution.json", fast_options(device="cpu"))
+    got = [t.evaluation.status.value for t in traces]
+    assert got == ["PASSED", "INVALID_REFERENCE", "INCORRECT_NUMERICAL"], [t.evaluation.log[-300:] for t in traces]

@@ -1,0 +1,39 @@
+"""The phases of an evaluation's time: the reference's own timing is timed work, counted with ``timing``."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from solkit.harness.phases import TIMED_PHASES, WORKLOAD_PHASES, phase_record, suite_time
+
+RUN = {"launch": 0.5, "load": 0.1, "judge": 1.0, "startup": 0.4, "lookahead": 0.0, "compile": 0.0}
+OWN = {"reference": 1.0, "reference_timing": 3.0, "correctness": 0.5, "timing": 4.0, "checks": 0.25}
+
+
+def test_reference_timing_is_a_phase_of_its_own_and_timed_work():
+    assert "reference_timing" in WORKLOAD_PHASES and set(TIMED_PHASES) == {"timing", "reference_timing"}
+    rec = phase_record(RUN, OWN, n_workloads=2)
+    assert rec["reference_timing"] == 3.0 and rec["reference"] == 1.0
+    # the one-off phases shared by 2 workloads, then the workload's own phases but the two timed ones
+    assert rec["overhead_per_workload"] == pytest.approx(2.0 / 2 + 1.0 + 0.5 + 0.25)
+
+
+def test_phase_record_without_reference_timing():  # --no-reference-timing: no such phase, nothing subtracted
+    own = {k: v for k, v in OWN.items() if k != "reference_timing"}
+    rec = phase_record(RUN, {**own, "reference_timing": None}, n_workloads=1)
+    assert "reference_timing" not in rec and rec["overhead_per_workload"] == pytest.approx(2.0 + 1.75)
+
+
+def _trace(solution: str, own: dict, timeline: dict) -> SimpleNamespace:
+    rec = {**phase_record(RUN, own, 2), "timeline": timeline}
+    return SimpleNamespace(definition="p", solution=solution, evaluation=SimpleNamespace(solkit={"phases_s": rec}))
+
+
+def test_suite_time_subtracts_every_timed_phase_from_the_wall_clock():
+    a = {"judged": 5.0}
+    traces = [_trace("s1", OWN, a), _trace("s1", OWN, a), _trace("s2", OWN, {"judged": 6.0})]
+    t = suite_time(traces, wall_s=30.0)
+    assert t["workloads"] == 3 and t["evaluations"] == 2
+    assert t["phases_s"]["reference_timing"] == 9.0 and t["phases_s"]["timing"] == 12.0
+    assert t["phases_s"]["judge"] == 2.0  # each evaluation's one-off phases once
+    assert t["overhead_per_workload_wall_s"] == pytest.approx((30.0 - 12.0 - 9.0) / 3)
