@@ -74,7 +74,8 @@ def step_profile(layers: int, device: str) -> tuple[list[dict], dict]:
         if gpu:
             torch.cuda.synchronize()
     # the mode's redispatch nests a second aten::mm inside each call: the innermost one launches the kernels
-    inner = (e for e in prof.events() if e.name == "aten::mm" and getattr(e.cpu_parent, "name", "") == "PythonDispatchMode")
+    inner = (e for e in prof.events()
+             if e.name == "aten::mm" and getattr(e.cpu_parent, "name", "") == "PythonDispatchMode")  # fmt: skip
     mm_ops = sorted(inner, key=lambda e: e.time_range.start)
     rows = []
     for i, e in enumerate(mm_ops):
@@ -116,8 +117,11 @@ def main(argv: list[str]) -> int:
     t0 = time.time()
     rows, kept = step_profile(args.layers, args.device)
     matched = sum(r["order_matched"] for r in rows)
-    print(f"{len(rows)} mm calls in the step, {len(kept)} distinct operand layouts, spy/profiler order matched "
-          f"{matched}/{len(rows)}", flush=True)
+    print(
+        f"{len(rows)} mm calls in the step, {len(kept)} distinct operand layouts, spy/profiler order matched "
+        f"{matched}/{len(rows)}",
+        flush=True,
+    )
     if args.device != "cuda":
         return 0 if rows and matched == len(rows) else 1
     by_key: dict[str, list[dict]] = {}
@@ -141,10 +145,13 @@ def main(argv: list[str]) -> int:
         res["a_zero_frac"], res["b_zero_frac"] = float((a == 0).float().mean()), float((b == 0).float().mean())
         del ca, cb, ra, rb
         alone[key] = res
-        print(f"{key}: step {step_us:.1f} us x{len(by_key[key])} | same tensors {res['same_tensors']['us_median']:.1f}"
-              f" | copied {res['copied_data']['us_median']:.1f} | random {res['random_data']['us_median']:.1f} | "
-              f"|a| {res['a_absmean']:.3g} zeros {res['a_zero_frac']:.2f} | kernels step {res['step_kernels']} "
-              f"alone {res['same_tensors']['kernels']} random {res['random_data']['kernels']}", flush=True)
+        print(
+            f"{key}: step {step_us:.1f} us x{len(by_key[key])} | same tensors {res['same_tensors']['us_median']:.1f}"
+            f" | copied {res['copied_data']['us_median']:.1f} | random {res['random_data']['us_median']:.1f} | "
+            f"|a| {res['a_absmean']:.3g} zeros {res['a_zero_frac']:.2f} | kernels step {res['step_kernels']} "
+            f"alone {res['same_tensors']['kernels']} random {res['random_data']['kernels']}",
+            flush=True,
+        )
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "layers": args.layers,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(time.time() - t0, 1),
             "command": "python3 lab/benchmarks/gemm_step_probe.py " + " ".join(argv)}  # fmt: skip
