@@ -7,7 +7,13 @@ bare git directory of NVIDIA/SOL-ExecBench) also every sample under its ``tests/
 public ``examples/``, read with ``git show`` into a temporary directory and run unedited. Each case is one
 ``solkit eval`` command line in SOL-ExecBench's form (positional problem directory, ``--solution``, ``-o``,
 ``--json``), in its own process; the result records the argv, the exit code, the statuses, the wall time and the
-per-phase seconds of every trace. One failing case never stops the others.
+per-phase seconds of every trace. One failing case never stops the others. With ``--jobs N`` the cases run N at a
+time, the nvcc builds first (the heaviest first) and at most ``--build-jobs`` of them at once.
+
+    python benchmarks/sol_execbench_compat.py --mirror GIT_DIR --export DIR [--export-prefix examples/pytorch ...]
+
+writes SOL-ExecBench's public examples (by default its PyTorch and Triton ones) into DIR, unedited, for
+``solkit eval-suite DIR --solution-glob 'solution_*.json'`` (benchmarks/gpu_jobs/sol_execbench_compat.sh).
 
 Expected statuses are SOL-ExecBench's (its tests/sol_execbench/test_e2e.py and tests/examples/test_examples.py):
 every sample PASSED, the ``evil_*`` samples REWARD_HACK. Where solkit cannot run a case here it says why
@@ -25,8 +31,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from solkit.harness.phases import TIMED_PHASES, WORKLOAD_PHASES
@@ -259,15 +265,42 @@ def _write(out: str, meta: dict, results: list[dict]) -> None:
     Path(out).write_text(json.dumps({"meta": meta, "cases": results}, indent=1))
 
 
+def _built(case: dict) -> bool:
+    return bool(_languages(case["solution"]) & BUILT)
+
+
+def build_weight(solution: Path) -> int:
+    """A guess at an nvcc build's cost, so the slowest start first: a ``.cu`` file that includes torch's or CUTLASS's
+    headers is one nvcc process of minutes, while the other files compile beside it."""
+    try:
+        sources = json.loads(solution.read_text()).get("sources") or []
+    except (OSError, ValueError):
+        return 0
+    heavy = 0
+    for src in sources:
+        path = str(src.get("path", ""))
+        text = src.get("content") or ""
+        if not text and (solution.parent / path).is_file():  # solkit's samples keep the source beside the JSON
+            text = (solution.parent / path).read_text(errors="replace")
+        heavy += path.endswith(".cu") and ("torch/extension.h" in text or "cutlass" in text)
+    return heavy
+
+
 def _one(case: dict, args: argparse.Namespace, work: Path, start: float) -> dict | None:
-    """One case's record (None when the deadline passed before it started); never raises."""
+    """One case's record (None when the deadline passed before it started); never raises. With ``--end``, a case
+    whose timeout no longer fits starts with the time left when that is at least ``--min-timeout``."""
     if args.deadline and time.perf_counter() - start > args.deadline:
         return None
-    timeout = args.build_timeout if _languages(case["solution"]) & BUILT else args.timeout  # nvcc builds take time
-    if args.end and time.perf_counter() - start + timeout > args.end:
-        return None  # it could run past the job's end
+    cap = args.build_timeout if _built(case) else args.timeout  # nvcc builds take time
+    timeout = cap
+    if args.end:
+        left = args.end - (time.perf_counter() - start)
+        if left < min(cap, args.min_timeout or cap):
+            return None  # it could run past the job's end
+        timeout = min(cap, left)
     try:
         rec = run_case(case, args.device, args.fast, timeout, work, args.max_workloads)
+        rec["timeout_s"] = round(timeout, 1)
         if _interpreter_rounding(rec, args.device):  # see RATIO_NOTE
             again = run_case({**case, "extra": ["--matched-ratio", "0.99"]}, args.device, args.fast, args.timeout,
                              work, args.max_workloads)  # fmt: skip
@@ -287,30 +320,71 @@ def _report(rec: dict, expect: str) -> None:
         print(f"  at --matched-ratio 0.99: {','.join(sorted(set(rec['at_sol_execbench_ratio']['statuses'])))}")
 
 
+def _order(todo: list[dict]) -> list[int]:
+    """The nvcc builds first, the heaviest first (:func:`build_weight`), then the rest in their order."""
+    return sorted(range(len(todo)), key=lambda i: (not _built(todo[i]), -build_weight(todo[i]["solution"])
+                                                   if _built(todo[i]) else 0, i))  # fmt: skip
+
+
+def _run_pool(todo: list[dict], args: argparse.Namespace, work: Path, start: float, done) -> None:
+    """Every case, ``--jobs`` at a time and at most ``--build-jobs`` of them nvcc builds (CPU-bound: too many at
+    once slow each other past their timeout); ``done(i, rec)`` after each, one at a time."""
+    pending, builds = _order(todo), [0]
+    limit = max(args.build_jobs or args.jobs, 1)
+    cond, report = threading.Condition(), threading.Lock()
+
+    def take() -> int | None:
+        with cond:
+            while pending:
+                for k, i in enumerate(pending):
+                    if not _built(todo[i]) or builds[0] < limit:
+                        builds[0] += _built(todo[i])
+                        return pending.pop(k)
+                cond.wait()  # only builds left, as many running as allowed
+            return None
+
+    def worker() -> None:
+        while (i := take()) is not None:
+            try:
+                rec = _one(todo[i], args, work, start)
+            finally:
+                with cond:
+                    builds[0] -= _built(todo[i])
+                    cond.notify_all()
+            with report:
+                done(i, rec)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(args.jobs, 1))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def _run_cases(todo: list[dict], args: argparse.Namespace, work: Path, start: float, results: list[dict]) -> None:
-    """Every case, ``--jobs`` at a time; with more than one at a time the statuses count and the times do not (the
+    """Every case (:func:`_run_pool`); with more than one at a time the statuses count and the times do not (the
     cases share the device and the CPU), so a case that differs is run again alone while ``--rerun-deadline``
     allows."""
     recs: list[dict | None] = [None] * len(todo)
-    first = sorted(range(len(todo)), key=lambda i: not _languages(todo[i]["solution"]) & BUILT)  # builds start early
-    with ThreadPoolExecutor(max(args.jobs, 1)) as pool:
-        futures = {pool.submit(_one, todo[i], args, work, start): i for i in first}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            rec = fut.result()
-            if rec is None:
-                print(f"deadline: {todo[i]['name']} {todo[i]['solution'].name} not started", flush=True)
-                continue
-            rec["concurrent"] = max(args.jobs, 1)
-            recs[i] = rec
-            _report(rec, todo[i]["expect"])
-            _write(args.out, {"device": args.device, "partial": True}, results + [r for r in recs if r])
+
+    def done(i: int, rec: dict | None) -> None:
+        if rec is None:
+            print(f"deadline: {todo[i]['name']} {todo[i]['solution'].name} not started", flush=True)
+            return
+        rec["concurrent"] = max(args.jobs, 1)
+        recs[i] = rec
+        _report(rec, todo[i]["expect"])
+        _write(args.out, {"device": args.device, "partial": True}, results + [r for r in recs if r])
+
+    _run_pool(todo, args, work, start, done)
     if args.jobs > 1:
         for i, rec in enumerate(recs):
             late = args.rerun_deadline and time.perf_counter() - start > args.rerun_deadline
             if rec is None or rec["as_expected"] or rec.get("needs") or late:
                 continue
             alone = _one(todo[i], argparse.Namespace(**{**vars(args), "deadline": None}), work, start)
+            if alone is None:  # no time left for it
+                continue
             alone["concurrent"], alone["concurrent_run"] = 1, {k: rec.get(k) for k in ("statuses", "logs", "wall_s")}
             recs[i] = alone
             print("again, alone:", end=" ")
@@ -318,9 +392,16 @@ def _run_cases(todo: list[dict], args: argparse.Namespace, work: Path, start: fl
     results += [r for r in recs if r]
 
 
+def export_examples(mirror: Path, prefixes: list[str], dest: Path) -> list[Path]:
+    """SOL-ExecBench's files under ``prefixes`` (e.g. ``examples/pytorch``) from the bare ``mirror`` into ``dest``,
+    unedited; returns the problem directories."""
+    _git_tree(mirror, prefixes, dest)
+    return sorted(p.parent for p in dest.rglob("definition.json"))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="the results JSON (required, except with --export)")
     ap.add_argument("--mirror", default=None, help="bare git dir of NVIDIA/SOL-ExecBench (skipped when absent)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--fast", action="store_true", help="CPU: short timing, 2 workloads (statuses)")
@@ -333,6 +414,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--end", type=float, default=None, help="start no case that could run past this many seconds "
                     "(its own timeout counted)")  # fmt: skip
     ap.add_argument("--jobs", type=int, default=1, help="cases at a time (more than 1: statuses only, not times)")
+    ap.add_argument("--build-jobs", type=int, default=None, help="of those, nvcc builds at a time (default --jobs); "
+                    "the builds start first, the heaviest first")  # fmt: skip
+    ap.add_argument("--min-timeout", type=float, default=None, help="with --end: a case whose timeout no longer fits "
+                    "still starts, with the time left, when that is at least this many seconds")  # fmt: skip
+    ap.add_argument("--export", default=None, metavar="DIR", help="only write SOL-ExecBench's files under "
+                    "--export-prefix from --mirror into DIR (for eval-suite) and exit")  # fmt: skip
+    ap.add_argument("--export-prefix", nargs="+", default=["examples/pytorch", "examples/triton"])
     ap.add_argument("--rerun-deadline", type=float, default=None, help="with --jobs: rerun differing cases alone "
                     "until this many seconds")  # fmt: skip
     ap.add_argument("--suite", action="store_true", help="first, eval-suite over tests/harness/examples in one process")
@@ -340,6 +428,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suite-timeout", type=float, default=300.0, help="seconds for the eval-suite")
     args = ap.parse_args(argv)
     mirror = Path(args.mirror) if args.mirror and Path(args.mirror).is_dir() else None
+    if args.export:
+        if mirror is None:
+            print(f"--mirror {args.mirror}: not a directory; nothing exported", file=sys.stderr)
+            return 2
+        dirs = export_examples(mirror, args.export_prefix, Path(args.export))
+        workloads = sum(len((d / "workload.jsonl").read_text().splitlines()) for d in dirs)
+        print(f"exported {len(dirs)} problems, {workloads} workloads: {', '.join(d.name for d in dirs)}")
+        return 0
+    if not args.out:
+        ap.error("--out is required")
     work = Path(tempfile.mkdtemp(prefix="solkit_sxb_"))
     results: list[dict] = []
     try:
