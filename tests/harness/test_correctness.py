@@ -101,3 +101,36 @@ def test_merge_keeps_worst_and_first_failure():
     bad = cc.OutputCheck(False, "INCORRECT_NUMERICAL", "x", max_absolute_error=0.05, mismatches=2, numel=10)
     m = ok.merge(bad)
     assert not m.ok and m.reason == "x" and m.max_absolute_error == 0.1 and m.mismatches == 2 and m.numel == 20
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sliced_cpu_comparison_matches_the_whole_tensor_one(monkeypatch, dtype):
+    # a CPU output above one slice is compared slice by slice: the same matches, maxima and flags as in one piece
+    n = 3 * cc._SLICE + 12345
+    r = torch.randn(n).to(dtype)
+    o = (r.double() + 1e-3 * torch.randn(n)).to(dtype)
+    o[5] = float("nan")
+    r[cc._SLICE + 7], o[cc._SLICE + 7] = float("inf"), float("inf")  # a matching infinity
+    o[2 * cc._SLICE + 1] = float("-inf")  # where the reference is finite
+    o[n - 1] += 4.0
+    sliced = cc.compare(r, o, TOL, 0.5, "y")
+    monkeypatch.setattr(cc, "_SLICE", 1 << 40)
+    whole = cc.compare(r, o, TOL, 0.5, "y")
+    for field in ("ok", "status", "reason", "mismatches", "numel", "has_nan", "has_inf", "max_absolute_error",
+                  "max_relative_error"):  # fmt: skip
+        assert getattr(sliced, field) == getattr(whole, field), field
+    assert sliced.l2_relative_error == pytest.approx(whole.l2_relative_error, rel=1e-9)
+
+
+def test_sliced_precision_check_matches_the_whole_tensor_one(monkeypatch):
+    from solkit.harness import anticheat as ac
+
+    n = 2 * ac._SLICE + 99
+    ref64 = torch.randn(n, dtype=torch.float64)
+    ref, cand = ref64.to(torch.bfloat16), (ref64 + 0.05 * torch.randn(n, dtype=torch.float64)).to(torch.bfloat16)
+    sliced = ac.precision(ref, ref64, cand, torch.bfloat16)
+    monkeypatch.setattr(ac, "_SLICE", 1 << 40)
+    whole = ac.precision(ref, ref64, cand, torch.bfloat16)
+    assert sliced["downgraded"] and whole["downgraded"]  # errors of 0.05: far less precise than bf16
+    for key in ("reference_error", "candidate_error", "limit"):
+        assert sliced[key] == pytest.approx(whole[key], rel=1e-9)

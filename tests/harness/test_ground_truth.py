@@ -17,13 +17,14 @@ SHM = Path("/dev/shm")
 
 @pytest.fixture
 def loads(monkeypatch):
-    """The files the judge (this process) loads the ground truth from, with their modes, folders' modes and sizes."""
+    """The files the judge (this process) loads the ground truth from, their modes, their folders' and whether it
+    mapped them."""
     seen = []
     real = torch.load
 
     def spy(path, *a, **kw):
         p = Path(path)
-        seen.append((p, stat.S_IMODE(p.stat().st_mode), stat.S_IMODE(p.parent.stat().st_mode)))
+        seen.append((p, stat.S_IMODE(p.stat().st_mode), stat.S_IMODE(p.parent.stat().st_mode), kw.get("mmap")))
         return real(path, *a, **kw)
 
     monkeypatch.setattr(torch, "load", spy)
@@ -36,8 +37,9 @@ def test_ground_truth_goes_to_dev_shm_and_is_gone_after_evaluate(loads):
     traces = evaluate(d, d / "solution_pytorch.json", fast_options(device="cpu", max_workloads=2))
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
     assert len(loads) == 2
-    for path, mode, folder_mode in loads:
+    for path, mode, folder_mode, mapped in loads:
         assert path.parent.parent == SHM and path.parent.name.startswith(f"solkit_judge_{os.getpid()}_")
+        assert mapped  # memory already: mapped, not copied
         assert (mode, folder_mode) == (0o600, 0o700)
         assert not path.exists() and not path.parent.exists()
     assert not list(SHM.glob(f"solkit_judge_{os.getpid()}_*"))

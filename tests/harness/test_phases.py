@@ -37,3 +37,17 @@ def test_suite_time_subtracts_every_timed_phase_from_the_wall_clock():
     assert t["phases_s"]["reference_timing"] == 9.0 and t["phases_s"]["timing"] == 12.0
     assert t["phases_s"]["judge"] == 2.0  # each evaluation's one-off phases once
     assert t["overhead_per_workload_wall_s"] == pytest.approx((30.0 - 12.0 - 9.0) / 3)
+
+
+def test_timing_is_the_candidates_time_command_alone():
+    from harness_helpers import EXAMPLES, fast_options
+
+    from solkit.harness.evaluate import evaluate
+
+    d = EXAMPLES / "gather_rows"
+    trace = evaluate(d, d / "solution_pytorch.json", fast_options(device="cpu", max_workloads=1))[0]
+    phases = trace.evaluation.solkit["phases_s"]
+    wall_ms = trace.evaluation.correctness.extra["judge_clock"]["timing_wall_ms"]
+    assert trace.evaluation.status.value == "PASSED"
+    assert phases["timing"] == pytest.approx(wall_ms / 1e3, abs=1e-3) and phases["checks"] > 0
+    assert phases["reference_timing"] > 0
