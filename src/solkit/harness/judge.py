@@ -76,6 +76,10 @@ class ProcessFailure(Exception):
         self.kind, self.detail = kind, detail
 
 
+#: Rounds of freeze_leftovers' scan (10 ms apart) before the import's processes count as settled.
+FREEZE_ROUNDS = 20
+
+
 class CandidateProcess:
     """The sandboxed ``solkit.harness.serve`` process and its two pipes."""
 
@@ -142,13 +146,20 @@ class CandidateProcess:
 
     def freeze_leftovers(self) -> int:
         """SIGSTOP what the solution left running from its import, before any call: it can then do no work (ahead
-        or late) for any call, and dies with the rest at the end."""
-        others = self._others()
-        for pid in others:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGSTOP)
-        self.frozen |= others
-        return len(others)
+        or late) for any call, and dies with the rest at the end. Scanned again until no new one appears: a process
+        caught mid-fork (a daemon's double fork) has a child the first /proc scan may not list yet."""
+        count = 0
+        for _ in range(FREEZE_ROUNDS):
+            others = self._others()
+            if not others:
+                break
+            for pid in others:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
+            self.frozen |= others
+            count += len(others)
+            time.sleep(0.01)
+        return count
 
     def sched(self) -> dict[int, tuple[int, int]]:
         """Scheduler statistics of the candidate's processes (CPU time, the server's runnable waits)."""
