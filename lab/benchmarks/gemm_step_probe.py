@@ -79,7 +79,7 @@ def step_profile(layers: int, device: str) -> tuple[list[dict], dict]:
     mm_ops = sorted(inner, key=lambda e: e.time_range.start)
     rows = []
     for i, e in enumerate(mm_ops):
-        ks = [(k.name, k.device_time) for k in e.kernels]
+        ks = [(k.name, k.duration) for k in e.kernels]  # FunctionEvent.kernels: Kernel(name, device, duration)
         info = spy.calls[i] if i < len(spy.calls) else {}
         shapes = [list(s) for s in e.input_shapes[:2]]
         matched = bool(info) and info["key"].startswith(f"{shapes[0]}x{shapes[1]}")
