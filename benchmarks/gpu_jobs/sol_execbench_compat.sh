@@ -86,6 +86,11 @@ for (definition, _), group in groups.items():
     mean = sum(r.get("overhead_per_workload") or 0.0 for r in recs) / len(recs)
     print("    per workload: " + ", ".join(f"{k} {v:.2f}" for k, v in own.items())
           + f"; overhead_per_workload {mean:.2f}")
+    for part in ("reference_parts", "judge_parts"):  # where the reference and the judge's own work went
+        keys = sorted({k for r in recs for k in (r.get(part) or {})})
+        if keys:
+            print(f"    {part} per workload: " + ", ".join(
+                f"{k} {sum((r.get(part) or {}).get(k) or 0.0 for r in recs) / len(recs):.2f}" for k in keys))
     print(f"    timeline {p.get('timeline')}")
 t["statuses"] = [tr.evaluation.status.value for tr in traces]
 (out.parent / (out.name + "_time.json")).write_text(json.dumps(t, indent=1))

@@ -99,6 +99,9 @@ def test_eval_suite_resumable_and_keeps_going(tmp_path, capsys):
     # the second evaluation's candidate was started ahead, during the first (--lookahead), and adopted
     line = json.loads((out / "L1__gelu_add.traces.jsonl").read_text())["evaluation"]["solkit"]["phases_s"]
     assert line["timeline"]["candidate.spawn"] < 0 and "lookahead" in line["run"]
+    # where the reference phase and the judge's own work went, kept beside the phases
+    assert {"generate", "host_copies", "reference_calls", "save"} <= set(line["reference_parts"])
+    assert set(line["judge_parts"]) == {"fill", "requests", "other"} and line["judge_parts"]["requests"] > 0
     # the suite's time: every phase summed, and (wall - timing - reference_timing) per workload
     time_s = summary["time_s"]
     assert time_s["workloads"] == 2 and time_s["evaluations"] == 2

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from solkit.harness.phases import TIMED_PHASES, WORKLOAD_PHASES, phase_record, suite_time
+from solkit.harness.phases import PHASE_PARTS, TIMED_PHASES, WORKLOAD_PHASES, phase_record, suite_time
 
 RUN = {"launch": 0.5, "load": 0.1, "judge": 1.0, "startup": 0.4, "lookahead": 0.0, "compile": 0.0}
 OWN = {"reference": 1.0, "reference_timing": 3.0, "correctness": 0.5, "timing": 4.0, "checks": 0.25}
@@ -22,6 +22,17 @@ def test_phase_record_without_reference_timing():  # --no-reference-timing: no s
     own = {k: v for k, v in OWN.items() if k != "reference_timing"}
     rec = phase_record(RUN, {**own, "reference_timing": None}, n_workloads=1)
     assert "reference_timing" not in rec and rec["overhead_per_workload"] == pytest.approx(2.0 + 1.75)
+
+
+@pytest.mark.parametrize("parts", [{"reference_parts": {"generate": 0.2, "save": 0.7}},
+                                   {"judge_parts": {"fill": 0.1, "requests": 0.3, "other": 0.05}},
+                                   {"reference_parts": "not a dict"}])  # fmt: skip
+def test_phase_breakdowns_are_kept_beside_and_not_added(parts):
+    rec = phase_record(RUN, {**OWN, **parts}, n_workloads=2)
+    assert set(PHASE_PARTS) == {"reference_parts", "judge_parts"}
+    for k, v in parts.items():
+        assert rec.get(k) == (v if isinstance(v, dict) else None)
+    assert rec["overhead_per_workload"] == pytest.approx(phase_record(RUN, OWN, n_workloads=2)["overhead_per_workload"])
 
 
 def _trace(solution: str, own: dict, timeline: dict) -> SimpleNamespace:

@@ -217,12 +217,14 @@ class WorkloadJudge:
         self.ratio = cc.required_ratio(self.tol, job.get("matched_ratio"))
         self.trials, self.pool = int(p["trials"]), int(p["pool"])
         self._poison: dict[tuple, torch.Tensor] = {}  # one poisoned output per shape and dtype, written before calls
+        self.spent = {"fill": 0.0, "requests": 0.0}  # staging the candidate's buffers; its replies, by our clock
 
     def _req(self, cmd: str, **data: Any) -> dict:
         """One command; ``self.last_ms`` is its round trip by the judge's clock (the checks after it left out)."""
         t0 = time.perf_counter()
         reply = self.proc.request(cmd, max(self.deadline - time.monotonic(), 0.001), **data)
         self.last_ms = (time.perf_counter() - t0) * 1e3
+        self.spent["requests"] += self.last_ms / 1e3
         if cmd in ("call", "time", "batch") and (n := self.proc.kill_new()):
             raise Failure("REWARD_HACK", f"{n} process(es) started by the solution still running (or unreaped) when "
                           f"the {cmd!r} command returned, killed before its outputs were read: work left to run after "
@@ -255,6 +257,7 @@ class WorkloadJudge:
         return slots
 
     def _fill(self, slot: Slot, idx: int) -> dict:
+        t0 = time.perf_counter()
         values = self.p["inputs"][idx]
         for n, b in slot.inputs.items():
             b.write(values[n])
@@ -264,6 +267,7 @@ class WorkloadJudge:
                 self._poison[key] = poison_(torch.empty(b.shape, dtype=b.dtype))
             b.write(self._poison[key])
         args = [slot.in_specs.get(n, {"value": v}) for n, v in values.items()]
+        self.spent["fill"] += time.perf_counter() - t0
         return {"args": args, "outs": slot.out_specs}
 
     def _produced(self, slot: Slot) -> dict[str, Any]:
@@ -307,6 +311,8 @@ class WorkloadJudge:
         timed = min(wall / 1e3, t2 - t1)
         checks = t2 - t1 - timed + time.perf_counter() - t2
         result["phases"] = {"correctness": t1 - t0, "timing": timed, "checks": checks}
+        rest = time.perf_counter() - t0 - sum(self.spent.values())  # comparisons, output reads, the checks' own work
+        result["phases"]["judge_parts"] = {**{k: round(v, 4) for k, v in self.spent.items()}, "other": round(rest, 4)}
         return result
 
     def _trial(self, slot: Slot, t: int, common: dict, state: dict) -> None:

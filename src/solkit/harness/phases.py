@@ -13,16 +13,20 @@ WORKLOAD_PHASES = ("reference", "reference_timing", "correctness", "timing", "ch
 #: The timed work: the candidate's timing and the reference's (the speed-up's denominator); every other phase is
 #: the judge's overhead.
 TIMED_PHASES = ("reference_timing", "timing")
+#: Breakdowns of a phase, kept beside the phases (seconds by part; informative, not added to the overhead).
+PHASE_PARTS = ("reference_parts", "judge_parts")
 #: The one-off phases of an evaluation, shared by its workloads.
 RUN_PHASES = ("launch", "load", "judge", "startup", "lookahead", "compile")
 
 
 def phase_record(run: dict[str, Any], own: dict[str, Any], n_workloads: int) -> dict[str, Any]:
-    """Seconds per phase for one workload: its own phases, the run's one-off phases, and its share of them."""
-    own = {k: round(float(own[k]), 4) for k in WORKLOAD_PHASES if own.get(k) is not None}
+    """Seconds per phase for one workload: its own phases (with their breakdowns), the run's one-off phases, and its
+    share of them."""
+    mine = {k: round(float(own[k]), 4) for k in WORKLOAD_PHASES if own.get(k) is not None}
+    parts = {k: own[k] for k in PHASE_PARTS if isinstance(own.get(k), dict)}
     shared = {k: round(float(run[k]), 4) for k in RUN_PHASES if run.get(k) is not None}
-    overhead = sum(shared.values()) / max(n_workloads, 1) + sum(v for k, v in own.items() if k not in TIMED_PHASES)
-    return {**own, "run": shared, "overhead_per_workload": round(overhead, 4)}
+    overhead = sum(shared.values()) / max(n_workloads, 1) + sum(v for k, v in mine.items() if k not in TIMED_PHASES)
+    return {**mine, **parts, "run": shared, "overhead_per_workload": round(overhead, 4)}
 
 
 def suite_time(traces: list[Trace], wall_s: float | None) -> dict[str, Any]:

@@ -151,6 +151,8 @@ def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dirs: list
         if res.get("elapsed_s") is not None:  # the reference's own timing is timed work: a phase of its own
             timed = float(res["timing_s"]) if isinstance(res.get("timing_s"), (int, float)) else None
             ref_s[uuid] = {"reference": max(float(res["elapsed_s"]) - (timed or 0.0), 0.0), "reference_timing": timed}
+            if isinstance(res.get("parts_s"), dict):
+                ref_s[uuid]["reference_parts"] = res["parts_s"]
         if res.get("status") == "PREPARED":  # a file in SHM is mapped, not copied: memory already, kept once unlinked
             in_shm = Path(res["file"]).parent.parent == SHM
             prepared[uuid] = torch.load(res["file"], weights_only=False, mmap=in_shm)

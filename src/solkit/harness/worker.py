@@ -62,9 +62,14 @@ class Prepared:
     constant: dict[str, bool] = field(default_factory=dict)
     timing: dict[str, Any] | None = None
     timing_s: float | None = None  # the reference's own timing: timed work (the speed-up's denominator), not overhead
+    parts_s: dict[str, float] = field(default_factory=dict)  # where the reference phase went (docs/sol-execbench.md)
     call_ms: list[float] = field(default_factory=list)
     pool: int = 1
     error: tuple[str, str] | None = None  # (status, log) when the reference is unusable
+
+
+def _spent(p: Prepared, part: str, t0: float) -> None:
+    p.parts_s[part] = p.parts_s.get(part, 0.0) + time.perf_counter() - t0
 
 
 def _sync(device: torch.device) -> None:
@@ -175,14 +180,19 @@ class Worker:
         try:
             while t + 1 < total:
                 t += 1
+                t_part = time.perf_counter()
                 inputs = self.factory.generate(w, t)
+                _sync(self.device)
+                _spent(p, "generate", t_part)
                 if t == 0:
                     try:
                         self.problem.check_input_constraints(w, inputs)
                     except SolkitError as exc:
                         p.error = ("INVALID_REFERENCE", str(exc))
                         return p
+                t_part = time.perf_counter()
                 p.inputs.append(_host(inputs))
+                _spent(p, "host_copies", t_part)
                 try:
                     t0 = time.perf_counter()
                     raw = ref(*inputs.values())
@@ -208,11 +218,15 @@ class Worker:
                 p.aliases = p.aliases or bool(ac.aliases_inputs(outs, inputs))
                 for n, v in outs.items():
                     p.constant[n] = p.constant.get(n, True) and cc.is_constant(v)
+                t_part = time.perf_counter()
                 p.outputs.append(_host(outs))
+                _spent(p, "host_copies", t_part)
                 _poison_all(outs, inputs)
                 del raw, outs
                 if t == 0:
+                    t_part = time.perf_counter()
                     self._prepare_fp64(p, p.inputs[0])  # from the host copy: the reference may have written its inputs
+                    _spent(p, "fp64_reference", t_part)
                     p.pool = _pool_size(p, self.device, int(self.job["pool"]))
                     total = self.trials + 3 * p.pool  # correctness sets, timing sets, two rounds of fresh sets
                 del inputs
@@ -221,7 +235,9 @@ class Worker:
             return p
         if self.job["benchmark_reference"]:
             try:
+                t_part = time.perf_counter()
                 pool = [tuple(gen.to_device(p.inputs[self.trials + k], self.device).values()) for k in range(p.pool)]
+                _spent(p, "timing_inputs", t_part)
                 t0 = time.perf_counter()
                 try:
                     res, note, between = timed.time_pool(ref, pool, self.job, self.device, min(p.call_ms))
@@ -312,8 +328,12 @@ def main(argv: list[str]) -> int:
     for i, uuid in enumerate(w.order):
         chan.send("phase", phase="reference", uuid=uuid)
         p = w.prepare(w.workloads[uuid])
+        t_save = time.perf_counter()
         path = save_ground_truth({**vars(p), "trials": w.trials}, folders, f"{attempt}_w{i}.pt")
-        chan.send("result", uuid=uuid, status="PREPARED", file=str(path), timing_s=p.timing_s)
+        _spent(p, "save", t_save)
+        p.parts_s["reference_calls"] = sum(p.call_ms) / 1e3
+        parts = {k: round(v, 4) for k, v in p.parts_s.items()}
+        chan.send("result", uuid=uuid, status="PREPARED", file=str(path), timing_s=p.timing_s, parts_s=parts)
         del p
         if w.device.type == "cuda":
             torch.cuda.empty_cache()
