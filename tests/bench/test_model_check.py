@@ -21,7 +21,7 @@ from solkit.cli import main
 from solkit.errors import SolkitError
 from solkit.model import analyze
 from solkit.model.gemms import GEMM_OPS
-from solkit.model.html import write_model_report
+from solkit.model.html import bench_check_rows, write_model_report
 from solkit.sol.ceilings import get_ceilings
 
 
@@ -267,6 +267,10 @@ def test_a_burst_row_outside_at_face_value_and_within_at_equal_clocks(nearest, c
     assert "burst (step-matched, duty 0.50): gemm_bf16 0/1" in text
     assert "burst at equal SM clocks: gemm_bf16 1/1, the model's layout 1/1" in text
     assert ("1 step clock(s) from the nearest sample" in text) is nearest
+    cols, rows = bench_check_rows({"rows": out["rows"]})  # the report's table: the per-clock column, "~" marked
+    (cells,) = rows
+    assert cells[cols.index("burst at equal clocks")].endswith("yes")
+    assert cells[cols.index("MHz model / sustained / burst")].startswith("~" if nearest else "1830")
 
 
 @pytest.mark.parametrize("clock,bound", [(None, "compute"), ({"sm_clock_mhz": 1830.0}, "memory")])

@@ -85,12 +85,12 @@ def bench_check_rows(c: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     def cell(ratio, ok):
         return "-" if ratio is None else f"{fmt(ratio)} {'yes' if ok else 'NO'}"
 
-    def mhz(clock):
-        return fmt((clock or {}).get("sm_clock_mhz"), 4)
+    def mhz(clock):  # "~": the step's clock estimated from the nearest sample (no sample inside its kernels)
+        return ("~" if (clock or {}).get("nearest") else "") + fmt((clock or {}).get("sm_clock_mhz"), 4)
 
     cols = ["GEMM (model's call)", "calls", "model ms", "T_SOL ms", "model SOL", "sustained: bench SOL",
-            "ratio, within?", "layout ratio", "burst: bench SOL", "ratio, within?", "layout ratio",
-            "MHz model / sustained / burst"]  # fmt: skip
+            "ratio, within?", "layout ratio", "burst: bench SOL", "ratio, within?", "burst at equal clocks",
+            "layout ratio", "MHz model / sustained / burst"]  # fmt: skip
     rows = []
     for r in c["rows"]:
         b, bb = r.get("bench") or {}, r.get("bench_burst") or {}
@@ -99,6 +99,7 @@ def bench_check_rows(c: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
                      b.get("sol_raw") or b.get("status"), cell(r.get("ratio"), r.get("within")),
                      cell(r.get("layout_ratio"), r.get("layout_within")), bb.get("sol_raw") or bb.get("status"),
                      cell(r.get("ratio_burst"), r.get("within_burst")),
+                     cell(r.get("ratio_burst_per_clock"), r.get("within_burst_per_clock")),
                      cell(r.get("layout_ratio_burst"), r.get("layout_within_burst")), clocks])  # fmt: skip
     return cols, rows
 
@@ -112,7 +113,8 @@ def _bench_check_html(d: dict[str, Any]) -> str:
             f"bench's at the same call (ms per call); within {c['tolerance']:.0%} or not. bench: the suite's "
             "gemm_bf16 (x @ w.T) on the vendor backend; layout: the call with the model's operand layouts, eager. "
             "sustained: calls back to back (the card reaches its power cap); burst: idle before every call so the "
-            "GEMM takes the share of time it took in the step (the goal is judged on it). "
+            "GEMM takes the share of time it took in the step (the goal is judged on it); at equal clocks: the burst "
+            "ratio times the burst row's SM clock over the step's (~: the step's clock from the nearest sample). "
             f"{html.escape(c['meta']['protocol'])}.</p>"
             f"{_grid('bench-check', cols, rows, fmt)}")  # fmt: skip
 
