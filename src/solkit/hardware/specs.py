@@ -192,7 +192,8 @@ def resolve_dtype(name: str) -> str:
 def load_db() -> HardwareDB:
     text = resources.files("solkit.hardware").joinpath("data/hardware.yaml").read_text()
     try:
-        return HardwareDB.model_validate(yaml.safe_load(text))
+        # libyaml's loader where PyYAML was built with it: the pure-Python one takes ~0.1 s of every light command
+        return HardwareDB.model_validate(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     except ValidationError as exc:  # a packaging bug, but still say where
         raise SolkitError(f"solkit/hardware/data/hardware.yaml is invalid: {exc.errors()[0]}") from exc
 
