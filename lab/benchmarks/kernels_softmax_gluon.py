@@ -1,4 +1,4 @@
-"""The warp-specialised Gluon softmax forward (:mod:`solkit.kernels.softmax.gluon`) against solkit's default and the
+"""The warp-specialised Gluon softmax forward (:mod:`lab.kernels.softmax_gluon`) against solkit's default and the
 copy floor, at vocabulary widths on the H200.
 
 Per shape one bf16 input ``x = 4 randn`` (and a second for the rotating pool). Every Gluon variant is first checked
@@ -24,15 +24,18 @@ import platform
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
-import torch
-import triton
-from kernels_softmax_wide import _err, measure_copy, sol_cols
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for lab.kernels
 
-from solkit.kernels.softmax.dispatch import softmax_forward
-from solkit.kernels.softmax.gluon import softmax_forward_gluon
-from solkit.timing import benchmark
+import torch  # noqa: E402
+import triton  # noqa: E402
+from kernels_softmax_wide import _err, measure_copy, sol_cols  # noqa: E402
+from lab.kernels import softmax_gluon as G  # noqa: E402
+
+from solkit.kernels.softmax.dispatch import softmax_forward  # noqa: E402
+from solkit.timing import benchmark  # noqa: E402
 
 SHAPES = {"vocab8k": (8192, 128256), "vocab4k": (4096, 128256), "256k": (1024, 262144), "small": (1000, 128256),
           "odd": (7, 65536), "one": (1, 262144)}  # fmt: skip
@@ -132,7 +135,7 @@ def gluon_fn(name: str):
     opts = VARIANTS[name]
 
     def run(x, y):
-        facts = softmax_forward_gluon(x, y, **opts)
+        facts = G.softmax_forward_gluon(x, y, **opts)
         if facts is None:
             raise RuntimeError("softmax_forward_gluon declined")
         return y
@@ -153,7 +156,7 @@ class Ref:
 
 def check(name: str, ref: Ref) -> dict:
     y = torch.full_like(ref.x, float("nan"))
-    facts = softmax_forward_gluon(ref.x, y, **VARIANTS[name])
+    facts = G.softmax_forward_gluon(ref.x, y, **VARIANTS[name])
     if facts is None:
         return {"ok": False, "error": "declined"}
     torch.cuda.synchronize()
@@ -188,8 +191,6 @@ def compile_sm90(n_cols: int = 128256, *, dtype: str = "bf16", warps: int = 4, l
     launcher's choices (plan, registers); returns (compiled kernel, plan)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
-
-    from solkit.kernels.softmax import gluon as G
 
     p = G.plan(n_cols, sms, warps=warps + (stats_warps if mode else 0), **plan_opts)
     assert p is not None, "no plan"
