@@ -6,7 +6,7 @@ from solkit.hardware.detect import detect_device
 
 def test_stream_arrays_exceed_the_last_level_cache(monkeypatch):
     monkeypatch.setattr(calibrate, "cpu_llc_bytes", lambda: 32 * 2**20)
-    monkeypatch.setattr(calibrate, "_available_bytes", lambda: 64 * 2**30)
+    monkeypatch.setattr(calibrate, "available_memory_bytes", lambda: 64 * 2**30)
     n, why = calibrate.cpu_stream_bytes(quick=False)
     assert n >= 4 * 32 * 2**20 and "last-level cache 32 MiB" in why
     assert calibrate.cpu_stream_bytes(quick=True)[1].startswith("quick")

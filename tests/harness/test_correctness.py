@@ -106,15 +106,15 @@ def test_merge_keeps_worst_and_first_failure():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_sliced_cpu_comparison_matches_the_whole_tensor_one(monkeypatch, dtype):
     # a CPU output above one slice is compared slice by slice: the same matches, maxima and flags as in one piece
-    n = 3 * cc._SLICE + 12345
+    n = 3 * cc.CPU_SLICE + 12345
     r = torch.randn(n).to(dtype)
     o = (r.double() + 1e-3 * torch.randn(n)).to(dtype)
     o[5] = float("nan")
-    r[cc._SLICE + 7], o[cc._SLICE + 7] = float("inf"), float("inf")  # a matching infinity
-    o[2 * cc._SLICE + 1] = float("-inf")  # where the reference is finite
+    r[cc.CPU_SLICE + 7], o[cc.CPU_SLICE + 7] = float("inf"), float("inf")  # a matching infinity
+    o[2 * cc.CPU_SLICE + 1] = float("-inf")  # where the reference is finite
     o[n - 1] += 4.0
     sliced = cc.compare(r, o, TOL, 0.5, "y")
-    monkeypatch.setattr(cc, "_SLICE", 1 << 40)
+    monkeypatch.setattr(cc, "CPU_SLICE", 1 << 40)
     whole = cc.compare(r, o, TOL, 0.5, "y")
     for field in ("ok", "status", "reason", "mismatches", "numel", "has_nan", "has_inf", "max_absolute_error",
                   "max_relative_error"):  # fmt: skip
@@ -125,11 +125,11 @@ def test_sliced_cpu_comparison_matches_the_whole_tensor_one(monkeypatch, dtype):
 def test_sliced_precision_check_matches_the_whole_tensor_one(monkeypatch):
     from solkit.harness import anticheat as ac
 
-    n = 2 * ac._SLICE + 99
+    n = 2 * cc.CPU_SLICE + 99
     ref64 = torch.randn(n, dtype=torch.float64)
     ref, cand = ref64.to(torch.bfloat16), (ref64 + 0.05 * torch.randn(n, dtype=torch.float64)).to(torch.bfloat16)
     sliced = ac.precision(ref, ref64, cand, torch.bfloat16)
-    monkeypatch.setattr(ac, "_SLICE", 1 << 40)
+    monkeypatch.setattr(cc, "CPU_SLICE", 1 << 40)
     whole = ac.precision(ref, ref64, cand, torch.bfloat16)
     assert sliced["downgraded"] and whole["downgraded"]  # errors of 0.05: far less precise than bf16
     for key in ("reference_error", "candidate_error", "limit"):

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
-from solkit.hardware.detect import DeviceInfo, detect_device
+from solkit.hardware.detect import DeviceInfo, available_memory_bytes, detect_device
 from solkit.paths import cache_dir
 from solkit.timing import benchmark
 
@@ -368,16 +368,6 @@ def cpu_llc_bytes() -> int | None:
     return best or None
 
 
-def _available_bytes() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def cpu_stream_bytes(quick: bool) -> tuple[int, str]:
     """Bytes per array of the STREAM-like kernels and why: 4x the last-level cache (STREAM's rule), at least
     256 MiB, at most 1 GiB and an eighth of the available memory (triad holds three arrays); quick: 64 MiB."""
@@ -385,7 +375,7 @@ def cpu_stream_bytes(quick: bool) -> tuple[int, str]:
         return 64 * 2**20, "quick: 64 MiB per array, may partly fit in the last-level cache"
     llc = cpu_llc_bytes()
     want = max(4 * (llc or 0), 256 * 2**20)
-    cap = min(2**30, (_available_bytes() or 2**33) // 8)
+    cap = min(2**30, (available_memory_bytes() or 2**33) // 8)
     n = max(min(want, cap), 64 * 2**20)
     why = f"{n / 2**20:.0f} MiB per array; last-level cache {llc / 2**20:.0f} MiB" if llc else f"{n / 2**20:.0f} MiB"
     if llc and n < 4 * llc:

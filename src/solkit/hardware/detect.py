@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -60,6 +61,17 @@ class DeviceInfo:
     def cache_key(self) -> str:
         ident = self.uuid or f"{self.name}-{self.sm_count}-{self.memory_bytes}"
         return f"{ident}|driver={self.driver}|cuda={self.cuda_version}|torch={torch.__version__}|triton={_triton()}"
+
+
+def available_memory_bytes() -> int | None:
+    """The host's available memory (``MemAvailable`` of ``/proc/meminfo``), None where that cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _triton() -> str:

@@ -44,6 +44,8 @@ from typing import Any
 
 import torch
 
+from solkit.harness import correctness as cc
+
 # The next-lower format below each contract dtype (fp64 → fp32; fp32 → tf32/bf16/fp16; fp16 → bf16;
 # bf16 → fp8): a candidate whose normwise error reaches a tenth of its epsilon computed (at least
 # partly) in that format or lower.
@@ -300,16 +302,12 @@ def hidden_work_reason(info: Mapping[str, Any], floor_ms: float = 0.05, fraction
     return None
 
 
-#: On a CPU the normwise errors run over slices of this many elements (temporaries in the cache: several times faster
-#: on outputs of millions of elements); the norms of the slices are combined with math.hypot.
-_SLICE = 1 << 18
-
-
 def _normwise(values: list[torch.Tensor], ref64: torch.Tensor) -> list[float]:
     """‖v − ref64‖ / ‖ref64‖ for each of ``values`` (a non-finite difference counts as 1e300), ‖ref64‖ once."""
     r64 = ref64.detach().reshape(-1)
     flat = [v.detach().reshape(-1) for v in values]
-    step = _SLICE if r64.device.type == "cpu" else max(r64.numel(), 1)
+    # on a CPU over the comparisons' slices (temporaries in the cache), the slices' norms combined with hypot
+    step = cc.CPU_SLICE if r64.device.type == "cpu" else max(r64.numel(), 1)
     norms: list[float] = []
     diffs: list[list[float]] = [[] for _ in values]
     for i in range(0, r64.numel(), step):

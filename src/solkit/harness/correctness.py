@@ -30,7 +30,7 @@ _BIG = 1 << 27  # above this many elements, a device comparison runs in float32 
 #: A CPU comparison runs over slices of this many elements, in float64 whatever the size: its temporaries stay in
 #: the cache (several times faster on outputs of millions of elements than whole-tensor temporaries, and the memory
 #: it takes is bounded), with the same matches, maxima and flags; only the norms' rounding may differ.
-_SLICE = 1 << 18
+CPU_SLICE = 1 << 18
 
 
 class OutputFormatError(ValueError):
@@ -127,10 +127,10 @@ def compare(ref: Any, out: Any, tol: ToleranceSpec, ratio: float, name: str = "o
         return _finish(OutputCheck(mismatches=bad, numel=numel), tol, ratio, name, math.inf if bad else 0.0)
     atol, rtol = float(tol.max_atol), float(tol.max_rtol)
     rf, of = ref_t.detach().reshape(-1), out_t.detach().reshape(-1)
-    if ref_t.device.type == "cpu" and numel > _SLICE:
+    if ref_t.device.type == "cpu" and numel > CPU_SLICE:
         # one slice converted at a time
-        pieces = ((rf[i : i + _SLICE].to(torch.float64), of[i : i + _SLICE].to(torch.float64))
-                  for i in range(0, numel, _SLICE))  # fmt: skip
+        pieces = ((rf[i : i + CPU_SLICE].to(torch.float64), of[i : i + CPU_SLICE].to(torch.float64))
+                  for i in range(0, numel, CPU_SLICE))  # fmt: skip
     else:
         work = torch.float64 if numel <= _BIG else torch.float32
         pieces = iter([(rf.to(work), of.to(work))])

@@ -308,11 +308,12 @@ class WorkloadJudge:
         fresh.update(self._repeat(common, res, fresh))
         result = self._result(state, res, timing_reply, wall, fresh)
         # timed work: the candidate's "time" command alone; filling its sets and validating its outputs are checks
+        t3 = time.perf_counter()
         timed = min(wall / 1e3, t2 - t1)
-        checks = t2 - t1 - timed + time.perf_counter() - t2
-        result["phases"] = {"correctness": t1 - t0, "timing": timed, "checks": checks}
-        rest = time.perf_counter() - t0 - sum(self.spent.values())  # comparisons, output reads, the checks' own work
-        result["phases"]["judge_parts"] = {**{k: round(v, 4) for k, v in self.spent.items()}, "other": round(rest, 4)}
+        rest = t3 - t0 - sum(self.spent.values())  # comparisons, output reads, the checks' own work
+        parts = {**{k: round(v, 4) for k, v in self.spent.items()}, "other": round(rest, 4)}
+        result["phases"] = {"correctness": t1 - t0, "timing": timed, "checks": t2 - t1 - timed + t3 - t2,
+                            "judge_parts": parts}  # fmt: skip
         return result
 
     def _trial(self, slot: Slot, t: int, common: dict, state: dict) -> None:

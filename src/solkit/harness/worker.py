@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from solkit.errors import SolkitError
+from solkit.hardware.detect import available_memory_bytes
 from solkit.harness import anticheat as ac
 from solkit.harness import correctness as cc
 from solkit.harness import inputs as gen
@@ -68,8 +69,14 @@ class Prepared:
     error: tuple[str, str] | None = None  # (status, log) when the reference is unusable
 
 
-def _spent(p: Prepared, part: str, t0: float) -> None:
-    p.parts_s[part] = p.parts_s.get(part, 0.0) + time.perf_counter() - t0
+@contextlib.contextmanager
+def _part(p: Prepared, name: str):
+    """Add the block's seconds to ``p.parts_s[name]`` (where the reference phase went)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        p.parts_s[name] = p.parts_s.get(name, 0.0) + time.perf_counter() - t0
 
 
 def _sync(device: torch.device) -> None:
@@ -103,16 +110,6 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
-def _mem_available() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def has_room(folder: Path, nbytes: int) -> bool:
     """Whether a file of ``nbytes`` fits in the tmpfs ``folder`` with SHM_SPARE left both there and in memory, where
     the judge then holds a second copy while the file still exists."""
@@ -120,7 +117,7 @@ def has_room(folder: Path, nbytes: int) -> bool:
         st = os.statvfs(folder)
     except OSError:
         return False
-    mem = _mem_available()
+    mem = available_memory_bytes()
     fits_fs = st.f_bavail * st.f_frsize >= nbytes + SHM_SPARE
     return fits_fs and (mem is None or mem >= 2 * nbytes + SHM_SPARE)
 
@@ -146,8 +143,7 @@ def save_ground_truth(data: dict[str, Any], folders: list[Path], name: str) -> P
 
 
 def _pool_size(prepared: Prepared, device: torch.device, requested: int) -> int:
-    per_set = sum(v.numel() * v.element_size() for v in prepared.inputs[0].values() if isinstance(v, torch.Tensor))
-    per_set += sum(v.numel() * v.element_size() for v in prepared.outputs[0].values() if isinstance(v, torch.Tensor))
+    per_set = _nbytes(prepared.inputs[0]) + _nbytes(prepared.outputs[0])
     budget = (4 << 30) if device.type == "cuda" else (512 << 20)
     return max(1, min(requested, budget // max(per_set, 1)))
 
@@ -180,19 +176,17 @@ class Worker:
         try:
             while t + 1 < total:
                 t += 1
-                t_part = time.perf_counter()
-                inputs = self.factory.generate(w, t)
-                _sync(self.device)
-                _spent(p, "generate", t_part)
+                with _part(p, "generate"):
+                    inputs = self.factory.generate(w, t)
+                    _sync(self.device)
                 if t == 0:
                     try:
                         self.problem.check_input_constraints(w, inputs)
                     except SolkitError as exc:
                         p.error = ("INVALID_REFERENCE", str(exc))
                         return p
-                t_part = time.perf_counter()
-                p.inputs.append(_host(inputs))
-                _spent(p, "host_copies", t_part)
+                with _part(p, "host_copies"):
+                    p.inputs.append(_host(inputs))
                 try:
                     t0 = time.perf_counter()
                     raw = ref(*inputs.values())
@@ -218,15 +212,13 @@ class Worker:
                 p.aliases = p.aliases or bool(ac.aliases_inputs(outs, inputs))
                 for n, v in outs.items():
                     p.constant[n] = p.constant.get(n, True) and cc.is_constant(v)
-                t_part = time.perf_counter()
-                p.outputs.append(_host(outs))
-                _spent(p, "host_copies", t_part)
+                with _part(p, "host_copies"):
+                    p.outputs.append(_host(outs))
                 _poison_all(outs, inputs)
                 del raw, outs
                 if t == 0:
-                    t_part = time.perf_counter()
-                    self._prepare_fp64(p, p.inputs[0])  # from the host copy: the reference may have written its inputs
-                    _spent(p, "fp64_reference", t_part)
+                    with _part(p, "fp64_reference"):  # from the host copy: the reference may have written its inputs
+                        self._prepare_fp64(p, p.inputs[0])
                     p.pool = _pool_size(p, self.device, int(self.job["pool"]))
                     total = self.trials + 3 * p.pool  # correctness sets, timing sets, two rounds of fresh sets
                 del inputs
@@ -235,9 +227,9 @@ class Worker:
             return p
         if self.job["benchmark_reference"]:
             try:
-                t_part = time.perf_counter()
-                pool = [tuple(gen.to_device(p.inputs[self.trials + k], self.device).values()) for k in range(p.pool)]
-                _spent(p, "timing_inputs", t_part)
+                with _part(p, "timing_inputs"):
+                    pool = [tuple(gen.to_device(p.inputs[self.trials + k], self.device).values())
+                            for k in range(p.pool)]  # fmt: skip
                 t0 = time.perf_counter()
                 try:
                     res, note, between = timed.time_pool(ref, pool, self.job, self.device, min(p.call_ms))
@@ -328,9 +320,8 @@ def main(argv: list[str]) -> int:
     for i, uuid in enumerate(w.order):
         chan.send("phase", phase="reference", uuid=uuid)
         p = w.prepare(w.workloads[uuid])
-        t_save = time.perf_counter()
-        path = save_ground_truth({**vars(p), "trials": w.trials}, folders, f"{attempt}_w{i}.pt")
-        _spent(p, "save", t_save)
+        with _part(p, "save"):
+            path = save_ground_truth({**vars(p), "trials": w.trials}, folders, f"{attempt}_w{i}.pt")
         p.parts_s["reference_calls"] = sum(p.call_ms) / 1e3
         parts = {k: round(v, 4) for k, v in p.parts_s.items()}
         chan.send("result", uuid=uuid, status="PREPARED", file=str(path), timing_s=p.timing_s, parts_s=parts)
