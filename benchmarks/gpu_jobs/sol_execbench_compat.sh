@@ -20,6 +20,7 @@
 # 3. If time is left: solkit's own examples (tests/harness/examples, PyTorch solutions) as in 1, the second figure:
 #    $OUT/suite/, $OUT/suite_time.json.
 #   bash benchmarks/gpu_jobs/run_round.sh sol_execbench_compat
+# SXB_ONLY (comma-separated substrings of case names), SXB_JOBS and SXB_TIMEOUT (part 2), SXB_SUITE_CAP (part 1).
 # A dry run on a CPU: SXB_DEVICE=cpu SXB_ONLY=evil SXB_MIRROR=GIT_DIR/repo OUT=DIR bash THIS (part 1 without
 # gemma3_swiglu, whose bf16 GEMMs a CPU takes minutes over, and 2 workloads per problem).
 set -u
@@ -119,7 +120,7 @@ echo "cases: $(left) s left" | tee -a "$OUT/console.txt"
 BUILDS=(); [ "${SXB_BUILDS:-1}" = 0 ] && BUILDS=(--skip-built)
 END=$(( $(left) - 25 ))
 python3 benchmarks/sol_execbench_compat.py --device "$DEV" ${MIRROR[@]+"${MIRROR[@]}"} ${SXB_ONLY:+--only "$SXB_ONLY"} \
-  --jobs 6 --build-jobs 3 --max-workloads 2 --timeout 60 --build-timeout 240 --min-timeout 90 \
+  --jobs "${SXB_JOBS:-6}" --build-jobs 3 --max-workloads 2 --timeout "${SXB_TIMEOUT:-60}" --build-timeout 240 --min-timeout 90 \
   ${BUILDS[@]+"${BUILDS[@]}"} --end "$END" --rerun-deadline $((END - 60)) \
   --out "$OUT/sol_execbench_compat.json" 2>&1 | tee -a "$OUT/console.txt"
 rc=${PIPESTATUS[0]}
