@@ -88,7 +88,9 @@ def step_profile(layers: int, device: str) -> tuple[list[dict], dict]:
     return rows, spy.kept
 
 
+@torch.no_grad()
 def time_alone(a: torch.Tensor, b: torch.Tensor, reps: int, gap_ms: float) -> dict:
+    a, b = a.detach(), b.detach()  # the step's operands may require grad; mm(out=) refuses those
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     out = torch.mm(a, b)
     names: list[str] = []
