@@ -9,7 +9,7 @@ import pytest
 import torch
 from harness_helpers import EXAMPLES, fast_options
 
-from solkit.harness import runner, worker
+from solkit.harness import runner, truth, worker
 from solkit.harness.evaluate import evaluate
 
 SHM = Path("/dev/shm")
@@ -50,13 +50,13 @@ def test_a_file_the_first_folder_has_no_room_for_goes_to_the_next(tmp_path, monk
     shm.mkdir()
     disk.mkdir()
     data = {"outputs": [{"y": torch.ones(1000)}]}
-    assert worker.save_ground_truth(data, [shm, disk], "a.pt").parent == shm
-    monkeypatch.setattr(worker, "SHM_SPARE", 1 << 60)  # no tmpfs has that much room
-    path = worker.save_ground_truth(data, [shm, disk], "b.pt")
+    assert truth.save_ground_truth(data, [shm, disk], "a.pt").parent == shm
+    monkeypatch.setattr(truth, "SHM_SPARE", 1 << 60)  # no tmpfs has that much room
+    path = truth.save_ground_truth(data, [shm, disk], "b.pt")
     assert path == disk / "b.pt" and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert torch.equal(torch.load(path)["outputs"][0]["y"], data["outputs"][0]["y"])
     with pytest.raises(OSError):  # never over an existing file
-        worker.save_ground_truth(data, [disk], "b.pt")
+        truth.save_ground_truth(data, [disk], "b.pt")
 
 
 def test_folders_of_dead_judges_are_swept(tmp_path, monkeypatch):
@@ -94,3 +94,45 @@ def test_a_reference_crash_keeps_the_ground_truth_of_the_workloads_before_it(tmp
     traces = evaluate(tmp_path, tmp_path / "solution.json", fast_options(device="cpu"))
     got = [t.evaluation.status.value for t in traces]
     assert got == ["PASSED", "INVALID_REFERENCE", "INCORRECT_NUMERICAL"], [t.evaluation.log[-300:] for t in traces]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_host_copies_are_mapped_files_the_record_only_names(tmp_path, dtype):
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    host = truth.HostCopies([folder], "a_w0")
+    big = (torch.randn(257, 129) * 5).to(dtype)
+    values = {"x": big, "t": big.t(), "zero_dim": torch.tensor(3.5), "empty": torch.empty(0, 4), "n": 7}
+    copies = host.copy(values)
+    path = truth.save_ground_truth(host.stand_ins({"inputs": [copies]}), [folder], "a_w0.pt")
+    assert path.stat().st_size < big.numel() * big.element_size()  # the record names the files, not their bytes
+    files = sorted(folder.glob("a_w0_t*.bin"))
+    assert len(files) == 3 and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+    back = truth.load_ground_truth(path, mmap=False)["inputs"][0]
+    for f in files:  # the judge deletes the folder once loaded: its mappings keep the values
+        f.unlink()
+    for k in ("x", "t", "zero_dim", "empty"):
+        assert back[k].dtype == values[k].dtype and torch.equal(back[k], values[k]), k
+    assert back["n"] == 7
+
+
+def test_a_host_copy_the_first_folder_has_no_room_for_goes_to_the_next(tmp_path, monkeypatch):
+    shm, disk = tmp_path / "shm", tmp_path / "disk"
+    shm.mkdir()
+    disk.mkdir()
+    monkeypatch.setattr(truth, "SHM_SPARE", 1 << 60)
+    host = truth.HostCopies([shm, disk], "b_w1")
+    x = torch.randn(100)
+    host.copy({"x": x})
+    assert not list(shm.iterdir()) and [f.name for f in disk.iterdir()] == ["b_w1_t0.bin"]
+    (disk / "b_w1_t1.bin").write_bytes(b"")  # never over an existing file
+    with pytest.raises(OSError):
+        host.copy({"y": x})
+
+
+@pytest.mark.parametrize(
+    ("per_set", "device", "expected"),
+    [(300 << 20, "cuda", 1), (100 << 20, "cuda", 2), (1 << 20, "cuda", 3), (200 << 20, "cpu", 2), (0, "cpu", 3)],
+)
+def test_the_timing_pool_shrinks_for_large_sets(per_set, device, expected):
+    assert worker.pool_size(per_set, device, 3) == expected

@@ -35,12 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from solkit.harness.candidate import Failure
 from solkit.harness.forkserver import ForkServer, child_env
 from solkit.harness.judge import CandidateProcess, ProcessFailure, WorkloadJudge, containment_record
 from solkit.harness.spawn import Spawned, adoptable, candidate_job
+from solkit.harness.truth import load_ground_truth
 from solkit.problems.loader import load_problem
 
 
@@ -155,7 +154,7 @@ def _run_after_reference(job, options: RunnerOptions, base: Path, ref_dirs: list
                 ref_s[uuid]["reference_parts"] = res["parts_s"]
         if res.get("status") == "PREPARED":  # a file in SHM is mapped, not copied: memory already, kept once unlinked
             in_shm = Path(res["file"]).parent.parent == SHM
-            prepared[uuid] = torch.load(res["file"], weights_only=False, mmap=in_shm)
+            prepared[uuid] = load_ground_truth(res["file"], mmap=in_shm)
         else:
             results[uuid] = res
     for d in ref_dirs:  # the ground truth now lives in this process only

@@ -3,10 +3,11 @@
 Protocol: ``python -m solkit.harness.worker JOB.json FD`` (or forked by :mod:`.forkserver`) — JSON event
 lines on file descriptor ``FD``: ``env`` → per workload ``phase`` (reference) and ``result`` (status
 ``PREPARED`` with the file the ground truth was saved to and ``timing_s``, the seconds the reference's own
-timing took, or the reason the reference is unusable) → ``done``. The file goes to the first of the job's
-``ref_dirs`` with room for it (:func:`save_ground_truth`: a private directory in ``/dev/shm`` first, memory and no
-disk I/O, then one beside the evaluation). The judge (:mod:`.runner`, :mod:`.judge`) loads each file and deletes
-it before the candidate process starts, so the ground truth then lives only in the judge's memory.
+timing took, or the reason the reference is unusable) → ``done``. Each tensor kept is copied from the device
+straight into a mapped file of its own, and the file named in the result is the workload's record of them
+(:mod:`.truth`), all in the first of the job's ``ref_dirs`` with room (a private directory in ``/dev/shm`` first,
+memory and no disk I/O, then one beside the evaluation). The judge (:mod:`.runner`, :mod:`.judge`) maps them and
+deletes them before the candidate process starts, so the ground truth then lives only in the judge's memory.
 
 For every workload, ``trials`` correctness sets, then ``pool`` timing sets, then two rounds of ``pool`` fresh sets
 (all different: each (seed, uuid, index) triple seeds its own generator, and the judge salts the seed
@@ -30,11 +31,11 @@ from typing import Any
 import torch
 
 from solkit.errors import SolkitError
-from solkit.hardware.detect import available_memory_bytes
 from solkit.harness import anticheat as ac
 from solkit.harness import correctness as cc
 from solkit.harness import inputs as gen
 from solkit.harness import timed
+from solkit.harness.truth import HostCopies, nbytes_of, save_ground_truth
 from solkit.output import jsonable
 from solkit.problems.loader import Problem, load_problem
 from solkit.problems.schema import Solution, Workload
@@ -84,10 +85,6 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _host(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
-
-
 def _poison_all(values: dict[str, Any], keep: dict[str, Any]) -> None:
     for v in values.values():
         if isinstance(v, torch.Tensor) and type(v) is torch.Tensor and not ac.aliases_inputs({"o": v}, keep):
@@ -95,57 +92,17 @@ def _poison_all(values: dict[str, Any], keep: dict[str, Any]) -> None:
                 gen.poison_(v)
 
 
-#: Memory left free when the ground truth goes to a tmpfs (``/dev/shm``): its files are memory until the judge has
-#: loaded them (a second copy) and deleted them.
-SHM_SPARE = 1 << 30
+#: Bytes of the rotating timing pool (its sets' inputs and outputs together) on a GPU and on a CPU. On a GPU each
+#: timed call is preceded by an L2 flush and new input values (:mod:`.timed`), so more sets add coverage (more timed
+#: outputs validated, more fresh sets), not honesty; every set beyond the first costs three input sets made, copied
+#: and staged per workload (timing, two fresh rounds). Sets of hundreds of MB therefore get a pool of one.
+POOL_BYTES = {"cuda": 256 << 20, "cpu": 512 << 20}
 
 
-def _nbytes(value: Any) -> int:
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, dict):
-        return sum(_nbytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_nbytes(v) for v in value)
-    return 0
-
-
-def has_room(folder: Path, nbytes: int) -> bool:
-    """Whether a file of ``nbytes`` fits in the tmpfs ``folder`` with SHM_SPARE left both there and in memory, where
-    the judge then holds a second copy while the file still exists."""
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return False
-    mem = available_memory_bytes()
-    fits_fs = st.f_bavail * st.f_frsize >= nbytes + SHM_SPARE
-    return fits_fs and (mem is None or mem >= 2 * nbytes + SHM_SPARE)
-
-
-def save_ground_truth(data: dict[str, Any], folders: list[Path], name: str) -> Path:
-    """Save ``data`` as ``name`` (mode 0600, never over an existing file) in the first of ``folders`` with room for
-    it; the last one (on disk) takes whatever the others have no room for."""
-    nbytes = _nbytes(data)
-    for k, folder in enumerate(folders):
-        last = k == len(folders) - 1
-        if not last and not has_room(folder, nbytes):
-            continue
-        path = folder / name
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            torch.save(data, path)
-            return path
-        except (OSError, RuntimeError):  # full after all (a race with other writers): the next folder
-            if last:
-                raise
-            path.unlink(missing_ok=True)
-    raise OSError("no folder for the ground truth")
-
-
-def _pool_size(prepared: Prepared, device: torch.device, requested: int) -> int:
-    per_set = _nbytes(prepared.inputs[0]) + _nbytes(prepared.outputs[0])
-    budget = (4 << 30) if device.type == "cuda" else (512 << 20)
-    return max(1, min(requested, budget // max(per_set, 1)))
+def pool_size(per_set_bytes: int, device_type: str, requested: int) -> int:
+    """How many rotating sets the timing uses: ``requested``, fewer where they would exceed POOL_BYTES, at least 1."""
+    budget = POOL_BYTES.get(device_type, POOL_BYTES["cpu"])
+    return max(1, min(requested, budget // max(per_set_bytes, 1)))
 
 
 class Worker:
@@ -167,7 +124,8 @@ class Worker:
         self.candidate_dir = self.work_dir / "candidate"
 
     # ------------------------------------------------------------------ reference phase
-    def prepare(self, w: Workload) -> Prepared:
+    def prepare(self, w: Workload, host: HostCopies) -> Prepared:
+        """The ground truth of ``w``; every tensor kept goes to the host through ``host``."""
         p = Prepared()
         ref = self.problem.reference_fn()
         expected_shapes = self.problem.output_shapes(w)
@@ -186,7 +144,7 @@ class Worker:
                         p.error = ("INVALID_REFERENCE", str(exc))
                         return p
                 with _part(p, "host_copies"):
-                    p.inputs.append(_host(inputs))
+                    p.inputs.append(host.copy(inputs))
                 try:
                     t0 = time.perf_counter()
                     raw = ref(*inputs.values())
@@ -213,13 +171,14 @@ class Worker:
                 for n, v in outs.items():
                     p.constant[n] = p.constant.get(n, True) and cc.is_constant(v)
                 with _part(p, "host_copies"):
-                    p.outputs.append(_host(outs))
+                    p.outputs.append(host.copy(outs))
                 _poison_all(outs, inputs)
                 del raw, outs
                 if t == 0:
                     with _part(p, "fp64_reference"):  # from the host copy: the reference may have written its inputs
                         self._prepare_fp64(p, p.inputs[0])
-                    p.pool = _pool_size(p, self.device, int(self.job["pool"]))
+                    per_set = nbytes_of(p.inputs[0]) + nbytes_of(p.outputs[0])
+                    p.pool = pool_size(per_set, self.device.type, int(self.job["pool"]))
                     total = self.trials + 3 * p.pool  # correctness sets, timing sets, two rounds of fresh sets
                 del inputs
         except Exception as exc:  # noqa: BLE001 - input generation errors
@@ -319,9 +278,11 @@ def main(argv: list[str]) -> int:
     attempt = Path(job["work_dir"]).name  # a retry's files never replace the files of an earlier attempt
     for i, uuid in enumerate(w.order):
         chan.send("phase", phase="reference", uuid=uuid)
-        p = w.prepare(w.workloads[uuid])
+        host = HostCopies(folders, f"{attempt}_w{i}")
+        p = w.prepare(w.workloads[uuid], host)
         with _part(p, "save"):
-            path = save_ground_truth({**vars(p), "trials": w.trials}, folders, f"{attempt}_w{i}.pt")
+            record = host.stand_ins({**vars(p), "trials": w.trials})
+            path = save_ground_truth(record, folders, f"{attempt}_w{i}.pt")
         p.parts_s["reference_calls"] = sum(p.call_ms) / 1e3
         parts = {k: round(v, 4) for k, v in p.parts_s.items()}
         chan.send("result", uuid=uuid, status="PREPARED", file=str(path), timing_s=p.timing_s, parts_s=parts)

@@ -1,0 +1,156 @@
+"""The ground truth's files: how the reference process hands its input sets and outputs to the judge.
+
+A large workload's ground truth is GBs (gemma3_swiglu's 12 input sets hold two 151 MB weights each). Copying each
+tensor to host memory and then serialising it (``torch.save``) moves every byte twice and touches every page twice.
+So the reference process copies each tensor it keeps straight from the device into a file of its own, mapped
+``MAP_SHARED`` (:class:`HostCopies`): one copy into the page cache, which in ``/dev/shm`` is memory. The workload's
+record (:func:`save_ground_truth`, ``torch.save``) holds a :class:`Mapped` stand-in per such tensor. The judge
+(:func:`load_ground_truth`) maps each file privately (``MAP_PRIVATE``: the same pages, no copy) and then deletes the
+folders; the mappings keep the memory, now in the judge alone.
+
+Every file is created ``O_EXCL`` with mode 0600 in a private (0700) folder, and never over an existing file. Each
+goes to the first folder with room for it (:func:`has_room`), the last folder (on disk) taking whatever the others
+have no room for.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from solkit.hardware.detect import available_memory_bytes
+
+#: Memory left free when the ground truth goes to a tmpfs (``/dev/shm``): its files are memory until the judge has
+#: mapped them, and the judge stages a further copy for the candidate.
+SHM_SPARE = 1 << 30
+
+
+def has_room(folder: Path, nbytes: int) -> bool:
+    """Whether ``nbytes`` more fit in the tmpfs ``folder`` with SHM_SPARE left both there and in memory, where the
+    judge then stages another copy for the candidate."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    mem = available_memory_bytes()
+    fits_fs = st.f_bavail * st.f_frsize >= nbytes + SHM_SPARE
+    return fits_fs and (mem is None or mem >= 2 * nbytes + SHM_SPARE)
+
+
+def _exclusive(path: Path) -> None:
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+def nbytes_of(value: Any) -> int:
+    """Bytes of the tensors in ``value`` (a tensor, or dicts, lists and tuples of them)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(nbytes_of(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(nbytes_of(v) for v in value)
+    return 0
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """A tensor left in a file of its own (raw bytes, C order); what the saved record holds instead of it."""
+
+    path: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+    def load(self) -> torch.Tensor:
+        """The tensor, mapped privately: reads come from the file's pages, a write would copy only its page."""
+        raw = torch.from_file(self.path, shared=False, size=self.nbytes, dtype=torch.uint8)
+        return raw.view(getattr(torch, self.dtype)).view(self.shape)
+
+
+class HostCopies:
+    """Host copies of one workload's tensors, each written into its own mapped file in the first of ``folders``
+    with room for it. :meth:`stand_ins` then swaps them for their :class:`Mapped` records before saving."""
+
+    def __init__(self, folders: list[Path], prefix: str) -> None:
+        self.folders, self.prefix = folders, prefix
+        self.files: dict[int, Mapped] = {}  # id of a host copy (alive while the workload is) -> its file
+        self._held: list[torch.Tensor] = []  # keeps those ids from being reused
+
+    def copy(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` with every tensor replaced by its host copy (scalars and other objects as they are)."""
+        return {k: self.tensor(v) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+
+    def tensor(self, t: torch.Tensor) -> torch.Tensor:
+        t = t.detach()
+        nbytes = t.numel() * t.element_size()
+        if not nbytes or type(t) is not torch.Tensor or t.layout != torch.strided:
+            return t.to("cpu", copy=True)  # nothing to map, or no plain buffer to map: saved with the record
+        path = self._path(nbytes)
+        raw = torch.from_file(str(path), shared=True, size=nbytes, dtype=torch.uint8)
+        host = raw.view(t.dtype).view(t.shape)
+        host.copy_(t)
+        self.files[id(host)] = Mapped(str(path), str(t.dtype).removeprefix("torch."), tuple(t.shape), nbytes)
+        self._held.append(host)
+        return host
+
+    def _path(self, nbytes: int) -> Path:
+        name = f"{self.prefix}_t{len(self._held)}.bin"
+        for k, folder in enumerate(self.folders):
+            last = k == len(self.folders) - 1
+            if last or has_room(folder, nbytes):
+                try:
+                    _exclusive(folder / name)
+                    return folder / name
+                except OSError:
+                    if last:
+                        raise
+        raise OSError("no folder for the ground truth")
+
+    def stand_ins(self, value: Any) -> Any:
+        """``value`` (dicts, lists, tuples) with each host copy of this writer replaced by its Mapped record."""
+        if isinstance(value, torch.Tensor):
+            return self.files.get(id(value), value)
+        if isinstance(value, dict):
+            return {k: self.stand_ins(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.stand_ins(v) for v in value)
+        return value
+
+
+def save_ground_truth(data: dict[str, Any], folders: list[Path], name: str) -> Path:
+    """Save ``data`` as ``name`` (mode 0600, never over an existing file) in the first of ``folders`` with room for
+    it; the last one (on disk) takes whatever the others have no room for."""
+    nbytes = nbytes_of(data)
+    for k, folder in enumerate(folders):
+        last = k == len(folders) - 1
+        if not last and not has_room(folder, nbytes):
+            continue
+        path = folder / name
+        try:
+            _exclusive(path)
+            torch.save(data, path)
+            return path
+        except (OSError, RuntimeError):  # full after all (a race with other writers): the next folder
+            if last:
+                raise
+            path.unlink(missing_ok=True)
+    raise OSError("no folder for the ground truth")
+
+
+def _resolve(value: Any) -> Any:
+    if isinstance(value, Mapped):
+        return value.load()
+    if isinstance(value, dict):
+        return {k: _resolve(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_resolve(v) for v in value)
+    return value
+
+
+def load_ground_truth(path: Path | str, mmap: bool) -> dict[str, Any]:
+    """A saved record with every Mapped stand-in mapped back; ``mmap``: the record's own tensors mapped too."""
+    return _resolve(torch.load(path, weights_only=False, mmap=mmap))
