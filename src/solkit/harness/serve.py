@@ -9,7 +9,8 @@ this process writes can make a workload pass; a reply can only report a failure,
 anti-cheat flag (which only hurts the candidate).
 
 Commands: ``load``; ``call`` (one correctness call); ``time`` (the timing protocol over a pool);
-``batch`` (each set of a pool called once, timed by the judge's clock); ``ping``.
+``batch`` (each set of a pool called once, or ``repeat`` times, timed by the judge's clock; with ``reuse``, on the
+device copies the previous batch of the same pool staged); ``ping``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Server:
         self.fn = None
         self.guard = None
         self._maps: dict[str, torch.Tensor] = {}
+        self._staged: tuple[str, list[tuple], list] | None = None  # the last batch's staged pool, for "reuse"
         if self.device.type == "cuda" and self.job.get("method") in ("auto", "kernel"):
             # torch.profiler imports torch._dynamo, which wraps torch.manual_seed on import: do it before the
             # identity snapshot, so the harness's own timer is not reported as the candidate's monkey-patch; at
@@ -225,7 +227,12 @@ class Server:
         return {"ok": True, "timing": timing_dict, "note": note, "hidden_work": hidden or None}
 
     def batch(self, cmd: dict) -> dict:
-        pool, outs = self._stage(cmd)
+        key = json.dumps(cmd["pool"], sort_keys=True)
+        if cmd.get("reuse") and self._staged is not None and self._staged[0] == key:
+            pool, outs = self._staged[1], self._staged[2]  # the judge's back-to-back rounds: no staging copies
+        else:
+            pool, outs = self._stage(cmd)
+        self._staged = None if cmd.get("stage_only") else (key, pool, outs)
         if cmd.get("stage_only"):  # the judge subtracts the staging copies, both ways, from its clock (GPU)
             names = list(cmd["names"])
             for s in cmd["pool"]:
@@ -264,6 +271,8 @@ class Server:
                 self.send(cid, ok=False, status=f.status, log=f.reason)
             except Exception as exc:  # noqa: BLE001 - a harness-side error is still one answer
                 self.send(cid, ok=False, status="RUNTIME_ERROR", log=f"{exc!r}\n{traceback.format_exc()}")
+            if cmd.get("cmd") != "batch":
+                self._staged = None
             if self.device.type == "cuda" and cmd.get("cmd") in ("time", "batch"):
                 torch.cuda.empty_cache()
 
