@@ -40,3 +40,10 @@ def test_cheat_case(case):
         if status != "PASSED":
             assert t.evaluation.log, "a failing trace must say why"
             assert t.evaluation.performance is None
+
+
+def test_rounding_outliers_on_the_extra_sets_are_counted_not_called_cheating():
+    opts = fast_options(workloads=SMALL_CHEAT_WORKLOADS[:1])
+    traces = evaluate(CHEAT_PROBLEM, CHEATS / "rounding_outlier_after_trials" / "solution.json", opts)
+    assert [t.evaluation.status.value for t in traces] == ["PASSED"], traces[0].evaluation.log
+    assert traces[0].evaluation.correctness.extra["recheck_outliers"] >= 1

@@ -53,6 +53,9 @@ GPU_REPEAT_SLACK_MS = 0.05
 #: Staging copies on a GPU are subtracted at most at this rate (bytes per second).
 STAGE_FLOOR_BPS = 5e9
 SETTLE_S = 0.02
+#: The matched ratio the timed and fresh outputs are held to when the workload asks for more (SOL-ExecBench's
+#: default): solkit's correctness trials require every element by default, the cheat checks look for wrong work.
+RECHECK_MATCHED_RATIO = 0.99
 
 
 #: A back-to-back round holds enough calls to cover what is subtracted from its wall clock (the round trip, and on a
@@ -217,6 +220,7 @@ class WorkloadJudge:
         self.ratio = cc.required_ratio(self.tol, job.get("matched_ratio"))
         self.trials, self.pool = int(p["trials"]), int(p["pool"])
         self._poison: dict[tuple, torch.Tensor] = {}  # one poisoned output per shape and dtype, written before calls
+        self.outliers = 0  # elements of timed and fresh outputs outside the tolerance, within RECHECK_MATCHED_RATIO
         self.spent = {"fill": 0.0, "requests": 0.0}  # staging the candidate's buffers; its replies, by our clock
 
     def _req(self, cmd: str, **data: Any) -> dict:
@@ -279,9 +283,16 @@ class WorkloadJudge:
             raise Failure("REWARD_HACK", f"an output buffer file was truncated ({exc})") from None
 
     def _compare(self, idx: int, produced: dict[str, Any]) -> cc.OutputCheck:
+        """A timed or fresh set's outputs against its ground truth. These checks catch stale, skipped or forged
+        work, which misses far more than 1 % of the elements; they hold the outputs to the workload's tolerance
+        at no stricter a matched ratio than RECHECK_MATCHED_RATIO, so an honest kernel's rounding outliers on
+        one of the many extra sets are counted (``recheck_outliers``), not called cheating."""
         merged = cc.OutputCheck()
+        ratio = min(self.ratio, RECHECK_MATCHED_RATIO)
         for n in self.names:
-            merged = merged.merge(cc.compare(self.p["outputs"][idx][n], produced[n], self.tol, self.ratio, n))
+            merged = merged.merge(cc.compare(self.p["outputs"][idx][n], produced[n], self.tol, ratio, n))
+        if merged.ok and merged.mismatches:
+            self.outliers += merged.mismatches
         return merged
 
     def run(self) -> dict[str, Any]:
@@ -488,7 +499,7 @@ class WorkloadJudge:
             "mismatches": checks.mismatches, "elements_checked": checks.numel,
             "l2_relative_error": checks.l2_relative_error,
             "precision": state["precision"] or self.p.get("ref64_note") or None,
-            "timed_outputs_validated": self.pool, "address_cache_check": "passed",
+            "timed_outputs_validated": self.pool, "address_cache_check": "passed", "recheck_outliers": self.outliers,
             "judge_clock": {"timing_wall_ms": wall, **fresh},
         }  # fmt: skip
         tdict = dict(res)
