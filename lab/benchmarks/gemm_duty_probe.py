@@ -30,11 +30,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from gemm_step_probe import Spy  # noqa: E402  (the lab's own probe: the same dispatch spy)
 
-GEMM_NAMES = ("nvjet", "gemm", "sm90_xmma", "cutlass")
+GEMM_NAMES = ("nvjet", "gemm", "sm90_xmma")
 
 
 def _is_gemm(name: str) -> bool:
-    return any(k in name for k in GEMM_NAMES)
+    """cuBLAS's GEMM kernels; not the attention kernels, whose template arguments name cutlass types."""
+    return any(k in name for k in GEMM_NAMES) and "flash" not in name.lower()
 
 
 def step_duties(layers: int, window_ms: float) -> tuple[list[dict], dict]:
