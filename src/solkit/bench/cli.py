@@ -196,8 +196,6 @@ def _bench(args: argparse.Namespace, pool) -> int:
         notes.append("bwd problems are timed as forward + backward (fwd_bwd)")
     if args.profile and device == "cpu":
         notes.append("--profile needs a GPU and Nsight Compute; skipped on the CPU")
-    if pool is None:
-        info, cal, ceilings = _ceilings(device, args.recalibrate, notes, quick=args.calibration == "quick")
     cfg = BenchConfig(
         device=device,
         sizes=sizes,
@@ -211,6 +209,8 @@ def _bench(args: argparse.Namespace, pool) -> int:
     chosen = select(suite_problems(), cfg)
     if not chosen:
         raise SolkitError("no suite problem matches --ops/--mode/--size; see src/solkit/problems/suite/")
+    if pool is None:  # after the selection: a command that selects nothing fails before any measurement
+        info, cal, ceilings = _ceilings(device, args.recalibrate, notes, quick=args.calibration == "quick")
     out = Path(args.out or Path("solkit-results") / dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     done: list = []
