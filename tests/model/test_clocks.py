@@ -62,3 +62,16 @@ def test_no_sample_within_one_interval_is_no_clock():
     assert StepClocks([]).during([(0.0, 1.0)]) is None
     # a sample without a clock reading is no sample
     assert StepClocks([(100.0, {"t": 0, "power_w": 300})]).during([(0.0, 200.0)]) is None
+
+
+@pytest.mark.parametrize(("spans", "expected"), [
+    ([(10_000.0, 11_000.0)], 2_000 / 21_000),  # itself and the GEMM at 20-21 ms inside its +-10 ms window
+    ([(40_000.0, 41_000.0)], 1_000 / 11_000),  # the window clipped to the step's end (41 ms): alone in it
+    ([(10_000.0, 11_000.0), (40_000.0, 41_000.0), (20_000.0, 21_000.0)], 2_000 / 21_000),  # the median of the calls
+])  # fmt: skip
+def test_local_duty_is_the_gemm_share_of_the_window_around_each_call(spans, expected):
+    from solkit.model.gemms import local_duty
+
+    gemms = [(10_000.0, 11_000.0), (20_000.0, 21_000.0), (40_000.0, 41_000.0)]
+    assert local_duty(spans, gemms, (0.0, 41_000.0), window_us=10_000.0) == pytest.approx(expected)
+    assert local_duty([], gemms, (0.0, 41_000.0)) is None

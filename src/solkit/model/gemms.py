@@ -9,6 +9,7 @@ kernel by these layouts, so two calls of the same shapes may not run the same ke
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,25 @@ def _dims(op: str, a: tuple, b: tuple) -> dict[str, int]:
 def layout_text(a_t: bool, b_t: bool) -> str:
     """``A @ B^T`` and the like: ^T marks an operand stored transposed (column-major)."""
     return f"{'A^T' if a_t else 'A'} @ {'B^T' if b_t else 'B'}"
+
+
+#: Half-width of the window a GEMM's local duty is taken over (profiler microseconds): about the time the GPU's power
+#: management takes to respond, so the duty says how hard the card was working around the call.
+LOCAL_WINDOW_US = 10_000.0
+
+
+def local_duty(spans: list[tuple[float, float]], gemm_spans: list[tuple[float, float]], bounds: tuple[float, float],
+               window_us: float = LOCAL_WINDOW_US) -> float | None:  # fmt: skip
+    """The median over ``spans`` of the GEMM duty around each: GEMM kernel time (``gemm_spans``) within
+    ``window_us`` of the span, over the window's length clipped to the step (``bounds``)."""
+    duties = []
+    for a, b in spans:
+        lo, hi = max(a - window_us, bounds[0]), min(b + window_us, bounds[1])
+        if hi <= lo:
+            continue
+        busy = sum(max(0.0, min(e, hi) - max(s, lo)) for s, e in gemm_spans)
+        duties.append(min(busy / (hi - lo), 1.0))
+    return statistics.median(duties) if duties else None
 
 
 def gemm_entries(rows: list[OpEvent], ceilings: Ceilings, clocks: StepClocks | None = None) -> list[dict[str, Any]]:
@@ -88,9 +108,13 @@ def gemm_entries(rows: list[OpEvent], ceilings: Ceilings, clocks: StepClocks | N
         g["bound"] = res.bound
         g["spans"] += r.spans
     out = []
+    gemm_spans = sorted(s for g in groups.values() for s in g["spans"])
+    every = [s for r in rows for s in r.spans]
+    bounds = (min(a for a, _ in every), max(b for _, b in every)) if every else (0.0, 0.0)
     for g in sorted(groups.values(), key=lambda g: g["time_s"], reverse=True):
         time_s, ts, n, spans = g.pop("time_s"), g.pop("t_sol_s"), g["calls"], g.pop("spans")
         g["clock"] = clocks.during(spans) if clocks is not None else None
+        g["local_duty"] = local_duty(spans, gemm_spans, bounds)
         a = "x".join(str(d) for d in g["a_shape"])
         b = "x".join(str(d) for d in g["b_shape"])
         g["name"] = f"{g['op']}{' (bwd)' if g['backward'] else ''} [{a}] @ [{b}] {g['layout']}"
