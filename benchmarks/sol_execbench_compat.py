@@ -409,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
     ap.add_argument("--build-timeout", type=float, default=600.0, help="seconds per case whose solution nvcc builds")
     ap.add_argument("--skip-built", action="store_true", help="leave out the cases whose solution nvcc builds")
-    ap.add_argument("--only", default=None, help="substrings of the case names to run, comma-separated")
+    ap.add_argument("--only", default=None,
+                    help="substrings of the case names to run, comma-separated (=NAME: that name exactly)")
     ap.add_argument("--deadline", type=float, default=None, help="start no case after this many seconds")
     ap.add_argument("--end", type=float, default=None, help="start no case that could run past this many seconds "
                     "(its own timeout counted)")  # fmt: skip
@@ -450,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"workloads", flush=True)  # fmt: skip
             _write(args.out, {"device": args.device, "partial": True}, results)
         only = [o for o in (args.only or "").split(",") if o]
-        todo = [c for c in cases(mirror, work) if not only or any(o in c["name"] for o in only)]
+        picked = (lambda n: any(n == o[1:] if o.startswith("=") else o in n for o in only)) if only else None
+        todo = [c for c in cases(mirror, work) if picked is None or picked(c["name"])]
         todo = [c for c in todo if not (args.skip_built and _languages(c["solution"]) & BUILT)]
         _run_cases(todo, args, work, start, results)
     finally:

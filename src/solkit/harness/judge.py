@@ -359,7 +359,9 @@ class WorkloadJudge:
             raise Failure(merged.status or "INCORRECT_NUMERICAL", f"trial {t}: {merged.reason}",
                           state["checks"].to_dict())  # fmt: skip
         modified = list(reply.get("modified") or [])
-        for n, buf in slot.inputs.items():
+        # On a GPU the candidate computes on device copies of the buffers (its own flag covers those), and a write
+        # into a buffer file changes nothing judged: the next fill rewrites it. On a CPU it computes on the buffers.
+        for n, buf in slot.inputs.items() if self.job["device"] == "cpu" else ():
             if n in self.ctx["mutable"]:
                 continue
             try:

@@ -1,9 +1,10 @@
 """The ground truth's files: how the reference process hands its input sets and outputs to the judge.
 
-A large workload's ground truth is GBs (gemma3_swiglu's 12 input sets hold two 151 MB weights each). Copying each
+A large workload's ground truth is GBs (gemma3_swiglu's input sets hold two 151 MB weights each). Copying each
 tensor to host memory and then serialising it (``torch.save``) moves every byte twice and touches every page twice.
-So the reference process copies each tensor it keeps straight from the device into a file of its own, mapped
-``MAP_SHARED`` (:class:`HostCopies`): one copy into the page cache, which in ``/dev/shm`` is memory. The workload's
+So the reference process writes each tensor it keeps straight from the device into a file of its own
+(:class:`HostCopies`: through a pinned buffer, then ``pwrite`` into the page cache, which in ``/dev/shm`` is
+memory) and keeps a private mapping of it as its host copy. The workload's
 record (:func:`save_ground_truth`, ``torch.save``) holds a :class:`Mapped` stand-in per such tensor. The judge
 (:func:`load_ground_truth`) maps each file privately (``MAP_PRIVATE``: the same pages, no copy) and then deletes the
 folders; the mappings keep the memory, now in the judge alone.
@@ -15,6 +16,7 @@ have no room for.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +58,36 @@ def nbytes_of(value: Any) -> int:
     return 0
 
 
+#: Bytes staged per device-to-host copy: a pinned buffer of this size, copied into and written out in turn.
+_CHUNK = 64 << 20
+
+
+@functools.cache
+def _staging() -> torch.Tensor:
+    return torch.empty(_CHUNK, dtype=torch.uint8, pin_memory=True)
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, data[done:], offset + done)
+
+
+def _write(fd: int, t: torch.Tensor) -> None:
+    """The tensor's bytes (C order) into ``fd``: from a device through a pinned buffer (a full-speed copy, then a
+    write() into the page cache; copying into a fresh mapping instead faults in every page, ~1 GB/s on the H200's
+    host), from host memory directly."""
+    flat = t.contiguous().reshape(-1).view(torch.uint8)
+    if flat.device.type == "cpu":
+        _pwrite_all(fd, memoryview(flat.numpy()), 0)
+        return
+    buf = _staging()
+    for off in range(0, flat.numel(), _CHUNK):
+        k = min(_CHUNK, flat.numel() - off)
+        buf[:k].copy_(flat[off : off + k])
+        _pwrite_all(fd, memoryview(buf[:k].numpy()), off)
+
+
 @dataclass(frozen=True)
 class Mapped:
     """A tensor left in a file of its own (raw bytes, C order); what the saved record holds instead of it."""
@@ -90,10 +122,14 @@ class HostCopies:
         if not nbytes or type(t) is not torch.Tensor or t.layout != torch.strided:
             return t.to("cpu", copy=True)  # nothing to map, or no plain buffer to map: saved with the record
         path = self._path(nbytes)
-        raw = torch.from_file(str(path), shared=True, size=nbytes, dtype=torch.uint8)
-        host = raw.view(t.dtype).view(t.shape)
-        host.copy_(t)
-        self.files[id(host)] = Mapped(str(path), str(t.dtype).removeprefix("torch."), tuple(t.shape), nbytes)
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            _write(fd, t)
+        finally:
+            os.close(fd)
+        mapped = Mapped(str(path), str(t.dtype).removeprefix("torch."), tuple(t.shape), nbytes)
+        host = mapped.load()
+        self.files[id(host)] = mapped
         self._held.append(host)
         return host
 
