@@ -409,8 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
     ap.add_argument("--build-timeout", type=float, default=600.0, help="seconds per case whose solution nvcc builds")
     ap.add_argument("--skip-built", action="store_true", help="leave out the cases whose solution nvcc builds")
-    ap.add_argument("--only", default=None,
-                    help="substrings of the case names to run, comma-separated (=NAME: that name exactly)")
+    ap.add_argument(
+        "--only", default=None, help="substrings of the case names to run, comma-separated (=NAME: that name exactly)"
+    )
     ap.add_argument("--deadline", type=float, default=None, help="start no case after this many seconds")
     ap.add_argument("--end", type=float, default=None, help="start no case that could run past this many seconds "
                     "(its own timeout counted)")  # fmt: skip
