@@ -136,11 +136,29 @@ def test_the_candidate_cannot_signal_processes_outside(tmp_path):
         victim.wait()
 
 
-def test_setsid_and_daemonised_descendants_do_not_outlive_the_evaluation():
-    assert statuses(run_case("setsid_survivor")) == ["PASSED", "PASSED"]
-    assert statuses(run_case("fork_children"))[0] in ("PASSED", "REWARD_HACK")
+def _own_markers(case: str, folder: Path) -> tuple[Path, list[str]]:
+    """A copy of a corpus case whose `sleep` durations are unique to this process: the corpus test may run the same
+    case on another worker meanwhile, and its sleeps must not be taken for ours."""
+    mapping = {m: f"{m}{os.getpid()}" for m in ("4242.5", "4243.5", "4244.5")}
+    shutil.copytree(CHEATS / case, folder / case)
+    for f in [*(folder / case).glob("*.py"), folder / case / "solution.json"]:
+        text = f.read_text()
+        for old, new in mapping.items():
+            text = text.replace(old, new)
+        f.write_text(text)
+    return folder / case / "solution.json", list(mapping.values())
+
+
+def test_setsid_and_daemonised_descendants_do_not_outlive_the_evaluation(tmp_path):
+    opts = fast_options(workloads=SMALL_CHEAT_WORKLOADS)
+    survivor, markers = _own_markers("setsid_survivor", tmp_path)
+    children, _ = _own_markers("fork_children", tmp_path)
+    kernels = " ".join(f.read_text() for f in tmp_path.rglob("kernel.py"))
+    assert all(m in kernels for m in markers)  # the copies' sleeps carry this process's markers
+    assert statuses(evaluate(CHEAT_PROBLEM, survivor, opts)) == ["PASSED", "PASSED"]
+    assert statuses(evaluate(CHEAT_PROBLEM, children, opts))[0] in ("PASSED", "REWARD_HACK")
     time.sleep(0.5)
-    for marker in ("4242.5", "4243.5", "4244.5"):
+    for marker in markers:
         assert not processes_with(marker), f"sleep {marker} outlived the evaluation"
 
 
