@@ -43,8 +43,29 @@ def has_room(folder: Path, nbytes: int) -> bool:
     return fits_fs and (mem is None or mem >= 2 * nbytes + SHM_SPARE)
 
 
-def _exclusive(path: Path) -> None:
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+def _claimed(folders: list[Path], name: str, nbytes: int):
+    """``name`` created empty (mode 0600, never over an existing file) in each folder with room for ``nbytes`` in
+    turn, as the caller asks for the next; the last folder whether it has room or not."""
+    for k, folder in enumerate(folders):
+        last = k == len(folders) - 1
+        if not last and not has_room(folder, nbytes):
+            continue
+        try:
+            os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except OSError:
+            if last:
+                raise
+            continue
+        yield folder / name
+
+
+def _walk(value: Any, leaf) -> Any:
+    """``value`` rebuilt through its dicts, lists and tuples with ``leaf`` applied to everything else."""
+    if isinstance(value, dict):
+        return {k: _walk(v, leaf) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_walk(v, leaf) for v in value)
+    return leaf(value)
 
 
 def nbytes_of(value: Any) -> int:
@@ -104,8 +125,9 @@ class Mapped:
 
 
 class HostCopies:
-    """Host copies of one workload's tensors, each written into its own mapped file in the first of ``folders``
-    with room for it. :meth:`stand_ins` then swaps them for their :class:`Mapped` records before saving."""
+    """Host copies of one workload's tensors, each written into a file of its own in the first of ``folders`` with
+    room for it and mapped back privately. :meth:`stand_ins` then swaps them for their :class:`Mapped` records
+    before saving."""
 
     def __init__(self, folders: list[Path], prefix: str) -> None:
         self.folders, self.prefix = folders, prefix
@@ -134,59 +156,27 @@ class HostCopies:
         return host
 
     def _path(self, nbytes: int) -> Path:
-        name = f"{self.prefix}_t{len(self._held)}.bin"
-        for k, folder in enumerate(self.folders):
-            last = k == len(self.folders) - 1
-            if last or has_room(folder, nbytes):
-                try:
-                    _exclusive(folder / name)
-                    return folder / name
-                except OSError:
-                    if last:
-                        raise
-        raise OSError("no folder for the ground truth")
+        return next(_claimed(self.folders, f"{self.prefix}_t{len(self._held)}.bin", nbytes))
 
     def stand_ins(self, value: Any) -> Any:
         """``value`` (dicts, lists, tuples) with each host copy of this writer replaced by its Mapped record."""
-        if isinstance(value, torch.Tensor):
-            return self.files.get(id(value), value)
-        if isinstance(value, dict):
-            return {k: self.stand_ins(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(self.stand_ins(v) for v in value)
-        return value
+        return _walk(value, lambda v: self.files.get(id(v), v) if isinstance(v, torch.Tensor) else v)
 
 
 def save_ground_truth(data: dict[str, Any], folders: list[Path], name: str) -> Path:
     """Save ``data`` as ``name`` (mode 0600, never over an existing file) in the first of ``folders`` with room for
     it; the last one (on disk) takes whatever the others have no room for."""
-    nbytes = nbytes_of(data)
-    for k, folder in enumerate(folders):
-        last = k == len(folders) - 1
-        if not last and not has_room(folder, nbytes):
-            continue
-        path = folder / name
+    for path in _claimed(folders, name, nbytes_of(data)):
         try:
-            _exclusive(path)
             torch.save(data, path)
             return path
         except (OSError, RuntimeError):  # full after all (a race with other writers): the next folder
-            if last:
-                raise
             path.unlink(missing_ok=True)
+            if path.parent == folders[-1]:
+                raise
     raise OSError("no folder for the ground truth")
-
-
-def _resolve(value: Any) -> Any:
-    if isinstance(value, Mapped):
-        return value.load()
-    if isinstance(value, dict):
-        return {k: _resolve(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_resolve(v) for v in value)
-    return value
 
 
 def load_ground_truth(path: Path | str, mmap: bool) -> dict[str, Any]:
     """A saved record with every Mapped stand-in mapped back; ``mmap``: the record's own tensors mapped too."""
-    return _resolve(torch.load(path, weights_only=False, mmap=mmap))
+    return _walk(torch.load(path, weights_only=False, mmap=mmap), lambda v: v.load() if isinstance(v, Mapped) else v)

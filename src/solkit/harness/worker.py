@@ -3,8 +3,8 @@
 Protocol: ``python -m solkit.harness.worker JOB.json FD`` (or forked by :mod:`.forkserver`) — JSON event
 lines on file descriptor ``FD``: ``env`` → per workload ``phase`` (reference) and ``result`` (status
 ``PREPARED`` with the file the ground truth was saved to and ``timing_s``, the seconds the reference's own
-timing took, or the reason the reference is unusable) → ``done``. Each tensor kept is copied from the device
-straight into a mapped file of its own, and the file named in the result is the workload's record of them
+timing took, or the reason the reference is unusable) → ``done``. Each tensor kept is written from the device
+into a file of its own, and the file named in the result is the workload's record of them
 (:mod:`.truth`), all in the first of the job's ``ref_dirs`` with room (a private directory in ``/dev/shm`` first,
 memory and no disk I/O, then one beside the evaluation). The judge (:mod:`.runner`, :mod:`.judge`) maps them and
 deletes them before the candidate process starts, so the ground truth then lives only in the judge's memory.
