@@ -8,6 +8,7 @@ read, the number of restarts, the temporary directories left over.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -134,6 +135,22 @@ def test_the_candidate_cannot_signal_processes_outside(tmp_path):
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_a_stopped_process_reads_as_not_running_and_keeps_its_identity():
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        born = sandbox.start_time(sleeper.pid)
+        assert born > 0 and sandbox.state(sleeper.pid) not in sandbox.NOT_RUNNING
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while sandbox.state(sleeper.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sandbox.state(sleeper.pid) == "T" and sandbox.start_time(sleeper.pid) == born
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert sandbox.state(sleeper.pid) is None and sandbox.start_time(sleeper.pid) == 0
 
 
 def _own_markers(case: str, folder: Path) -> tuple[Path, list[str]]:

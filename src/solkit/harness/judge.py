@@ -79,8 +79,9 @@ class ProcessFailure(Exception):
         self.kind, self.detail = kind, detail
 
 
-#: Rounds of freeze_leftovers' scan (10 ms apart) before the import's processes count as settled.
-FREEZE_ROUNDS = 20
+#: How long freeze_leftovers waits for the import's processes to be seen stopped (one stuck in the kernel, in state D,
+#: may never be); a process stopped mid-fork finishes the fork first, so its child can appear after the SIGSTOP.
+FREEZE_SETTLE_S = 5.0
 
 
 class CandidateProcess:
@@ -92,7 +93,7 @@ class CandidateProcess:
         spawned = spawned or spawn_candidate(job, scratch, plan)
         self.marker, self.log_path, self.popen = spawned.marker, spawned.log_path, spawned.popen
         self.fd, self.buf, self.next_id = spawned.fd, b"", 1
-        self.frozen: set[int] = set()
+        self.frozen: set[tuple[int, int]] = set()  # (pid, start time): stopped after the import, or already killed
         self.hello = self._read(0, time.monotonic() + startup_timeout)
 
     def _read(self, cid: int, deadline: float) -> dict:
@@ -145,24 +146,29 @@ class CandidateProcess:
         else:
             found = set(sandbox.descendants(root, self.marker)) | set(sandbox.tree(root))
             keep = {root}
-        return found - keep - self.frozen
+        return {pid for pid in found - keep if (pid, sandbox.start_time(pid)) not in self.frozen}
+
+    def _settle(self, pids: set[int]) -> None:
+        self.frozen |= {(pid, sandbox.start_time(pid)) for pid in pids}
 
     def freeze_leftovers(self) -> int:
         """SIGSTOP what the solution left running from its import, before any call: it can then do no work (ahead
-        or late) for any call, and dies with the rest at the end. Scanned again until no new one appears: a process
-        caught mid-fork (a daemon's double fork) has a child the first /proc scan may not list yet."""
-        count = 0
-        for _ in range(FREEZE_ROUNDS):
+        or late) for any call, and dies with the rest at the end. Done once every stopped process is seen stopped
+        (or dead) and a scan after that finds no new one: a process the signal caught inside fork() completes the
+        fork before it stops (Linux restarts a fork only for group-wide signals), and that child, a daemon's second
+        fork, appears in /proc only then; on a loaded machine that can be long after the first scans."""
+        count, deadline = 0, time.monotonic() + FREEZE_SETTLE_S
+        while True:
+            settled = all(sandbox.state(pid) in sandbox.NOT_RUNNING for pid, _ in self.frozen)
             others = self._others()
-            if not others:
-                break
+            if (settled and not others) or time.monotonic() > deadline:
+                return count
             for pid in others:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGSTOP)
-            self.frozen |= others
+            self._settle(others)
             count += len(others)
-            time.sleep(0.01)
-        return count
+            time.sleep(0.005)
 
     def sched(self) -> dict[int, tuple[int, int]]:
         """Scheduler statistics of the candidate's processes (CPU time, the server's runnable waits)."""
@@ -181,11 +187,13 @@ class CandidateProcess:
                 "cpu_per_call_ms": run_ns / 1e6 / calls}  # fmt: skip
 
     def kill_new(self) -> int:
-        """SIGKILL every process started since the import (alive or unreaped); returns how many there were."""
+        """SIGKILL every process started since the import (alive or unreaped); returns how many there were. Each is
+        counted once: one whose parent is stopped stays unreaped until the end."""
         others = self._others()
         for pid in others:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        self._settle(others)
         return len(others)
 
     def log_tail(self, n: int = 4000) -> str:

@@ -202,6 +202,31 @@ def confine(settings: dict[str, Any], scratch: Path) -> dict[str, Any]:
     return applied
 
 
+#: /proc states of a process that runs no code: stopped, traced-stopped, zombie, dead (None: gone).
+NOT_RUNNING = frozenset({"T", "t", "Z", "X", None})
+
+
+def _stat(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` after the command name (which may hold spaces): the state is field 0, the start time 19."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def state(pid: int) -> str | None:
+    """The process's one-letter state (R, S, D, T, Z, ...), or None once it is gone."""
+    fields = _stat(pid)
+    return fields[0] if fields else None
+
+
+def start_time(pid: int) -> int:
+    """When the process started (clock ticks after boot): with the pid, it names one process (pids are reused);
+    0 once it is gone."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else 0
+
+
 def descendants(root_pid: int, marker: str) -> list[int]:
     """Processes whose parent chain reaches ``root_pid`` or whose environment carries the marker."""
     parents: dict[int, int] = {}
