@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# budget: 110
+# budget: 290
 # Issue 20 on the GPU: the judge against GPU attacks. Runs, with -rA -v:
 #  1. tests/harness/test_judge_gpu.py in two processes at once, each with its own honest twin to compare with
 #     (an 8 MB RMSNorm): (a) the persisting-L2 window, honest side-stream and Triton candidates, the in-process
@@ -11,7 +11,7 @@
 # outcome and time; device, date, versions, commands), raw pytest output and junit XML beside it.
 set -u
 START=$(date +%s)
-left() { echo $(( START + 104 - $(date +%s) )); }
+left() { echo $(( START + 284 - $(date +%s) )); }
 {
   echo "# judge_gpu: $(date -u +%FT%TZ) tree $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   python3 -c "import torch, triton; print(torch.__version__, triton.__version__, torch.version.cuda, torch.cuda.get_device_name())"
@@ -19,9 +19,9 @@ left() { echo $(( START + 104 - $(date +%s) )); }
   python3 -c "from solkit.harness import sandbox; print('sandbox', sandbox.probe())" || true
 } 2>&1 | tee "$OUT/env.txt"
 CMD1="python3 -m pytest -rA -v --tb=short -p no:cacheprovider -m gpu tests/harness/test_judge_gpu.py"
-SOLKIT_JUDGE_GPU_RESULTS="$OUT/judge_gpu_rows_a.json" timeout 85 $CMD1 -k "l2 or honest_gpu or another_thread" \
+SOLKIT_JUDGE_GPU_RESULTS="$OUT/judge_gpu_rows_a.json" timeout 185 $CMD1 -k "l2 or honest_gpu or another_thread" \
   --junitxml="$OUT/junit_judge_gpu_a.xml" >"$OUT/pytest_judge_gpu_a.txt" 2>&1 &
-SOLKIT_JUDGE_GPU_RESULTS="$OUT/judge_gpu_rows_b.json" timeout 85 $CMD1 -k "memo or thread_ahead or address_cache or launch_bound" \
+SOLKIT_JUDGE_GPU_RESULTS="$OUT/judge_gpu_rows_b.json" timeout 185 $CMD1 -k "memo or thread_ahead or address_cache or launch_bound" \
   --junitxml="$OUT/junit_judge_gpu_b.xml" >"$OUT/pytest_judge_gpu_b.txt" 2>&1 &
 wait
 for s in a b; do echo "test_judge_gpu_$s: $(tail -n 1 "$OUT/pytest_judge_gpu_$s.txt")"; done
