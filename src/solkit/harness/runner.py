@@ -37,7 +37,8 @@ from typing import Any
 
 from solkit.harness.candidate import Failure
 from solkit.harness.forkserver import ForkServer, child_env
-from solkit.harness.judge import CandidateProcess, ProcessFailure, WorkloadJudge, containment_record
+from solkit.harness.judge import WorkloadJudge
+from solkit.harness.process import CandidateProcess, ProcessFailure, containment_record
 from solkit.harness.spawn import Spawned, adoptable, candidate_job
 from solkit.harness.truth import load_ground_truth
 from solkit.problems.loader import load_problem

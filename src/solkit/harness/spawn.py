@@ -2,7 +2,7 @@
 
 ``solkit eval`` starts the candidate (:mod:`.serve`: Python, torch, its sandbox) before the judge imports torch
 itself, so the three start-ups (judge, reference, candidate) run at the same time. The process starts exactly as
-:class:`solkit.harness.judge.CandidateProcess` would start it, from the same job; the judge adopts it only when
+:class:`solkit.harness.process.CandidateProcess` would start it, from the same job; the judge adopts it only when
 that job is the one it would have written (:func:`candidate_job`), else it discards it and starts its own.
 """
 
