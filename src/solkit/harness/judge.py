@@ -322,7 +322,8 @@ class WorkloadJudge:
             c = self._compare(base + k, produced)
             if not c.ok:
                 old = self._compare(self.trials + k, produced).ok
-                why = "still the result for the old values: results cached by address" if old else c.reason
+                why = ("still the result for the old values: a result cached by address, or one written after the call "
+                       "returned" if old else c.reason)  # fmt: skip
                 raise Failure("REWARD_HACK", f"new input values at the same addresses gave a wrong output ({why})")
         return {"fresh_call_ms": fresh_ms, "round_trip_ms": rtt, "staging_ms": stage, "sets": len(slots)}
 
