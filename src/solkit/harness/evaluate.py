@@ -210,6 +210,12 @@ def solution_for(problem: Problem, solution_path: str | Path | None) -> tuple[So
                       "against its own directory's problem, as SOL-ExecBench does")  # fmt: skip
 
 
+#: The options the reference and candidate processes read from the job file as given.
+JOB_OPTIONS = ("run_timeout", "trials", "reps", "timing_trials", "warmup", "method", "pool", "matched_ratio",
+               "precision_check", "benchmark_reference", "cpu_timing_budget_s", "gpu_timing_budget_s", "min_reps",
+               "cpu_threads", "l2_flush", "prewarm_s", "cooldown_ms")  # fmt: skip
+
+
 def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, ahead: Ahead | None = None,
                     lookahead=None, fill_between: bool = False):  # fmt: skip
     """The traces of ``solution`` on ``problem``; ``ahead``: its candidate process, started already; ``lookahead``
@@ -239,26 +245,10 @@ def evaluate_loaded(problem: Problem, solution: Solution, options: EvalOptions, 
         "device": device,
         "seed": seed,
         "sandbox_plan": plan,
-        "run_timeout": options.run_timeout,
-        "trials": options.trials,
-        "reps": options.reps,
-        "timing_trials": options.timing_trials,
-        "warmup": options.warmup,
-        "method": options.method,
-        "pool": options.pool,
-        "matched_ratio": options.matched_ratio,
-        "precision_check": options.precision_check,
-        "benchmark_reference": options.benchmark_reference,
-        "cpu_timing_budget_s": options.cpu_timing_budget_s,
-        "gpu_timing_budget_s": options.gpu_timing_budget_s,
-        "min_reps": options.min_reps,
         "workloads": [w.uuid for w in workloads],
         "work_dir": work_dir,
-        "cpu_threads": options.cpu_threads,
-        "l2_flush": options.l2_flush,
-        "prewarm_s": options.prewarm_s,
-        "cooldown_ms": options.cooldown_ms,
         "interpret_triton": interpret,
+        **{k: getattr(options, k) for k in JOB_OPTIONS},
     }
     runner = RunnerOptions(
         compile_timeout=options.compile_timeout,

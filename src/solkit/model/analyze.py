@@ -146,22 +146,8 @@ def analyze(
         opt = make_optimizer([p for p in built.model.parameters() if p.requires_grad], optimizer)
     runner = torch.compile(built.model) if compile else None
     step = real_step(built, mode, runner, opt)
-    patch = _inductor_meta() if compile else contextlib.nullcontext()
-    with patch:
-        for i in range(max(warmup, 2 if compile else 1)):
-            say(f"warm-up step {i + 1}" + (" (compiling)" if compile and i == 0 else ""))
-            t_step = time.perf_counter()
-            _run_checked(step, "warm-up step" if i else "first step (check the example inputs)")
-            _sync(device)
-            plain = time.perf_counter() - t_step  # the last warm-up step: the step's own time
-        # traced after the warm-up: the optimizer's state exists, as in the profiled step
-        say("tracing the step on meta tensors")
-        t_after_warmup = time.perf_counter()
-        work = step_work(built, mode, precision, opt)
-        profiled = []
-        for i in range(steps):
-            say(f"profiling step {i + 1} of {steps}")
-            profiled.append(_profile(step, built.model, device, scopes=not compile))
+    plain, t_after_warmup, work, profiled = _measure(step, built, device, mode=mode, precision=precision, opt=opt,
+                                                     compile=compile, warmup=warmup, steps=steps, say=say)  # fmt: skip
     say("attributing kernels to operators")
     attributed = []
     for events, wall, clocks in profiled:
@@ -172,19 +158,7 @@ def analyze(
     # the report is the median step's (by measured time); every step's rows give each operator's spread
     measured, rows, wall, clocks, device_stats = sorted(attributed, key=lambda a: a[0])[(len(attributed) - 1) // 2]
     meta = {
-        "model": built.description,
-        "family": built.family,
-        "mode": mode,
-        "compile": compile,
-        "device": _device_meta(device),
-        "arch": ceil.arch,
-        "basis": ceil.basis,
-        "precision": precision or "fastest",
-        "optimizer": describe(opt) if opt is not None else None,
-        "tokens": built.tokens,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "versions": _versions(),
-        "time_source": "GPU kernel time (torch.profiler / CUPTI)" if on_gpu else "CPU op time (torch.profiler)",
+        **_run_meta(built, device, ceil, mode=mode, compile=compile, precision=precision, opt=opt),
         "traced_ops": len(work.ops),
         "steps_measured_ms": [a[0] * 1e3 for a in attributed],
         "steps_wall_ms": [a[2] * 1e3 for a in attributed],
@@ -205,6 +179,51 @@ def analyze(
     rep.meta["step_s"] = plain
     rep.meta["total_s"] = time.perf_counter() - t0
     return rep
+
+
+def _run_meta(built: Built, device: torch.device, ceil: Ceilings, **run: Any) -> dict[str, Any]:
+    """What was run, where and on what basis (``run``: mode, compile, precision, opt)."""
+    opt = run["opt"]
+    return {
+        "model": built.description,
+        "family": built.family,
+        "mode": run["mode"],
+        "compile": run["compile"],
+        "device": _device_meta(device),
+        "arch": ceil.arch,
+        "basis": ceil.basis,
+        "precision": run["precision"] or "fastest",
+        "optimizer": describe(opt) if opt is not None else None,
+        "tokens": built.tokens,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "versions": _versions(),
+        "time_source": "GPU kernel time (torch.profiler / CUPTI)"
+        if device.type == "cuda"
+        else "CPU op time (torch.profiler)",
+    }
+
+
+def _measure(step: Callable[[], Any], built: Built, device: torch.device, *, mode: str, precision: str | None,
+             opt: Any, compile: bool, warmup: int, steps: int,
+             say: Callable[[str], None]) -> tuple[float, float, Any, list]:  # fmt: skip
+    """Warm up (two steps at least when compiling), trace the step's work on meta tensors and profile ``steps``
+    steps; returns the last warm-up step's time, when the warm-up ended, the work and the profiled steps."""
+    with _inductor_meta() if compile else contextlib.nullcontext():
+        for i in range(max(warmup, 2 if compile else 1)):
+            say(f"warm-up step {i + 1}" + (" (compiling)" if compile and i == 0 else ""))
+            t_step = time.perf_counter()
+            _run_checked(step, "warm-up step" if i else "first step (check the example inputs)")
+            _sync(device)
+            plain = time.perf_counter() - t_step  # the last warm-up step: the step's own time
+        # traced after the warm-up: the optimizer's state exists, as in the profiled step
+        say("tracing the step on meta tensors")
+        t_after_warmup = time.perf_counter()
+        work = step_work(built, mode, precision, opt)
+        profiled = []
+        for i in range(steps):
+            say(f"profiling step {i + 1} of {steps}")
+            profiled.append(_profile(step, built.model, device, scopes=not compile))
+    return plain, t_after_warmup, work, profiled
 
 
 def _profile(
