@@ -12,7 +12,7 @@ their step time back to back. Two explanations are left:
 A spin kernel of a fixed number of SM cycles (``torch.cuda._sleep``) measures the SM clock where it runs: its
 duration is cycles / f_SM. This probe puts one right before every mm of the step (a dispatch mode) and reads both
 durations from the profile, then times each layout alone behind the same spin, after an idle gap, back to back, and
-right after ~3 ms of the step's largest GEMM. If the in-step clock is lower by the in-step slow-down and the GEMM
+right after three calls of the step's largest GEMM. If the in-step clock is lower by the in-step slow-down and the GEMM
 behind a heavy GEMM reproduces both, the neighbours' power sets it; if the clocks agree, it is the stream.
 
     python3 lab/benchmarks/gemm_clock_probe.py OUT_JSON [--layers 2] [--reps 20] [--cycles 40000]
@@ -31,7 +31,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gemm_duty_probe import _is_gemm  # noqa: E402  (the lab's own probe: the same GEMM kernel names)
+from gemm_duty_probe import gpu_kernels, is_gemm, warm_llama  # noqa: E402  (the lab's own probe: the same step)
 
 MM = torch.ops.aten.mm.default
 
@@ -55,25 +55,17 @@ class ClockSpy(TorchDispatchMode):
 
 
 def step_clocks(layers: int, cycles: int) -> tuple[list[dict], dict]:
-    from solkit.zoo import hf
-
-    built = hf.build("llama", preset="llama3-8b", layers=layers, seq=8192, batch=1, dtype=torch.bfloat16,
-                     device="cuda")  # fmt: skip
-    for _ in range(2):
-        built.call().loss.backward()
-        built.model.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
+    built = warm_llama(layers)
     spy = ClockSpy(cycles)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof, spy:
         built.call().loss.backward()
         torch.cuda.synchronize()
-    kernels = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
-                     if e.device_type.name == "CUDA" and "memset" not in e.name.lower())  # fmt: skip
+    kernels = gpu_kernels(prof)
     rows, spin = [], None
     for s, e, name in kernels:
         if "spin" in name.lower():
             spin = (s, e)
-        elif _is_gemm(name) and spin is not None:
+        elif is_gemm(name) and spin is not None:
             rows.append({"us": e - s, "clock_mhz": cycles / (spin[1] - spin[0]), "gap_us": s - spin[1],
                          "start_ms": (s - kernels[0][0]) / 1e3})  # fmt: skip
             spin = None
@@ -87,7 +79,7 @@ def step_clocks(layers: int, cycles: int) -> tuple[list[dict], dict]:
 @torch.no_grad()
 def time_alone(a, b, reps: int, cycles: int, before: str, heavy: tuple[torch.Tensor, torch.Tensor], gap_ms: float):
     """Median GEMM time and SM clock (the spin right before it) with ``before`` ahead of each call: ``idle`` (a spin
-    of gap_ms), ``b2b`` (nothing), ``heavy`` (the heavy GEMM repeated for ~3 ms)."""
+    of gap_ms), ``b2b`` (nothing), ``heavy`` (three calls of the step's largest GEMM)."""
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     out = torch.mm(a, b)
     ev = [[torch.cuda.Event(enable_timing=True) for _ in range(3)] for _ in range(reps)]
@@ -123,8 +115,8 @@ def main(argv: list[str]) -> int:
     t0 = time.time()
     rows, kept = step_clocks(args.layers, args.cycles)
     print(f"{len(rows)} GEMM kernels with a spin before them, {len(kept)} layouts", flush=True)
-    heavy_key = max(kept, key=lambda k: statistics.median(r["us"] for r in rows if r["key"] == k) if any(
-        r["key"] == k for r in rows) else 0)  # fmt: skip
+    step_us_of = {k: statistics.median(r["us"] for r in rows if r["key"] == k) for k in {r["key"] for r in rows}}
+    heavy_key = max(step_us_of, key=step_us_of.get)
     heavy = kept[heavy_key]
     alone = {}
     for key, (a, b) in kept.items():

@@ -33,12 +33,13 @@ from gemm_step_probe import Spy  # noqa: E402  (the lab's own probe: the same di
 GEMM_NAMES = ("nvjet", "gemm", "sm90_xmma")
 
 
-def _is_gemm(name: str) -> bool:
+def is_gemm(name: str) -> bool:
     """cuBLAS's GEMM kernels; not the attention kernels, whose template arguments name cutlass types."""
     return any(k in name for k in GEMM_NAMES) and "flash" not in name.lower()
 
 
-def step_duties(layers: int, window_ms: float) -> tuple[list[dict], dict]:
+def warm_llama(layers: int):
+    """HF Llama at Llama-3-8B shapes, 8192 tokens, bf16, after two forward + backward steps."""
     from solkit.zoo import hf
 
     built = hf.build("llama", preset="llama3-8b", layers=layers, seq=8192, batch=1, dtype=torch.bfloat16,
@@ -47,14 +48,24 @@ def step_duties(layers: int, window_ms: float) -> tuple[list[dict], dict]:
         built.call().loss.backward()
         built.model.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
+    return built
+
+
+def gpu_kernels(prof) -> list[tuple[float, float, str]]:
+    """(start, end, name) of every kernel in the profile, memsets left out, in start order."""
+    return sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                  if e.device_type.name == "CUDA" and "memset" not in e.name.lower())  # fmt: skip
+
+
+def step_duties(layers: int, window_ms: float) -> tuple[list[dict], dict]:
+    built = warm_llama(layers)
     spy = Spy()
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=acts) as prof, spy:
         built.call().loss.backward()
         torch.cuda.synchronize()
-    on_gpu = [e for e in prof.events() if e.device_type.name == "CUDA" and "memset" not in e.name.lower()]
-    kernels = sorted((e.time_range.start, e.time_range.end, e.name) for e in on_gpu)
-    gemms = [k for k in kernels if _is_gemm(k[2])]
+    kernels = gpu_kernels(prof)
+    gemms = [k for k in kernels if is_gemm(k[2])]
     w = window_ms * 1e3
     rows = []
     for i, (s, e, name) in enumerate(gemms):
