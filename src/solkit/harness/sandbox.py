@@ -207,7 +207,7 @@ NOT_RUNNING = frozenset({"T", "t", "Z", "X", None})
 
 
 def _stat(pid: int) -> list[str] | None:
-    """``/proc/PID/stat`` after the command name (which may hold spaces): the state is field 0, the start time 19."""
+    """``/proc/PID/stat`` after the command name (which may hold spaces): state 0, parent 1, start time 19."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
@@ -236,8 +236,10 @@ def descendants(root_pid: int, marker: str) -> list[int]:
             continue
         pid = int(entry)
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+            fields = _stat(pid)
+            if fields is None:
+                continue
+            parents[pid] = int(fields[1])
             if marker and f"{MARKER}={marker}".encode() in Path(f"/proc/{pid}/environ").read_bytes():
                 found.add(pid)
         except (OSError, ValueError, IndexError):
